@@ -1,0 +1,36 @@
+"""jitsim: predict and explain TensorFlow's XLA auto-clustering without running the model.
+
+The Python API mirrors the CLI::
+
+    import jitsim
+    g = jitsim.load("graph.pbtxt")                      # jitsim.graph.Graph
+    diff = jitsim.compare(predicted_labels, truth_labels)   # partition comparison
+    jitsim.harvest("prog.py", "out/")                   # ground truth from real TF
+
+Imports are lazy so ``import jitsim`` stays cheap.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "load": ("jitsim.graph.io", "load"),
+    "save": ("jitsim.graph.io", "save"),
+    "Graph": ("jitsim.graph.model", "Graph"),
+    "compare": ("jitsim.crosscheck.compare", "compare_partitions"),
+    "compare_paths": ("jitsim.crosscheck.scoring", "compare_paths"),
+    "harvest": ("jitsim.crosscheck.harvest", "harvest"),
+    "JitsimError": ("jitsim.errors", "JitsimError"),
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(mod), attr)
+    raise AttributeError(f"module 'jitsim' has no attribute {name!r}")

@@ -1,0 +1,29 @@
+"""Errors jitsim reports to users as one clear line (no traceback)."""
+
+from __future__ import annotations
+
+
+class JitsimError(Exception):
+    """A problem with the user's input or environment.
+
+    The CLI prints ``jitsim: <path>: <message>`` on stderr and exits non-zero.
+    ``path`` names the file or directory concerned, when there is one.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, path: object | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = None if path is None else str(path)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class GraphError(JitsimError):
+    """The graph is unreadable or invalid (truncated, malformed, dangling input, cycle...)."""
+
+
+class HarvestError(JitsimError):
+    """Running real TensorFlow to collect ground truth failed."""

@@ -1,0 +1,89 @@
+"""Turning a library ``FunctionDef`` into a ``GraphDef`` the passes can run on.
+
+A function body names tensors as ``node:output_arg:index``; a graph names them
+``node:flat_index``. The flat index needs the producing op's ``OpDef`` (how many
+tensors each output arg expands to), which comes from jitsim's shipped op registry,
+or from the library when the producer is itself a function call by name.
+
+The result mirrors TF's function instantiation: one ``_Arg`` node per input
+(``T``, ``index``), the body's nodes, one ``_Retval`` per output
+(``<output>_RetVal``), with the library kept so nested calls can be followed.
+"""
+
+from __future__ import annotations
+
+from jitsim.errors import GraphError
+from jitsim.graph import protos
+
+
+def _output_sizes(node, op_def, library_fns) -> list[tuple[str, int]]:
+    """[(output arg name, number of tensors)] for a body node."""
+    if node.op in library_fns:
+        return [(a.name, 1) for a in library_fns[node.op].signature.output_arg]
+    if op_def is None:
+        return []
+    sizes = []
+    for arg in op_def.output_arg:
+        if arg.number_attr:
+            n = node.attr[arg.number_attr].i if arg.number_attr in node.attr else 1
+        elif arg.type_list_attr:
+            n = len(node.attr[arg.type_list_attr].list.type) if arg.type_list_attr in node.attr else 1
+        else:
+            n = 1
+        sizes.append((arg.name, n))
+    return sizes
+
+
+def function_to_graphdef(library, name: str, *, source=None):
+    """A ``GraphDef`` for function ``name`` of ``library`` (a ``FunctionDefLibrary``)."""
+    from jitsim.registry import op_def
+
+    fns = {f.signature.name: f for f in library.function}
+    if name not in fns:
+        raise GraphError(f"function {name!r} is not in the graph's library", source)
+    fdef = fns[name]
+    gd = protos.GraphDef()
+    gd.library.CopyFrom(library)
+    args = set()
+    for i, arg in enumerate(fdef.signature.input_arg):
+        nd = gd.node.add(name=arg.name, op="_Arg")
+        nd.attr["T"].type = arg.type
+        nd.attr["index"].i = i
+        args.add(arg.name)
+
+    offsets: dict[str, dict[str, int]] = {}
+    for node in fdef.node_def:
+        table, pos = {}, 0
+        for out_name, n in _output_sizes(node, op_def(node.op), fns):
+            table[out_name] = pos
+            pos += n
+        offsets[node.name] = table
+
+    def convert(ref: str) -> str:
+        if ref.startswith("^"):
+            return ref
+        parts = ref.split(":")
+        if len(parts) == 1:
+            if ref in args or ref in offsets:
+                return ref
+        elif len(parts) == 3 and parts[0] in offsets:
+            src, out, idx = parts
+            if out not in offsets[src]:
+                raise GraphError(f"function {name!r}: input {ref!r} names an unknown output {out!r} of {src!r}", source)
+            flat = offsets[src][out] + int(idx)
+            return src if flat == 0 else f"{src}:{flat}"
+        elif len(parts) == 2 and parts[0] in offsets:  # already flat
+            return ref
+        raise GraphError(f"function {name!r}: input {ref!r} names no node or argument", source)
+
+    for node in fdef.node_def:
+        nd = gd.node.add()
+        nd.CopyFrom(node)
+        del nd.input[:]
+        nd.input.extend(convert(r) for r in node.input)
+    for i, arg in enumerate(fdef.signature.output_arg):
+        nd = gd.node.add(name=f"{arg.name}_RetVal", op="_Retval")
+        nd.input.append(convert(fdef.ret[arg.name]))
+        nd.attr["T"].type = arg.type
+        nd.attr["index"].i = i
+    return gd

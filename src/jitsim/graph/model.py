@@ -1,0 +1,296 @@
+"""The one in-memory graph model every jitsim pass works on.
+
+A :class:`Graph` wraps a TensorFlow ``GraphDef``: nodes keep their ``NodeDef``
+protos (so every field jitsim does not touch survives a load/save round trip)
+and the topology is a :class:`networkx.MultiDiGraph` keyed by node name, one
+edge per data or control dependency:
+
+* data edge ``src:out -> dst`` has ``src_output=out`` and ``dst_input=slot``;
+* control edge ``^src -> dst`` has ``src_output=dst_input=CONTROL`` (-1, TF's
+  ``Graph::kControlSlot``).
+
+Node order is the ``GraphDef`` order, which for TF's own dumps is TF's node-id
+order (``Graph::ToGraphDef`` writes nodes by increasing id); :attr:`Node.index`
+keeps it.
+
+>>> g = Graph.from_nodes([("x", "Placeholder", []), ("y", "Neg", ["x"]), ("z", "NoOp", ["^y"])])
+>>> [(e.src, e.dst, e.src_output, e.dst_input) for e in g.in_edges("y")]
+[('x', 'y', 0, 0)]
+>>> g.in_edges("z")[0].is_control
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import networkx as nx
+
+from jitsim.errors import GraphError
+from jitsim.graph import protos
+
+CONTROL = -1
+
+# Ops whose out-edges close loops (TF's NotBackedge filter).
+NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: str
+    dst: str
+    src_output: int
+    dst_input: int
+
+    @property
+    def is_control(self) -> bool:
+        return self.dst_input == CONTROL
+
+
+def parse_input(ref: str) -> tuple[str, int]:
+    """``'a:2'`` -> ``('a', 2)``, ``'a'`` -> ``('a', 0)``, ``'^a'`` -> ``('a', CONTROL)``."""
+    if ref.startswith("^"):
+        return ref[1:], CONTROL
+    name, sep, idx = ref.rpartition(":")
+    if sep and idx.isdigit():
+        return name, int(idx)
+    return ref, 0
+
+
+def format_input(src: str, src_output: int) -> str:
+    if src_output == CONTROL:
+        return "^" + src
+    return src if src_output == 0 else f"{src}:{src_output}"
+
+
+class Node:
+    """A view of one ``NodeDef``. Attribute reads go to the proto."""
+
+    __slots__ = ("nodedef", "index")
+
+    def __init__(self, nodedef, index: int):
+        self.nodedef = nodedef
+        self.index = index
+
+    @property
+    def name(self) -> str:
+        return self.nodedef.name
+
+    @property
+    def op(self) -> str:
+        return self.nodedef.op
+
+    @property
+    def device(self) -> str:
+        return self.nodedef.device
+
+    @property
+    def attr(self):
+        return self.nodedef.attr
+
+    def get_attr(self, key: str, default=None):
+        """Python value of attr ``key`` (``s`` decoded, lists as lists), else ``default``."""
+        if key not in self.nodedef.attr:
+            return default
+        return attr_value_to_python(self.nodedef.attr[key])
+
+    def set_attr(self, key: str, value) -> None:
+        set_attr_value(self.nodedef.attr[key], value)
+
+    def __repr__(self) -> str:
+        return f"<Node {self.name} op={self.op}>"
+
+
+def attr_value_to_python(av):
+    kind = av.WhichOneof("value")
+    if kind == "s":
+        return av.s.decode("utf-8", "replace")
+    if kind in ("i", "f", "b"):
+        return getattr(av, kind)
+    if kind == "type":
+        return protos.dtype_name(av.type)
+    if kind == "list":
+        lst = av.list
+        for field in ("s", "i", "f", "b", "type", "shape", "tensor", "func"):
+            vals = getattr(lst, field)
+            if len(vals):
+                if field == "s":
+                    return [v.decode("utf-8", "replace") for v in vals]
+                if field == "type":
+                    return [protos.dtype_name(v) for v in vals]
+                return list(vals)
+        return []
+    if kind is None:
+        return None
+    return getattr(av, kind)  # shape, tensor, func, placeholder: the proto itself
+
+
+def set_attr_value(av, value) -> None:
+    if isinstance(value, bool):
+        av.b = value
+    elif isinstance(value, int):
+        av.i = value
+    elif isinstance(value, float):
+        av.f = value
+    elif isinstance(value, str):
+        av.s = value.encode()
+    elif isinstance(value, bytes):
+        av.s = value
+    else:
+        raise TypeError(f"unsupported attr value {value!r}")
+
+
+class Graph:
+    """A TensorFlow graph: nodes (``NodeDef``s in file order), edges, function library.
+
+    Build one with :func:`jitsim.graph.load` or :meth:`from_graphdef`; write it back
+    with :meth:`to_graphdef` / :func:`jitsim.graph.save`.
+    """
+
+    def __init__(self, graphdef, *, source: str | None = None, validate: bool = True):
+        self.graphdef = graphdef  # the proto; node list is regenerated on write
+        self.source = source
+        self.nodes: dict[str, Node] = {}
+        self.nx = nx.MultiDiGraph()
+        for i, nd in enumerate(graphdef.node):
+            if nd.name in self.nodes:
+                raise GraphError(f"duplicate node name {nd.name!r}", source)
+            self.nodes[nd.name] = Node(nd, i)
+        self.nx.add_nodes_from(self.nodes)
+        edges = []
+        for nd in graphdef.node:
+            slot = 0
+            for ref in nd.input:
+                src, out = parse_input(ref)
+                if src not in self.nodes:
+                    raise GraphError(f"node {nd.name!r} has input {ref!r}, which names no node", source)
+                if out == CONTROL:
+                    edges.append((src, nd.name, ("^", src), {"src_output": CONTROL, "dst_input": CONTROL}))
+                else:
+                    edges.append((src, nd.name, slot, {"src_output": out, "dst_input": slot}))
+                    slot += 1
+        self.nx.add_edges_from(edges)
+        if validate:
+            self.check_acyclic()
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def from_graphdef(cls, graphdef, *, source: str | None = None, validate: bool = True) -> "Graph":
+        gd = protos.GraphDef()
+        gd.CopyFrom(graphdef) if type(graphdef) is protos.GraphDef else gd.ParseFromString(
+            graphdef.SerializeToString()
+        )
+        return cls(gd, source=source, validate=validate)
+
+    @classmethod
+    def from_nodes(cls, spec: Iterable[tuple], device: str = "") -> "Graph":
+        """Tiny graphs for tests: ``[(name, op, [inputs...], {attr: value}?), ...]``."""
+        gd = protos.GraphDef()
+        for item in spec:
+            name, op, inputs = item[:3]
+            nd = gd.node.add(name=name, op=op, device=device)
+            nd.input.extend(inputs)
+            for k, v in (item[3] if len(item) > 3 else {}).items():
+                set_attr_value(nd.attr[k], v)
+        return cls(gd)
+
+    # -- queries -----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.nodes
+
+    def __getitem__(self, name: str) -> Node:
+        return self.nodes[name]
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes.values())
+
+    @property
+    def library(self):
+        return self.graphdef.library
+
+    def function_names(self) -> list[str]:
+        return [f.signature.name for f in self.graphdef.library.function]
+
+    def _edges(self, view) -> list[Edge]:
+        out = [Edge(u, v, d["src_output"], d["dst_input"]) for u, v, d in view]
+        # data inputs in slot order, control inputs after (as in the NodeDef)
+        out.sort(key=lambda e: (e.dst_input == CONTROL, e.dst_input))
+        return out
+
+    def in_edges(self, name: str) -> list[Edge]:
+        return self._edges(self.nx.in_edges(name, data=True))
+
+    def out_edges(self, name: str) -> list[Edge]:
+        return [Edge(u, v, d["src_output"], d["dst_input"]) for u, v, d in self.nx.out_edges(name, data=True)]
+
+    def edges(self) -> Iterator[Edge]:
+        for u, v, d in self.nx.edges(data=True):
+            yield Edge(u, v, d["src_output"], d["dst_input"])
+
+    def clusters(self, attr: str = "_XlaCluster") -> dict[str, str | None]:
+        """Node name -> value of string attr ``attr`` (TF's cluster name) or None."""
+        out: dict[str, str | None] = {}
+        for n in self.nodes.values():
+            a = n.nodedef.attr
+            out[n.name] = a[attr].s.decode() if attr in a else None
+        return out
+
+    def op_histogram(self) -> dict[str, int]:
+        hist: dict[str, int] = {}
+        for n in self.nodes.values():
+            hist[n.op] = hist.get(n.op, 0) + 1
+        return dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def check_acyclic(self) -> None:
+        """Raise :class:`GraphError` on a cycle that does not pass through a loop back edge.
+
+        TensorFlow v1 loops legitimately close a cycle with ``NextIteration -> Merge``;
+        any other cycle makes the GraphDef unexecutable.
+        """
+        back = [n for n, node in self.nodes.items() if node.op in NEXT_ITERATION_OPS]
+        view = self.nx
+        if back:
+            view = nx.restricted_view(self.nx, [], [(u, v, k) for u in back for _, v, k in self.nx.out_edges(u, keys=True)])
+        try:
+            cycle = nx.find_cycle(view)
+        except nx.NetworkXNoCycle:
+            return
+        path = " -> ".join([cycle[0][0]] + [e[1] for e in cycle])
+        raise GraphError(f"graph has a cycle not closed by a NextIteration: {path}", self.source)
+
+    # -- writing -----------------------------------------------------------------------
+    def to_graphdef(self):
+        """A ``GraphDef`` (our proto classes) with every untouched field preserved."""
+        gd = protos.GraphDef()
+        gd.CopyFrom(self.graphdef)
+        del gd.node[:]
+        for node in sorted(self.nodes.values(), key=lambda n: n.index):
+            gd.node.add().CopyFrom(node.nodedef)
+        return gd
+
+    def summary(self) -> dict:
+        clusters = self.clusters()
+        sizes: dict[str, int] = {}
+        for c in clusters.values():
+            if c is not None:
+                sizes[c] = sizes.get(c, 0) + 1
+        devices = sorted({n.device for n in self.nodes.values()})
+        return {
+            "source": self.source,
+            "nodes": len(self.nodes),
+            "edges": self.nx.number_of_edges(),
+            "control_edges": sum(1 for *_, d in self.nx.edges(data=True) if d["dst_input"] == CONTROL),
+            "functions": len(self.graphdef.library.function),
+            "devices": devices,
+            "ops": self.op_histogram(),
+            "clusters": dict(sorted(sizes.items(), key=lambda kv: _cluster_sort_key(kv[0]))),
+        }
+
+
+def _cluster_sort_key(name: str):
+    tail = name.rsplit("_", 1)[-1]
+    return (0, int(tail), name) if tail.isdigit() else (1, 0, name)

@@ -1,0 +1,91 @@
+"""The command line: exit codes, one-line errors without traceback, no half-written output."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from jitsim.graph import Graph, save
+
+
+def jitsim(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "jitsim.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def _annotated(tmp_path, name, clusters):
+    g = Graph.from_nodes([(n, "Neg", []) for n in clusters])
+    for n, c in clusters.items():
+        if c:
+            g[n].set_attr("_XlaCluster", c)
+    return save(g, tmp_path / name)
+
+
+def _one_error_line(r, *fragments):
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    for f in fragments:
+        assert f in lines[0]
+    assert lines[0].startswith("jitsim: ")
+
+
+@pytest.mark.parametrize(
+    "content,fragments",
+    [
+        (None, ["missing.pbtxt", "no such file"]),
+        ('node { name: "a" op: "Neg" input: "zz" }', ["bad.pbtxt", "names no node"]),
+        ("node { name: ", ["bad.pbtxt", "malformed text GraphDef"]),
+    ],
+)
+def test_bad_graph_gives_one_line(tmp_path, content, fragments):
+    path = tmp_path / ("missing.pbtxt" if content is None else "bad.pbtxt")
+    if content is not None:
+        path.write_text(content)
+    _one_error_line(jitsim("show", path), *fragments)
+
+
+def test_truncated_pb(tmp_path):
+    p = _annotated(tmp_path, "g.pb", {"a": "cluster_0", "b": None})
+    p.write_bytes(p.read_bytes()[:-3])
+    _one_error_line(jitsim("show", p), "g.pb", "truncated or corrupt")
+
+
+def test_bad_flag_is_a_usage_error():
+    r = jitsim("show", "--no-such-flag", "x.pbtxt")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "unrecognized arguments" in r.stderr
+
+
+def test_show_json_lists_clusters(tmp_path):
+    p = _annotated(tmp_path, "g.pbtxt", {"a": "cluster_1", "b": "cluster_1", "c": None})
+    r = jitsim("show", p, "--format", "json")
+    assert r.returncode == 0
+    data = json.loads(r.stdout)
+    assert data["clusters"] == {"cluster_1": 2} and data["nodes"] == 3
+
+
+def test_compare_exit_codes(tmp_path):
+    truth = _annotated(tmp_path, "t.pbtxt", {"a": "cluster_0", "b": "cluster_0", "c": None})
+    renamed = _annotated(tmp_path, "r.pbtxt", {"a": "cluster_9", "b": "cluster_9", "c": None})
+    nothing = _annotated(tmp_path, "n.pbtxt", {"a": None, "b": None, "c": None})
+    assert jitsim("crosscheck", "compare", truth, truth).returncode == 0
+    # same partition, other names: identical unless --names is asked for
+    assert jitsim("crosscheck", "compare", renamed, truth).returncode == 0
+    assert jitsim("crosscheck", "compare", "--names", renamed, truth).returncode == 1
+    r = jitsim("crosscheck", "compare", nothing, truth, "--format", "json")
+    assert r.returncode == 1
+    diff = json.loads(r.stdout)["graphs"][0]["diff"]
+    assert sorted(d["node"] for d in diff["diffs"]) == ["a", "b"]
+
+
+def test_compare_directories_graph_by_graph(corpus):
+    run = corpus.built()[0]
+    d = corpus.extract(run)
+    r = jitsim("crosscheck", "compare", d, d)
+    assert r.returncode == 0, r.stdout
+    assert "graphs identical" in r.stdout
+
+
+def test_index_of_unknown_dir_is_one_line(tmp_path):
+    _one_error_line(jitsim("crosscheck", "index", tmp_path / "nowhere"), "nowhere", "no such dump directory")

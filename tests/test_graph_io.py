@@ -1,0 +1,107 @@
+"""Graph model and readers/writers: round trips, and one clear error per kind of bad input."""
+
+import pytest
+from google.protobuf import text_format
+
+from jitsim.errors import GraphError
+from jitsim.graph import CONTROL, Graph, load, protos, save
+from jitsim.graph.io import read_graphdef
+
+
+def _graphdef():
+    gd = protos.GraphDef()
+    text_format.Parse(
+        """
+        node { name: "x" op: "Placeholder" device: "/device:CPU:0" attr { key: "dtype" value { type: DT_FLOAT } } }
+        node { name: "c" op: "Const" attr { key: "value" value { tensor { dtype: DT_FLOAT float_val: 2 } } } }
+        node { name: "u" op: "Unique" input: "x" attr { key: "T" value { type: DT_FLOAT } } }
+        node { name: "m" op: "Mul" input: "u:1" input: "c" input: "^x" attr { key: "_XlaCluster" value { s: "cluster_0" } } }
+        versions { producer: 1234 }
+        library { function { signature { name: "f" } } }
+        """,
+        gd,
+    )
+    return gd
+
+
+def test_edges_follow_nodedef_inputs():
+    g = Graph(_graphdef())
+    # data inputs keep their slot and source output; the control input is slot -1
+    assert [(e.src, e.src_output, e.dst_input) for e in g.in_edges("m")] == [("u", 1, 0), ("c", 0, 1), ("x", CONTROL, CONTROL)]
+    assert [n.index for n in g] == [0, 1, 2, 3]
+    assert g.clusters() == {"x": None, "c": None, "u": None, "m": "cluster_0"}
+
+
+@pytest.mark.parametrize("suffix", [".pbtxt", ".pb"])
+def test_round_trip_preserves_every_field(tmp_path, suffix):
+    gd = _graphdef()
+    path = tmp_path / f"g{suffix}"
+    save(Graph(gd), path)
+    back = read_graphdef(path)
+    assert back.SerializeToString(deterministic=True) == gd.SerializeToString(deterministic=True)
+    # binary is binary, text is text
+    assert path.read_bytes().startswith(b"node") == (suffix == ".pbtxt")
+
+
+def test_set_attr_is_written_back(tmp_path):
+    g = Graph(_graphdef())
+    g["u"].set_attr("_XlaCluster", "cluster_7")
+    save(g, tmp_path / "g.pbtxt")
+    assert load(tmp_path / "g.pbtxt").clusters()["u"] == "cluster_7"
+
+
+def test_missing_file():
+    with pytest.raises(GraphError, match="nope.pbtxt: no such file"):
+        load("nope.pbtxt")
+
+
+def test_truncated_binary(tmp_path):
+    data = _graphdef().SerializeToString()
+    p = tmp_path / "t.pb"
+    p.write_bytes(data[: len(data) - 7])
+    with pytest.raises(GraphError, match="t.pb: not a valid binary GraphDef"):
+        load(p)
+
+
+def test_malformed_text(tmp_path):
+    p = tmp_path / "bad.pbtxt"
+    p.write_text('node { name: "a" op: "Const" \n  inptu: "b" }\n')
+    with pytest.raises(GraphError, match=r"bad.pbtxt: malformed text GraphDef: 2:\d+ .*inptu"):
+        load(p)
+
+
+def test_dangling_input_names_the_node_and_input(tmp_path):
+    p = tmp_path / "d.pbtxt"
+    p.write_text('node { name: "a" op: "Neg" input: "ghost:1" }\n')
+    with pytest.raises(GraphError, match="node 'a' has input 'ghost:1', which names no node"):
+        load(p)
+
+
+def test_cycle_is_rejected_with_its_path(tmp_path):
+    p = tmp_path / "c.pbtxt"
+    p.write_text('node { name: "a" op: "Neg" input: "b" }\nnode { name: "b" op: "Neg" input: "a" }\n')
+    with pytest.raises(GraphError, match="cycle not closed by a NextIteration: (a -> b -> a|b -> a -> b)"):
+        load(p)
+
+
+def test_loop_back_edge_is_not_a_cycle():
+    # Enter -> Merge -> NextIteration -> Merge is how TF v1 loops are built: valid.
+    g = Graph.from_nodes([
+        ("x", "Placeholder", []), ("enter", "Enter", ["x"]), ("merge", "Merge", ["enter", "next"]),
+        ("next", "NextIteration", ["merge"]),
+    ])
+    assert len(g) == 4
+
+
+def test_duplicate_node_name(tmp_path):
+    p = tmp_path / "dup.pbtxt"
+    p.write_text('node { name: "a" op: "Const" }\nnode { name: "a" op: "Const" }\n')
+    with pytest.raises(GraphError, match="duplicate node name 'a'"):
+        load(p)
+
+
+def test_failed_save_leaves_no_file(tmp_path):
+    g = Graph(_graphdef())
+    with pytest.raises(GraphError, match="output directory does not exist"):
+        save(g, tmp_path / "missing" / "out.pb")
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,64 @@
+"""Harvesting ground truth from real TensorFlow (needs TF: marked `tf`)."""
+
+import json
+import textwrap
+
+import pytest
+
+from jitsim.crosscheck.harvest import harvest
+from jitsim.errors import HarvestError
+
+pytestmark = pytest.mark.tf
+
+PROGRAM = textwrap.dedent(
+    """
+    import tensorflow as tf
+    @tf.function
+    def f(x):
+        return tf.nn.relu(x * 2.0 + 1.0) - 3.0
+    @tf.function
+    def s(x):
+        return tf.strings.length(tf.strings.join([tf.strings.upper(x), x]))
+    f(tf.ones([3])); s(tf.constant(["a", "bb"])); f(tf.ones([4, 2]))
+    """
+)
+
+
+def test_program_harvest_indexes_each_graph(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    idx = harvest(prog, tmp_path / "out")
+    assert idx["tf_version"].startswith("2.21")
+    assert json.loads((tmp_path / "out" / "index.json").read_text()) == idx
+    graphs = [g for g in idx["graphs"] if g["nodes"] > 4]  # skip eager single-op graphs
+    # f is traced twice (two shapes), s once; only f has candidates: a 4-op cluster
+    # {mul, add, Relu, sub} plus its 3 constants
+    assert [sorted(g["clusters"].values()) for g in graphs] == [[7], [], [7]]
+    assert all(g["mark_pass_us"] > 0 for g in graphs)
+    # the string graph has no mark dumps, yet later graphs are paired correctly
+    assert "mark_for_compilation" not in graphs[1]["files"]
+
+
+def test_graphdef_harvest_feeds_placeholders(tmp_path):
+    from jitsim.graph import Graph, save
+
+    g = Graph.from_nodes([
+        ("x", "Placeholder", [], {}),
+        ("a", "Relu", ["x"]), ("b", "Mul", ["a", "x"]), ("c", "AddV2", ["b", "x"]), ("d", "Sub", ["c", "a"]),
+    ])
+    # binary ops on purpose: a chain of unary ops is fused by Grappler into one
+    # _UnaryOpsComposition node before clustering sees it
+    for n in g:
+        n.attr["dtype" if n.op == "Placeholder" else "T"].type = 1  # DT_FLOAT
+    save(g, tmp_path / "g.pb")
+    idx = harvest(tmp_path / "g.pb", tmp_path / "out")
+    assert [sorted(x["clusters"].values()) for x in idx["graphs"]] == [[4]]
+
+
+def test_failed_program_leaves_no_output(tmp_path):
+    prog = tmp_path / "bad.py"
+    prog.write_text("import tensorflow as tf\nraise ValueError('boom in user program')\n")
+    with pytest.raises(HarvestError, match="exit 1.*boom in user program"):
+        harvest(prog, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.py"]
