@@ -88,6 +88,167 @@ def cmd_show(args) -> int:
     return 0
 
 
+# -- cluster ------------------------------------------------------------------------------
+
+_EFFECTIVE_EXCLUDED = {"Const", "HostConst", "Identity", "RefIdentity"}
+
+
+def _graph_report(name: str, res) -> dict:
+    """JSON-ready record of one simulated graph (schema jitsim.cluster/1, docs/cli.md)."""
+    g = res.graph
+    nodes = {}
+    for n in g.op_nodes():
+        d = res.decisions.get(n.name)
+        cl = n.attr["_XlaCluster"].s.decode() if "_XlaCluster" in n.attr else None
+        rec = {"op": n.op, "cluster": cl}
+        if d is not None:
+            rec.update(code=d.code, detail=d.detail, evidence=d.evidence)
+        elif res.mark.graph_decision is not None:
+            rec.update(code=res.mark.graph_decision.code, detail=res.mark.graph_decision.detail, evidence={})
+        nodes[n.name] = rec
+    clusters = []
+    for cname, members in res.clusters.items():
+        ops = [g.nodes[g.by_name[m]].op for m in members]
+        clusters.append({"name": cname, "size": len(members),
+                         "effective_size": sum(1 for o in ops if o not in _EFFECTIVE_EXCLUDED), "nodes": members})
+    return {
+        "name": name,
+        "source": res.source,
+        "input_stage": res.input_stage,
+        "jit_level": res.mark.jit_level,
+        "nodes_total": sum(1 for _ in g.op_nodes()),
+        "candidates": len(res.mark.candidates),
+        "cloned_constants": res.clones,
+        "graph_decision": None if res.mark.graph_decision is None else res.mark.graph_decision.to_dict(),
+        "clusters": clusters,
+        "nodes": nodes,
+        "refused_merges": [r.to_dict() for r in res.mark.refusals],
+        "notes": res.notes,
+        "seconds": round(res.seconds, 4),
+    }
+
+
+def _print_graph_report(con, rep: dict, top: int) -> None:
+    from rich.table import Table
+
+    clustered = sum(c["size"] for c in rep["clusters"])
+    con.print(f"[bold]{rep['name']}[/]: {rep['nodes_total']} nodes, {rep['candidates']} candidates, "
+              f"{len(rep['clusters'])} clusters ({clustered} nodes clustered)"
+              + (f", {len(rep['cloned_constants'])} constants cloned" if rep["cloned_constants"] else ""))
+    for note in rep["notes"]:
+        con.print(f"  note: {note}")
+    if rep["graph_decision"]:
+        gd = rep["graph_decision"]
+        con.print(f"  TF would not cluster this graph: {gd['code']} ({gd['detail']})")
+    if rep["clusters"]:
+        t = Table(title_justify="left")
+        for col, j in (("cluster", "left"), ("nodes", "right"), ("effective", "right"), ("ops", "left")):
+            t.add_column(col, justify=j)
+        for c in rep["clusters"]:
+            hist: dict[str, int] = {}
+            for m in c["nodes"]:
+                op = rep["nodes"][m]["op"]
+                hist[op] = hist.get(op, 0) + 1
+            ops = ", ".join(f"{o}×{k}" if k > 1 else o for o, k in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
+            t.add_row(c["name"], str(c["size"]), str(c["effective_size"]), ops)
+        con.print(t)
+    rows: dict[tuple[str, str], int] = {}
+    for n in rep["nodes"].values():
+        if n["cluster"] is None:
+            key = (n["op"], n.get("code", "?"))
+            rows[key] = rows.get(key, 0) + 1
+    if rows:
+        t = Table(title="unclustered", title_justify="left")
+        for col, j in (("op", "left"), ("count", "right"), ("reason", "left")):
+            t.add_column(col, justify=j)
+        items = sorted(rows.items(), key=lambda kv: (-kv[1], kv[0]))
+        for (op, code), k in items[:top]:
+            t.add_row(op, str(k), code)
+        if len(items) > top:
+            t.add_row(f"... {len(items) - top} more", "", "")
+        con.print(t)
+
+
+def cmd_cluster(args) -> int:
+    from jitsim.crosscheck.fidelity import recorded_flags
+    from jitsim.graph.io import load, write_atomic, save
+    from jitsim.passes.mark_for_compilation import ProcessState
+    from jitsim.passes.pipeline import cluster_dump_dir, cluster_graph, resolve_flags
+
+    path = Path(args.graph)
+    is_dump_dir = path.is_dir() and not ((path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists())
+    choice = resolve_flags(args.tf_xla_flags, recorded_flags(path) if is_dump_dir else None)
+    state = ProcessState()
+    if args.cluster_number_start:
+        state.counters[0] = args.cluster_number_start
+    reports = []
+    results = []
+    if is_dump_dir:
+        def progress(i, n):
+            _progress_line(f"simulating graph {i + 1}/{n}")
+
+        try:
+            pairs = cluster_dump_dir(path, choice.flags, state=state, stage=args.input_stage, progress=progress)
+        finally:
+            _progress_done()
+        for rec, res in pairs:
+            reports.append(_graph_report(f"graph {rec.id} ({Path(res.source).name})", res))
+            results.append(res)
+    else:
+        g = load(path, signature=args.signature, validate=True)
+        res = cluster_graph(g, choice.flags, state=state, input_stage=args.input_stage, device=args.device)
+        reports.append(_graph_report(path.name, res))
+        results.append(res)
+    if args.output:
+        out = Path(args.output)
+        if len(results) == 1 and not out.is_dir():
+            save(results[0].to_graphdef(), out)
+        else:
+            if not out.is_dir():
+                raise JitsimError("with several graphs, -o must name an existing directory", out)
+            k = 0
+            for res in results:
+                if res.mark.ran or res.mark.candidates:
+                    save(res.to_graphdef(), out / (f"mark_for_compilation_{k}.pbtxt" if k else "mark_for_compilation.pbtxt"))
+                    k += 1
+    doc = {"schema": "jitsim.cluster/1", "input": str(path), "tf_version": "2.21",
+           "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "graphs": reports}
+    if args.format == "json":
+        _emit_json(doc)
+        return 0
+    con = _console()
+    con.print(f"jitsim simulating TensorFlow 2.21 auto-clustering with {choice.describe()}")
+    shown = reports if args.all or len(reports) == 1 else [r for r in reports if r["clusters"] or r["candidates"] > 3]
+    for rep in shown:
+        _print_graph_report(con, rep, args.top)
+    if len(reports) > 1:
+        n_cl = sum(len(r["clusters"]) for r in reports)
+        con.print(f"{len(reports)} graphs, {n_cl} clusters" +
+                  (f" ({len(reports) - len(shown)} small graphs without clusters hidden; --all shows them)"
+                   if len(shown) < len(reports) else ""))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from jitsim.crosscheck.fidelity import recorded_flags, verify_dir
+    from jitsim.passes.pipeline import resolve_flags
+
+    choice = resolve_flags(args.tf_xla_flags, recorded_flags(Path(args.dir)))
+
+    def progress(i, n):
+        _progress_line(f"simulating graph {i + 1}/{n}")
+
+    try:
+        result = verify_dir(args.dir, choice.flags, input_stage=args.input_stage, progress=progress)
+    finally:
+        _progress_done()
+    if args.format == "json":
+        _emit_json(result.to_dict())
+    else:
+        sys.stdout.write(result.format_text(limit=args.limit) + "\n")
+    return 0 if result.all_same_names else 1
+
+
 # -- crosscheck ---------------------------------------------------------------------------
 
 
@@ -189,6 +350,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", **fmt)
     s.set_defaults(func=cmd_show)
 
+    cl = sub.add_parser("cluster", help="predict TF's XLA clusters for a graph (mark-for-compilation)")
+    cl.add_argument("graph", help="TF dump file (best: before_clone_constants_for_better_clustering_N.pbtxt), "
+                    "dump/harvest directory, .pbtxt/.pb GraphDef, or SavedModel directory")
+    cl.add_argument("--tf-xla-flags", help="a TF_XLA_FLAGS string, verbatim (default: $TF_XLA_FLAGS, else the "
+                    "harvest's recorded flags, else --tf_xla_auto_jit=2 --tf_xla_cpu_global_jit)")
+    cl.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
+    cl.add_argument("--input-stage", choices=("before_clone_constants_for_better_clustering",
+                                              "before_mark_for_compilation", "graphdef"),
+                    help="what the input is (default: from the file name)")
+    cl.add_argument("--signature", help="SavedModel signature (default: serving_default)")
+    cl.add_argument("--cluster-number-start", type=int, default=0,
+                    help="first cluster number (TF's process-wide counter when this graph ran)")
+    cl.add_argument("-o", "--output", help="write the marked graph like TF's mark_for_compilation dump (.pbtxt/.pb; "
+                    "a directory for several graphs)")
+    cl.add_argument("--all", action="store_true", help="also list graphs without clusters")
+    cl.add_argument("--top", type=int, default=12, help="rows of the unclustered table (default 12)")
+    cl.add_argument("--format", **fmt)
+    cl.set_defaults(func=cmd_cluster)
+
     cc = sub.add_parser("crosscheck", help="ground truth from real TensorFlow: harvest, index, compare")
     ccs = cc.add_subparsers(dest="crosscheck_command", metavar="SUBCOMMAND")
     ccs.required = True
@@ -212,6 +392,16 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--format", **fmt)
     i.set_defaults(func=cmd_index)
 
+    v = ccs.add_parser("verify", help="run jitsim on every graph of a harvest and compare with TF's own clusters")
+    v.add_argument("dir", help="harvest or dump directory")
+    v.add_argument("--input-stage", default="before_clone_constants_for_better_clustering",
+                   choices=("before_clone_constants_for_better_clustering", "before_mark_for_compilation"),
+                   help="which TF dump jitsim starts from (default: before_clone_...)")
+    v.add_argument("--tf-xla-flags", help="override the flags recorded by the harvest")
+    v.add_argument("--limit", type=int, default=30, help="differing nodes listed per graph")
+    v.add_argument("--format", **fmt)
+    v.set_defaults(func=cmd_verify)
+
     c = ccs.add_parser("compare", help="compare two clusterings as partitions (exit 0 identical, 1 different)")
     c.add_argument("predicted", help="annotated graph file, or a harvest/dump directory")
     c.add_argument("truth", help="annotated graph file (e.g. mark_for_compilation_N.pbtxt), or a harvest/dump directory")
@@ -224,9 +414,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _join_flag_values(argv: list[str]) -> list[str]:
+    """``--tf-xla-flags "--tf_xla_..."``: argparse would take the value for an option."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--tf-xla-flags" and i + 1 < len(argv):
+            out.append(f"--tf-xla-flags={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         return args.func(args)
     except JitsimError as e:

@@ -2,8 +2,8 @@
 
 A :class:`Graph` wraps a TensorFlow ``GraphDef``: nodes keep their ``NodeDef``
 protos (so every field jitsim does not touch survives a load/save round trip)
-and the topology is a :class:`networkx.MultiDiGraph` keyed by node name, one
-edge per data or control dependency:
+and the topology is one :class:`Edge` per data or control dependency (also
+available as a :class:`networkx.MultiDiGraph` keyed by node name, :attr:`Graph.nx`):
 
 * data edge ``src:out -> dst`` has ``src_output=out`` and ``dst_input=slot``;
 * control edge ``^src -> dst`` has ``src_output=dst_input=CONTROL`` (-1, TF's
@@ -152,25 +152,28 @@ class Graph:
         self.graphdef = graphdef  # the proto; node list is regenerated on write
         self.source = source
         self.nodes: dict[str, Node] = {}
-        self.nx = nx.MultiDiGraph()
         for i, nd in enumerate(graphdef.node):
             if nd.name in self.nodes:
                 raise GraphError(f"duplicate node name {nd.name!r}", source)
             self.nodes[nd.name] = Node(nd, i)
-        self.nx.add_nodes_from(self.nodes)
-        edges = []
+        # in-edges per node: data inputs by slot, then control inputs, as in the NodeDef
+        self._in: dict[str, list[Edge]] = {}
+        nodes = self.nodes
         for nd in graphdef.node:
             slot = 0
+            lst = []
             for ref in nd.input:
                 src, out = parse_input(ref)
-                if src not in self.nodes:
+                if src not in nodes:
                     raise GraphError(f"node {nd.name!r} has input {ref!r}, which names no node", source)
                 if out == CONTROL:
-                    edges.append((src, nd.name, ("^", src), {"src_output": CONTROL, "dst_input": CONTROL}))
+                    lst.append(Edge(src, nd.name, CONTROL, CONTROL))
                 else:
-                    edges.append((src, nd.name, slot, {"src_output": out, "dst_input": slot}))
+                    lst.append(Edge(src, nd.name, out, slot))
                     slot += 1
-        self.nx.add_edges_from(edges)
+            self._in[nd.name] = lst
+        self._out: dict[str, list[Edge]] | None = None
+        self._nx = None
         if validate:
             self.check_acyclic()
 
@@ -215,21 +218,41 @@ class Graph:
     def function_names(self) -> list[str]:
         return [f.signature.name for f in self.graphdef.library.function]
 
-    def _edges(self, view) -> list[Edge]:
-        out = [Edge(u, v, d["src_output"], d["dst_input"]) for u, v, d in view]
-        # data inputs in slot order, control inputs after (as in the NodeDef)
-        out.sort(key=lambda e: (e.dst_input == CONTROL, e.dst_input))
-        return out
-
     def in_edges(self, name: str) -> list[Edge]:
-        return self._edges(self.nx.in_edges(name, data=True))
+        """Data in-edges by input slot, then control in-edges (NodeDef order)."""
+        return list(self._in[name])
 
     def out_edges(self, name: str) -> list[Edge]:
-        return [Edge(u, v, d["src_output"], d["dst_input"]) for u, v, d in self.nx.out_edges(name, data=True)]
+        """Out-edges, grouped by consumer in node order."""
+        if self._out is None:
+            out: dict[str, list[Edge]] = {n: [] for n in self.nodes}
+            for lst in self._in.values():
+                for e in lst:
+                    out[e.src].append(e)
+            self._out = out
+        return list(self._out[name])
 
     def edges(self) -> Iterator[Edge]:
-        for u, v, d in self.nx.edges(data=True):
-            yield Edge(u, v, d["src_output"], d["dst_input"])
+        for lst in self._in.values():
+            yield from lst
+
+    @property
+    def nx(self) -> nx.MultiDiGraph:
+        """The topology as a networkx ``MultiDiGraph`` (built on first use).
+
+        Edge keys are the destination input slot (``('^', src)`` for control edges);
+        edge data holds ``src_output`` and ``dst_input``.
+        """
+        if self._nx is None:
+            g = nx.MultiDiGraph()
+            g.add_nodes_from(self.nodes)
+            g.add_edges_from(
+                (e.src, e.dst, ("^", e.src) if e.is_control else e.dst_input,
+                 {"src_output": e.src_output, "dst_input": e.dst_input})
+                for e in self.edges()
+            )
+            self._nx = g
+        return self._nx
 
     def clusters(self, attr: str = "_XlaCluster") -> dict[str, str | None]:
         """Node name -> value of string attr ``attr`` (TF's cluster name) or None."""
@@ -251,14 +274,27 @@ class Graph:
         TensorFlow v1 loops legitimately close a cycle with ``NextIteration -> Merge``;
         any other cycle makes the GraphDef unexecutable.
         """
-        back = [n for n, node in self.nodes.items() if node.op in NEXT_ITERATION_OPS]
-        view = self.nx
-        if back:
-            view = nx.restricted_view(self.nx, [], [(u, v, k) for u in back for _, v, k in self.nx.out_edges(u, keys=True)])
-        try:
-            cycle = nx.find_cycle(view)
-        except nx.NetworkXNoCycle:
+        indeg = {n: 0 for n in self.nodes}
+        succ: dict[str, list[str]] = {n: [] for n in self.nodes}
+        for e in self.edges():
+            if self.nodes[e.src].op in NEXT_ITERATION_OPS:
+                continue
+            indeg[e.dst] += 1
+            succ[e.src].append(e.dst)
+        ready = [n for n, d in indeg.items() if d == 0]
+        seen = 0
+        while ready:
+            n = ready.pop()
+            seen += 1
+            for m in succ[n]:
+                indeg[m] -= 1
+                if indeg[m] == 0:
+                    ready.append(m)
+        if seen == len(self.nodes):
             return
+        rest = {n for n, d in indeg.items() if d > 0}
+        sub = nx.DiGraph((u, v) for u in rest for v in succ[u] if v in rest)
+        cycle = nx.find_cycle(sub)
         path = " -> ".join([cycle[0][0]] + [e[1] for e in cycle])
         raise GraphError(f"graph has a cycle not closed by a NextIteration: {path}", self.source)
 
@@ -282,8 +318,8 @@ class Graph:
         return {
             "source": self.source,
             "nodes": len(self.nodes),
-            "edges": self.nx.number_of_edges(),
-            "control_edges": sum(1 for *_, d in self.nx.edges(data=True) if d["dst_input"] == CONTROL),
+            "edges": sum(len(v) for v in self._in.values()),
+            "control_edges": sum(1 for e in self.edges() if e.is_control),
             "functions": len(self.graphdef.library.function),
             "devices": devices,
             "ops": self.op_histogram(),

@@ -58,11 +58,103 @@ def regenerate_xla_kernels() -> tuple[str, dict]:
     return version, counts
 
 
+def regenerate_const_inputs() -> tuple[str, int, int]:
+    """Snapshot tf2xla's compile-time-constant inputs and metadata ops (data/tf-<v>-const-inputs.json).
+
+    ``REGISTER_XLA_OP(Name(op).CompileTimeConstantInput(arg)...IsMetadataOp())`` is not visible
+    from Python, so the static ``XlaOpRegistry`` functions exported by libtensorflow_cc are
+    called through ctypes: ``GetAllRegisteredOps()``, ``CompileTimeConstantInputArgNames(op)``
+    (the first registration's set, as const analysis uses) and ``IsMetadataOp(op)``. Strings
+    cross the boundary as libstdc++ (cxx11 ABI) ``std::string``s and the returned
+    ``std::unordered_set<std::string>`` is walked node by node; every name is checked against
+    the op's OpDef and a few known entries, so a layout change fails loudly instead of
+    producing a wrong table.
+    """
+    import ctypes
+    import json
+    import os
+
+    import tensorflow as tf
+    from tensorflow.python.framework import op_def_registry
+
+    version = ".".join(tf.__version__.split(".")[:2])
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2"))
+    std_string = "NSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+    arg_names = getattr(lib, f"_ZN10tensorflow13XlaOpRegistry32CompileTimeConstantInputArgNamesERK{std_string}")
+    arg_names.restype, arg_names.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    is_metadata = getattr(lib, f"_ZN10tensorflow13XlaOpRegistry12IsMetadataOpERK{std_string}")
+    is_metadata.restype, is_metadata.argtypes = ctypes.c_bool, [ctypes.c_void_p]
+    all_ops = lib._ZN10tensorflow13XlaOpRegistry19GetAllRegisteredOpsB5cxx11Ev
+    all_ops.restype, all_ops.argtypes = ctypes.c_void_p, [ctypes.c_void_p]  # sret: std::vector<string>
+
+    u64 = ctypes.c_uint64
+
+    def read_string(addr: int) -> str:  # std::string = {char* p; size_t len; ...}
+        return ctypes.string_at(u64.from_address(addr).value, u64.from_address(addr + 8).value).decode()
+
+    def call_with_string(fn, s: str):
+        data = ctypes.create_string_buffer(s.encode())
+        st = (u64 * 4)(ctypes.addressof(data), len(s.encode()), len(s.encode()), 0)
+        return fn(ctypes.addressof(st))
+
+    vec = (u64 * 3)()  # {begin, end, end_of_storage}; deliberately leaked
+    all_ops(ctypes.addressof(vec))
+    ops = sorted(read_string(a) for a in range(vec[0], vec[1], 32))
+
+    def const_arg_names(op: str) -> set[str]:
+        # _Hashtable: {buckets, bucket_count, before_begin._M_nxt, element_count, ...};
+        # node: {next, std::string value, cached hash}
+        table = call_with_string(arg_names, op)
+        count = u64.from_address(table + 24).value
+        names, node = set(), u64.from_address(table + 16).value
+        while node and len(names) <= count:
+            names.add(read_string(node + 8))
+            node = u64.from_address(node).value
+        if len(names) != count:
+            raise RuntimeError(f"unexpected std::unordered_set layout reading {op}")
+        return names
+
+    const_inputs, metadata = {}, []
+    for op in ops:
+        names = const_arg_names(op)
+        if call_with_string(is_metadata, op):
+            metadata.append(op)
+        if not names:
+            continue
+        inputs = [a.name for a in op_def_registry.get(op).input_arg]
+        unknown = names - set(inputs)
+        if unknown:  # TF skips such names; none in 2.21, so report rather than guess
+            raise RuntimeError(f"{op}: compile-time-constant names {sorted(unknown)} are not inputs {inputs}")
+        const_inputs[op] = [a for a in inputs if a in names]
+    expected = {"Reshape": ["shape"], "ConcatV2": ["axis"], "Slice": ["begin", "size"]}
+    if any(const_inputs.get(k) != v for k, v in expected.items()) or "Shape" not in metadata:
+        raise RuntimeError("XlaOpRegistry read-back does not contain known entries; ABI changed?")
+    doc = {
+        "tf_version": version,
+        "source": (
+            f"TensorFlow {tf.__version__} XlaOpRegistry, read by jitsim.registry.regen.regenerate_const_inputs: "
+            "for each op of XlaOpRegistry::GetAllRegisteredOps(), CompileTimeConstantInputArgNames(op) "
+            "(the REGISTER_XLA_OP .CompileTimeConstantInput names of the op's first registration, as "
+            "BackwardsConstAnalysis uses them) ordered by the OpDef's input_arg, and IsMetadataOp(op); "
+            "called via ctypes on libtensorflow_cc.so.2. Spot-checked against auto-clustering "
+            "(_XlaNumConstantArgs) and jit_compile (_input_hostmem) probes and the tf2xla kernel sources."
+        ),
+        "const_inputs": const_inputs,
+        "metadata_ops": metadata,
+    }
+    path = data_file("const-inputs.json", version)
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return version, len(const_inputs), len(metadata)
+
+
 def main() -> int:
     version, n = regenerate_op_defs()
     print(f"TensorFlow {version}: {n} op definitions -> {data_file('ops.binpb', version)}")
     version, counts = regenerate_xla_kernels()
     print(f"TensorFlow {version}: XLA kernels {counts} -> {data_file('xla-kernels.binpb', version)}")
+    version, n_const, n_meta = regenerate_const_inputs()
+    print(f"TensorFlow {version}: {n_const} ops with compile-time-constant inputs, {n_meta} metadata ops "
+          f"-> {data_file('const-inputs.json', version)}")
     return 0
 
 

@@ -1,0 +1,70 @@
+"""jitsim's fidelity on a harvest: simulate every graph, compare with TF's own marks.
+
+For a harvest (or raw dump) directory, each graph's input dump (``before_clone...`` or
+``before_mark...``) is run through jitsim with the flags TF ran with, all graphs in TF's
+order sharing one simulated process (fuel, cluster counter), and the resulting
+``_XlaCluster`` labels are compared with TF's ``mark_for_compilation`` dump. A graph
+for which TF wrote no mark dump had no candidate: TF clustered nothing in it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from jitsim.crosscheck.compare import CorpusRow, compare_partitions
+from jitsim.crosscheck.dumps import group_dumps
+from jitsim.crosscheck.scoring import CompareResult, labels_of_file
+from jitsim.errors import JitsimError
+from jitsim.graph.io import read_graphdef
+from jitsim.graph.model import Graph
+from jitsim.passes.flags import XlaFlags
+from jitsim.passes.mark_for_compilation import ProcessState
+from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, cluster_graph
+
+
+def recorded_flags(root: Path) -> str | None:
+    idx = root / "index.json"
+    if idx.exists():
+        try:
+            return json.loads(idx.read_text()).get("tf_xla_flags")
+        except json.JSONDecodeError:
+            return None
+    return None
+
+
+def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_CLONE, progress=None) -> CompareResult:
+    """Score jitsim against TF on every graph of a harvest directory (see module doc)."""
+    root = Path(root)
+    dumps = root / "dumps" if (root / "dumps").is_dir() else root
+    log = root / "log.txt"
+    records = group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
+    if not records:
+        raise JitsimError("no TF dump files found", dumps)
+    if input_stage not in (BEFORE_CLONE, BEFORE_MARK):
+        raise JitsimError(f"input stage must be {BEFORE_CLONE} or {BEFORE_MARK}", root)
+    state = ProcessState()
+    rows = []
+    usable = [r for r in records if input_stage in r.files]
+    if not usable:
+        raise JitsimError(f"no {input_stage} dumps here (harvest with jitsim, or set TF_CPP_VMODULE)", dumps)
+    for i, rec in enumerate(usable):
+        if progress:
+            progress(i, len(usable))
+        f = dumps / rec.files[input_stage]
+        name = f"graph {rec.id} ({rec.files[input_stage]})"
+        try:
+            g = Graph(read_graphdef(f), source=str(f), validate=False)
+            res = cluster_graph(g, flags, state=state, input_stage=input_stage)
+        except JitsimError as e:
+            rows.append(CorpusRow(name=name, diff=None, error=str(e)))
+            continue
+        mark = rec.files.get("mark_for_compilation")
+        predicted = res.labels()
+        if mark is not None:
+            truth = labels_of_file(dumps / mark)
+        else:
+            truth = {n: None for n in predicted}
+        # compare on the nodes of TF's graph (jitsim's clones of the same names included)
+        rows.append(CorpusRow(name=name, diff=compare_partitions(predicted, truth)))
+    return CompareResult(rows)

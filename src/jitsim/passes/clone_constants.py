@@ -1,0 +1,105 @@
+"""TF's ``CloneConstantsForBetterClusteringPass`` (spec section 5), and its inverse.
+
+A small constant (fewer than 16 elements) feeding several consumers would glue their
+clusters together; TF gives every consumer but the last (in node-id order) its own copy
+``<const>/clone_<k>``. Clones get new node and edge ids after all existing ones, so to
+re-run clustering with TF's exact ids from a dump taken *after* this pass
+(``before_mark_for_compilation``), :func:`uncloned` first folds the clones back into
+their originals and the pass is simulated again.
+"""
+
+from __future__ import annotations
+
+import re
+
+from jitsim.errors import GraphError
+from jitsim.graph import protos
+from jitsim.graph.model import Graph, parse_input
+from jitsim.passes.tfgraph import CONSTANT_OPS, TfGraph, TfNode
+
+INPLACE_OPS = ("InplaceUpdate", "InplaceAdd", "InplaceSub")
+_CLONE_RE = re.compile(r"^(.*)/clone_\d+$")
+
+
+def _is_small_constant(n: TfNode) -> bool:
+    if n.op not in CONSTANT_OPS or "value" not in n.attr:
+        return False
+    shape = n.attr["value"].tensor.tensor_shape
+    size = 1
+    for d in shape.dim:
+        if d.size < 0:
+            raise GraphError(f"constant {n.name!r} has an unknown dimension")
+        size *= d.size
+    return size < 16
+
+
+def clone_constants_for_better_clustering(g: TfGraph) -> list[str]:
+    """Clone small shared constants in place; return the clones' names in creation order."""
+    snapshot = list(g.all_nodes())
+    if any(n.op in INPLACE_OPS for n in snapshot):
+        return []
+    name_set = set(g.by_name) | {"_SOURCE", "_SINK"}
+    counter = 0
+    made: list[str] = []
+    for n in snapshot:
+        for e in sorted(n.in_edges.values(), key=lambda e: e.id):
+            c = g.nodes[e.src]
+            if not _is_small_constant(c) or len(c.out_edges) == 1:
+                continue
+            while True:
+                name = f"{c.name}/clone_{counter}"
+                counter += 1
+                if name not in name_set:
+                    break
+            nd = protos.NodeDef()
+            nd.CopyFrom(c.nodedef)
+            del nd.input[:]
+            nd.name = name
+            clone = g.add_node(nd)
+            for ie in sorted(c.in_edges.values(), key=lambda e: e.id):
+                g.add_edge(ie.src, ie.src_output, clone.id, ie.dst_input)
+            if e.is_control:
+                g.add_control_edge(clone.id, n.id)
+            else:
+                slot = e.dst_input
+                g.remove_edge(e)
+                g.add_edge(clone.id, 0, n.id, slot)
+            made.append(name)
+    return made
+
+
+def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
+    """Fold ``X/clone_k`` constants of a post-clone dump back into ``X``.
+
+    Returns the graph as it was before TF's cloning pass and the removed clone names.
+    """
+    nodes = graph.nodes
+    clones = {}
+    for name, n in nodes.items():
+        m = _CLONE_RE.match(name)
+        if m and n.op in CONSTANT_OPS and m.group(1) in nodes and nodes[m.group(1)].op == n.op:
+            clones[name] = m.group(1)
+    if not clones:
+        return graph, []
+    gd = protos.GraphDef()
+    gd.CopyFrom(graph.graphdef)
+    del gd.node[:]
+    for n in sorted(nodes.values(), key=lambda n: n.index):
+        if n.name in clones:
+            continue
+        nd = gd.node.add()
+        nd.CopyFrom(n.nodedef)
+        new_inputs, seen_ctrl = [], set()
+        for ref in n.nodedef.input:
+            src, out = parse_input(ref)
+            if src in clones:
+                base = clones[src]
+                ref = "^" + base if ref.startswith("^") else (base if out == 0 else f"{base}:{out}")
+            if ref.startswith("^"):
+                if ref in seen_ctrl:
+                    continue
+                seen_ctrl.add(ref)
+            new_inputs.append(ref)
+        del nd.input[:]
+        nd.input.extend(new_inputs)
+    return Graph(gd, source=graph.source, validate=False), sorted(clones)

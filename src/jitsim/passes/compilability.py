@@ -1,0 +1,188 @@
+"""Can XLA compile this node? (TF's ``RecursiveCompilabilityChecker`` with the
+auto-clustering operation filter, spec section 7.3.1.)
+
+:func:`check_node` returns ``None`` when compilable, else ``(code, detail, path)``: the
+reason code (:mod:`jitsim.explain.reasons`), TF's words for it, and for failures inside
+called functions the chain of ``function/node`` frames down to the offending node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jitsim.passes import optypes
+from jitsim.passes.resource_safety import RESOURCE_OPS, STACK, TENSOR_ARRAY
+from jitsim.passes.tfgraph import CALL_OPS, CASE_OPS, IDENTITY_OPS, IF_OPS, WHILE_OPS
+
+STATEFUL_RNG_OPS = frozenset({"RandomUniform", "RandomShuffle", "RandomUniformInt", "RandomStandardNormal",
+                              "TruncatedNormal", "Multinomial"})
+INACCURATE_OPS = frozenset({"SelfAdjointEigV2", "Svd"})
+SLOW_OPS = frozenset({"SelfAdjointEigV2", "Svd", "Qr", "MatrixInverse", "MatrixSolve", "ResizeNearestNeighbor",
+                      "ResizeBilinear", "ResizeBilinearGrad"})
+MAX_RECURSION_DEPTH = 50
+
+
+@dataclass(frozen=True)
+class OperationFilter:
+    """What the auto-clustering filter allows on CPU/GPU (TF 2.21 values)."""
+
+    allow_where_op: bool = True
+    allow_resource_ops_in_called_functions: bool = False
+    allow_stack_ops: bool = False
+    allow_tensor_array_ops: bool = False
+    allow_stateful_rng_ops: bool = False
+    allow_control_trigger: bool = False
+    allow_eliding_assert_and_checknumerics_ops: bool = False
+    allow_ops_producing_or_consuming_variant: bool = False
+    allow_slow_ops: bool = False
+    allow_inaccurate_ops: bool = False
+    require_always_compilable: bool = True
+    allow_string_consts: bool = False
+    allow_collective_reduce_v2: bool = False
+    allow_unique_op: bool = False
+
+
+Failure = tuple[str, str, tuple[str, ...]]
+
+
+class CompilabilityChecker:
+    def __init__(self, library, jit_device: str = "XLA_CPU_JIT", op_filter: OperationFilter = OperationFilter()):
+        self.library = library
+        self.fns = {f.signature.name: f for f in library.function}
+        self.jit_device = jit_device
+        self.filter = op_filter
+        self._body_cache: dict[str, list] = {}
+
+    # -- helpers ---------------------------------------------------------------------------
+    def is_function_call(self, nodedef) -> bool:
+        return nodedef.op in CALL_OPS or nodedef.op in self.fns
+
+    def _body(self, name: str):
+        """NodeDefs of a function body in TF's instantiation order (args, nodes, rets), or None."""
+        if name not in self._body_cache:
+            if name not in self.fns:
+                self._body_cache[name] = None
+            else:
+                from jitsim.graph.functions import function_to_graphdef
+
+                gd = function_to_graphdef(self.library, name)
+                self._body_cache[name] = list(gd.node)
+        return self._body_cache[name]
+
+    def _has_forwarded_ref_input(self, nodedef, input_types_of) -> bool:
+        if nodedef.op not in IDENTITY_OPS:
+            return False
+        return any(optypes.is_ref_type(t) for t in input_types_of())
+
+    def _has_xla_kernel(self, nodedef, input_types_of) -> tuple[str, str] | None:
+        from jitsim.registry import find_xla_kernel
+
+        if nodedef.op == "SymbolicGradient":
+            return "UNSUPPORTED_OP", "SymbolicGradient should be handled by IsCompilableCall()."
+        if (nodedef.op == "Const" and not self.filter.allow_string_consts and "dtype" in nodedef.attr
+                and nodedef.attr["dtype"].type == optypes.DT_STRING):
+            return "STRING_CONST", "Const op with type DT_STRING is not supported by XLA."
+        if self._has_forwarded_ref_input(nodedef, input_types_of):
+            return "IDENTITY_UNSAFE_CAST", "Identity with unsafe cast."
+        kernel, why = find_xla_kernel(nodedef, self.jit_device)
+        if kernel is None:
+            return "UNSUPPORTED_OP", why
+        return None
+
+    # -- the checker -------------------------------------------------------------------------
+    def check_node(self, nodedef, depth: int = 1, input_types_of=None) -> Failure | None:
+        """``None`` if compilable at this call depth (1 = top level), else the failure."""
+        op = nodedef.op
+        f = self.filter
+        if input_types_of is None:
+            def input_types_of():
+                return optypes.input_types(nodedef, self.fns) or []
+
+        if op in ("_SOURCE", "_SINK"):
+            return "SOURCE_OR_SINK", "source or sink node", ()
+        if depth == 1 and op in ("_Arg", "_Retval"):
+            return "TOP_LEVEL_ARG_RETVAL", "top level _Arg or _Retval", ()
+        if "_scoped_allocator" in nodedef.attr or "_forward_from" in nodedef.attr:
+            return "SCOPED_ALLOCATOR", "_scoped_allocator or _forward_from attribute", ()
+        if self.is_function_call(nodedef):
+            fail = self.check_call(nodedef, depth)
+            if fail is not None:
+                code, detail, path = fail
+                if code in ("FUNCTION_DEPTH_LIMIT", "FUNCTION_NOT_FOUND"):
+                    return code, detail, path
+                return "UNSUPPORTED_FUNCTION", f"unsupported function: {detail}", path
+        else:
+            bad = self._has_xla_kernel(nodedef, input_types_of)
+            if bad is not None:
+                return bad[0], bad[1], ()
+        if op in WHILE_OPS:
+            for key in ("cond", "body"):
+                fail = self._check_branch(nodedef, key, depth)
+                if fail is not None:
+                    return "UNSUPPORTED_WHILE", f"unsupported while: {fail[1]}", fail[2]
+        if op in IF_OPS:
+            for key in ("then_branch", "else_branch"):
+                fail = self._check_branch(nodedef, key, depth)
+                if fail is not None:
+                    return "UNSUPPORTED_IF", f"unsupported if: {fail[1]}", fail[2]
+        if f.require_always_compilable and op in CASE_OPS:
+            if "branches" not in nodedef.attr:
+                return "UNSUPPORTED_CASE", f"missing 'branches' attribute from node{nodedef.name}", ()
+            for fn in nodedef.attr["branches"].list.func:
+                fail = self._check_call_named(fn.name, depth)
+                if fail is not None:
+                    return "UNSUPPORTED_CASE", f"unsupported case: {fail[1]}", fail[2]
+        if not f.allow_stateful_rng_ops and op in STATEFUL_RNG_OPS:
+            return "STATEFUL_RNG", "stateful random op", ()
+        if not f.allow_control_trigger and op == "ControlTrigger":
+            return "CONTROL_TRIGGER", "not allowed control trigger", ()
+        if not f.allow_eliding_assert_and_checknumerics_ops and op in ("Assert", "CheckNumerics"):
+            return "ASSERT_OR_CHECKNUMERICS", "Assert or CheckNumerics", ()
+        if not f.allow_collective_reduce_v2 and op == "CollectiveReduceV2":
+            return "COLLECTIVE_OP", "Collective op", ()
+        if not f.allow_where_op and op == "Where":
+            return "WHERE_EXCLUDED", "Where op", ()
+        if not f.allow_unique_op and op == "Unique":
+            return "UNIQUE_OP", "Unique op", ()
+        if not f.allow_ops_producing_or_consuming_variant:
+            ins = input_types_of()
+            outs = optypes.output_types(nodedef, self.fns) or []
+            if optypes.DT_VARIANT in ins or optypes.DT_VARIANT in outs:
+                return "VARIANT_OP", "DT_VARIANT producer/consumer", ()
+        kind = RESOURCE_OPS.get(op)
+        if not f.allow_stack_ops and kind is not None and kind[1] == STACK:
+            return "STACK_OP", "Stack op", ()
+        if not f.allow_tensor_array_ops and kind is not None and kind[1] == TENSOR_ARRAY:
+            return "TENSOR_ARRAY_OP", "TensorArray op", ()
+        if not f.allow_resource_ops_in_called_functions and depth > 1 and optypes.DT_RESOURCE in input_types_of():
+            return "RESOURCE_OP_IN_FUNCTION", "resource variable op in called function", ()
+        if not f.allow_inaccurate_ops and op in INACCURATE_OPS:
+            return "INACCURATE_OP", "operation with numerical accuracy issues", ()
+        if not f.allow_slow_ops and op in SLOW_OPS:
+            return "SLOW_OP", "slow operation", ()
+        return None
+
+    def _check_branch(self, nodedef, key: str, depth: int) -> Failure | None:
+        if key not in nodedef.attr:
+            return "UNSUPPORTED_OP", f"missing '{key}' attribute from node{nodedef.name}", ()
+        return self._check_call_named(nodedef.attr[key].func.name, depth)
+
+    def check_call(self, nodedef, depth: int) -> Failure | None:
+        if nodedef.op in ("PartitionedCall", "StatefulPartitionedCall"):
+            name = nodedef.attr["f"].func.name if "f" in nodedef.attr else ""
+        else:
+            name = nodedef.op
+        return self._check_call_named(name, depth)
+
+    def _check_call_named(self, name: str, depth: int) -> Failure | None:
+        if depth > MAX_RECURSION_DEPTH:
+            return "FUNCTION_DEPTH_LIMIT", "function depth limit exceeded", ()
+        body = self._body(name)
+        if body is None:
+            return "FUNCTION_NOT_FOUND", f"could not instantiate call: '{name}'", ()
+        for nd in body:
+            fail = self.check_node(nd, depth + 1)
+            if fail is not None:
+                code, detail, path = fail
+                return code, detail, (f"{name}/{nd.name}",) + path
+        return None

@@ -1,0 +1,625 @@
+"""TensorFlow 2.21's ``MarkForCompilationPass``: candidates, contraction, cluster names.
+
+Given the graph TF's pass sees (a :class:`TfGraph` with TF's node and edge ids), this
+reproduces which nodes get ``_XlaCluster`` and with which name, and records why
+(:mod:`jitsim.explain.reasons`): one :class:`NodeDecision` per node and one
+:class:`MergeRefusal` per refused contraction attempt.
+
+Steps (spec section 7): candidate filters in node-id order; the cycle-detection graph
+with loop frames collapsed; deadness predicates; unsafe resource pairs; one cluster per
+candidate; edge contraction over GraphCycles' post order in three phases plus an
+idempotence check; ``Fill`` declustering; names from a process-wide counter in order of
+each kept cluster's smallest node id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jitsim.passes import optypes
+from jitsim.passes.compilability import CompilabilityChecker, OperationFilter
+from jitsim.passes.const_analysis import ConstAnalysis
+from jitsim.passes.devices import Registration, device_type, pick_device_for_xla, registrations, should_compile
+from jitsim.passes.flags import OFF, DEFAULT, XlaFlags, allow_where_op, ops_allowlist
+from jitsim.passes.graphcycles import GraphCycles, UnionFind
+from jitsim.passes.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
+from jitsim.passes.tfgraph import (
+    CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID,
+    SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info,
+)
+
+TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
+
+
+# -- options and process-wide state ---------------------------------------------------------
+
+
+@dataclass
+class SessionConfig:
+    """What TF reads from the ConfigProto of the graph's session/eager context."""
+
+    global_jit_level: int = DEFAULT  # tf.config.optimizer.set_jit -> ON_1; set_jit(False) -> OFF
+    cpu_global_jit: bool = False  # OptimizerOptions.cpu_global_jit (TF1 sessions)
+    cluster_name_prefix: str = ""  # experimental.session_metadata.name
+
+
+@dataclass
+class ProcessState:
+    """State TF keeps per process: clustering fuel and the cluster-name counters."""
+
+    fuel: int | None = None  # initialised from the flag on first use
+    counters: dict[int, int] = field(default_factory=dict)  # fingerprint -> next number
+    cpu_global_jit_at_startup: bool | None = None  # frozen on first registry query
+
+    def next_cluster_number(self, fingerprint: int = 0) -> int:
+        n = self.counters.get(fingerprint, 0)
+        self.counters[fingerprint] = n + 1
+        return n
+
+
+def global_jit_level(flags: XlaFlags, session: SessionConfig, g: TfGraph) -> int:
+    """TF's ``GetGlobalJitLevelForGraph`` (spec 2.2)."""
+    base = OFF if session.global_jit_level == DEFAULT else session.global_jit_level
+    single_gpu = flags.auto_jit_single_gpu or base
+    general = flags.auto_jit_general or base
+    if single_gpu == general:
+        return general
+    gpus = {n.device for n in g.op_nodes() if n.device and device_type(n.device) == "GPU"}
+    return single_gpu if len(gpus) == 1 else general
+
+
+# -- records ----------------------------------------------------------------------------------
+
+
+@dataclass
+class NodeDecision:
+    code: str
+    detail: str = ""
+    evidence: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "detail": self.detail, "evidence": self.evidence}
+
+
+@dataclass
+class MergeRefusal:
+    """A contraction TF attempted and refused: ``from_nodes`` -> ``to_nodes`` (representatives)."""
+
+    phase: int
+    from_node: str
+    to_node: str
+    from_size: int
+    to_size: int
+    code: str
+    detail: str = ""
+    evidence: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "from": self.from_node, "to": self.to_node, "from_size": self.from_size,
+                "to_size": self.to_size, "code": self.code, "detail": self.detail, "evidence": self.evidence}
+
+
+class Cluster:
+    __slots__ = ("cycles_id", "size", "effective_size", "has_functional_control_flow", "devices",
+                 "resource_op_device", "resource_ids", "deadness", "explicit", "scope", "first_node")
+
+    def merge(self, other: "Cluster") -> None:
+        self.size += other.size
+        self.effective_size += other.effective_size
+        self.has_functional_control_flow |= other.has_functional_control_flow
+        for d in other.devices:
+            if d not in self.devices:
+                self.devices.append(d)
+        self.devices.sort()
+        if self.resource_op_device is None:
+            self.resource_op_device = other.resource_op_device
+        self.explicit |= other.explicit
+        if self.scope is None:
+            self.scope = other.scope
+        self.resource_ids.extend(other.resource_ids)
+        other.resource_ids = []
+
+
+@dataclass
+class MarkResult:
+    graph: TfGraph
+    ran: bool  # False when the pass exited early (no candidates, already clustered...)
+    jit_level: int
+    clusters: dict[str, list[str]] = field(default_factory=dict)  # name -> members (id order)
+    decisions: dict[str, NodeDecision] = field(default_factory=dict)
+    refusals: list[MergeRefusal] = field(default_factory=list)
+    candidates: list[str] = field(default_factory=list)
+    graph_decision: NodeDecision | None = None
+
+    def cluster_of(self, node: str) -> str | None:
+        n = self.graph.nodes[self.graph.by_name[node]]
+        return n.attr["_XlaCluster"].s.decode() if "_XlaCluster" in n.attr else None
+
+    def labels(self) -> dict[str, str | None]:
+        return {n.name: (n.attr["_XlaCluster"].s.decode() if "_XlaCluster" in n.attr else None)
+                for n in self.graph.op_nodes()}
+
+
+# -- the pass ----------------------------------------------------------------------------------
+
+
+class MarkForCompilation:
+    def __init__(self, g: TfGraph, flags: XlaFlags, session: SessionConfig | None = None,
+                 state: ProcessState | None = None, *, explain_cycles: bool = False):
+        self.g = g
+        self.flags = flags
+        self.session = session or SessionConfig()
+        self.state = state or ProcessState()
+        self.explain_cycles = explain_cycles
+        self.fns = {f.signature.name: f for f in g.library.function}
+        if self.state.cpu_global_jit_at_startup is None:
+            self.state.cpu_global_jit_at_startup = flags.cpu_global_jit
+        if self.state.fuel is None:
+            self.state.fuel = flags.clustering_fuel
+        self.regs = registrations(self.state.cpu_global_jit_at_startup, flags.enable_xla_devices)
+        self.level = global_jit_level(flags, self.session, g)
+        self.result = MarkResult(graph=g, ran=False, jit_level=self.level)
+        self.device_ids: dict[str, int] = {}
+        self.device_names: list[str] = []
+        self._should_compile_cache: dict[int, bool] = {}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def decide(self, n: TfNode, code: str, detail: str = "", **evidence) -> None:
+        self.result.decisions[n.name] = NodeDecision(code, detail, evidence)
+
+    def device_id(self, name: str) -> int:
+        i = self.device_ids.get(name)
+        if i is None:
+            i = self.device_ids[name] = len(self.device_names)
+            self.device_names.append(name)
+        return i
+
+    def _bool_attr(self, n: TfNode, key: str) -> bool | None:
+        """TF's ``GetNodeOrFuncAttr``: the node's bool attr, else the called function's."""
+        if key in n.attr and n.attr[key].WhichOneof("value") == "b":
+            return n.attr[key].b
+        f = self.fns.get(n.op)
+        if f is not None and key in f.attr and f.attr[key].WhichOneof("value") == "b":
+            return f.attr[key].b
+        return None
+
+    def _bool_attr_any(self, n: TfNode, key: str) -> bool:
+        """True if the node's bool attr or its called function's is true."""
+        if key in n.attr and n.attr[key].WhichOneof("value") == "b" and n.attr[key].b:
+            return True
+        f = self.fns.get(n.op)
+        return bool(f is not None and key in f.attr and f.attr[key].WhichOneof("value") == "b" and f.attr[key].b)
+
+    def explicit(self, n: TfNode) -> bool:
+        """Compilation explicitly requested: _XlaCompile, or _XlaMustCompile when jit is on."""
+        if self._bool_attr_any(n, "_XlaCompile"):
+            return True
+        return self.level != OFF and self._bool_attr_any(n, "_XlaMustCompile")
+
+    def is_stateful(self, n: TfNode) -> bool:
+        f = self.fns.get(n.op)
+        if f is not None:
+            return f.signature.is_stateful
+        from jitsim.registry import op_def
+
+        od = op_def(n.op)
+        return bool(od and od.is_stateful)
+
+    def identity_driving_consts_in_loop(self, n: TfNode) -> bool:
+        if n.op not in IDENTITY_OPS:
+            return False
+        nodes = self.g.nodes
+        sw = next((e for e in n.in_edges.values() if nodes[e.src].op in SWITCH_OPS and e.src_output == 1), None)
+        if sw is None:
+            return False
+        pred = self.g.input_edge(sw.src, 1)
+        if pred is None or nodes[pred.src].op != "LoopCond":
+            return False
+        return any(e.is_control and nodes[e.dst].op in CONSTANT_OPS for e in n.out_edges.values())
+
+    # -- candidate selection --------------------------------------------------------------------
+    def find_candidates(self) -> list[TfNode]:
+        g = self.g
+        allow = ops_allowlist(self.flags)
+        allow_where = allow_where_op(self.flags)
+        const_nodes = ConstAnalysis(g.library).run(g)
+        checkers: dict[str, CompilabilityChecker] = {}
+        cands: list[TfNode] = []
+        for n in g.op_nodes():
+            if self.state.fuel <= 0:
+                self.decide(n, "FUEL_EXHAUSTED", "Hit fuel limit; not marking any remaining ops as clusterable.")
+                continue
+            if not n.device:
+                self.decide(n, "NO_DEVICE", "node has no assigned device (TF's pass fails on such a graph)")
+                continue
+            dtype = device_type(n.device)
+            xla_compile = self._bool_attr(n, "_XlaCompile")
+            if xla_compile is False:
+                self.decide(n, "XLA_COMPILE_FALSE", "disallowed by _XlaCompile attribute")
+                continue
+            reg = self.regs.get(dtype or "")
+            if reg is None:
+                self.decide(n, "NO_JIT_DEVICE", f"could not find JIT device for {dtype}", device=n.device)
+                continue
+            if not should_compile(self.explicit(n), dtype, reg.policy, self.level, self.session.cpu_global_jit):
+                self.decide(n, "POLICY_NOT_ENABLED", f"{dtype} policy {reg.policy}, jit level {self.level}",
+                            device_type=dtype, policy=reg.policy, jit_level=self.level)
+                continue
+            checker = checkers.get(dtype)
+            if checker is None:
+                checker = checkers[dtype] = CompilabilityChecker(g.library, reg.jit_device, _op_filter(reg, allow_where))
+            fail = checker.check_node(n.nodedef, 1, input_types_of=self._input_types_fn(n))
+            if fail is not None:
+                code, detail, path = fail
+                ev = {"jit_device": reg.jit_device}
+                if path:
+                    ev["inside"] = list(path)
+                self.decide(n, code, detail, **ev)
+                continue
+            if allow and n.op not in allow:
+                self.decide(n, "NOT_IN_OPS_TO_CLUSTER", f"{n.op} is not listed in --tf_xla_ops_to_cluster")
+                continue
+            if const_nodes[n.id] and self.is_stateful(n) and not is_stack_or_tensor_array_op(n.op):
+                self.decide(n, "MUST_BE_CONSTANT_STATEFUL", "must-be-constant stateful op",
+                            consumers=self._const_consumers(n))
+                continue
+            if self.identity_driving_consts_in_loop(n):
+                self.decide(n, "IDENTITY_DRIVING_CONSTS_IN_LOOP",
+                            "including it can create dependencies between while loop condition and body computations")
+                continue
+            cands.append(n)
+            self.state.fuel -= 1
+        return cands
+
+    def _input_types_fn(self, n: TfNode):
+        def f():
+            return optypes.input_types(n.nodedef, self.fns) or []
+        return f
+
+    def _const_consumers(self, n: TfNode) -> list[str]:
+        return sorted({self.g.nodes[e.dst].name for e in n.out_edges.values() if not e.is_control})
+
+    # -- cycle graph -------------------------------------------------------------------------------
+    def build_cycles_graph(self) -> GraphCycles | None:
+        g = self.g
+        nodes = g.nodes
+        info, unreachable = control_flow_info(g)
+        cycles = GraphCycles(g.num_node_ids)
+        frames: dict[str, int] = {}
+
+        def frame_node(name: str) -> int:
+            if name not in frames:
+                frames[name] = cycles.new_node()
+            return frames[name]
+
+        self.frame_nodes = frames
+        for e in g.edges():
+            src, dst = nodes[e.src], nodes[e.dst]
+            if dst.op in ENTER_OPS or src.op in EXIT_OPS:
+                s, d = e.src, e.dst
+                if dst.op in ENTER_OPS:
+                    d = frame_node(info[e.dst].frame_name)
+                if src.op in EXIT_OPS:
+                    s = frame_node(info[e.src].frame_name)
+                if not cycles.insert_edge(s, d):
+                    return None
+                continue
+            if src.op in NEXT_ITERATION_OPS:
+                continue
+            if not cycles.insert_edge(e.src, e.dst):
+                from jitsim.errors import GraphError
+
+                raise GraphError(f"cycle without control flow through {src.name} -> {dst.name}")
+        return cycles
+
+    # -- initial clusters --------------------------------------------------------------------------
+    def build_clusters(self, cands: list[TfNode], deadness) -> None:
+        g = self.g
+        regs = self.regs
+
+        def ignore(n: TfNode) -> bool:
+            if not n.device:
+                return False
+            reg = regs.get(device_type(n.device) or "")
+            return reg is None or reg.cluster_resource_variable_ops_unsafely
+
+        self.unsafe = (set() if self.flags.disable_resource_variable_safety_checks_for_debugging
+                       else unsafe_resource_pairs(g, self.fns, ignore))
+        self.uf = [UnionFind(None) for _ in range(g.num_node_ids)]
+        for n in cands:
+            c = Cluster()
+            c.cycles_id = n.id
+            c.first_node = n.id
+            c.size = 1
+            c.effective_size = 0 if (n.op in IDENTITY_OPS or n.op in CONSTANT_OPS) else 1
+            c.has_functional_control_flow = n.op in WHILE_OPS or n.op in IF_OPS
+            dev = self.device_id(n.device)
+            c.devices = [dev]
+            types = (optypes.input_types(n.nodedef, self.fns) or []) + (optypes.output_types(n.nodedef, self.fns) or [])
+            is_resource = optypes.DT_RESOURCE in types
+            c.resource_op_device = dev if is_resource else None
+            c.resource_ids = [n.id] if (is_resource or may_call_function(n, self.fns)) else []
+            c.deadness = deadness.control_predicate(n.id) if deadness is not None else None
+            c.explicit = self.explicit(n)
+            key = "_XlaInternalScope" if self.level != OFF else "_XlaScope"
+            scope = n.attr[key].s.decode() if key in n.attr else ""
+            c.scope = scope or None
+            self.uf[n.id].set(c)
+
+    # -- contraction ---------------------------------------------------------------------------
+    def cluster_for(self, v: int) -> Cluster | None:
+        if v >= self.g.num_node_ids or self.g.nodes[v] is None:
+            return None
+        return self.uf[v].get()
+
+    def devices_compatible(self, a: Cluster, b: Cluster) -> bool:
+        devs = sorted(set(a.devices) | set(b.devices))
+        picked = pick_device_for_xla([self.device_names[d] for d in devs], False)
+        if picked is None:
+            return False
+        pid = self.device_ids[picked]
+        return all(c.resource_op_device is None or c.resource_op_device == pid for c in (a, b))
+
+    def only_node(self, c: Cluster) -> TfNode | None:
+        return self.g.nodes[c.cycles_id] if c.size == 1 else None
+
+    def is_sink_like(self, c: Cluster) -> bool:
+        n = self.only_node(c)
+        if n is None or n.op != "NoOp" or len(n.out_edges) != 1:
+            return False
+        return next(iter(n.out_edges.values())).dst == SINK_ID
+
+    def is_scalar_integer_resource_operation(self, c: Cluster) -> bool:
+        n = self.only_node(c)
+        if n is None or n.op not in ("AssignAddVariableOp", "AssignSubVariableOp"):
+            return False
+        if "dtype" not in n.attr or not _is_integer(n.attr["dtype"].type):
+            return False
+        nodes = self.g.nodes
+        const = next((nodes[e.src] for e in n.in_edges.values() if not e.is_control and nodes[e.src].op in CONSTANT_OPS), None)
+        if const is None or "value" not in const.attr:
+            return False
+        shape = const.attr["value"].tensor.tensor_shape
+        return not shape.unknown_rank and len(shape.dim) == 0
+
+    def _refuse(self, phase: int, a: Cluster, b: Cluster, code: str, detail: str, **evidence) -> bool:
+        nodes = self.g.nodes
+        self.result.refusals.append(MergeRefusal(phase, nodes[a.cycles_id].name, nodes[b.cycles_id].name,
+                                                 a.size, b.size, code, detail, evidence))
+        return False
+
+    def try_contract(self, phase: int, a: Cluster, b: Cluster) -> bool:
+        if a.deadness is not b.deadness:
+            return self._refuse(phase, a, b, "MERGE_DEADNESS",
+                                f"the two nodes have mismatching deadness: {a.deadness} and {b.deadness}",
+                                from_predicate=str(a.deadness), to_predicate=str(b.deadness))
+        if not self.devices_compatible(a, b):
+            return self._refuse(phase, a, b, "MERGE_DEVICES", "the two nodes have incompatible devices",
+                                from_devices=[self.device_names[d] for d in a.devices],
+                                to_devices=[self.device_names[d] for d in b.devices])
+        if a.scope is not None and b.scope is not None and a.scope != b.scope:
+            return self._refuse(phase, a, b, "MERGE_SCOPE", "the two nodes have mismatching XLA scopes",
+                                from_scope=a.scope, to_scope=b.scope)
+        if a.size + b.size > self.flags.max_cluster_size:
+            return self._refuse(phase, a, b, "MERGE_MAX_SIZE", "the new cluster will be larger than the max cluster size",
+                                size=a.size + b.size, max_cluster_size=self.flags.max_cluster_size)
+        for p in list(self.cycles.predecessors(b.cycles_id)):
+            cp = self.cluster_for(p)
+            if cp is not None and (not self.devices_compatible(b, cp) or not self.devices_compatible(a, cp)):
+                return self._refuse(phase, a, b, "MERGE_CROSS_DEVICE",
+                                    "the new cluster will introduce a cross device dependency",
+                                    via=self.g.nodes[cp.cycles_id].name)
+        if not self.flags.disable_resource_variable_safety_checks_for_debugging and a.resource_ids and b.resource_ids:
+            unsafe = self.unsafe
+            for r1 in a.resource_ids:
+                for r2 in b.resource_ids:
+                    if (r1, r2) in unsafe:
+                        nodes = self.g.nodes
+                        return self._refuse(phase, a, b, "MERGE_RESOURCE",
+                                            "the new cluster would break resource variable semantics",
+                                            writer=nodes[r1].name, writer_op=nodes[r1].op,
+                                            reader=nodes[r2].name, reader_op=nodes[r2].op)
+        ida, idb = a.cycles_id, b.cycles_id
+        survivor = self.cycles.contract_edge(ida, idb)
+        if survivor is None:
+            ev = {}
+            if self.explain_cycles:
+                ev["path"] = self.describe_cycle(ida, idb)
+            return self._refuse(phase, a, b, "MERGE_CYCLE", "contracting the edge would create a cycle", **ev)
+        a.merge(b)
+        a.cycles_id = survivor
+        self.uf[ida].merge(self.uf[idb])
+        return True
+
+    def for_each_edge_in_post_order(self, phase: int, fn) -> bool:
+        changed = False
+        cycles = self.cycles
+        for v in cycles.all_nodes_in_post_order():
+            a = self.cluster_for(v)
+            if a is None:
+                continue
+            for w in list(cycles.successors(a.cycles_id)):
+                b = self.cluster_for(w)
+                if b is None:
+                    continue
+                if fn(a, b):
+                    changed = True
+        return changed
+
+    def contract(self) -> None:
+        def phase0(a, b):
+            n = self.only_node(b)
+            if n is None or n.op not in SHAPE_CONSUMER_OPS:
+                return False
+            return self.try_contract(0, a, b)
+
+        def phase1(a, b):
+            if self.is_sink_like(b) or self.is_scalar_integer_resource_operation(a):
+                return False
+            return self.try_contract(1, a, b)
+
+        self.for_each_edge_in_post_order(0, phase0)
+        self.for_each_edge_in_post_order(1, phase1)
+        self.for_each_edge_in_post_order(2, lambda a, b: self.try_contract(2, a, b))
+        n_refusals = len(self.result.refusals)
+        if self.for_each_edge_in_post_order(3, lambda a, b: self.try_contract(3, a, b)):
+            from jitsim.errors import JitsimError
+
+            raise JitsimError("internal: edge contraction did not reach a fixed point (TF would fail here too)")
+        # the idempotence sweep repeats phase 2's refusals; keep only the real phases
+        del self.result.refusals[n_refusals:]
+
+    def describe_cycle(self, a: int, b: int) -> list[str]:
+        """An alternative path a ~> b (TF's ``FindAlternatePathForDebugging``), as names."""
+        cycles = self.cycles
+        rpo = cycles.all_nodes_in_post_order()[::-1]
+        best: dict[int, int] = {a: -1}
+        for cur in rpo:
+            some = pref = None
+            for p in cycles.predecessors(cur):
+                if p not in best or (cur == b and p == a):
+                    continue
+                some = p
+                if self.cluster_for(p) is None:
+                    pref = p
+            if some is not None or pref is not None:
+                best[cur] = pref if pref is not None else some
+            if cur == b:
+                break
+        path, cur = [], best.get(b, a)
+        while cur not in (a, -1):
+            path.append(cur)
+            cur = best.get(cur, -1)
+        path.reverse()
+        return [self._cycles_node_name(v) for v in path]
+
+    def _cycles_node_name(self, v: int) -> str:
+        c = self.cluster_for(v)
+        if c is not None:
+            return self.g.nodes[c.cycles_id].name + (f" (+{c.size - 1} others)" if c.size > 1 else "")
+        if v >= self.g.num_node_ids:
+            for name, fid in self.frame_nodes.items():
+                if fid == v:
+                    return f"<loop frame {name}>"
+            return f"<#{v}>"
+        n = self.g.nodes[v]
+        return n.name if n is not None else f"<#{v}>"
+
+    # -- post-processing ---------------------------------------------------------------------------
+    def should_compile_cluster(self, c: Cluster) -> bool:
+        key = id(c)
+        if key not in self._should_compile_cache:
+            picked = pick_device_for_xla([self.device_names[d] for d in sorted(c.devices)], False)
+            ok = False
+            if picked is not None:
+                dt = device_type(picked)
+                reg = self.regs.get(dt or "")
+                ok = reg is not None and should_compile(c.explicit, dt, reg.policy, self.level, self.session.cpu_global_jit)
+            self._should_compile_cache[key] = ok
+        return self._should_compile_cache[key]
+
+    def create_clusters(self, cands: list[TfNode]) -> None:
+        nodes = self.g.nodes
+        declustered = set()
+        for n in cands:
+            if n.op != "Fill":
+                continue
+            c = self.uf[n.id].get()
+            outs = [e.dst for e in n.out_edges.values()]
+            if outs and all(self.uf[d].get() is not c for d in outs):
+                declustered.add(n.id)
+        fp = self.fingerprint() if self.flags.deterministic_cluster_names else 0
+        names: dict[int, str] = {}
+        members: dict[int, list[TfNode]] = {}
+        for n in cands:
+            c = self.uf[n.id].get()
+            members.setdefault(id(c), []).append(n)
+        for n in cands:
+            c = self.uf[n.id].get()
+            info = {"cluster_size": c.size, "effective_size": c.effective_size}
+            if not self.should_compile_cluster(c):
+                self.decide(n, "CLUSTER_NOT_COMPILED", "Not compiling cluster", **info)
+                continue
+            if n.id in declustered:
+                self.decide(n, "FILL_DECLUSTERED", "Fill with no consumer in its cluster",
+                            consumers=sorted(nodes[e.dst].name for e in n.out_edges.values()))
+                continue
+            if (c.effective_size >= self.flags.min_cluster_size or c.has_functional_control_flow or c.explicit):
+                name = names.get(c.cycles_id)
+                if name is None:
+                    prefix = f"{self.session.cluster_name_prefix}_" if self.session.cluster_name_prefix else "cluster_"
+                    if self.flags.deterministic_cluster_names:
+                        prefix += f"{fp}_"
+                    name = names[c.cycles_id] = prefix + str(self.state.next_cluster_number(fp))
+                    self.result.clusters[name] = []
+                n.attr["_XlaCluster"].s = name.encode()
+                n.attr["_XlaAlreadyClustered"].b = True
+                self.result.clusters[name].append(n.name)
+                self.decide(n, "CLUSTERED", name, cluster=name, **info)
+            else:
+                self.decide(n, "CLUSTER_TOO_SMALL",
+                            f"effective size {c.effective_size} < --tf_xla_min_cluster_size={self.flags.min_cluster_size}",
+                            min_cluster_size=self.flags.min_cluster_size,
+                            would_be_members=[m.name for m in members[id(c)]], **info)
+
+    def fingerprint(self) -> int:
+        from jitsim.passes.fingerprint import fingerprint_graphdef
+
+        return fingerprint_graphdef(self.g.to_graphdef())
+
+    # -- driver ----------------------------------------------------------------------------------
+    def run(self) -> MarkResult:
+        g = self.g
+        for n in g.op_nodes():
+            if "_XlaAlreadyClustered" in n.attr or n.op in TPU_EXECUTE_OPS:
+                self.result.graph_decision = NodeDecision("GRAPH_ALREADY_CLUSTERED", f"{n.name} ({n.op})",
+                                                          {"node": n.name})
+                return self.result
+        cands = self.find_candidates()
+        self.result.candidates = [n.name for n in cands]
+        if not cands:
+            self.result.graph_decision = NodeDecision("GRAPH_NO_CANDIDATES", "No compilable candidates")
+            return self.result
+        cycles = self.build_cycles_graph()
+        if cycles is None:
+            self.result.graph_decision = NodeDecision("GRAPH_CYCLE_GRAPH_FAILED", "Could not form cycle detection graph")
+            for n in cands:
+                self.decide(n, "GRAPH_CYCLE_GRAPH_FAILED", "Could not form cycle detection graph")
+            return self.result
+        self.cycles = cycles
+        deadness = None
+        if not self.flags.disable_deadness_safety_checks_for_debugging:
+            from jitsim.passes.deadness import deadness_analysis
+
+            deadness = deadness_analysis(g)
+        self.result.ran = True
+        self.build_clusters(cands, deadness)
+        self.contract()
+        self.create_clusters(cands)
+        return self.result
+
+
+def _is_integer(dtype: int) -> bool:
+    # DT_INT8..: int32=3, uint8=4, int16=5, int8=6, int64=9, uint16=17, uint32=22, uint64=23, qint*: no
+    return dtype in (3, 4, 5, 6, 9, 17, 22, 23)
+
+
+def _op_filter(reg: Registration, allow_where: bool) -> OperationFilter:
+    return OperationFilter(
+        allow_where_op=allow_where,
+        allow_resource_ops_in_called_functions=reg.cluster_resource_variable_ops_unsafely,
+        allow_stack_ops=reg.cluster_stack_ops,
+        allow_tensor_array_ops=reg.cluster_tensor_array_ops,
+        allow_stateful_rng_ops=reg.cluster_stateful_rng_ops,
+        allow_control_trigger=reg.cluster_control_trigger,
+        allow_eliding_assert_and_checknumerics_ops=reg.elide_assert_and_checknumerics,
+        allow_ops_producing_or_consuming_variant=reg.cluster_variant_ops,
+        allow_slow_ops=reg.cluster_slow_ops,
+        allow_inaccurate_ops=reg.cluster_inaccurate_ops,
+    )
+
+
+def mark_for_compilation(g: TfGraph, flags: XlaFlags, session: SessionConfig | None = None,
+                         state: ProcessState | None = None, *, explain_cycles: bool = False) -> MarkResult:
+    """Run TF's MarkForCompilationPass on ``g`` in place; return what it decided and why."""
+    return MarkForCompilation(g, flags, session, state, explain_cycles=explain_cycles).run()

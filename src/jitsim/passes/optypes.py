@@ -1,0 +1,76 @@
+"""Input and output dtypes of a node, from its OpDef (or library FunctionDef) and attrs.
+
+Like TF's ``InOutTypesForNode``: ``number_attr`` args repeat their type N times,
+``type_list_attr`` args expand to the list, ``is_ref`` args get the ``*_REF`` type
+(value + 100). Missing attrs fall back to the OpDef default; unknown ops give ``None``.
+"""
+
+from __future__ import annotations
+
+from jitsim.registry import op_def
+
+REF_OFFSET = 100
+DT_RESOURCE = 20
+DT_VARIANT = 21
+DT_STRING = 7
+DT_INT32 = 3
+DT_INT64 = 9
+DT_BOOL = 10
+
+
+def _attr(nodedef, opdef, name):
+    if name in nodedef.attr:
+        return nodedef.attr[name]
+    if opdef is not None:
+        for a in opdef.attr:
+            if a.name == name and a.HasField("default_value"):
+                return a.default_value
+    return None
+
+
+def _expand(args, nodedef, opdef) -> list[int]:
+    out: list[int] = []
+    for arg in args:
+        if arg.type_list_attr:
+            av = _attr(nodedef, opdef, arg.type_list_attr)
+            types = list(av.list.type) if av is not None else []
+        else:
+            if arg.type_attr:
+                av = _attr(nodedef, opdef, arg.type_attr)
+                t = av.type if av is not None else 0
+            else:
+                t = arg.type
+            n = 1
+            if arg.number_attr:
+                av = _attr(nodedef, opdef, arg.number_attr)
+                n = av.i if av is not None else 0
+            types = [t] * n
+        if arg.is_ref:
+            types = [t + REF_OFFSET for t in types]
+        out.extend(types)
+    return out
+
+
+def _signature(nodedef, library_fns):
+    if library_fns and nodedef.op in library_fns:
+        return library_fns[nodedef.op].signature, None
+    od = op_def(nodedef.op)
+    return od, od
+
+
+def input_types(nodedef, library_fns=None) -> list[int] | None:
+    sig, od = _signature(nodedef, library_fns)
+    if sig is None:
+        return None
+    return _expand(sig.input_arg, nodedef, od)
+
+
+def output_types(nodedef, library_fns=None) -> list[int] | None:
+    sig, od = _signature(nodedef, library_fns)
+    if sig is None:
+        return None
+    return _expand(sig.output_arg, nodedef, od)
+
+
+def is_ref_type(t: int) -> bool:
+    return t > REF_OFFSET

@@ -1,0 +1,166 @@
+"""Running the simulated JIT passes on a graph or on a whole TF dump directory.
+
+Input kinds (what jitsim is given, and how faithful the result can be):
+
+* ``before_clone_constants_for_better_clustering`` dump: the post-Grappler graph exactly
+  as TF built it. jitsim runs clone-constants, cluster-scoping and mark-for-compilation.
+  Exact node and edge ids.
+* ``before_mark_for_compilation`` dump: after TF's constant cloning. jitsim folds the
+  clones back (:func:`~jitsim.passes.clone_constants.uncloned`) and re-runs the cloning,
+  which restores TF's ids.
+* any other GraphDef (e.g. exported from Python): not post-Grappler, and devices may be
+  missing (``device=`` places them). The result is an approximation and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jitsim.graph.model import Graph
+from jitsim.passes.clone_constants import clone_constants_for_better_clustering, uncloned
+from jitsim.passes.cluster_scoping import cluster_scoping
+from jitsim.passes.flags import DEFAULT_FLAGS, OFF, XlaFlags, parse_tf_xla_flags
+from jitsim.passes.mark_for_compilation import (
+    MarkResult, ProcessState, SessionConfig, global_jit_level, mark_for_compilation,
+)
+from jitsim.passes.tfgraph import TfGraph
+
+BEFORE_CLONE = "before_clone_constants_for_better_clustering"
+BEFORE_MARK = "before_mark_for_compilation"
+RAW = "graphdef"
+
+DEVICES = {
+    "cpu": "/job:localhost/replica:0/task:0/device:CPU:0",
+    "gpu": "/job:localhost/replica:0/task:0/device:GPU:0",
+}
+
+
+def detect_input_stage(path: str | Path | None) -> str:
+    name = Path(path).name if path else ""
+    if name.startswith(BEFORE_CLONE):
+        return BEFORE_CLONE
+    if name.startswith(BEFORE_MARK):
+        return BEFORE_MARK
+    return RAW
+
+
+@dataclass
+class FlagsChoice:
+    flags: XlaFlags
+    origin: str  # "--tf-xla-flags", "TF_XLA_FLAGS", "harvest index", "default"
+
+    def describe(self) -> str:
+        return f'TF_XLA_FLAGS="{self.flags.text}" ({self.origin})'
+
+
+def resolve_flags(cli_value: str | None = None, recorded: str | None = None, env=None) -> FlagsChoice:
+    """``--tf-xla-flags`` > ``$TF_XLA_FLAGS`` > flags recorded by a harvest > jitsim's default."""
+    env = os.environ if env is None else env
+    if cli_value is not None:
+        return FlagsChoice(parse_tf_xla_flags(cli_value), "--tf-xla-flags")
+    if "TF_XLA_FLAGS" in env:
+        return FlagsChoice(parse_tf_xla_flags(env["TF_XLA_FLAGS"]), "TF_XLA_FLAGS environment variable")
+    if recorded is not None:
+        return FlagsChoice(parse_tf_xla_flags(recorded), "recorded by the harvest")
+    return FlagsChoice(parse_tf_xla_flags(DEFAULT_FLAGS), "jitsim default: auto-jit on, CPU global jit")
+
+
+@dataclass
+class ClusterResult:
+    """What the simulated pipeline did to one graph."""
+
+    source: str | None
+    input_stage: str
+    mark: MarkResult
+    clones: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def graph(self) -> TfGraph:
+        return self.mark.graph
+
+    @property
+    def clusters(self) -> dict[str, list[str]]:
+        return self.mark.clusters
+
+    @property
+    def decisions(self):
+        return self.mark.decisions
+
+    def labels(self) -> dict[str, str | None]:
+        return self.mark.labels()
+
+    def to_graphdef(self):
+        """The graph as TF's ``mark_for_compilation`` dump writes it."""
+        return self.graph.to_graphdef()
+
+
+def cluster_graph(
+    graph: Graph,
+    flags: XlaFlags,
+    *,
+    session: SessionConfig | None = None,
+    state: ProcessState | None = None,
+    input_stage: str | None = None,
+    device: str | None = None,
+    explain_cycles: bool = False,
+) -> ClusterResult:
+    """Simulate clone-constants, cluster-scoping and mark-for-compilation on ``graph``."""
+    t0 = time.perf_counter()
+    stage = input_stage or detect_input_stage(graph.source)
+    notes: list[str] = []
+    g = graph
+    if stage == BEFORE_MARK:
+        g, removed = uncloned(graph)
+        if removed:
+            notes.append(f"folded {len(removed)} constant clones back to re-run TF's cloning with its ids")
+    tg = TfGraph.from_graph(g, fixup=True)
+    if device is not None:
+        name = DEVICES.get(device, device)
+        placed = 0
+        for n in tg.op_nodes():
+            if not n.nodedef.device:
+                n.nodedef.device = name
+                placed += 1
+        if placed:
+            notes.append(f"placed {placed} nodes without a device on {name}")
+    if stage == RAW:
+        notes.append("input is not a TF dump of the pass's input (not post-Grappler): the result is approximate")
+    session = session or SessionConfig()
+    clones: list[str] = []
+    if global_jit_level(flags, session, tg) != OFF:
+        clones = clone_constants_for_better_clustering(tg)
+        cluster_scoping(tg)
+    tg.fixup_source_and_sink_edges()
+    mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles)
+    return ClusterResult(graph.source, stage, mark, clones, notes, time.perf_counter() - t0)
+
+
+def cluster_dump_dir(
+    path: str | Path,
+    flags: XlaFlags,
+    *,
+    session: SessionConfig | None = None,
+    state: ProcessState | None = None,
+    stage: str | None = None,
+    explain_cycles: bool = False,
+    progress=None,
+) -> list[tuple[object, ClusterResult]]:
+    """Simulate every graph of a TF dump directory in order, as one TF process would:
+    one fuel counter and one cluster-name counter across all graphs."""
+    from jitsim.graph.io import load_dump_dir
+
+    state = state or ProcessState()
+    out = []
+    graphs = load_dump_dir(path, stage=stage, validate=False)
+    for i, (rec, g) in enumerate(graphs):
+        if progress:
+            progress(i, len(graphs))
+        st = stage or rec.input_stage
+        out.append((rec, cluster_graph(g, flags, session=session, state=state, input_stage=st,
+                                       explain_cycles=explain_cycles)))
+    return out

@@ -1,0 +1,374 @@
+"""TensorFlow's own view of a graph: integer node ids, edge ids, ``_SOURCE`` and ``_SINK``.
+
+TF's clustering decisions depend on node ids and edge ids (candidate order, cluster
+numbering, GraphCycles ranks, contraction order). :class:`TfGraph` reproduces them from
+a :class:`jitsim.graph.Graph` the way TF builds its in-memory ``Graph``:
+
+* id 0 is ``_SOURCE``, id 1 is ``_SINK``, edge 0 is the control edge ``_SOURCE -> _SINK``;
+* op nodes get ids 2, 3, ... in GraphDef order (a TF dump is written in id order);
+* edges are created node by node in GraphDef order (data inputs by slot, then control
+  inputs), ``NextIteration -> Merge`` back edges after all others;
+* :meth:`TfGraph.fixup_source_and_sink_edges` then links parentless nodes to ``_SOURCE``
+  and childless ones to ``_SINK`` (ids in node order).
+
+Ids are never reused; removed nodes/edges leave ``None`` holes, as in TF.
+
+The module also has TF's traversals (``DFS`` with a stable comparator, post orders,
+reverse DFS) and ``BuildControlFlowInfo`` (the while-loop frame of every node).
+
+>>> from jitsim.graph import Graph
+>>> tg = TfGraph.from_graph(Graph.from_nodes([("a", "Const", []), ("b", "Neg", ["a"])]))
+>>> [(n.id, n.name) for n in tg.op_nodes()]
+[(2, 'a'), (3, 'b')]
+>>> [(e.id, tg.name(e.src), tg.name(e.dst)) for e in tg.edges()]
+[(0, '_SOURCE', '_SINK'), (1, 'a', 'b'), (2, '_SOURCE', 'a'), (3, 'b', '_SINK')]
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable, Iterable, Iterator
+
+from jitsim.errors import GraphError
+from jitsim.graph import protos
+from jitsim.graph.model import CONTROL, Graph, parse_input
+
+SOURCE_ID = 0
+SINK_ID = 1
+
+# Node classes (exact op type strings), spec section 3.1.
+IDENTITY_OPS = frozenset({"Identity", "RefIdentity"})
+CONSTANT_OPS = frozenset({"Const", "HostConst"})
+SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})
+MERGE_OPS = frozenset({"Merge", "RefMerge"})
+ENTER_OPS = frozenset({"Enter", "RefEnter"})
+EXIT_OPS = frozenset({"Exit", "RefExit"})
+NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
+IF_OPS = frozenset({"If", "StatelessIf"})
+WHILE_OPS = frozenset({"While", "StatelessWhile"})
+CASE_OPS = frozenset({"Case", "StatelessCase"})
+CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "SymbolicGradient"})
+SHAPE_CONSUMER_OPS = frozenset({"Shape", "Rank", "Size"})
+
+
+class TfEdge:
+    __slots__ = ("id", "src", "src_output", "dst", "dst_input")
+
+    def __init__(self, eid: int, src: int, src_output: int, dst: int, dst_input: int):
+        self.id = eid
+        self.src = src
+        self.src_output = src_output
+        self.dst = dst
+        self.dst_input = dst_input
+
+    @property
+    def is_control(self) -> bool:
+        return self.src_output == CONTROL
+
+    def __repr__(self) -> str:
+        return f"<TfEdge #{self.id} {self.src}:{self.src_output} -> {self.dst}:{self.dst_input}>"
+
+
+class TfNode:
+    __slots__ = ("id", "name", "op", "nodedef", "in_edges", "out_edges")
+
+    def __init__(self, nid: int, name: str, op: str, nodedef):
+        self.id = nid
+        self.name = name
+        self.op = op
+        self.nodedef = nodedef
+        # edge id -> edge, insertion ordered
+        self.in_edges: dict[int, TfEdge] = {}
+        self.out_edges: dict[int, TfEdge] = {}
+
+    @property
+    def is_op(self) -> bool:
+        return self.id > SINK_ID
+
+    @property
+    def device(self) -> str:
+        return self.nodedef.device if self.nodedef is not None else ""
+
+    @property
+    def attr(self):
+        return self.nodedef.attr
+
+    def data_inputs(self) -> list[TfEdge]:
+        """Data in-edges by input slot."""
+        return sorted((e for e in self.in_edges.values() if e.dst_input != CONTROL), key=lambda e: e.dst_input)
+
+    def __repr__(self) -> str:
+        return f"<TfNode #{self.id} {self.name} {self.op}>"
+
+
+class TfGraph:
+    def __init__(self, library=None, versions=None):
+        self.nodes: list[TfNode | None] = []
+        self.edges_by_id: list[TfEdge | None] = []
+        self.by_name: dict[str, int] = {}
+        self.library = library if library is not None else protos.FunctionDefLibrary()
+        self.versions = versions
+        self._add(TfNode(SOURCE_ID, "_SOURCE", "NoOp", None))
+        self._add(TfNode(SINK_ID, "_SINK", "NoOp", None))
+        self.add_edge(SOURCE_ID, CONTROL, SINK_ID, CONTROL)
+
+    # -- construction --------------------------------------------------------------------
+    def _add(self, node: TfNode) -> TfNode:
+        self.nodes.append(node)
+        if node.is_op:
+            self.by_name[node.name] = node.id
+        return node
+
+    def add_node(self, nodedef) -> TfNode:
+        """Add a node for ``nodedef`` (not its inputs) with the next id."""
+        if nodedef.name in self.by_name:
+            raise GraphError(f"duplicate node name {nodedef.name!r}")
+        return self._add(TfNode(len(self.nodes), nodedef.name, nodedef.op, nodedef))
+
+    def add_edge(self, src: int, src_output: int, dst: int, dst_input: int) -> TfEdge:
+        e = TfEdge(len(self.edges_by_id), src, src_output, dst, dst_input)
+        self.edges_by_id.append(e)
+        self.nodes[src].out_edges[e.id] = e
+        self.nodes[dst].in_edges[e.id] = e
+        return e
+
+    def add_control_edge(self, src: int, dst: int) -> TfEdge:
+        return self.add_edge(src, CONTROL, dst, CONTROL)
+
+    def remove_edge(self, e: TfEdge) -> None:
+        del self.nodes[e.src].out_edges[e.id]
+        del self.nodes[e.dst].in_edges[e.id]
+        self.edges_by_id[e.id] = None
+
+    def remove_node(self, nid: int) -> None:
+        n = self.nodes[nid]
+        for e in list(n.in_edges.values()) + list(n.out_edges.values()):
+            self.remove_edge(e)
+        del self.by_name[n.name]
+        self.nodes[nid] = None
+
+    def fixup_source_and_sink_edges(self) -> None:
+        """Link every parentless node to ``_SOURCE`` and every childless node to ``_SINK``."""
+        for n in list(self.nodes):
+            if n is None:
+                continue
+            if n.id != SOURCE_ID and not n.in_edges:
+                self.add_control_edge(SOURCE_ID, n.id)
+            if n.id != SINK_ID and not n.out_edges:
+                self.add_control_edge(n.id, SINK_ID)
+
+    @classmethod
+    def from_graph(cls, graph: Graph, *, fixup: bool = True) -> "TfGraph":
+        """TF's ``Graph`` for a GraphDef as TF dumps it (node order = TF id order)."""
+        tg = cls(library=graph.graphdef.library, versions=graph.graphdef.versions)
+        order = sorted(graph.nodes.values(), key=lambda n: n.index)
+        for n in order:
+            tg.add_node(n.nodedef)
+        back = []
+        by_name = tg.by_name
+        for n in order:
+            dst = by_name[n.name]
+            slot = 0
+            for ref in n.nodedef.input:
+                src_name, out = parse_input(ref)
+                src = by_name[src_name]
+                if out == CONTROL:
+                    tg.add_edge(src, CONTROL, dst, CONTROL)
+                    continue
+                if tg.nodes[src].op in NEXT_ITERATION_OPS and n.op in MERGE_OPS:
+                    back.append((src, out, dst, slot))
+                else:
+                    tg.add_edge(src, out, dst, slot)
+                slot += 1
+        for src, out, dst, slot in back:
+            tg.add_edge(src, out, dst, slot)
+        if fixup:
+            tg.fixup_source_and_sink_edges()
+        return tg
+
+    # -- queries -------------------------------------------------------------------------
+    @property
+    def num_node_ids(self) -> int:
+        return len(self.nodes)
+
+    def node(self, nid: int) -> TfNode | None:
+        return self.nodes[nid] if 0 <= nid < len(self.nodes) else None
+
+    def name(self, nid: int) -> str:
+        return self.nodes[nid].name
+
+    def op_nodes(self) -> Iterator[TfNode]:
+        """Op nodes (not ``_SOURCE``/``_SINK``) in increasing id."""
+        for n in self.nodes[2:]:
+            if n is not None:
+                yield n
+
+    def all_nodes(self) -> Iterator[TfNode]:
+        for n in self.nodes:
+            if n is not None:
+                yield n
+
+    def edges(self) -> Iterator[TfEdge]:
+        """Live edges in increasing edge id (TF's ``Graph::edges()`` order)."""
+        for e in self.edges_by_id:
+            if e is not None:
+                yield e
+
+    def input_edge(self, nid: int, slot: int) -> TfEdge | None:
+        for e in self.nodes[nid].in_edges.values():
+            if e.dst_input == slot:
+                return e
+        return None
+
+    # -- output ---------------------------------------------------------------------------
+    def to_graphdef(self):
+        """A GraphDef as TF's ``Graph::ToGraphDef`` writes it (what TF's dumps contain):
+        op nodes by id, data inputs by slot, then control inputs sorted by source name."""
+        gd = protos.GraphDef()
+        if self.versions is not None:
+            gd.versions.CopyFrom(self.versions)
+        for n in self.op_nodes():
+            nd = gd.node.add()
+            nd.CopyFrom(n.nodedef)
+            del nd.input[:]
+            data = [None] * sum(1 for e in n.in_edges.values() if not e.is_control)
+            ctrl = []
+            for e in n.in_edges.values():
+                src = self.nodes[e.src]
+                if e.is_control:
+                    if src.is_op:
+                        ctrl.append(src.name)
+                elif 0 <= e.dst_input < len(data):
+                    data[e.dst_input] = src.name if e.src_output == 0 else f"{src.name}:{e.src_output}"
+            nd.input.extend(x for x in data if x is not None)
+            nd.input.extend("^" + c for c in sorted(ctrl))
+        gd.library.CopyFrom(self.library)
+        gd.library.SetInParent()  # TF always writes `library {}`, even when empty
+        return gd
+
+
+# -- traversals (core/graph/algorithm.cc semantics) -------------------------------------------
+
+EdgeFilter = Callable[[TfEdge], bool]
+
+
+def not_back_edge(g: TfGraph) -> EdgeFilter:
+    """TF's ``NotBackedge``: drop edges whose source is a NextIteration."""
+    nodes = g.nodes
+    return lambda e: nodes[e.src].op not in NEXT_ITERATION_OPS
+
+
+def dfs(
+    g: TfGraph,
+    enter: Callable[[TfNode], None] | None,
+    leave: Callable[[TfNode], None] | None,
+    *,
+    by_name: bool = False,
+    edge_filter: EdgeFilter | None = None,
+    start: Iterable[int] = (SOURCE_ID,),
+    reverse: bool = False,
+) -> None:
+    """Iterative DFS like TF's ``DFS``/``ReverseDFSFrom``.
+
+    With ``by_name`` (``NodeComparatorName``) the neighbours of a node are sorted by name
+    and pushed in that order, so the largest name is explored first. ``reverse`` walks
+    in-edges instead of out-edges.
+    """
+    nodes = g.nodes
+    visited = bytearray(len(nodes))
+    stack: list[tuple[int, bool]] = [(s, False) for s in start]
+    while stack:
+        nid, is_leave = stack.pop()
+        n = nodes[nid]
+        if is_leave:
+            leave(n)
+            continue
+        if visited[nid]:
+            continue
+        visited[nid] = 1
+        if enter is not None:
+            enter(n)
+        if leave is not None:
+            stack.append((nid, True))
+        edges = n.in_edges.values() if reverse else n.out_edges.values()
+        nbrs = [
+            (e.src if reverse else e.dst)
+            for e in edges
+            if edge_filter is None or edge_filter(e)
+        ]
+        if by_name:
+            nbrs.sort(key=lambda i: nodes[i].name)
+        for m in nbrs:
+            if not visited[m]:
+                stack.append((m, False))
+
+
+def post_order(g: TfGraph, *, by_name: bool = False, edge_filter: EdgeFilter | None = None) -> list[TfNode]:
+    out: list[TfNode] = []
+    dfs(g, None, out.append, by_name=by_name, edge_filter=edge_filter)
+    return out
+
+
+def reverse_post_order(g: TfGraph, *, by_name: bool = False, edge_filter: EdgeFilter | None = None) -> list[TfNode]:
+    out = post_order(g, by_name=by_name, edge_filter=edge_filter)
+    out.reverse()
+    return out
+
+
+class FrameInfo:
+    """Per-node while-loop frame: ``frame`` (id of the Enter opening it, or _SOURCE),
+    ``parent_frame`` and ``frame_name`` (``""`` for the root frame)."""
+
+    __slots__ = ("frame", "parent_frame", "frame_name")
+
+    def __init__(self, frame=-1, parent_frame=-1, frame_name=""):
+        self.frame = frame
+        self.parent_frame = parent_frame
+        self.frame_name = frame_name
+
+
+def control_flow_info(g: TfGraph) -> tuple[list[FrameInfo], list[str]]:
+    """TF's ``BuildControlFlowInfo``: each node's frame, and the unreachable op nodes.
+
+    Breadth-first from ``_SOURCE``; an ``Enter`` opens the frame named by its ``frame_name``
+    attr, an ``Exit``'s successors return to the parent frame. Inconsistent frames raise.
+    """
+    nodes = g.nodes
+    info = [FrameInfo() for _ in nodes]
+    parent_of = [-1] * len(nodes)
+    info[SOURCE_ID] = FrameInfo(SOURCE_ID, SOURCE_ID, "")
+    ready = deque([SOURCE_ID])
+    while ready:
+        cur = nodes[ready.popleft()]
+        ci = info[cur.id]
+        frame, parent, frame_name = ci.frame, ci.parent_frame, ci.frame_name
+        if cur.op in EXIT_OPS:
+            pi = info[parent]
+            frame, parent, frame_name = pi.frame, pi.parent_frame, pi.frame_name
+        for e in cur.out_edges.values():
+            out = nodes[e.dst]
+            if not out.is_op:
+                continue
+            oi = info[out.id]
+            visited = parent_of[out.id] != -1
+            if not visited:
+                parent_of[out.id] = cur.id
+                ready.append(out.id)
+            if out.op in ENTER_OPS:
+                if visited:
+                    if info[oi.parent_frame].frame_name != frame_name:
+                        raise GraphError(f"node {out.name!r} enters from two different frames")
+                else:
+                    name = out.attr["frame_name"].s.decode() if "frame_name" in out.attr else ""
+                    if not name:
+                        raise GraphError(f"Enter node {out.name!r} has no frame_name")
+                    info[out.id] = FrameInfo(out.id, frame, name)
+            elif visited:
+                if oi.frame_name != frame_name:
+                    raise GraphError(
+                        f"node {out.name!r} is in two frames: {oi.frame_name!r} and {frame_name!r}"
+                    )
+            else:
+                info[out.id] = FrameInfo(frame, parent, frame_name)
+    unreachable = [n.name for n in g.op_nodes() if parent_of[n.id] == -1]
+    return info, unreachable
