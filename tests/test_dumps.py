@@ -8,10 +8,9 @@ by the order TF wrote them, a new graph starting whenever the pipeline stage goe
 
 import os
 
-from jitsim.crosscheck.dumps import group_dumps, parse_stage
+from jitsim.crosscheck.dumps import group_dumps, parse_stage, scan_node_names
 from jitsim.crosscheck.scoring import labels_of_file
 
-from conftest import corpus_graphs
 
 NODE = 'node {{ name: "{}" op: "NoOp" }}\n'
 
@@ -77,24 +76,33 @@ def test_parse_stage_does_not_confuse_annotated():
     assert parse_stage("encapsulate_subgraphs_subgraph_cluster_3.pbtxt") is None
 
 
+def test_scan_node_names_agrees_with_protobuf(corpus):
+    run = corpus.built()[0]
+    d = corpus.extract(run) / "dumps"
+    for f in sorted(d.glob("*.pbtxt"))[:20]:
+        assert scan_node_names(f) == list(labels_of_file(f)), f.name
+
+
 def test_corpus_pairing_matches_content(corpus):
     """On every real fixture graph, the files paired into one record are the same graph:
     TF's mark_for_compilation dump has exactly the nodes of its before_mark input, and
     its encapsulate_subgraphs_before dump is, among all of the run's, the one sharing most
     node names with it."""
     checked = 0
-    for run, g, d in corpus_graphs(corpus):
-        files = g["files"]
-        if "mark_for_compilation" not in files:
-            continue
-        mark = set(labels_of_file(d / "dumps" / files["mark_for_compilation"]))
-        assert mark == set(labels_of_file(d / "dumps" / files["before_mark_for_compilation"])), (run, g["id"])
-        encs = sorted(p.name for p in (d / "dumps").glob("encapsulate_subgraphs_before*.pbtxt"))
+    for run in corpus.built():
+        d = corpus.extract(run) / "dumps"
+        names = {p.name: frozenset(scan_node_names(p)) for p in d.glob("*.pbtxt")}
+        encs = sorted(n for n in names if n.startswith("encapsulate_subgraphs_before"))
+        for g in corpus.index(run)["graphs"]:
+            files = g["files"]
+            if "mark_for_compilation" not in files:
+                continue
+            mark = names[files["mark_for_compilation"]]
+            assert mark == names[files["before_mark_for_compilation"]], (run, g["id"])
 
-        def overlap(name):
-            return len(mark & set(labels_of_file(d / "dumps" / name))) / len(mark | set(labels_of_file(d / "dumps" / name)))
+            def overlap(name):
+                return len(mark & names[name]) / len(mark | names[name])
 
-        best = max(overlap(e) for e in encs)
-        assert overlap(files["encapsulate_subgraphs_before"]) == best, (run, g["id"])
-        checked += 1
+            assert overlap(files["encapsulate_subgraphs_before"]) == max(map(overlap, encs)), (run, g["id"])
+            checked += 1
     assert checked > 0

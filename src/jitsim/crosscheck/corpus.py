@@ -60,6 +60,13 @@ class Run:
     program: str
     flags: str
     description: str = ""
+    session_global_jit_level: int = 0  # what the program puts in its ConfigProto (0 = DEFAULT)
+    session_cpu_global_jit: bool = False
+
+    def session(self):
+        from jitsim.passes.mark_for_compilation import SessionConfig
+
+        return SessionConfig(self.session_global_jit_level, self.session_cpu_global_jit)
 
 
 class Corpus:
@@ -78,7 +85,8 @@ class Corpus:
             raise JitsimError(f"bad manifest: {e}", path) from None
         runs = []
         for r in data.get("run", []):
-            runs.append(Run(r["name"], r["program"], r.get("flags", DEFAULT_FLAGS), r.get("description", "")))
+            runs.append(Run(r["name"], r["program"], r.get("flags", DEFAULT_FLAGS), r.get("description", ""),
+                            int(r.get("session_global_jit_level", 0)), bool(r.get("session_cpu_global_jit", False))))
         names = [r.name for r in runs]
         dup = {n for n in names if names.count(n) > 1}
         if dup:

@@ -174,6 +174,15 @@ def scan_dump(path: Path) -> dict:
     return {"nodes": len(_NODE_RE.findall(top)), "clusters": dict(sorted(sizes.items()))}
 
 
+_TOP_NAME_RE = re.compile(rb'^node \{\n  name: "((?:[^"\\]|\\.)*)"$', re.M)
+
+
+def scan_node_names(path: Path) -> list[str]:
+    """Node names of a TF dump, in file order, by scanning TF's canonical text format."""
+    top = Path(path).read_bytes().split(b"\nlibrary {", 1)[0]
+    return [m.group(1).decode() for m in _TOP_NAME_RE.finditer(top)]
+
+
 def index_dump_dir(root: Path | str, log_text: str | None = None) -> list[dict]:
     """One JSON-ready record per graph: its files, sizes, TF's clusters and pass time."""
     root = Path(root)

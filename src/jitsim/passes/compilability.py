@@ -17,8 +17,12 @@ from jitsim.passes.tfgraph import CALL_OPS, CASE_OPS, IDENTITY_OPS, IF_OPS, WHIL
 STATEFUL_RNG_OPS = frozenset({"RandomUniform", "RandomShuffle", "RandomUniformInt", "RandomStandardNormal",
                               "TruncatedNormal", "Multinomial"})
 INACCURATE_OPS = frozenset({"SelfAdjointEigV2", "Svd"})
-SLOW_OPS = frozenset({"SelfAdjointEigV2", "Svd", "Qr", "MatrixInverse", "MatrixSolve", "ResizeNearestNeighbor",
-                      "ResizeBilinear", "ResizeBilinearGrad"})
+# TF 2.21's list, read from the string comparisons of RecursiveCompilabilityChecker::OpIsSlow
+# in the 2.21 libtensorflow_cc.so.2 (docs/ground-truth.md) and confirmed by the image_ops and
+# numeric_no_xla_kernel fixtures. It differs from every stored source version and from our
+# spec: ResizeNearestNeighbor / ResizeBilinear are gone, NonMaxSuppressionV3 / V4 are new.
+SLOW_OPS = frozenset({"SelfAdjointEigV2", "Svd", "Qr", "MatrixInverse", "MatrixSolve", "ResizeBilinearGrad",
+                      "NonMaxSuppressionV3", "NonMaxSuppressionV4"})
 MAX_RECURSION_DEPTH = 50
 
 
@@ -69,12 +73,12 @@ class CompilabilityChecker:
                 self._body_cache[name] = list(gd.node)
         return self._body_cache[name]
 
-    def _has_forwarded_ref_input(self, nodedef, input_types_of) -> bool:
-        if nodedef.op not in IDENTITY_OPS:
+    def _has_forwarded_ref_input(self, nodedef, producer_types_of) -> bool:
+        if nodedef.op not in IDENTITY_OPS or producer_types_of is None:
             return False
-        return any(optypes.is_ref_type(t) for t in input_types_of())
+        return any(optypes.is_ref_type(t) for t in producer_types_of())
 
-    def _has_xla_kernel(self, nodedef, input_types_of) -> tuple[str, str] | None:
+    def _has_xla_kernel(self, nodedef, producer_types_of) -> tuple[str, str] | None:
         from jitsim.registry import find_xla_kernel
 
         if nodedef.op == "SymbolicGradient":
@@ -82,7 +86,7 @@ class CompilabilityChecker:
         if (nodedef.op == "Const" and not self.filter.allow_string_consts and "dtype" in nodedef.attr
                 and nodedef.attr["dtype"].type == optypes.DT_STRING):
             return "STRING_CONST", "Const op with type DT_STRING is not supported by XLA."
-        if self._has_forwarded_ref_input(nodedef, input_types_of):
+        if self._has_forwarded_ref_input(nodedef, producer_types_of):
             return "IDENTITY_UNSAFE_CAST", "Identity with unsafe cast."
         kernel, why = find_xla_kernel(nodedef, self.jit_device)
         if kernel is None:
@@ -90,8 +94,12 @@ class CompilabilityChecker:
         return None
 
     # -- the checker -------------------------------------------------------------------------
-    def check_node(self, nodedef, depth: int = 1, input_types_of=None) -> Failure | None:
-        """``None`` if compilable at this call depth (1 = top level), else the failure."""
+    def check_node(self, nodedef, depth: int = 1, input_types_of=None, producer_types_of=None) -> Failure | None:
+        """``None`` if compilable at this call depth (1 = top level), else the failure.
+
+        ``input_types_of()`` gives the node's input dtypes per its OpDef;
+        ``producer_types_of()`` the dtypes its producers actually output (refs included),
+        known only for top-level nodes."""
         op = nodedef.op
         f = self.filter
         if input_types_of is None:
@@ -112,7 +120,7 @@ class CompilabilityChecker:
                     return code, detail, path
                 return "UNSUPPORTED_FUNCTION", f"unsupported function: {detail}", path
         else:
-            bad = self._has_xla_kernel(nodedef, input_types_of)
+            bad = self._has_xla_kernel(nodedef, producer_types_of)
             if bad is not None:
                 return bad[0], bad[1], ()
         if op in WHILE_OPS:

@@ -16,6 +16,12 @@ exactly as TF 2.21 computes it (spec section 8):
 * :func:`deadness_analysis` -- the whole-graph analysis (frame-based topological order,
   per-frame optimistic then pessimistic population), returning a :class:`DeadnessResult`.
 
+Where TF's own order is not deterministic we use insertion order: TF walks the out-edges
+of a node with more than 4 of them in pointer-hash order and picks among ready top-level
+loops in hash-map order. That can change predicate ids (so the print order of And/Or
+operands), the optimistic-mode representative merge of a frame and the order of the
+"Done populating frame" lines between runs of TF itself.
+
 >>> f = PredicateFactory()
 >>> a, b = f.make_symbol("a", 0, True), f.make_symbol("b", 0, True)
 >>> str(f.make_and([a, f.make_not(b)])), f.make_and([a, f.make_not(a)]) is f.make_false()
@@ -28,6 +34,7 @@ import struct
 from typing import Iterable, Sequence
 
 from jitsim.errors import GraphError
+from jitsim.registry import op_def
 from jitsim.passes.tfgraph import (
     ENTER_OPS,
     EXIT_OPS,
@@ -49,6 +56,8 @@ KIND_NAMES = ("And", "Or", "Not", "AndRecurrence", "Symbol", "IntSymbol")
 MAX_STACK_DEPTH = 8
 
 SWITCH_OPS_2 = frozenset({"Switch", "RefSwitch"})
+# TF's IsMerge() also covers _XlaMerge (node class NC_MERGE); tfgraph.MERGE_OPS does not.
+DEADNESS_MERGE_OPS = MERGE_OPS | {"_XlaMerge"}
 SWITCH_N_OP = "_SwitchN"
 RECV_OPS = frozenset({"_Recv", "_HostRecv"})
 CONTROL_TRIGGER_OPS = frozenset({"ControlTrigger"})
@@ -354,23 +363,27 @@ def _default_attr(opdef, name, field, fallback):
     return fallback
 
 
-def num_outputs(g: TfGraph, n: TfNode) -> int:
+def num_outputs(g: TfGraph, n: TfNode, functions: dict | None = None) -> int:
     """TF's ``Node::num_outputs()``: from the OpDef (or the called function's signature).
 
-    For an op this jitsim snapshot does not know, fall back to the largest output index
-    that is consumed, plus one.
+    ``functions`` maps library function names to their number of outputs (built from
+    ``g.library`` when not given). For an op neither the jitsim op registry nor the library
+    knows, fall back to the largest consumed output index plus one.
     """
     if not n.is_op:
         return 0
-    from jitsim.registry import op_def
-
     opdef = op_def(n.op)
     if opdef is not None:
         return sum(_attr_count(n.nodedef, opdef, a) for a in opdef.output_arg)
-    for f in g.library.function:
-        if f.signature.name == n.op:
-            return len(f.signature.output_arg)
+    if functions is None:
+        functions = _function_outputs(g)
+    if n.op in functions:
+        return functions[n.op]
     return max((e.src_output + 1 for e in n.out_edges.values()), default=0)
+
+
+def _function_outputs(g: TfGraph) -> dict[str, int]:
+    return {f.signature.name: len(f.signature.output_arg) for f in g.library.function}
 
 
 def _const_scalar(nodedef, want: str):
@@ -452,13 +465,16 @@ class _Analysis:
         self.log: list[str] = []
         self.frame_to_merge: dict[str, int] = {}
         self._nout: dict[int, int] = {}
+        self._functions: dict[str, int] | None = None
         self.cfi = None
 
     # -- helpers ---------------------------------------------------------------------------
     def num_outputs(self, n: TfNode) -> int:
         v = self._nout.get(n.id)
         if v is None:
-            v = self._nout[n.id] = num_outputs(self.g, n)
+            if self._functions is None:
+                self._functions = _function_outputs(self.g)
+            v = self._nout[n.id] = num_outputs(self.g, n, self._functions)
         return v
 
     def is_next_iteration(self, nid: int) -> bool:
@@ -619,7 +635,7 @@ class _Analysis:
         op = n.op
         if op in SWITCH_OPS_2 or op == SWITCH_N_OP:
             self.handle_switch(n, revisit)
-        elif op in MERGE_OPS:
+        elif op in DEADNESS_MERGE_OPS:
             self.handle_merge(n, revisit, optimistic)
         elif op in CONTROL_TRIGGER_OPS:
             self.set_pred(n, CONTROL_SLOT, self.f.make_true(), None)
@@ -647,7 +663,7 @@ class _Analysis:
                 num_enters[name] = num_enters.get(name, 0) + 1
             elif self.is_root_exit(n):
                 num_exits[name] = num_exits.get(name, 0) + 1
-            if n.op in MERGE_OPS:
+            if n.op in DEADNESS_MERGE_OPS:
                 for e in n.in_edges.values():
                     if self.is_next_iteration(e.src):
                         ready_inputs[n.id] += 1
@@ -663,7 +679,7 @@ class _Analysis:
             cur_is_ni = cur.op in NEXT_ITERATION_OPS
             for e in cur.out_edges.values():
                 out = nodes[e.dst]
-                if cur_is_ni and out.op in MERGE_OPS:
+                if cur_is_ni and out.op in DEADNESS_MERGE_OPS:
                     continue
                 ready_inputs[out.id] += 1
                 if not out.is_op:
@@ -744,7 +760,7 @@ class _Analysis:
             self.handle_node(n, None, optimistic)
             if n.op in NEXT_ITERATION_OPS:
                 for e in n.out_edges.values():
-                    if self.nodes[e.dst].op in MERGE_OPS:
+                    if self.nodes[e.dst].op in DEADNESS_MERGE_OPS:
                         revisit[e.dst] = 1
         for n in topo:
             if revisit[n.id]:
@@ -754,7 +770,7 @@ class _Analysis:
         converged = True
         frame_to_pred: dict[str, Predicate] = {}
         for n in topo:
-            if n.op not in MERGE_OPS:
+            if n.op not in DEADNESS_MERGE_OPS:
                 continue
             if self.unique_backedge(n) is None:
                 continue

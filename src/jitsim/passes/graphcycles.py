@@ -242,51 +242,60 @@ class GraphCycles:
     def _forward_dfs(self, n: int, target: int, upper_bound: int) -> bool:
         """Collect into ``_deltaf`` the nodes reachable from ``n`` through ranks < upper_bound.
 
-        ``target`` is the node whose rank is ``upper_bound``.  Returns False as soon as an
-        explored node has ``target`` as a successor.  Visited flags of the collected nodes
-        are left set (the caller clears them).
+        ``target`` is the node holding rank ``upper_bound`` (ranks are a permutation, so it is
+        unique); meeting it as a successor means a path exists and False is returned at once.
+        Visited flags of the collected nodes are left set (the caller clears them).
+        Exploration order is upstream's: pop, skip if visited, mark, scan successors in
+        sequence order pushing the unvisited in-window ones.
         """
         rank = self._rank
         visited = self._visited
         outs = self._out
         deltaf = self._deltaf
         deltaf.clear()
-        visited[n] = True
-        deltaf.append(n)
         stack = [n]
         pop = stack.pop
-        extend = stack.extend
+        push = stack.append
+        add = deltaf.append
         while stack:
-            o = outs[pop()]
+            n = pop()
+            if visited[n]:
+                continue
+            visited[n] = True
+            add(n)
+            o = outs[n]
+            # Upstream tests rank[w] == upper_bound per successor; with unique ranks that is
+            # exactly "target is a successor", which one dict probe answers.
             if target in o._idx:
                 return False
-            new = [w for w in o._seq if rank[w] < upper_bound and not visited[w]]
-            if new:
-                for w in new:
-                    visited[w] = True
-                extend(new)
-                deltaf.extend(new)
+            for w in o._seq:
+                if rank[w] < upper_bound and not visited[w]:
+                    push(w)
         return True
 
     def _backward_dfs(self, n: int, lower_bound: int) -> None:
-        """Collect into ``_deltab`` the not-yet-visited nodes reaching ``n`` through ranks > lower_bound."""
+        """Collect into ``_deltab`` the unvisited nodes reaching ``n`` through ranks > lower_bound.
+
+        Nodes still marked by the preceding forward search are skipped (as upstream).
+        """
         rank = self._rank
         visited = self._visited
         ins = self._in
         deltab = self._deltab
         deltab.clear()
-        visited[n] = True
-        deltab.append(n)
         stack = [n]
         pop = stack.pop
-        extend = stack.extend
+        push = stack.append
+        add = deltab.append
         while stack:
-            new = [w for w in ins[pop()]._seq if lower_bound < rank[w] and not visited[w]]
-            if new:
-                for w in new:
-                    visited[w] = True
-                extend(new)
-                deltab.extend(new)
+            n = pop()
+            if visited[n]:
+                continue
+            visited[n] = True
+            add(n)
+            for w in ins[n]._seq:
+                if lower_bound < rank[w] and not visited[w]:
+                    push(w)
 
     def _reorder(self) -> None:
         """Re-deal the ranks held by deltab ∪ deltaf: deltab first, each in old-rank order."""

@@ -162,6 +162,7 @@ class MarkForCompilation:
         self.device_ids: dict[str, int] = {}
         self.device_names: list[str] = []
         self._should_compile_cache: dict[int, bool] = {}
+        self._compat_cache: dict[tuple, bool] = {}
 
     # -- helpers -------------------------------------------------------------------------------
     def decide(self, n: TfNode, code: str, detail: str = "", **evidence) -> None:
@@ -248,7 +249,8 @@ class MarkForCompilation:
             checker = checkers.get(dtype)
             if checker is None:
                 checker = checkers[dtype] = CompilabilityChecker(g.library, reg.jit_device, _op_filter(reg, allow_where))
-            fail = checker.check_node(n.nodedef, 1, input_types_of=self._input_types_fn(n))
+            fail = checker.check_node(n.nodedef, 1, input_types_of=self._input_types_fn(n),
+                                      producer_types_of=self._producer_types_fn(n))
             if fail is not None:
                 code, detail, path = fail
                 ev = {"jit_device": reg.jit_device}
@@ -274,6 +276,16 @@ class MarkForCompilation:
     def _input_types_fn(self, n: TfNode):
         def f():
             return optypes.input_types(n.nodedef, self.fns) or []
+        return f
+
+    def _producer_types_fn(self, n: TfNode):
+        def f():
+            out = []
+            for e in n.data_inputs():
+                types = optypes.output_types(self.g.nodes[e.src].nodedef, self.fns) or []
+                if 0 <= e.src_output < len(types):
+                    out.append(types[e.src_output])
+            return out
         return f
 
     def _const_consumers(self, n: TfNode) -> list[str]:
@@ -353,12 +365,19 @@ class MarkForCompilation:
         return self.uf[v].get()
 
     def devices_compatible(self, a: Cluster, b: Cluster) -> bool:
-        devs = sorted(set(a.devices) | set(b.devices))
-        picked = pick_device_for_xla([self.device_names[d] for d in devs], False)
-        if picked is None:
-            return False
-        pid = self.device_ids[picked]
-        return all(c.resource_op_device is None or c.resource_op_device == pid for c in (a, b))
+        """TF's ``AreDevicesCompatible`` (memoized on the device sets involved)."""
+        key = (tuple(a.devices), a.resource_op_device, tuple(b.devices), b.resource_op_device)
+        hit = self._compat_cache.get(key)
+        if hit is None:
+            devs = sorted(set(a.devices) | set(b.devices))
+            picked = pick_device_for_xla([self.device_names[d] for d in devs], False)
+            if picked is None:
+                hit = False
+            else:
+                pid = self.device_ids[picked]
+                hit = all(c.resource_op_device is None or c.resource_op_device == pid for c in (a, b))
+            self._compat_cache[key] = hit
+        return hit
 
     def only_node(self, c: Cluster) -> TfNode | None:
         return self.g.nodes[c.cycles_id] if c.size == 1 else None
@@ -403,7 +422,9 @@ class MarkForCompilation:
         if a.size + b.size > self.flags.max_cluster_size:
             return self._refuse(phase, a, b, "MERGE_MAX_SIZE", "the new cluster will be larger than the max cluster size",
                                 size=a.size + b.size, max_cluster_size=self.flags.max_cluster_size)
-        for p in list(self.cycles.predecessors(b.cycles_id)):
+        # With one device in the whole graph every device check passes: skip the
+        # (quadratic) scan over the target's predecessors.
+        for p in (list(self.cycles.predecessors(b.cycles_id)) if len(self.device_names) > 1 else ()):
             cp = self.cluster_for(p)
             if cp is not None and (not self.devices_compatible(b, cp) or not self.devices_compatible(a, cp)):
                 return self._refuse(phase, a, b, "MERGE_CROSS_DEVICE",

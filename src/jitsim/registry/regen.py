@@ -58,8 +58,8 @@ def regenerate_xla_kernels() -> tuple[str, dict]:
     return version, counts
 
 
-def regenerate_const_inputs() -> tuple[str, int, int]:
-    """Snapshot tf2xla's compile-time-constant inputs and metadata ops (data/tf-<v>-const-inputs.json).
+def read_xla_op_registry() -> tuple[str, dict[str, list[str]], list[str]]:
+    """``(tf version, {op: compile-time-constant input names in OpDef order}, [metadata ops])``.
 
     ``REGISTER_XLA_OP(Name(op).CompileTimeConstantInput(arg)...IsMetadataOp())`` is not visible
     from Python, so the static ``XlaOpRegistry`` functions exported by libtensorflow_cc are
@@ -71,7 +71,6 @@ def regenerate_const_inputs() -> tuple[str, int, int]:
     producing a wrong table.
     """
     import ctypes
-    import json
     import os
 
     import tensorflow as tf
@@ -129,6 +128,16 @@ def regenerate_const_inputs() -> tuple[str, int, int]:
     expected = {"Reshape": ["shape"], "ConcatV2": ["axis"], "Slice": ["begin", "size"]}
     if any(const_inputs.get(k) != v for k, v in expected.items()) or "Shape" not in metadata:
         raise RuntimeError("XlaOpRegistry read-back does not contain known entries; ABI changed?")
+    return version, const_inputs, metadata
+
+
+def regenerate_const_inputs() -> tuple[str, int, int]:
+    """Snapshot tf2xla's compile-time-constant inputs and metadata ops (data/tf-<v>-const-inputs.json)."""
+    import json
+
+    import tensorflow as tf
+
+    version, const_inputs, metadata = read_xla_op_registry()
     doc = {
         "tf_version": version,
         "source": (
@@ -136,8 +145,11 @@ def regenerate_const_inputs() -> tuple[str, int, int]:
             "for each op of XlaOpRegistry::GetAllRegisteredOps(), CompileTimeConstantInputArgNames(op) "
             "(the REGISTER_XLA_OP .CompileTimeConstantInput names of the op's first registration, as "
             "BackwardsConstAnalysis uses them) ordered by the OpDef's input_arg, and IsMetadataOp(op); "
-            "called via ctypes on libtensorflow_cc.so.2. Spot-checked against auto-clustering "
-            "(_XlaNumConstantArgs) and jit_compile (_input_hostmem) probes and the tf2xla kernel sources."
+            "called via ctypes on libtensorflow_cc.so.2. Validated for TF 2.21 on 119 ops (102 with constant "
+            "inputs, 17 without) by probing real TF: the nested jit_compile call's _input_hostmem "
+            "(ForceXlaConstantsOnHostPass; names and flat indices, 119/119 agree) and the auto-clustering "
+            "cluster call's _XlaNumConstantArgs (104/104 clustered ops agree); metadata ops Shape, ShapeN, "
+            "Size, Rank confirmed not to propagate const-ness; tf2xla kernel sources spot-checked."
         ),
         "const_inputs": const_inputs,
         "metadata_ops": metadata,

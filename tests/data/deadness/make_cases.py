@@ -169,6 +169,30 @@ CASES: dict[str, str] = {
             return tf.while_loop(lambda i, a, b: i < n, body, (0, x, y))[1] * 2.0
         f(tf.constant(4), tf.ones([3]), tf.ones([3]))
     """,
+    # TF1 graph mode with control flow v1 built directly (no lowering), run in a Session
+    "v1_session": """
+        tf.compat.v1.disable_eager_execution()
+        tf.compat.v1.disable_control_flow_v2()
+        p = tf.compat.v1.placeholder(tf.bool, [], name="p")
+        x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+        y = tf.cond(p, lambda: x * 2.0, lambda: x + 1.0)
+        i, s = tf.while_loop(lambda i, s: i < 3, lambda i, s: (i + 1, s * 2.0 + y), (0, y))
+        with tf.compat.v1.Session() as sess:
+            sess.run(s * 3.0, {p: True, x: [1.0, 2.0, 3.0]})
+    """,
+    # a loop nested in a cond branch, and a stateful op with control deps inside the loop
+    "cond_while_ctrl": """
+        v = tf.Variable(0.0)
+        @tf.function
+        def f(p, n, x):
+            def then():
+                def body(i, s):
+                    v.assign_add(1.0)
+                    return i + 1, s * 2.0
+                return tf.while_loop(lambda i, s: i < n, body, (0, x))[1]
+            return tf.cond(p, then, lambda: x + 7.0) * 2.0
+        f(tf.constant(True), tf.constant(3), tf.ones([3]))
+    """,
 }
 
 
