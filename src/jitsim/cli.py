@@ -178,6 +178,7 @@ def cmd_cluster(args) -> int:
     path = Path(args.graph)
     is_dump_dir = path.is_dir() and not ((path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists())
     choice = resolve_flags(args.tf_xla_flags, recorded_flags(path) if is_dump_dir else None)
+    session = _session(args)
     state = ProcessState()
     if args.cluster_number_start:
         state.counters[0] = args.cluster_number_start
@@ -188,7 +189,8 @@ def cmd_cluster(args) -> int:
             _progress_line(f"simulating graph {i + 1}/{n}")
 
         try:
-            pairs = cluster_dump_dir(path, choice.flags, state=state, stage=args.input_stage, progress=progress)
+            pairs = cluster_dump_dir(path, choice.flags, session=session, state=state, stage=args.input_stage,
+                                     explain_cycles=args.explain_cycles, progress=progress)
         finally:
             _progress_done()
         for rec, res in pairs:
@@ -196,7 +198,8 @@ def cmd_cluster(args) -> int:
             results.append(res)
     else:
         g = load(path, signature=args.signature, validate=True)
-        res = cluster_graph(g, choice.flags, state=state, input_stage=args.input_stage, device=args.device)
+        res = cluster_graph(g, choice.flags, session=session, state=state, input_stage=args.input_stage,
+                            device=args.device, explain_cycles=args.explain_cycles)
         reports.append(_graph_report(path.name, res))
         results.append(res)
     if args.output:
@@ -229,6 +232,23 @@ def cmd_cluster(args) -> int:
     return 0
 
 
+_JIT_LEVELS = {"default": 0, "off": -1, "on": 1, "1": 1, "2": 2}
+
+
+def _session(args):
+    from jitsim.passes.mark_for_compilation import SessionConfig
+
+    return SessionConfig(_JIT_LEVELS[args.session_jit_level], args.session_cpu_global_jit)
+
+
+def _add_session_args(p) -> None:
+    p.add_argument("--session-jit-level", choices=sorted(_JIT_LEVELS), default="default",
+                   help="the ConfigProto's global_jit_level (tf.config.optimizer.set_jit / TF1 session config); "
+                        "TF_XLA_FLAGS' --tf_xla_auto_jit overrides it, as in TF")
+    p.add_argument("--session-cpu-global-jit", action="store_true",
+                   help="the ConfigProto's optimizer_options.cpu_global_jit (TF1 sessions)")
+
+
 def cmd_verify(args) -> int:
     from jitsim.crosscheck.fidelity import recorded_flags, verify_dir
     from jitsim.passes.pipeline import resolve_flags
@@ -239,7 +259,8 @@ def cmd_verify(args) -> int:
         _progress_line(f"simulating graph {i + 1}/{n}")
 
     try:
-        result = verify_dir(args.dir, choice.flags, input_stage=args.input_stage, progress=progress)
+        result = verify_dir(args.dir, choice.flags, input_stage=args.input_stage, progress=progress,
+                            session=_session(args))
     finally:
         _progress_done()
     if args.format == "json":
@@ -364,6 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="first cluster number (TF's process-wide counter when this graph ran)")
     cl.add_argument("-o", "--output", help="write the marked graph like TF's mark_for_compilation dump (.pbtxt/.pb; "
                     "a directory for several graphs)")
+    cl.add_argument("--explain-cycles", action="store_true",
+                    help="record the path behind every merge refused for a cycle (slower on big graphs)")
+    _add_session_args(cl)
     cl.add_argument("--all", action="store_true", help="also list graphs without clusters")
     cl.add_argument("--top", type=int, default=12, help="rows of the unclustered table (default 12)")
     cl.add_argument("--format", **fmt)
@@ -398,6 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=("before_clone_constants_for_better_clustering", "before_mark_for_compilation"),
                    help="which TF dump jitsim starts from (default: before_clone_...)")
     v.add_argument("--tf-xla-flags", help="override the flags recorded by the harvest")
+    _add_session_args(v)
     v.add_argument("--limit", type=int, default=30, help="differing nodes listed per graph")
     v.add_argument("--format", **fmt)
     v.set_defaults(func=cmd_verify)

@@ -108,3 +108,28 @@ REASONS: dict[str, Reason] = {r.code: r for r in _REASONS}
 
 def reason(code: str) -> Reason:
     return REASONS[code]
+
+
+def catalogue_markdown() -> str:
+    """docs/reasons.md, generated from the catalogue (``python -m jitsim.explain.reasons``)."""
+    lines = [
+        "# Reason codes",
+        "",
+        "Every decision jitsim records carries one of these stable codes (`--format json`: `nodes.<name>.code`",
+        "and `refused_merges[].code`). Generated from `jitsim/explain/reasons.py` by",
+        "`python -m jitsim.explain.reasons > docs/reasons.md`; a test keeps the two in sync.",
+        "",
+    ]
+    for kind, title in (("node", "Node decisions (candidate filters, cluster outcome)"),
+                        ("merge", "Refused merges (in TF's check order)")):
+        lines += [f"## {title}", "", "| code | meaning | what you can change | TF's log words |", "|---|---|---|---|"]
+        for r in _REASONS:
+            if r.kind == kind:
+                lines.append(f"| <a id=\"{r.code.lower()}\"></a>`{r.code}` | {r.title} | {r.hint} | "
+                             f"{('`' + r.tf_log + '`') if r.tf_log else ''} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(catalogue_markdown(), end="")

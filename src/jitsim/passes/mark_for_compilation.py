@@ -101,7 +101,8 @@ class MergeRefusal:
 
 class Cluster:
     __slots__ = ("cycles_id", "size", "effective_size", "has_functional_control_flow", "devices",
-                 "resource_op_device", "resource_ids", "deadness", "explicit", "scope", "first_node")
+                 "resource_op_device", "resource_ids", "resource_set", "forbidden", "deadness", "explicit",
+                 "scope", "first_node")
 
     def merge(self, other: "Cluster") -> None:
         self.size += other.size
@@ -118,6 +119,13 @@ class Cluster:
             self.scope = other.scope
         self.resource_ids.extend(other.resource_ids)
         other.resource_ids = []
+        # sets: merge the smaller into the larger (same contents, linear total cost)
+        if len(self.resource_set) < len(other.resource_set):
+            self.resource_set, other.resource_set = other.resource_set, self.resource_set
+        self.resource_set |= other.resource_set
+        if len(self.forbidden) < len(other.forbidden):
+            self.forbidden, other.forbidden = other.forbidden, self.forbidden
+        self.forbidden |= other.forbidden
 
 
 @dataclass
@@ -337,6 +345,9 @@ class MarkForCompilation:
 
         self.unsafe = (set() if self.flags.disable_resource_variable_safety_checks_for_debugging
                        else unsafe_resource_pairs(g, self.fns, ignore))
+        self.unsafe_from: dict[int, set[int]] = {}
+        for r1, r2 in self.unsafe:
+            self.unsafe_from.setdefault(r1, set()).add(r2)
         self.uf = [UnionFind(None) for _ in range(g.num_node_ids)]
         for n in cands:
             c = Cluster()
@@ -351,6 +362,9 @@ class MarkForCompilation:
             is_resource = optypes.DT_RESOURCE in types
             c.resource_op_device = dev if is_resource else None
             c.resource_ids = [n.id] if (is_resource or may_call_function(n, self.fns)) else []
+            c.resource_set = set(c.resource_ids)
+            # resource ops this cluster may not absorb: union of unsafe successors of its members
+            c.forbidden = set(self.unsafe_from.get(n.id, ())) if c.resource_ids else set()
             c.deadness = deadness.control_predicate(n.id) if deadness is not None else None
             c.explicit = self.explicit(n)
             key = "_XlaInternalScope" if self.level != OFF else "_XlaScope"
@@ -430,16 +444,16 @@ class MarkForCompilation:
                 return self._refuse(phase, a, b, "MERGE_CROSS_DEVICE",
                                     "the new cluster will introduce a cross device dependency",
                                     via=self.g.nodes[cp.cycles_id].name)
-        if not self.flags.disable_resource_variable_safety_checks_for_debugging and a.resource_ids and b.resource_ids:
-            unsafe = self.unsafe
-            for r1 in a.resource_ids:
-                for r2 in b.resource_ids:
-                    if (r1, r2) in unsafe:
-                        nodes = self.g.nodes
-                        return self._refuse(phase, a, b, "MERGE_RESOURCE",
-                                            "the new cluster would break resource variable semantics",
-                                            writer=nodes[r1].name, writer_op=nodes[r1].op,
-                                            reader=nodes[r2].name, reader_op=nodes[r2].op)
+        # TF checks every (r1 in from, r2 in to) pair against the unsafe set; equivalently,
+        # `to` holds a resource op that some member of `from` forbids.
+        if (not self.flags.disable_resource_variable_safety_checks_for_debugging and a.forbidden
+                and b.resource_set and not a.forbidden.isdisjoint(b.resource_set)):
+            r1, r2 = self._unsafe_pair(a, b)
+            nodes = self.g.nodes
+            return self._refuse(phase, a, b, "MERGE_RESOURCE",
+                                "the new cluster would break resource variable semantics",
+                                writer=nodes[r1].name, writer_op=nodes[r1].op,
+                                reader=nodes[r2].name, reader_op=nodes[r2].op)
         ida, idb = a.cycles_id, b.cycles_id
         survivor = self.cycles.contract_edge(ida, idb)
         if survivor is None:
@@ -451,6 +465,16 @@ class MarkForCompilation:
         a.cycles_id = survivor
         self.uf[ida].merge(self.uf[idb])
         return True
+
+    def _unsafe_pair(self, a: Cluster, b: Cluster) -> tuple[int, int]:
+        """The first (r1, r2) in TF's iteration order that makes the merge unsafe."""
+        for r1 in a.resource_ids:
+            s = self.unsafe_from.get(r1)
+            if s and not s.isdisjoint(b.resource_set):
+                for r2 in b.resource_ids:
+                    if r2 in s:
+                        return r1, r2
+        raise AssertionError("no unsafe pair")
 
     def for_each_edge_in_post_order(self, phase: int, fn) -> bool:
         changed = False
