@@ -3,8 +3,11 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 from jitsim.graph import Graph, save
 
@@ -89,3 +92,60 @@ def test_compare_directories_graph_by_graph(corpus):
 
 def test_index_of_unknown_dir_is_one_line(tmp_path):
     _one_error_line(jitsim("crosscheck", "index", tmp_path / "nowhere"), "nowhere", "no such dump directory")
+
+
+def test_cluster_unknown_op_is_one_line(tmp_path):
+    p = tmp_path / "g.pbtxt"
+    p.write_text('node { name: "a" op: "NoSuchOp" device: "/device:CPU:0" }\n')
+    _one_error_line(jitsim("cluster", p), "g.pbtxt", "'NoSuchOp'", "does not register")
+
+
+def test_cluster_cyclic_graph_is_one_line(tmp_path):
+    p = tmp_path / "c.pbtxt"
+    p.write_text('node { name: "a" op: "Neg" input: "b" }\nnode { name: "b" op: "Neg" input: "a" }\n')
+    _one_error_line(jitsim("cluster", p), "c.pbtxt", "cycle")
+
+
+def test_cluster_bad_flags_are_one_line():
+    r = jitsim("cluster", "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt",
+               "--tf-xla-flags", "--tf_xla_min_cluster_size=abc", cwd=ROOT)
+    _one_error_line(r, "--tf_xla_min_cluster_size", "not an integer")
+    r = jitsim("cluster", "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt",
+               "--tf-xla-flags", "--tf_xla_cluster_exclude_ops=MatMul", cwd=ROOT)
+    _one_error_line(r, "The operation 'MatMul' passed to --tf_xla_cluster_exclude_ops is not supported by XLA.")
+
+
+def test_cluster_writes_tf_identical_dump(tmp_path):
+    """On the shipped example, -o writes exactly the bytes of TF's own mark_for_compilation dump."""
+    out = tmp_path / "marked.pbtxt"
+    r = jitsim("cluster", ROOT / "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt",
+               "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == (ROOT / "examples/mnist_softmax/mark_for_compilation.pbtxt").read_bytes()
+
+
+def test_cluster_failed_output_leaves_nothing(tmp_path):
+    r = jitsim("cluster", ROOT / "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt",
+               "-o", tmp_path / "missing_dir" / "out.pbtxt")
+    _one_error_line(r, "missing_dir", "output directory does not exist")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cluster_json_records_every_node(tmp_path):
+    r = jitsim("cluster", ROOT / "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt",
+               "--format", "json")
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "jitsim.cluster/1"
+    g = doc["graphs"][0]
+    assert all("code" in n for n in g["nodes"].values())
+    assert {n["cluster"] for n in g["nodes"].values() if n["code"] == "CLUSTERED"} == {c["name"] for c in g["clusters"]}
+
+
+def test_tf_xla_flags_env_is_honoured(tmp_path, monkeypatch):
+    """Like TF: with TF_XLA_FLAGS lacking --tf_xla_cpu_global_jit nothing is clustered on CPU."""
+    env_run = subprocess.run(
+        [sys.executable, "-m", "jitsim.cli", "cluster", "--format", "json",
+         str(ROOT / "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt")],
+        capture_output=True, text=True, env={**__import__("os").environ, "TF_XLA_FLAGS": "--tf_xla_auto_jit=2"})
+    doc = json.loads(env_run.stdout)
+    assert doc["flags_origin"].startswith("TF_XLA_FLAGS") and doc["graphs"][0]["clusters"] == []

@@ -49,6 +49,35 @@ class OperationFilter:
 Failure = tuple[str, str, tuple[str, ...]]
 
 
+def _summarize_attr(av) -> str:
+    from jitsim.graph.model import attr_value_to_python
+
+    kind = av.WhichOneof("value")
+    v = attr_value_to_python(av)
+    if kind == "s":
+        return f'"{v}"'
+    if kind == "b":
+        return "true" if v else "false"
+    if kind == "list":
+        return "[" + ", ".join(str(x) for x in v) + "]"
+    if kind == "shape":
+        return "<unknown>" if av.shape.unknown_rank else "[" + ",".join(str(d.size) for d in av.shape.dim) + "]"
+    if kind in ("i", "f", "type"):
+        return str(v)
+    return "<...>"
+
+
+def _find_kernel_error(nodedef, jit_device: str, why: str) -> str:
+    """TF's ``FindKernelDef`` error text (what it logs for an uncompilable node); jitsim's
+    own diagnosis (``why``, e.g. the offending type attr) follows in parentheses."""
+    text = f"No registered '{nodedef.op}' OpKernel for {jit_device} devices compatible with node {{{{node {nodedef.name}}}}}"
+    if why.startswith("no "):
+        return text
+    attrs = ", ".join(f"{k}={_summarize_attr(nodedef.attr[k])}" for k in sorted(nodedef.attr) if not k.startswith("_"))
+    return (f"{text}\n\t (OpKernel was found, but attributes didn't match) Requested Attributes: {attrs}"
+            f" [jitsim: {why}]")
+
+
 class CompilabilityChecker:
     def __init__(self, library, jit_device: str = "XLA_CPU_JIT", op_filter: OperationFilter = OperationFilter()):
         self.library = library
@@ -90,7 +119,7 @@ class CompilabilityChecker:
             return "IDENTITY_UNSAFE_CAST", "Identity with unsafe cast."
         kernel, why = find_xla_kernel(nodedef, self.jit_device)
         if kernel is None:
-            return "UNSUPPORTED_OP", why
+            return "UNSUPPORTED_OP", _find_kernel_error(nodedef, self.jit_device, why)
         return None
 
     # -- the checker -------------------------------------------------------------------------

@@ -99,6 +99,19 @@ class ClusterResult:
         return self.graph.to_graphdef()
 
 
+def check_ops_known(graph: Graph) -> None:
+    """TF cannot even build a graph with an op it does not register: neither can jitsim."""
+    from jitsim.errors import GraphError
+    from jitsim.registry import op_defs
+
+    known = op_defs()
+    fns = set(graph.function_names())
+    for n in graph:
+        if n.op not in known and n.op not in fns:
+            raise GraphError(f"node {n.name!r} has op {n.op!r}, which TensorFlow 2.21 does not register "
+                             "(and the graph's library does not define)", graph.source)
+
+
 def cluster_graph(
     graph: Graph,
     flags: XlaFlags,
@@ -111,6 +124,7 @@ def cluster_graph(
 ) -> ClusterResult:
     """Simulate clone-constants, cluster-scoping and mark-for-compilation on ``graph``."""
     t0 = time.perf_counter()
+    check_ops_known(graph)
     stage = input_stage or detect_input_stage(graph.source)
     notes: list[str] = []
     g = graph
@@ -128,6 +142,9 @@ def cluster_graph(
                 placed += 1
         if placed:
             notes.append(f"placed {placed} nodes without a device on {name}")
+    unplaced = sum(1 for n in tg.op_nodes() if not n.nodedef.device)
+    if unplaced:
+        notes.append(f"{unplaced} nodes have no device (TF's pass would fail on them); pass --device cpu|gpu")
     if stage == RAW:
         notes.append("input is not a TF dump of the pass's input (not post-Grappler): the result is approximate")
     session = session or SessionConfig()
