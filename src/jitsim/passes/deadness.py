@@ -56,8 +56,6 @@ KIND_NAMES = ("And", "Or", "Not", "AndRecurrence", "Symbol", "IntSymbol")
 MAX_STACK_DEPTH = 8
 
 SWITCH_OPS_2 = frozenset({"Switch", "RefSwitch"})
-# TF's IsMerge() also covers _XlaMerge (node class NC_MERGE); tfgraph.MERGE_OPS does not.
-DEADNESS_MERGE_OPS = MERGE_OPS | {"_XlaMerge"}
 SWITCH_N_OP = "_SwitchN"
 RECV_OPS = frozenset({"_Recv", "_HostRecv"})
 CONTROL_TRIGGER_OPS = frozenset({"ControlTrigger"})
@@ -635,7 +633,7 @@ class _Analysis:
         op = n.op
         if op in SWITCH_OPS_2 or op == SWITCH_N_OP:
             self.handle_switch(n, revisit)
-        elif op in DEADNESS_MERGE_OPS:
+        elif op in MERGE_OPS:
             self.handle_merge(n, revisit, optimistic)
         elif op in CONTROL_TRIGGER_OPS:
             self.set_pred(n, CONTROL_SLOT, self.f.make_true(), None)
@@ -663,7 +661,7 @@ class _Analysis:
                 num_enters[name] = num_enters.get(name, 0) + 1
             elif self.is_root_exit(n):
                 num_exits[name] = num_exits.get(name, 0) + 1
-            if n.op in DEADNESS_MERGE_OPS:
+            if n.op in MERGE_OPS:
                 for e in n.in_edges.values():
                     if self.is_next_iteration(e.src):
                         ready_inputs[n.id] += 1
@@ -679,7 +677,7 @@ class _Analysis:
             cur_is_ni = cur.op in NEXT_ITERATION_OPS
             for e in cur.out_edges.values():
                 out = nodes[e.dst]
-                if cur_is_ni and out.op in DEADNESS_MERGE_OPS:
+                if cur_is_ni and out.op in MERGE_OPS:
                     continue
                 ready_inputs[out.id] += 1
                 if not out.is_op:
@@ -760,7 +758,7 @@ class _Analysis:
             self.handle_node(n, None, optimistic)
             if n.op in NEXT_ITERATION_OPS:
                 for e in n.out_edges.values():
-                    if self.nodes[e.dst].op in DEADNESS_MERGE_OPS:
+                    if self.nodes[e.dst].op in MERGE_OPS:
                         revisit[e.dst] = 1
         for n in topo:
             if revisit[n.id]:
@@ -770,7 +768,7 @@ class _Analysis:
         converged = True
         frame_to_pred: dict[str, Predicate] = {}
         for n in topo:
-            if n.op not in DEADNESS_MERGE_OPS:
+            if n.op not in MERGE_OPS:
                 continue
             if self.unique_backedge(n) is None:
                 continue
