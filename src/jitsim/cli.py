@@ -338,8 +338,49 @@ def cmd_index(args) -> int:
     return 0
 
 
+def _graph_pairs(predicted: Path, truth: Path, stage: str):
+    """(label, predicted file, truth file) for files, or per graph for two dump directories."""
+    from jitsim.crosscheck.dumps import group_dumps
+
+    if not predicted.is_dir() and not truth.is_dir():
+        return [(truth.name, predicted, truth)]
+
+    def files(root: Path):
+        d = root / "dumps" if (root / "dumps").is_dir() else root
+        log = root / "log.txt"
+        recs = group_dumps(d, log.read_text(errors="replace") if log.exists() else None)
+        return [(r.id, d / r.files[stage]) for r in recs if stage in r.files]
+
+    if not (predicted.is_dir() and truth.is_dir()):
+        raise JitsimError("compare a file with a file, or a directory with a directory", predicted)
+    a, b = files(predicted), files(truth)
+    if len(a) != len(b):
+        raise JitsimError(f"cannot pair graphs: {len(a)} {stage} dumps vs {len(b)}", predicted)
+    return [(f"graph {ib} ({tb.name})", pa, tb) for (_, pa), (ib, tb) in zip(a, b)]
+
+
+def cmd_compare_graphs(args) -> int:
+    from jitsim.crosscheck.graphdiff import diff_graphdefs
+    from jitsim.graph.io import read_graphdef
+
+    results = []
+    for label, p, t in _graph_pairs(Path(args.predicted), Path(args.truth), args.stage):
+        results.append((label, diff_graphdefs(read_graphdef(p), read_graphdef(t), ignore_attrs=args.ignore_attr or ())))
+    if args.format == "json":
+        _emit_json({"schema": "jitsim.graphdiff/1", "graphs": [{"name": n, **d.to_dict()} for n, d in results]})
+    else:
+        for n, d in results:
+            sys.stdout.write(f"== {n}: " + d.format_text(limit=args.limit) + "\n")
+        same = sum(d.identical for _, d in results)
+        sys.stdout.write(f"{same}/{len(results)} graphs identical\n")
+    return 0 if all(d.identical for _, d in results) else 1
+
+
 def cmd_compare(args) -> int:
     from jitsim.crosscheck.scoring import compare_paths
+
+    if args.graph:
+        return cmd_compare_graphs(args)
 
     result = compare_paths(args.predicted, args.truth, stage=args.stage)
     if args.format == "json":
@@ -433,6 +474,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--stage", default="mark_for_compilation",
                    help="for directories: which dump stage's _XlaCluster marks to compare (default mark_for_compilation)")
     c.add_argument("--names", action="store_true", help="also require identical cluster names for exit 0")
+    c.add_argument("--graph", action="store_true",
+                   help="compare whole graphs node by node and function by function (rewritten stages), "
+                        "not just the clustering")
+    c.add_argument("--ignore-attr", action="append", metavar="ATTR", help="with --graph: an attr to ignore (repeatable)")
     c.add_argument("--limit", type=int, default=50, help="differing nodes listed per graph (default 50)")
     c.add_argument("--format", **fmt)
     c.set_defaults(func=cmd_compare)
