@@ -249,6 +249,29 @@ def _add_session_args(p) -> None:
                    help="the ConfigProto's optimizer_options.cpu_global_jit (TF1 sessions)")
 
 
+def cmd_rewrite(args) -> int:
+    from jitsim.crosscheck.fidelity import recorded_flags
+    from jitsim.graph.io import load, save
+    from jitsim.passes.mark_for_compilation import ProcessState
+    from jitsim.passes.pipeline import resolve_flags, run_pipeline
+
+    path = Path(args.graph)
+    if path.is_dir() and not ((path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists()):
+        raise JitsimError("rewrite takes one graph file (a dump file of a harvest, or a GraphDef)", path)
+    choice = resolve_flags(args.tf_xla_flags, None)
+    state = ProcessState()
+    if args.cluster_number_start:
+        state.counters[0] = args.cluster_number_start
+    g = load(path, signature=args.signature)
+    res = run_pipeline(g, choice.flags, until=args.until, session=_session(args), state=state,
+                       input_stage=args.input_stage, device=args.device)
+    save(res.to_graphdef(), args.output)
+    n_clusters = len(res.cluster.clusters)
+    print(f"{path.name}: simulated up to {args.until} with {choice.describe()}; {n_clusters} clusters; "
+          f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def cmd_verify(args) -> int:
     from jitsim.crosscheck.fidelity import recorded_flags, verify_dir
     from jitsim.passes.pipeline import resolve_flags
@@ -433,6 +456,22 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--top", type=int, default=12, help="rows of the unclustered table (default 12)")
     cl.add_argument("--format", **fmt)
     cl.set_defaults(func=cmd_cluster)
+
+    rw = sub.add_parser("rewrite", help="simulate TF's JIT pipeline up to a stage and write the graph as TF dumps it")
+    rw.add_argument("graph", help="TF dump file (best: before_clone_constants_for_better_clustering_N.pbtxt) or GraphDef")
+    rw.add_argument("--until", default="build-xla-ops", choices=("mark", "decluster", "encapsulate", "build-xla-ops"),
+                    help="last stage to simulate (default build-xla-ops); the output matches TF's dump of that "
+                         "stage: mark_for_compilation, encapsulate_subgraphs_before, encapsulate_subgraphs_after, "
+                         "build_xla_ops")
+    rw.add_argument("-o", "--output", required=True, help="output GraphDef (.pbtxt text, else binary)")
+    rw.add_argument("--tf-xla-flags", help="a TF_XLA_FLAGS string, verbatim (default as for cluster)")
+    rw.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
+    rw.add_argument("--input-stage", choices=("before_clone_constants_for_better_clustering",
+                                              "before_mark_for_compilation", "graphdef"))
+    rw.add_argument("--signature", help="SavedModel signature (default: serving_default)")
+    rw.add_argument("--cluster-number-start", type=int, default=0)
+    _add_session_args(rw)
+    rw.set_defaults(func=cmd_rewrite)
 
     cc = sub.add_parser("crosscheck", help="ground truth from real TensorFlow: harvest, index, compare")
     ccs = cc.add_subparsers(dest="crosscheck_command", metavar="SUBCOMMAND")

@@ -80,3 +80,33 @@ def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_C
             predicted, truth = _without_fingerprint(predicted), _without_fingerprint(truth)
         rows.append(CorpusRow(name=name, diff=compare_partitions(predicted, truth)))
     return CompareResult(rows)
+
+
+def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, session: SessionConfig | None = None,
+                        ignore_attrs=(), progress=None) -> list[tuple[str, object]]:
+    """Run jitsim's whole pipeline up to ``until`` on every graph of a harvest, starting
+    from TF's ``before_clone...`` dump with one simulated process, and diff the result with
+    TF's dump of that stage. Returns ``[(graph label, GraphDiff)]``."""
+    from jitsim.crosscheck.graphdiff import diff_graphdefs
+    from jitsim.passes.pipeline import STAGE_DUMPS, run_pipeline
+
+    root = Path(root)
+    dumps = root / "dumps" if (root / "dumps").is_dir() else root
+    log = root / "log.txt"
+    records = [r for r in group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
+               if BEFORE_CLONE in r.files]
+    state = ProcessState()
+    out = []
+    truth_stage = STAGE_DUMPS[until]
+    for i, rec in enumerate(records):
+        if progress:
+            progress(i, len(records))
+        f = dumps / rec.files[BEFORE_CLONE]
+        g = Graph(read_graphdef(f), source=str(f), validate=False)
+        res = run_pipeline(g, flags, until=until, state=state, session=session, input_stage=BEFORE_CLONE)
+        if truth_stage not in rec.files:
+            continue
+        truth = read_graphdef(dumps / rec.files[truth_stage])
+        out.append((f"graph {rec.id} ({rec.files[truth_stage]})",
+                    diff_graphdefs(res.to_graphdef(), truth, ignore_attrs=ignore_attrs)))
+    return out

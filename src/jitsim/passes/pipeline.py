@@ -181,3 +181,67 @@ def cluster_dump_dir(
         out.append((rec, cluster_graph(g, flags, session=session, state=state, input_stage=st,
                                        explain_cycles=explain_cycles)))
     return out
+
+
+# -- the whole POST_REWRITE_FOR_EXEC pipeline ------------------------------------------------
+
+STAGES = ("mark", "decluster", "encapsulate", "build-xla-ops")
+# TF's dump that shows the graph after each stage
+STAGE_DUMPS = {
+    "mark": "mark_for_compilation",
+    "decluster": "encapsulate_subgraphs_before",
+    "encapsulate": "encapsulate_subgraphs_after",
+    "build-xla-ops": "build_xla_ops",
+}
+
+
+@dataclass
+class PipelineResult:
+    """The graph after ``until`` and what each pass decided."""
+
+    cluster: ClusterResult
+    graph: TfGraph
+    until: str
+    stage_results: dict = field(default_factory=dict)  # pass name -> its result object
+
+    def to_graphdef(self):
+        return self.graph.to_graphdef()
+
+
+def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops", **cluster_kwargs) -> PipelineResult:
+    """Simulate TF's auto-clustering pipeline on ``graph`` up to and including ``until``:
+    mark (clone constants, cluster scoping, mark for compilation), decluster
+    (force-xla-constants-on-host, increase-dynamism, partially-decluster), encapsulate
+    (encapsulate-subgraphs) and build-xla-ops."""
+    if until not in STAGES:
+        from jitsim.errors import JitsimError
+
+        raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
+    cr = cluster_graph(graph, flags, **cluster_kwargs)
+    res = PipelineResult(cr, cr.graph, until)
+    state = cluster_kwargs.get("state")
+    if until == "mark":
+        return res
+    from jitsim.passes.force_constants_on_host import force_xla_constants_on_host
+    from jitsim.passes.increase_dynamism import increase_dynamism_for_auto_jit
+    from jitsim.passes.partially_decluster import partially_decluster
+
+    g = res.graph
+    res.stage_results["force_xla_constants_on_host"] = force_xla_constants_on_host(g)
+    res.stage_results["increase_dynamism_for_auto_jit"] = increase_dynamism_for_auto_jit(g, flags)
+    cpu_jit = flags.cpu_global_jit if state is None or state.cpu_global_jit_at_startup is None \
+        else state.cpu_global_jit_at_startup
+    res.stage_results["partially_decluster"] = partially_decluster(g, flags, cpu_global_jit_at_startup=cpu_jit)
+    if until == "decluster":
+        return res
+    from jitsim.passes.encapsulate import encapsulate_subgraphs
+
+    enc = encapsulate_subgraphs(g, flags)
+    res.stage_results["encapsulate_subgraphs"] = enc
+    res.graph = enc.graph
+    if until == "encapsulate":
+        return res
+    from jitsim.passes.build_xla_ops import build_xla_ops
+
+    res.stage_results["build_xla_ops"] = build_xla_ops(res.graph, flags)
+    return res
