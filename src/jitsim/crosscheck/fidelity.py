@@ -102,7 +102,16 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
         if progress:
             progress(i, len(records))
         f = dumps / rec.files[BEFORE_CLONE]
-        g = Graph(read_graphdef(f), source=str(f), validate=False)
+        gd = read_graphdef(f)
+        # TF writes this dump with the graph's own (pruned) library; the passes run with the
+        # pass's full function library, which TF's later dumps of the same graph carry.
+        later = rec.files.get("encapsulate_subgraphs_before")
+        if later is not None:
+            have = {fn.signature.name for fn in gd.library.function}
+            for fn in read_graphdef(dumps / later).library.function:
+                if fn.signature.name not in have:
+                    gd.library.function.add().CopyFrom(fn)
+        g = Graph(gd, source=str(f), validate=False)
         res = run_pipeline(g, flags, until=until, state=state, session=session, input_stage=BEFORE_CLONE)
         if truth_stage not in rec.files:
             continue

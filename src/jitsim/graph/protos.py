@@ -45,6 +45,13 @@ SavedModel = message_class("tensorflow.SavedModel")
 MetaGraphDef = message_class("tensorflow.MetaGraphDef")
 OpList = message_class("tensorflow.OpList")
 KernelList = message_class("tensorflow.KernelList")
+
+
+def __getattr__(name: str):
+    # Looked up lazily so that a descriptor set lacking them (mid-regeneration) still imports.
+    if name in ("ConfigProto",):
+        return message_class(f"tensorflow.{name}")
+    raise AttributeError(name)
 DataType = POOL.FindEnumTypeByName("tensorflow.DataType")
 
 

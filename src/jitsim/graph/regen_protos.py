@@ -19,6 +19,7 @@ ROOTS = (
     "tensorflow.core.framework.op_def_pb2",
     "tensorflow.core.framework.kernel_def_pb2",
     "tensorflow.core.protobuf.saved_model_pb2",
+    "tensorflow.core.protobuf.config_pb2",
 )
 
 

@@ -1,0 +1,88 @@
+"""TensorFlow 2.21's ``ForceXlaConstantsOnHostPass`` (POST_REWRITE_FOR_EXEC phase 12).
+
+Every node that must be compiled (bool attr ``_XlaMustCompile`` set to true, e.g. the call
+of a ``jit_compile=True`` function) names a function: the ``f`` attr of a
+``(Stateful)PartitionedCall``, or its own op type for a library-function op. jitsim runs
+the compile-time-constant analysis over that function's body and writes the indices of
+the arguments that must be constants into the node's ``list(int)`` attr
+``_input_hostmem`` (replacing any previous value, written even when empty). The executor
+then keeps those inputs in host memory. The pass does not look at the jit level, and it
+runs before the other two post-mark passes (spec section 10).
+
+This module also holds :class:`PassResult`, the record the three post-mark passes return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jitsim.errors import GraphError
+from jitsim.graph import protos
+from jitsim.passes.const_analysis import ConstAnalysis
+from jitsim.passes.mark_for_compilation import NodeDecision
+from jitsim.passes.tfgraph import TfGraph
+
+MUST_COMPILE_ATTR = "_XlaMustCompile"
+INPUT_HOSTMEM_ATTR = "_input_hostmem"
+CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+
+
+@dataclass
+class PassResult:
+    """What one post-mark pass did: whether the graph changed, and per node name why."""
+
+    changed: bool = False
+    decisions: dict[str, NodeDecision] = field(default_factory=dict)
+
+    def decide(self, name: str, code: str, detail: str = "", **evidence) -> None:
+        self.decisions[name] = NodeDecision(code, detail, evidence)
+
+    def to_dict(self) -> dict:
+        return {"changed": self.changed, "decisions": {k: v.to_dict() for k, v in self.decisions.items()}}
+
+
+def must_compile(nodedef) -> bool:
+    """TF's ``CanCreateXlaKernel``: a bool ``_XlaMustCompile`` attr that is true."""
+    if MUST_COMPILE_ATTR not in nodedef.attr:
+        return False
+    av = nodedef.attr[MUST_COMPILE_ATTR]
+    return av.WhichOneof("value") == "b" and av.b
+
+
+def called_function(nodedef) -> str:
+    """TF's ``NameAndAttrsFromFunctionCall``: the function a call node runs (name only)."""
+    if nodedef.op in CALL_OPS:
+        if "f" not in nodedef.attr or nodedef.attr["f"].WhichOneof("value") != "func":
+            raise GraphError(f"node {nodedef.name!r} ({nodedef.op}) has no function attr 'f'")
+        return nodedef.attr["f"].func.name
+    return nodedef.op
+
+
+def force_xla_constants_on_host(g: TfGraph, analysis: ConstAnalysis | None = None) -> PassResult:
+    """Set ``_input_hostmem`` on every must-compile node of ``g`` (in place).
+
+    ``analysis`` may be shared with other passes to reuse its cache of function bodies.
+    A must-compile node whose function is not in the graph's library is an error, as in TF
+    (instantiating it fails, which fails the whole graph).
+    """
+    result = PassResult()
+    analysis = analysis or ConstAnalysis(g.library)
+    for n in g.op_nodes():
+        if not must_compile(n.nodedef):
+            continue
+        fname = called_function(n.nodedef)
+        if fname not in analysis.fns:
+            raise GraphError(f"ForceXlaConstantsOnHost: node {n.name!r} ({n.op}) must be compiled but "
+                             f"function {fname!r} is not defined in the graph's library")
+        const_args = [i for i, v in enumerate(analysis.function_const_args(fname)) if v]
+        av = protos.AttrValue()
+        av.list.SetInParent()  # TF writes `list {}` even when no argument is constant
+        av.list.i.extend(const_args)
+        n.nodedef.attr[INPUT_HOSTMEM_ATTR].CopyFrom(av)
+        result.changed = True
+        name = n.name
+        result.decide(name, "INPUT_HOSTMEM",
+                      f"arguments {const_args} of {fname} must be compile-time constants: kept in host memory"
+                      if const_args else f"no argument of {fname} must be a compile-time constant",
+                      function=fname, input_hostmem=const_args)
+    return result
