@@ -132,7 +132,11 @@ def cluster_graph(
         g, removed = uncloned(graph)
         if removed:
             notes.append(f"folded {len(removed)} constant clones back to re-run TF's cloning with its ids")
-    tg = TfGraph.from_graph(g, fixup=True)
+    # TF's edge ids, including edges TF created after building the graph (session feeds and
+    # fetches, clones, ...): see encapsulate.tfgraph_from_dump
+    from jitsim.passes.encapsulate import tfgraph_from_dump
+
+    tg = tfgraph_from_dump(g)
     if device is not None:
         name = DEVICES.get(device, device)
         placed = 0
@@ -205,6 +209,11 @@ class PipelineResult:
     stage_results: dict = field(default_factory=dict)  # pass name -> its result object
 
     def to_graphdef(self):
+        """The graph as TF dumps it at this stage. (TF writes ``encapsulate_subgraphs_after``
+        inside the pass, before it adds ``_XlaHasReferenceVars`` to every node.)"""
+        enc = self.stage_results.get("encapsulate_subgraphs")
+        if self.until == "encapsulate" and enc is not None:
+            return enc.dump_graphdef()
         return self.graph.to_graphdef()
 
 
