@@ -149,3 +149,16 @@ def test_tf_xla_flags_env_is_honoured(tmp_path, monkeypatch):
         capture_output=True, text=True, env={**__import__("os").environ, "TF_XLA_FLAGS": "--tf_xla_auto_jit=2"})
     doc = json.loads(env_run.stdout)
     assert doc["flags_origin"].startswith("TF_XLA_FLAGS") and doc["graphs"][0]["clusters"] == []
+
+
+@pytest.mark.parametrize("until,stage", [("encapsulate", "encapsulate_subgraphs_after"), ("build-xla-ops", "build_xla_ops")])
+def test_rewrite_writes_tfs_dump_of_the_stage(tmp_path, corpus, until, stage):
+    """The shipped MNIST example is graph 8 of the mnist_softmax fixture run: `rewrite --until`
+    must write what TF dumped at that stage (config_proto is the session's, see docs/fidelity.md)."""
+    out = tmp_path / "out.pbtxt"
+    r = jitsim("rewrite", ROOT / "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt",
+               "--until", until, "-o", out)
+    assert r.returncode == 0, r.stderr
+    truth = corpus.extract("mnist_softmax") / "dumps" / corpus.index("mnist_softmax")["graphs"][8]["files"][stage]
+    r = jitsim("crosscheck", "compare", "--graph", "--ignore-attr", "config_proto", out, truth)
+    assert r.returncode == 0, r.stdout
