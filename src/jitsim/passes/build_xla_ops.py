@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 
 from jitsim.errors import GraphError
 from jitsim.graph import protos
-from jitsim.graph.model import CONTROL
 from jitsim.passes import optypes
+from jitsim.passes.encapsulate import nodes_related_to_ref_variables  # noqa: F401 (also re-exported)
 from jitsim.passes.devices import ALWAYS, parse_device_name, pick_device_for_xla, registrations
 from jitsim.passes.tfgraph import (
     ENTER_OPS,
@@ -52,7 +52,6 @@ from jitsim.passes.tfgraph import (
     MERGE_OPS,
     NEXT_ITERATION_OPS,
     SINK_ID,
-    SOURCE_ID,
     SWITCH_OPS,
     TfGraph,
     TfNode,
@@ -607,101 +606,6 @@ def _predicate_int32_inputs(g: TfGraph, b: _Builder, call: TfNode, predicate: Tf
 
 
 # -- _XlaHasReferenceVars (the tail of EncapsulateSubgraphsPass) ---------------------------
-
-_MAX_CALL_DEPTH = 10
-
-
-def _call_targets(nodedef, lib_fns) -> list:
-    """Functions a node calls: itself when its op is a library function, else every
-    function-valued attr (single or list)."""
-    if nodedef.op in lib_fns:
-        return [nodedef.op]
-    out = []
-    for _, av in sorted(nodedef.attr.items()):
-        kind = av.WhichOneof("value")
-        if kind == "func":
-            out.append(av.func.name)
-        elif kind == "list":
-            out.extend(f.name for f in av.list.func)
-    return out
-
-
-def _has_ref_output(nodedef, lib_fns) -> bool:
-    types = optypes.output_types(nodedef, lib_fns)
-    return bool(types) and any(optypes.is_ref_type(t) for t in types)
-
-
-class _RefAnalysis:
-    def __init__(self, lib_fns):
-        self.lib_fns = lib_fns
-        self.cache: dict[tuple[str, bool, int], bool] = {}
-
-    def callee_has_ref_nodes(self, targets, forward: bool, depth: int) -> bool:
-        if depth == _MAX_CALL_DEPTH and targets:
-            return True  # TF's conservative answer beyond the depth limit
-        for name in targets:
-            od = op_def(name)
-            if od is not None:
-                if any(a.is_ref for a in od.output_arg):
-                    return True
-                continue
-            if name not in self.lib_fns:
-                return True  # cannot instantiate: conservatively related
-            if self.body_has_ref_nodes(name, forward, depth + 1):
-                return True
-        return False
-
-    def body_has_ref_nodes(self, name: str, forward: bool, depth: int) -> bool:
-        """A callee body's analysis starts from an empty set, so it finds something iff some
-        body node is a seed (ref output, forward only; or a callee with ref nodes)."""
-        key = (name, forward, depth)
-        if key not in self.cache:
-            self.cache[key] = False  # recursion guard
-            found = False
-            for nd in self.lib_fns[name].node_def:
-                if forward and _has_ref_output(nd, self.lib_fns):
-                    found = True
-                    break
-                if self.callee_has_ref_nodes(_call_targets(nd, self.lib_fns), forward, depth):
-                    found = True
-                    break
-            self.cache[key] = found
-        return self.cache[key]
-
-
-def nodes_related_to_ref_variables(g: TfGraph) -> set[int]:
-    """TF's ``GetNodesRelatedToRefVariables``: node ids reachable forward from a node with a
-    reference-typed output (or calling one), plus everything upstream of those (or of a node
-    whose callee has such nodes when searched backwards). Edges through ``_SOURCE``/``_SINK``
-    do not propagate."""
-    lib_fns = _library_fns(g)
-    ra = _RefAnalysis(lib_fns)
-    ops = list(g.op_nodes())
-    result: set[int] = set()
-
-    def closure(seeds, forward):
-        stack = list(seeds)
-        while stack:
-            nid = stack.pop()
-            if nid in result:
-                continue
-            result.add(nid)
-            node = g.nodes[nid]
-            for e in (node.out_edges if forward else node.in_edges).values():
-                m = e.dst if forward else e.src
-                if m > SINK_ID and m not in result:
-                    stack.append(m)
-
-    fwd = [n.id for n in ops if _has_ref_output(n.nodedef, lib_fns)
-           or ra.callee_has_ref_nodes(_call_targets(n.nodedef, lib_fns), True, 0)]
-    closure(fwd, True)
-    bwd = [n.id for n in ops if n.id in result
-           or ra.callee_has_ref_nodes(_call_targets(n.nodedef, lib_fns), False, 0)]
-    result_fwd = set(result)
-    result.clear()
-    closure(bwd, False)
-    result |= result_fwd
-    return result
 
 
 def add_has_reference_vars_attrs(g: TfGraph) -> int:

@@ -1375,6 +1375,12 @@ class _RefVars:
                 return
 
 
+def nodes_related_to_ref_variables(g: TfGraph) -> set[int]:
+    """Ids of the nodes of ``g`` TF's ``GetNodesRelatedToRefVariables`` returns (the ones that
+    get ``_XlaHasReferenceVars=true``)."""
+    return _RefVars(g.library, _Types(g.library)).related(g)
+
+
 # -- const-argument evidence -------------------------------------------------------------------
 
 
