@@ -10,15 +10,13 @@ their originals and the pass is simulated again.
 
 from __future__ import annotations
 
-import re
 
 from jitsim.errors import GraphError
 from jitsim.graph import protos
 from jitsim.graph.model import Graph, parse_input
-from jitsim.passes.tfgraph import CONSTANT_OPS, TfGraph, TfNode
+from jitsim.passes.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, TfNode
 
 INPLACE_OPS = ("InplaceUpdate", "InplaceAdd", "InplaceSub")
-_CLONE_RE = re.compile(r"^(.*)/clone_\d+$")
 
 
 def _is_small_constant(n: TfNode) -> bool:
@@ -76,7 +74,7 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
     nodes = graph.nodes
     clones = {}
     for name, n in nodes.items():
-        m = _CLONE_RE.match(name)
+        m = CLONE_NAME_RE.match(name)
         if m and n.op in CONSTANT_OPS and m.group(1) in nodes and nodes[m.group(1)].op == n.op:
             clones[name] = m.group(1)
     if not clones:

@@ -54,7 +54,6 @@ What jitsim cannot know
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -63,6 +62,7 @@ from jitsim.errors import GraphError
 from jitsim.graph import protos
 from jitsim.graph.model import CONTROL
 from jitsim.passes.optypes import DT_RESOURCE, DT_VARIANT, REF_OFFSET, input_types, output_types
+from jitsim.passes.tfgraph import tfgraph_from_dump  # noqa: F401 (re-exported)
 from jitsim.passes.tfgraph import (
     CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID,
     SOURCE_ID, SWITCH_OPS, TfGraph, TfNode, dfs, post_order, reverse_post_order,
@@ -171,68 +171,6 @@ class EncapsulateResult:
                     else:
                         nd.attr[HAS_REFERENCE_VARS_ATTR].CopyFrom(old)
         return gd
-
-
-_CLONE_RE = re.compile(r"^(.*)/clone_\d+$")
-_FEED_FETCH = (("_Arg", "_arg_"), ("_Retval", "_retval_"), ("_Recv", "_recv_"), ("_Send", "_send_"))
-_FETCH = (("_Retval", "_retval_"), ("_Send", "_send_"))
-
-
-def _created_after_construction(g: TfGraph, n: TfNode) -> bool:
-    """Nodes TF adds to a graph after building it: session feeds/fetches
-    (``_arg_*``/``_retval_*``), cloned constants and IncreaseDynamism's slices."""
-    if any(n.op == op and n.name.startswith(prefix) for op, prefix in _FEED_FETCH):
-        return True
-    m = _CLONE_RE.match(n.name)
-    if m and n.op in CONSTANT_OPS and m.group(1) in g.by_name:
-        return True
-    return "/static_shaped_slice" in n.name
-
-
-def tfgraph_from_dump(graph) -> TfGraph:
-    """A :class:`TfGraph` for a dump taken after clustering (e.g. ``encapsulate_subgraphs_before``)
-    with TF's edge-id order reconstructed as far as the dump allows.
-
-    Node ids are the dump's order. :meth:`TfGraph.from_graph` numbers edges by destination
-    node, which is TF's order for the graph as constructed; but nodes added later (session
-    feeds/fetches, constant clones, IncreaseDynamism's slices: the dump's tail, from the
-    first such node on) got their edges when they were created. Here those edges come after
-    all the others, per created node in id order (its in-edges, then its out-edges). As at
-    construction, a node whose only consumers are session fetches (``_retval_*``) also had
-    an edge to ``_SINK`` (so, in a cluster, it becomes a control output).
-
-    Residual risk: edges created by a pass between existing nodes, and the order of several
-    edges created together (TF iterates pointer-ordered edge sets there), are guesses.
-    """
-    base = TfGraph.from_graph(graph, fixup=False)
-    created = [n.id for n in base.op_nodes() if _created_after_construction(base, n)]
-    if not created:
-        base.fixup_source_and_sink_edges()
-        return base
-    first = min(created)
-    edges = [e for e in base.edges() if e.id != 0]
-    early = [e for e in edges if max(e.src, e.dst) < first]
-    late = sorted((e for e in edges if max(e.src, e.dst) >= first),
-                  key=lambda e: (max(e.src, e.dst), 0 if e.dst > e.src else 1, e.id))
-    tg = TfGraph(library=base.library, versions=base.versions)
-    for n in base.op_nodes():
-        _add_node(tg, n.nodedef)
-    for e in early:
-        tg.add_edge(e.src, e.src_output, e.dst, e.dst_input)
-    fetch_ids = {n.id for n in base.op_nodes()
-                 if any(n.op == op and n.name.startswith(p) for op, p in _FETCH)}
-    for n in base.op_nodes():
-        if n.id >= first:
-            continue
-        if not any(e.src < first for e in base.nodes[n.id].in_edges.values()):
-            tg.add_control_edge(SOURCE_ID, n.id)
-        outs = list(base.nodes[n.id].out_edges.values())
-        if all(e.dst in fetch_ids for e in outs):
-            tg.add_control_edge(n.id, SINK_ID)
-    for e in late:
-        tg.add_edge(e.src, e.src_output, e.dst, e.dst_input)
-    tg.fixup_source_and_sink_edges()
-    return tg
 
 
 def call_order_from_graphdef(graphdef) -> list[str]:

@@ -26,7 +26,7 @@ from jitsim.passes.flags import DEFAULT_FLAGS, OFF, XlaFlags, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import (
     MarkResult, ProcessState, SessionConfig, global_jit_level, mark_for_compilation,
 )
-from jitsim.passes.tfgraph import TfGraph
+from jitsim.passes.tfgraph import TfGraph, tfgraph_from_dump
 
 BEFORE_CLONE = "before_clone_constants_for_better_clustering"
 BEFORE_MARK = "before_mark_for_compilation"
@@ -133,9 +133,7 @@ def cluster_graph(
         if removed:
             notes.append(f"folded {len(removed)} constant clones back to re-run TF's cloning with its ids")
     # TF's edge ids, including edges TF created after building the graph (session feeds and
-    # fetches, clones, ...): see encapsulate.tfgraph_from_dump
-    from jitsim.passes.encapsulate import tfgraph_from_dump
-
+    # fetches, clones, ...): see tfgraph.tfgraph_from_dump
     tg = tfgraph_from_dump(g)
     if device is not None:
         name = DEVICES.get(device, device)
