@@ -90,11 +90,10 @@ def cmd_show(args) -> int:
 
 # -- cluster ------------------------------------------------------------------------------
 
-_EFFECTIVE_EXCLUDED = {"Const", "HostConst", "Identity", "RefIdentity"}
-
-
 def _graph_report(name: str, res) -> dict:
     """JSON-ready record of one simulated graph (schema jitsim.cluster/1, docs/cli.md)."""
+    from jitsim.passes.tfgraph import CONSTANT_OPS, IDENTITY_OPS
+
     g = res.graph
     nodes = {}
     for n in g.op_nodes():
@@ -110,7 +109,7 @@ def _graph_report(name: str, res) -> dict:
     for cname, members in res.clusters.items():
         ops = [g.nodes[g.by_name[m]].op for m in members]
         clusters.append({"name": cname, "size": len(members),
-                         "effective_size": sum(1 for o in ops if o not in _EFFECTIVE_EXCLUDED), "nodes": members})
+                         "effective_size": sum(1 for o in ops if o not in CONSTANT_OPS and o not in IDENTITY_OPS), "nodes": members})
     return {
         "name": name,
         "source": res.source,
