@@ -170,7 +170,7 @@ def _print_graph_report(con, rep: dict, top: int) -> None:
 
 def cmd_cluster(args) -> int:
     from jitsim.crosscheck.fidelity import recorded_flags
-    from jitsim.graph.io import load, write_atomic, save
+    from jitsim.graph.io import load, save
     from jitsim.passes.mark_for_compilation import ProcessState
     from jitsim.passes.pipeline import cluster_dump_dir, cluster_graph, resolve_flags
 
@@ -249,7 +249,6 @@ def _add_session_args(p) -> None:
 
 
 def cmd_rewrite(args) -> int:
-    from jitsim.crosscheck.fidelity import recorded_flags
     from jitsim.graph.io import load, save
     from jitsim.passes.mark_for_compilation import ProcessState
     from jitsim.passes.pipeline import resolve_flags, run_pipeline
