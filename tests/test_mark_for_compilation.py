@@ -241,7 +241,7 @@ def test_op_without_xla_kernel_splits_a_chain():
     assert res.clusters == {"cluster_0": ["a", "b"], "cluster_1": ["c", "d"]}
     assert codes(res, "s", "n") == {"s": "UNSUPPORTED_OP", "n": "UNSUPPORTED_OP"}
     assert "AsString" in res.decisions["s"].detail
-    assert res.decisions["s"].evidence == {"jit_device": "XLA_CPU_JIT"}
+    assert res.decisions["s"].evidence == {"jit_device": "XLA_CPU_JIT", "op": "AsString", "kernel": False}
 
 
 def test_unsupported_op_detail_is_tfs_text():
@@ -262,6 +262,9 @@ def test_identity_on_string_has_no_kernel():
     res = cluster(g, "--tf_xla_min_cluster_size=1")
     assert res.decisions["i"].code == "UNSUPPORTED_OP"
     assert "DT_STRING" in res.decisions["i"].detail
+    ev = res.decisions["i"].evidence
+    assert (ev["op"], ev["attr"], ev["type"]) == ("Identity", "T", "DT_STRING")
+    assert "DT_FLOAT" in ev["allowed"] and "DT_STRING" not in ev["allowed"]
     assert res.mark.graph_decision.code == "GRAPH_NO_CANDIDATES"
     assert res.clusters == {}
 

@@ -18,6 +18,12 @@ class Reason:
     title: str
     hint: str = ""
     tf_log: str = ""
+    explanation: str = ""  # a paragraph: what TF checks and why the rule exists
+
+    @property
+    def anchor(self) -> str:
+        """Where docs/reasons.md documents this code."""
+        return f"docs/reasons.md#{self.code.lower()}"
 
 
 _REASONS = [
@@ -81,6 +87,8 @@ _REASONS = [
            "its value feeds a shape-like input (e.g. a Reshape shape)", "must-be-constant stateful op"),
     Reason("IDENTITY_DRIVING_CONSTS_IN_LOOP", "node", "loop pivot Identity that control-drives constants", "",
            "including it can create dependencies between while loop condition and body computations"),
+    Reason("WHATIF_EXCLUDED", "node", "excluded by the what-if option --exclude-op",
+           "not a TF decision: jitsim treated the op as uncompilable because you asked"),
     # -- after contraction ------------------------------------------------------------------
     Reason("CLUSTER_TOO_SMALL", "node", "its cluster is below --tf_xla_min_cluster_size",
            "effective size counts all nodes but Const/Identity; lower --tf_xla_min_cluster_size"),

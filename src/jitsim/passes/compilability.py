@@ -79,8 +79,10 @@ def _find_kernel_error(nodedef, jit_device: str, why: str) -> str:
 
 
 class CompilabilityChecker:
-    def __init__(self, library, jit_device: str = "XLA_CPU_JIT", op_filter: OperationFilter = OperationFilter()):
+    def __init__(self, library, jit_device: str = "XLA_CPU_JIT", op_filter: OperationFilter = OperationFilter(),
+                 force_compilable: frozenset = frozenset()):
         self.library = library
+        self.force_compilable = force_compilable  # what-if: ops passed as compilable without checks
         self.fns = {f.signature.name: f for f in library.function}
         self.jit_device = jit_device
         self.filter = op_filter
@@ -141,6 +143,8 @@ class CompilabilityChecker:
             return "TOP_LEVEL_ARG_RETVAL", "top level _Arg or _Retval", ()
         if "_scoped_allocator" in nodedef.attr or "_forward_from" in nodedef.attr:
             return "SCOPED_ALLOCATOR", "_scoped_allocator or _forward_from attribute", ()
+        if op in self.force_compilable:
+            return None
         if self.is_function_call(nodedef):
             fail = self.check_call(nodedef, depth)
             if fail is not None:
@@ -198,6 +202,19 @@ class CompilabilityChecker:
         if not f.allow_slow_ops and op in SLOW_OPS:
             return "SLOW_OP", "slow operation", ()
         return None
+
+    def kernel_evidence(self, nodedef, path: tuple[str, ...] = ()) -> dict:
+        """Evidence for UNSUPPORTED_OP: the op, and the type attr no XLA kernel accepts (with
+        the types it does accept), for ``nodedef`` or, with ``path``, the node inside a function."""
+        from jitsim.registry import kernel_mismatch
+
+        if path:
+            fn, _, inner = path[-1].partition("/")
+            body = self._body(fn) or []
+            nodedef = next((nd for nd in body if nd.name == inner), None)
+            if nodedef is None:
+                return {}
+        return kernel_mismatch(nodedef, self.jit_device)
 
     def _check_branch(self, nodedef, key: str, depth: int) -> Failure | None:
         if key not in nodedef.attr:

@@ -148,3 +148,29 @@ def should_compile(explicit: bool, dev_type: str, policy: str, jit_level: int, s
 
     return (explicit or policy == ALWAYS or (policy == IF_ENABLED_GLOBALLY and jit_level != OFF)
             or (dev_type == "CPU" and policy == IF_EXPLICITLY_REQUESTED and session_cpu_global_jit))
+
+
+def replace_devices(graph, target: str):
+    """A copy of ``graph`` re-placed for a what-if on another device type (``cpu``/``gpu``):
+    every node whose op has a kernel of that type for its attrs moves to device 0 of that
+    type; the others keep their device (or get the CPU). Approximates TF's placer (which
+    also colocates resource ops with their variables and honours soft placement)."""
+    from jitsim.graph import protos
+    from jitsim.graph.model import Graph
+    from jitsim.passes.partially_decluster import find_kernel
+
+    kind = {"cpu": "CPU", "gpu": "GPU"}.get(target.lower())
+    if kind is None:
+        from jitsim.errors import JitsimError
+
+        raise JitsimError(f"cannot re-place a graph on {target!r}: give cpu or gpu")
+    gd = protos.GraphDef()
+    gd.ParseFromString(graph.graphdef.SerializeToString())
+    name = f"/job:localhost/replica:0/task:0/device:{kind}:0"
+    cpu = "/job:localhost/replica:0/task:0/device:CPU:0"
+    for n in gd.node:
+        if n.op in ("_Arg", "_Retval", "Placeholder", "NoOp") or find_kernel(n, kind) is not None:
+            n.device = name
+        elif not n.device or device_type(n.device) not in ("CPU", kind):
+            n.device = cpu
+    return Graph(gd, source=graph.source, validate=False)

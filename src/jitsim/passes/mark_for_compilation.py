@@ -138,6 +138,9 @@ class MarkResult:
     refusals: list[MergeRefusal] = field(default_factory=list)
     candidates: list[str] = field(default_factory=list)
     graph_decision: NodeDecision | None = None
+    # candidate -> representative of the cluster contraction left it in (before the
+    # min-size/policy/Fill decisions): lets refused merges be mapped to final clusters
+    groups: dict[str, str] = field(default_factory=dict)
 
     def cluster_of(self, node: str) -> str | None:
         n = self.graph.nodes[self.graph.by_name[node]]
@@ -153,8 +156,12 @@ class MarkResult:
 
 class MarkForCompilation:
     def __init__(self, g: TfGraph, flags: XlaFlags, session: SessionConfig | None = None,
-                 state: ProcessState | None = None, *, explain_cycles: bool = False):
+                 state: ProcessState | None = None, *, explain_cycles: bool = False,
+                 exclude_ops: frozenset = frozenset(), force_compilable: frozenset = frozenset()):
         self.g = g
+        # what-if knobs (not TF flags): ops treated as uncompilable / as compilable
+        self.exclude_ops = frozenset(exclude_ops)
+        self.force_compilable = frozenset(force_compilable)
         self.flags = flags
         self.session = session or SessionConfig()
         self.state = state or ProcessState()
@@ -254,9 +261,13 @@ class MarkForCompilation:
                 self.decide(n, "POLICY_NOT_ENABLED", f"{dtype} policy {reg.policy}, jit level {self.level}",
                             device_type=dtype, policy=reg.policy, jit_level=self.level)
                 continue
+            if n.op in self.exclude_ops:
+                self.decide(n, "WHATIF_EXCLUDED", f"{n.op} excluded by the what-if option --exclude-op", op=n.op)
+                continue
             checker = checkers.get(dtype)
             if checker is None:
-                checker = checkers[dtype] = CompilabilityChecker(g.library, reg.jit_device, _op_filter(reg, allow_where))
+                checker = checkers[dtype] = CompilabilityChecker(g.library, reg.jit_device, _op_filter(reg, allow_where),
+                                                                 force_compilable=self.force_compilable)
             fail = checker.check_node(n.nodedef, 1, input_types_of=self._input_types_fn(n),
                                       producer_types_of=self._producer_types_fn(n))
             if fail is not None:
@@ -264,10 +275,15 @@ class MarkForCompilation:
                 ev = {"jit_device": reg.jit_device}
                 if path:
                     ev["inside"] = list(path)
+                if code == "UNSUPPORTED_OP":
+                    ev.update(checker.kernel_evidence(n.nodedef, path))
+                elif code == "WHERE_EXCLUDED":
+                    ev["flag"] = f"--tf_xla_cluster_exclude_ops={self.flags.cluster_exclude_ops}"
                 self.decide(n, code, detail, **ev)
                 continue
             if allow and n.op not in allow:
-                self.decide(n, "NOT_IN_OPS_TO_CLUSTER", f"{n.op} is not listed in --tf_xla_ops_to_cluster")
+                self.decide(n, "NOT_IN_OPS_TO_CLUSTER", f"{n.op} is not listed in --tf_xla_ops_to_cluster",
+                            flag=f"--tf_xla_ops_to_cluster={self.flags.ops_to_cluster}")
                 continue
             if const_nodes[n.id] and self.is_stateful(n) and not is_stack_or_tensor_array_op(n.op):
                 self.decide(n, "MUST_BE_CONSTANT_STATEFUL", "must-be-constant stateful op",
@@ -579,6 +595,7 @@ class MarkForCompilation:
         for n in cands:
             c = self.uf[n.id].get()
             members.setdefault(id(c), []).append(n)
+            self.result.groups[n.name] = nodes[c.cycles_id].name
         for n in cands:
             c = self.uf[n.id].get()
             info = {"cluster_size": c.size, "effective_size": c.effective_size}
@@ -605,6 +622,7 @@ class MarkForCompilation:
                 self.decide(n, "CLUSTER_TOO_SMALL",
                             f"effective size {c.effective_size} < --tf_xla_min_cluster_size={self.flags.min_cluster_size}",
                             min_cluster_size=self.flags.min_cluster_size,
+                            flag=f"--tf_xla_min_cluster_size={self.flags.min_cluster_size}",
                             would_be_members=[m.name for m in members[id(c)]], **info)
 
     def fingerprint(self) -> int:
@@ -665,6 +683,11 @@ def _op_filter(reg: Registration, allow_where: bool) -> OperationFilter:
 
 
 def mark_for_compilation(g: TfGraph, flags: XlaFlags, session: SessionConfig | None = None,
-                         state: ProcessState | None = None, *, explain_cycles: bool = False) -> MarkResult:
-    """Run TF's MarkForCompilationPass on ``g`` in place; return what it decided and why."""
-    return MarkForCompilation(g, flags, session, state, explain_cycles=explain_cycles).run()
+                         state: ProcessState | None = None, *, explain_cycles: bool = False,
+                         exclude_ops=frozenset(), force_compilable=frozenset()) -> MarkResult:
+    """Run TF's MarkForCompilationPass on ``g`` in place; return what it decided and why.
+
+    ``exclude_ops`` / ``force_compilable`` are what-if knobs, not TF behaviour: ops treated
+    as if XLA could not / could compile them."""
+    return MarkForCompilation(g, flags, session, state, explain_cycles=explain_cycles, exclude_ops=exclude_ops,
+                              force_compilable=force_compilable).run()

@@ -121,8 +121,11 @@ def cluster_graph(
     input_stage: str | None = None,
     device: str | None = None,
     explain_cycles: bool = False,
+    exclude_ops=frozenset(),
+    force_compilable=frozenset(),
 ) -> ClusterResult:
-    """Simulate clone-constants, cluster-scoping and mark-for-compilation on ``graph``."""
+    """Simulate clone-constants, cluster-scoping and mark-for-compilation on ``graph``.
+    ``exclude_ops`` / ``force_compilable``: what-if knobs (see :func:`mark_for_compilation`)."""
     t0 = time.perf_counter()
     check_ops_known(graph)
     stage = input_stage or detect_input_stage(graph.source)
@@ -155,7 +158,8 @@ def cluster_graph(
         clones = clone_constants_for_better_clustering(tg)
         cluster_scoping(tg)
     tg.fixup_source_and_sink_edges()
-    mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles)
+    mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles, exclude_ops=exclude_ops,
+                                force_compilable=force_compilable)
     return ClusterResult(graph.source, stage, mark, clones, notes, time.perf_counter() - t0)
 
 

@@ -105,3 +105,36 @@ def find_xla_kernel(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str =
             return k, None
         why = bad
     return None, why
+
+
+def kernel_mismatch(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str = DEFAULT_TF_VERSION) -> dict:
+    """Why ``nodedef`` has no kernel on ``device_type``, as data: ``{"op", "kernel": False}`` when
+    XLA has no kernel for the op at all, else the first offending type attr, its value and the
+    types the kernel accepts (``{"op", "attr", "type", "allowed"}``); ``{}`` when a kernel matches."""
+    from jitsim.graph.protos import dtype_name
+
+    kernels = xla_kernels(device_type, tf_version).get(nodedef.op)
+    if not kernels:
+        out = {"op": nodedef.op, "kernel": False}
+        if nodedef.op.startswith("_Fused"):
+            out["origin"] = ("an op Grappler's remapper creates by fusing ops (e.g. MatMul+BiasAdd); XLA has no "
+                             "kernel for Grappler's fused ops")
+        return out
+    label = nodedef.attr["_kernel"].s.decode() if "_kernel" in nodedef.attr else ""
+    opdef = op_def(nodedef.op, tf_version)
+    first: dict | None = None
+    for k in kernels:
+        if k.label != label:
+            first = first or {"op": nodedef.op, "kernel_label": label}
+            continue
+        for c in k.constraint:
+            allowed = list(c.allowed_values.list.type)
+            types = _attr_types(nodedef, c.name, opdef)
+            if types is None:
+                return {"op": nodedef.op, "attr": c.name, "type": None}
+            off = [t for t in types if t not in allowed]
+            if off:
+                return {"op": nodedef.op, "attr": c.name, "type": dtype_name(off[0]),
+                        "allowed": [dtype_name(t) for t in allowed]}
+        return {}
+    return first or {}

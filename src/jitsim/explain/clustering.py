@@ -1,0 +1,391 @@
+"""The Python API: simulate TF's auto-clustering on one graph and ask why.
+
+:func:`cluster` runs the simulated pipeline (by default up to partially-decluster, so the
+clusters are the ones TF compiles) and returns a :class:`Clustering`: the clusters, one
+record per node (its final reason code, the passes that decided it), the refused merges,
+and :meth:`Clustering.explain`, :meth:`Clustering.diff`, :meth:`Clustering.render`,
+:meth:`Clustering.report`. Everything reads the decision records the passes kept; nothing
+here re-derives a decision.
+
+>>> import jitsim
+>>> c = jitsim.cluster("examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt",
+...                    flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+>>> sorted(c.clusters)
+['cluster_0']
+>>> c.explain("SparseSoftmaxCrossEntropyWithLogits").code
+'CLUSTERED'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jitsim.errors import JitsimError
+from jitsim.passes.mark_for_compilation import MergeRefusal, NodeDecision
+
+SCHEMA = "jitsim.clustering/1"
+# later passes that can take a node out of its cluster or rewrite it, in pipeline order
+LATER_PASSES = ("force_xla_constants_on_host", "increase_dynamism_for_auto_jit", "partially_decluster")
+AUTO_EXPLAIN_CYCLES_NODES = 5000
+
+
+@dataclass
+class Options:
+    """What a simulation was run with (the baseline of a what-if)."""
+
+    flags_text: str
+    flags_origin: str = "given"
+    device: str | None = None
+    exclude_ops: tuple[str, ...] = ()
+    force_compilable: tuple[str, ...] = ()
+    session_jit_level: int = 0
+    session_cpu_global_jit: bool = False
+    input_stage: str | None = None
+    cluster_number_start: int = 0
+    until: str = "decluster"
+
+    def describe(self) -> str:
+        parts = [f'TF_XLA_FLAGS="{self.flags_text}"']
+        if self.device:
+            parts.append(f"device {self.device}")
+        if self.exclude_ops:
+            parts.append("exclude " + ",".join(self.exclude_ops))
+        if self.force_compilable:
+            parts.append("force-compilable " + ",".join(self.force_compilable))
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {"tf_xla_flags": self.flags_text, "flags_origin": self.flags_origin, "device": self.device,
+                "exclude_ops": list(self.exclude_ops), "force_compilable": list(self.force_compilable),
+                "session_jit_level": self.session_jit_level, "session_cpu_global_jit": self.session_cpu_global_jit,
+                "input_stage": self.input_stage, "until": self.until}
+
+
+@dataclass
+class NodeRecord:
+    """One node of the simulated graph and every decision made about it."""
+
+    name: str
+    op: str
+    device: str
+    cluster: str | None  # final cluster (what TF compiles)
+    mark_cluster: str | None  # cluster after mark-for-compilation
+    decision: NodeDecision | None  # the mark-for-compilation decision
+    later: list[tuple[str, NodeDecision]] = field(default_factory=list)  # (pass, decision)
+    group: str | None = None  # contraction group representative (candidates only)
+
+    @property
+    def code(self) -> str:
+        """The reason code that explains the node's final state."""
+        if self.later:
+            return self.later[-1][1].code
+        return self.decision.code if self.decision is not None else "UNKNOWN"
+
+    @property
+    def final(self) -> NodeDecision | None:
+        return self.later[-1][1] if self.later else self.decision
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "device": self.device, "cluster": self.cluster, "mark_cluster": self.mark_cluster,
+                "code": self.code,
+                "mark_decision": None if self.decision is None else self.decision.to_dict(),
+                "later": [{"pass": p, **d.to_dict()} for p, d in self.later]}
+
+
+class Clustering:
+    """The result of simulating TF's auto-clustering pipeline on one graph.
+
+    ``clusters``: final cluster name -> member names (node-id order); ``nodes``: name ->
+    :class:`NodeRecord`; ``refusals``: every merge TF attempted and refused;
+    ``pipeline``: the underlying :class:`~jitsim.passes.pipeline.PipelineResult`."""
+
+    def __init__(self, pipeline, options: Options, source: str | None):
+        self.pipeline = pipeline
+        self.options = options
+        self.source = source
+        cr = pipeline.cluster
+        self.mark = cr.mark
+        self.notes = list(cr.notes)
+        self.clones = list(cr.clones)
+        g = cr.graph
+        self.graph = g
+        later: dict[str, list[tuple[str, NodeDecision]]] = {}
+        for pname in LATER_PASSES:
+            res = pipeline.stage_results.get(pname)
+            for name, d in (getattr(res, "decisions", None) or {}).items():
+                later.setdefault(name, []).append((pname, d))
+        gd = cr.mark.graph_decision
+        self.nodes: dict[str, NodeRecord] = {}
+        self.clusters: dict[str, list[str]] = {}
+        mark_labels = _mark_labels(cr.mark)
+        for n in g.op_nodes():
+            cl = n.attr["_XlaCluster"].s.decode() if "_XlaCluster" in n.attr else None
+            d = cr.mark.decisions.get(n.name, gd)
+            rec = NodeRecord(n.name, n.op, n.device, cl, mark_labels.get(n.name), d, later.get(n.name, []),
+                             cr.mark.groups.get(n.name))
+            self.nodes[n.name] = rec
+            if cl is not None:
+                self.clusters.setdefault(cl, []).append(n.name)
+        # keep TF's numbering order of clusters
+        order = list(cr.mark.clusters)
+        self.clusters = {c: self.clusters[c] for c in sorted(self.clusters, key=lambda c: (
+            order.index(c) if c in order else len(order), c))}
+        self.refusals: list[MergeRefusal] = list(cr.mark.refusals)
+        self.seconds = cr.seconds
+
+    # -- queries ---------------------------------------------------------------------------
+    @property
+    def graph_decision(self) -> NodeDecision | None:
+        return self.mark.graph_decision
+
+    def cluster_of(self, node: str) -> str | None:
+        return self.nodes[self.find_node(node)].cluster
+
+    def labels(self) -> dict[str, str | None]:
+        return {n: r.cluster for n, r in self.nodes.items()}
+
+    @property
+    def compiled_nodes(self) -> int:
+        return sum(len(m) for m in self.clusters.values())
+
+    def find_node(self, pattern: str) -> str:
+        """The node ``pattern`` names: an exact name wins, else the one node whose name
+        contains ``pattern`` or matches it as a regex (``re.search``). Raises a
+        :class:`~jitsim.errors.JitsimError` listing candidates when none or several match."""
+        return find_node(self.nodes, pattern, self.source)
+
+    def explain(self, node: str, other: str | None = None):
+        """Why ``node`` is (not) in a cluster; with ``other``: why the two are (not) together."""
+        from jitsim.explain.explanation import explain_node, explain_pair
+
+        a = self.find_node(node)
+        if other is None:
+            return explain_node(self, a)
+        return explain_pair(self, a, self.find_node(other))
+
+    def diff(self, other: "Clustering"):
+        """How ``other`` (a variant) differs from this one (the baseline): :class:`ClusterDiff`."""
+        from jitsim.explain.diff import diff_clusterings
+
+        return diff_clusterings(self, other)
+
+    def whatif(self, *, flags: str | None = None, device: str | None = None, exclude_ops=(), force_compilable=()):
+        """Rerun on the same graph with changed options; returns the variant :class:`Clustering`.
+        ``flags`` are appended to the baseline's TF_XLA_FLAGS (later flags win, as in TF);
+        ``exclude_ops`` / ``force_compilable`` add to the baseline's."""
+        from jitsim.graph import protos
+        from jitsim.graph.model import Graph
+
+        o = self.options
+        gd = protos.GraphDef()
+        gd.ParseFromString(self._input_snapshot[0])
+        return cluster(
+            Graph(gd, source=self._input_snapshot[1], validate=False), flags=(o.flags_text + " " + flags).strip() if flags else o.flags_text,
+            device=device or o.device, exclude_ops=tuple(o.exclude_ops) + tuple(exclude_ops),
+            force_compilable=tuple(o.force_compilable) + tuple(force_compilable),
+            session_jit_level=o.session_jit_level, session_cpu_global_jit=o.session_cpu_global_jit,
+            input_stage=o.input_stage, until=o.until, cluster_number_start=o.cluster_number_start,
+            _place_on=device if device and device != o.device else None)
+
+    def to_graphdef(self):
+        """The graph as TF dumps it after the last simulated stage."""
+        return self.pipeline.to_graphdef()
+
+    def render(self, path, **kwargs):
+        """Write a picture of the clusters (.dot/.svg/.png); see :mod:`jitsim.explain.render`."""
+        from jitsim.explain.render import render_to_file
+
+        return render_to_file(self, path, **kwargs)
+
+    def report(self, directory, **kwargs):
+        """Write a self-contained HTML report into ``directory``; see :mod:`jitsim.explain.report`."""
+        from jitsim.explain.report import write_report
+
+        return write_report(self, directory, **kwargs)
+
+    def to_dict(self) -> dict:
+        """JSON-ready (schema ``jitsim.clustering/1``, docs/cli.md)."""
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "options": self.options.to_dict(),
+            "input_stage": self.pipeline.cluster.input_stage,
+            "jit_level": self.mark.jit_level,
+            "graph_decision": None if self.graph_decision is None else self.graph_decision.to_dict(),
+            "clusters": [{"name": c, "size": len(m), "nodes": m} for c, m in self.clusters.items()],
+            "nodes": {n: r.to_dict() for n, r in self.nodes.items()},
+            "refused_merges": [r.to_dict() for r in self.refusals],
+            "notes": self.notes,
+        }
+
+    def __repr__(self) -> str:
+        return (f"<Clustering {self.source or '<graph>'}: {len(self.clusters)} clusters, "
+                f"{self.compiled_nodes}/{len(self.nodes)} nodes compiled>")
+
+    def _repr_html_(self) -> str:  # notebooks
+        from html import escape
+
+        rows = "".join(f"<tr><td>{escape(c)}</td><td>{len(m)}</td><td>{escape(_op_summary(self, m))}</td></tr>"
+                       for c, m in self.clusters.items())
+        return (f"<p>{escape(repr(self))}</p><table><tr><th>cluster</th><th>nodes</th><th>ops</th></tr>"
+                f"{rows}</table>")
+
+
+def _mark_labels(mark) -> dict[str, str]:
+    out = {}
+    for c, members in mark.clusters.items():
+        for m in members:
+            out[m] = c
+    return out
+
+
+def _op_summary(c: Clustering, members: list[str], limit: int = 6) -> str:
+    hist: dict[str, int] = {}
+    for m in members:
+        op = c.nodes[m].op
+        hist[op] = hist.get(op, 0) + 1
+    items = sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))
+    s = ", ".join(f"{o}×{k}" if k > 1 else o for o, k in items[:limit])
+    return s + (f", … {len(items) - limit} more ops" if len(items) > limit else "")
+
+
+def find_node(names, pattern: str, source: str | None = None) -> str:
+    """Resolve a user's node name: exact > substring/regex match (unique) > error."""
+    if pattern in names:
+        return pattern
+    try:
+        rx = re.compile(pattern)
+    except re.error:
+        rx = None
+    matches = [n for n in names if pattern in n or (rx is not None and rx.search(n))]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        import difflib
+
+        close = difflib.get_close_matches(pattern, list(names), n=5, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise JitsimError(f"no node named or matching {pattern!r}{hint}", source)
+    shown = ", ".join(matches[:10]) + (f", ... ({len(matches) - 10} more)" if len(matches) > 10 else "")
+    raise JitsimError(f"{pattern!r} matches {len(matches)} nodes: {shown}; give an exact name or a stricter regex",
+                      source)
+
+
+def _graph_from_tf(obj):
+    """A jitsim Graph from a ``tf.function``, ``ConcreteFunction`` or ``tf.Graph``: the
+    function body as TF instantiates it (``_Arg``/``_Retval`` nodes, nested functions in the
+    library). Needs TensorFlow (imported only here)."""
+    from jitsim.graph import protos
+    from jitsim.graph.functions import function_to_graphdef
+    from jitsim.graph.model import Graph
+
+    cf = obj
+    if hasattr(obj, "get_concrete_function") and not hasattr(obj, "function_def"):
+        try:
+            cf = obj.get_concrete_function()
+        except (TypeError, ValueError) as e:
+            raise JitsimError(f"cannot trace {getattr(obj, '__name__', obj)!r} without arguments ({e}); pass "
+                              "fn.get_concrete_function(*example_args) or give the tf.function an "
+                              "input_signature") from None
+    if hasattr(cf, "function_def") and hasattr(cf, "graph"):
+        lib = protos.FunctionDefLibrary()
+        lib.ParseFromString(cf.graph.as_graph_def().library.SerializeToString())
+        fdef = protos.FunctionDef()
+        fdef.ParseFromString(cf.function_def.SerializeToString())
+        if fdef.signature.name not in {f.signature.name for f in lib.function}:
+            lib.function.add().CopyFrom(fdef)
+        gd = function_to_graphdef(lib, fdef.signature.name, source=f"tf.function {fdef.signature.name}")
+        gd.library.CopyFrom(lib)
+        return Graph(gd, source=f"<tf.function {getattr(cf, 'name', fdef.signature.name)}>")
+    if hasattr(obj, "as_graph_def"):
+        gd = protos.GraphDef()
+        gd.ParseFromString(obj.as_graph_def().SerializeToString())
+        return Graph(gd, source="<tf.Graph>")
+    raise JitsimError(f"cannot simulate a {type(obj).__name__}: give a path, a GraphDef, a jitsim Graph, "
+                      "a tf.function/ConcreteFunction or a tf.Graph")
+
+
+def to_graph(obj, *, signature: str | None = None):
+    """Anything :func:`cluster` accepts -> a jitsim :class:`~jitsim.graph.model.Graph`."""
+    from jitsim.graph.model import Graph
+
+    if isinstance(obj, Graph):
+        return obj
+    if isinstance(obj, (str, Path)):
+        from jitsim.graph.io import load
+
+        return load(obj, signature=signature, validate=True)
+    if hasattr(obj, "node") and hasattr(obj, "SerializeToString") and hasattr(obj, "library"):
+        from jitsim.graph import protos
+
+        gd = protos.GraphDef()
+        gd.ParseFromString(obj.SerializeToString())
+        return Graph(gd, source="<GraphDef>")
+    return _graph_from_tf(obj)
+
+
+def _is_tf_object(obj) -> bool:
+    return type(obj).__module__.startswith(("tensorflow", "keras"))
+
+
+def cluster(graph, flags: str | None = None, *, device: str | None = None, exclude_ops=(), force_compilable=(),
+            session_jit_level: int = 0, session_cpu_global_jit: bool = False, input_stage: str | None = None,
+            signature: str | None = None, until: str = "decluster", explain_cycles: bool | None = None,
+            cluster_number_start: int = 0, _place_on: str | None = None) -> Clustering:
+    """Simulate TF 2.21's auto-clustering on ``graph`` and return a :class:`Clustering`.
+
+    ``graph``: a path (GraphDef .pbtxt/.pb, TF dump file, SavedModel directory), a jitsim
+    ``Graph``, a ``GraphDef`` proto, a ``tf.function`` / ``ConcreteFunction`` or a ``tf.Graph``.
+    ``flags``: a TF_XLA_FLAGS string (default: ``$TF_XLA_FLAGS``, else
+    ``--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit``). ``device``: ``cpu``/``gpu`` (or a full
+    device name) for nodes without one; tf.functions default to ``cpu``.
+    ``exclude_ops`` / ``force_compilable``: what-if knobs (ops treated as uncompilable /
+    compilable). ``until``: last simulated stage (``mark``, ``decluster``, ``encapsulate``,
+    ``build-xla-ops``). ``explain_cycles``: record the path behind every cycle refusal
+    (default: for graphs up to 5,000 nodes).
+    """
+    from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
+    from jitsim.passes.pipeline import RAW, resolve_flags, run_pipeline
+
+    from jitsim.graph import protos
+    from jitsim.graph.model import Graph
+
+    from_tf = not isinstance(graph, (str, Path)) and _is_tf_object(graph)
+    g = to_graph(graph, signature=signature)
+    # the passes annotate NodeDefs in place: keep the input intact (for the caller and for whatif)
+    snapshot = g.graphdef.SerializeToString()
+    if g is graph:
+        gd = protos.GraphDef()
+        gd.ParseFromString(snapshot)
+        g = Graph(gd, source=g.source, validate=False)
+    if from_tf and device is None:
+        device = "cpu"
+    if from_tf and input_stage is None:
+        input_stage = RAW
+    if _place_on is not None:
+        from jitsim.passes.devices import replace_devices
+
+        g = replace_devices(g, _place_on)
+    choice = resolve_flags(flags)
+    options = Options(choice.flags.text, choice.origin, device, tuple(exclude_ops), tuple(force_compilable),
+                      session_jit_level, session_cpu_global_jit, input_stage, cluster_number_start, until)
+    state = ProcessState()
+    if cluster_number_start:
+        state.counters[0] = cluster_number_start
+    if explain_cycles is None:
+        explain_cycles = len(g) <= AUTO_EXPLAIN_CYCLES_NODES
+    from jitsim.passes.pipeline import STAGES
+
+    if until not in STAGES:
+        raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
+    res = run_pipeline(g, choice.flags, until=until, session=SessionConfig(session_jit_level, session_cpu_global_jit),
+                       state=state, input_stage=input_stage, device=device, explain_cycles=explain_cycles,
+                       exclude_ops=frozenset(exclude_ops), force_compilable=frozenset(force_compilable))
+    c = Clustering(res, options, g.source)
+    if _place_on is not None:
+        c.notes.append(f"re-placed nodes on {_place_on} where a {_place_on.upper()} kernel exists (approximate "
+                       "placement: TF's placer also colocates)")
+    c._input_snapshot = (snapshot, g.source)
+    return c

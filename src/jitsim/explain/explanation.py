@@ -1,0 +1,294 @@
+"""Explanations: why a node is (not) in a cluster, why two nodes are (not) together.
+
+Built only from the records the passes kept (:class:`~jitsim.explain.clustering.Clustering`):
+each node's decisions, the contraction group each candidate ended in, the refused merges.
+``str()`` gives the text ``jitsim explain`` prints; ``to_dict()`` the JSON
+(schema ``jitsim.explain/1``, docs/cli.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jitsim.explain.reasons import REASONS
+
+SCHEMA = "jitsim.explain/1"
+
+
+def _reason_dict(code: str) -> dict:
+    r = REASONS.get(code)
+    if r is None:
+        return {"code": code, "title": code, "hint": "", "explanation": "", "docs": ""}
+    return {"code": code, "title": r.title, "hint": r.hint, "explanation": r.explanation, "docs": r.anchor}
+
+
+def _index(c) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """(group -> members, group -> cluster name), computed once per Clustering."""
+    idx = getattr(c, "_group_index", None)
+    if idx is None:
+        members: dict[str, list[str]] = {}
+        names: dict[str, str] = {}
+        for n, rec in c.nodes.items():
+            if rec.group is not None:
+                members.setdefault(rec.group, []).append(n)
+                if rec.group not in names and (rec.cluster or rec.mark_cluster):
+                    names[rec.group] = rec.cluster or rec.mark_cluster
+        idx = c._group_index = (members, names)
+    return idx
+
+
+def group_name(c, group: str | None) -> str | None:
+    """A name for a contraction group: its final cluster, else its mark cluster, else None."""
+    return None if group is None else _index(c)[1].get(group)
+
+
+def _groups(c) -> dict[str, list[str]]:
+    return _index(c)[0]
+
+
+def _label(c, group: str, members: list[str]) -> str:
+    name = group_name(c, group)
+    if name:
+        return name
+    return f"the unclustered group of {members[0]}" + (f" (+{len(members) - 1})" if len(members) > 1 else "")
+
+
+def refusals_between(c, ga: str, gb: str) -> list:
+    """Every refused merge between contraction groups ``ga`` and ``gb`` (either direction)."""
+    out = []
+    for r in c.refusals:
+        fa, fb = c.nodes[r.from_node].group, c.nodes[r.to_node].group
+        if {fa, fb} == {ga, gb} and fa != fb:
+            out.append(r)
+    return out
+
+
+def _adjacent(c, ga: str, gb: str) -> bool:
+    g = c.graph
+    nodes = g.nodes
+    recs = c.nodes
+    for e in g.edges():
+        s, d = nodes[e.src], nodes[e.dst]
+        if s is None or d is None or s.name not in recs or d.name not in recs:
+            continue
+        if {recs[s.name].group, recs[d.name].group} == {ga, gb} and ga != gb:
+            return True
+    return False
+
+
+def format_evidence(ev: dict) -> list[str]:
+    """Evidence as short readable lines."""
+    lines = []
+    if "attr" in ev and "type" in ev:
+        allowed = ev.get("allowed")
+        lines.append(f"{ev.get('op', 'the op')}'s {ev['attr']}={ev['type']}"
+                     + (f" is not among the types XLA accepts ({', '.join(allowed)})" if allowed else " is not set"))
+    elif ev.get("kernel") is False:
+        lines.append(f"XLA has no kernel at all for op {ev.get('op')}")
+    for k, v in ev.items():
+        if k in ("attr", "type", "allowed", "kernel") or (k == "op" and ("attr" in ev or "kernel" in ev)):
+            continue
+        if k == "path":
+            lines.append("cycle: " + " -> ".join(["<from>"] + list(v) + ["<to>"]) if v else "cycle: (path not recorded)")
+        elif k == "inside":
+            lines.append("inside: " + " -> ".join(v))
+        elif isinstance(v, list):
+            shown = ", ".join(str(x) for x in v[:12]) + (f", ... ({len(v) - 12} more)" if len(v) > 12 else "")
+            lines.append(f"{k}: {shown}")
+        else:
+            lines.append(f"{k}: {v}")
+    return lines
+
+
+@dataclass
+class MergeNote:
+    """A refused merge as seen from one cluster."""
+
+    other: str  # the other cluster (or group) label
+    direction: str  # "into" (this group was the source) or "from"
+    phase: int
+    code: str
+    detail: str
+    evidence: dict
+
+    def to_dict(self) -> dict:
+        return {"other": self.other, "direction": self.direction, "phase": self.phase, "code": self.code,
+                "detail": self.detail, "evidence": self.evidence, **{"reason": _reason_dict(self.code)}}
+
+    def line(self) -> str:
+        title = REASONS[self.code].title if self.code in REASONS else self.code
+        arrow = f"-> {self.other}" if self.direction == "into" else f"<- {self.other}"
+        ev = "; ".join(format_evidence(self.evidence))
+        return f"{arrow} (phase {self.phase}) {self.code}: {title}" + (f" [{ev}]" if ev else "")
+
+
+@dataclass
+class NodeExplanation:
+    node: str
+    op: str
+    device: str
+    cluster: str | None
+    mark_cluster: str | None
+    code: str
+    detail: str
+    evidence: dict
+    history: list[dict] = field(default_factory=list)  # every pass's decision, in order
+    cluster_size: int = 0
+    cluster_ops: str = ""
+    group_members: list[str] = field(default_factory=list)
+    merges: list[MergeNote] = field(default_factory=list)  # refused merges of its cluster/group
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def reason(self) -> dict:
+        return _reason_dict(self.code)
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "kind": "node", "node": self.node, "op": self.op, "device": self.device,
+                "cluster": self.cluster, "mark_cluster": self.mark_cluster, "code": self.code,
+                "reason": self.reason, "detail": self.detail, "evidence": self.evidence, "history": self.history,
+                "cluster_size": self.cluster_size, "group_members": self.group_members,
+                "refused_merges": [m.to_dict() for m in self.merges], "notes": self.notes}
+
+    def __str__(self) -> str:
+        r = self.reason
+        head = f"{self.node} ({self.op}" + (f" on {self.device}" if self.device else "") + ")"
+        if self.cluster:
+            out = [f"{head} is in {self.cluster} ({self.cluster_size} nodes: {self.cluster_ops})."]
+        else:
+            out = [f"{head} is not in any cluster."]
+        if self.code != "CLUSTERED":
+            out.append(f"  reason:    {self.code}: {r['title']}")
+            if self.detail and self.detail != r["title"]:
+                out.append(f"  TF says:   {self.detail.splitlines()[0]}")
+            for line in format_evidence(self.evidence):
+                out.append(f"  evidence:  {line}")
+            if r["hint"]:
+                out.append(f"  change:    {r['hint']}")
+            out.append(f"  docs:      {r['docs']}")
+        if len(self.history) > 1:
+            out.append("  history:   " + " -> ".join(f"{h['pass']}: {h['code']}" for h in self.history))
+        if self.group_members and not self.cluster and self.code in ("CLUSTER_TOO_SMALL", "CLUSTER_NOT_COMPILED"):
+            out.append(f"  its would-be cluster: {', '.join(self.group_members[:12])}"
+                       + (f", ... ({len(self.group_members) - 12} more)" if len(self.group_members) > 12 else ""))
+        if self.merges:
+            out.append("  merges TF refused for its cluster:" if self.cluster or self.group_members else
+                       "  merges TF refused:")
+            for m in self.merges[:20]:
+                out.append(f"    {m.line()}")
+            if len(self.merges) > 20:
+                out.append(f"    ... {len(self.merges) - 20} more (--format json lists all)")
+        out.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(out)
+
+
+def _merge_notes(c, group: str) -> list[MergeNote]:
+    groups = _groups(c)
+    notes = []
+    seen = set()
+    for r in c.refusals:
+        fa, fb = c.nodes[r.from_node].group, c.nodes[r.to_node].group
+        if fa == fb or group not in (fa, fb):
+            continue
+        other = fb if fa == group else fa
+        key = (other, r.code, fa == group, r.detail, repr(sorted(r.evidence.items())))
+        if key in seen:  # the same refusal repeats in later phases
+            continue
+        seen.add(key)
+        notes.append(MergeNote(_label(c, other, groups.get(other, [other])), "into" if fa == group else "from",
+                               r.phase, r.code, r.detail, dict(r.evidence)))
+    return notes
+
+
+def explain_node(c, name: str) -> NodeExplanation:
+    rec = c.nodes[name]
+    final = rec.final
+    history = []
+    if rec.decision is not None:
+        history.append({"pass": "mark_for_compilation", **rec.decision.to_dict()})
+    for p, d in rec.later:
+        history.append({"pass": p, **d.to_dict()})
+    ex = NodeExplanation(name, rec.op, rec.device, rec.cluster, rec.mark_cluster, rec.code,
+                         final.detail if final else "", dict(final.evidence) if final else {}, history)
+    if rec.cluster:
+        members = c.clusters[rec.cluster]
+        from jitsim.explain.clustering import _op_summary
+
+        ex.cluster_size = len(members)
+        ex.cluster_ops = _op_summary(c, members)
+    if rec.group is not None:
+        ex.group_members = list(_groups(c)[rec.group])
+        ex.merges = _merge_notes(c, rec.group)
+    if rec.cluster is None and rec.mark_cluster is not None:
+        ex.notes.append(f"mark-for-compilation put it in {rec.mark_cluster}; a later pass took it out")
+    if c.graph_decision is not None and rec.code == c.graph_decision.code:
+        ex.notes.append("this decision is about the whole graph: TF did not run clustering on it")
+    ex.notes.extend(c.notes)
+    return ex
+
+
+@dataclass
+class PairExplanation:
+    a: NodeExplanation
+    b: NodeExplanation
+    together: bool
+    verdict: str
+    refusals: list[MergeNote] = field(default_factory=list)
+    adjacent: bool | None = None
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "kind": "pair", "together": self.together, "verdict": self.verdict,
+                "adjacent": self.adjacent, "refused_merges": [m.to_dict() for m in self.refusals],
+                "a": self.a.to_dict(), "b": self.b.to_dict()}
+
+    @property
+    def codes(self) -> list[str]:
+        return [m.code for m in self.refusals]
+
+    def __str__(self) -> str:
+        out = [self.verdict]
+        if self.refusals:
+            out.append("merges TF refused between them:")
+            for m in self.refusals:
+                out.append(f"  {m.line()}")
+        for ex in (self.a, self.b):
+            if not self.together and ex.code != "CLUSTERED":
+                out.append("")
+                out.append(str(ex))
+        return "\n".join(out)
+
+
+def explain_pair(c, a: str, b: str) -> PairExplanation:
+    ea, eb = explain_node(c, a), explain_node(c, b)
+    ra, rb = c.nodes[a], c.nodes[b]
+    if a == b:
+        return PairExplanation(ea, eb, True, f"{a} and {b} are the same node")
+    if ra.cluster is not None and ra.cluster == rb.cluster:
+        return PairExplanation(ea, eb, True, f"{a} and {b} are both in {ra.cluster}.")
+    outside = [x for x, r in ((a, ra), (b, rb)) if r.group is None]
+    if outside:
+        who = " and ".join(f"{x} ({c.nodes[x].code})" for x in outside)
+        verb = "is" if len(outside) == 1 else "are"
+        return PairExplanation(ea, eb, False, f"{a} and {b} cannot share a cluster: {who} {verb} not a "
+                               "compilation candidate.")
+    if ra.group == rb.group:
+        why = []
+        for x, r in ((a, ra), (b, rb)):
+            if r.cluster is None:
+                why.append(f"{x}: {r.code}")
+        return PairExplanation(ea, eb, False, f"{a} and {b} were contracted into the same group, but "
+                               + ("; ".join(why) or "a later pass separated them") + ".")
+    groups = _groups(c)
+    la, lb = _label(c, ra.group, groups[ra.group]), _label(c, rb.group, groups[rb.group])
+    notes = [m for m in _merge_notes(c, ra.group) if m.other == lb]
+    adjacent = _adjacent(c, ra.group, rb.group)
+    if notes:
+        codes = sorted({m.code for m in notes})
+        verdict = (f"{a} is in {la} and {b} in {lb}: TF tried to merge the two and refused "
+                   f"({', '.join(codes)}).")
+    elif not adjacent:
+        verdict = (f"{a} is in {la} and {b} in {lb}: no edge joins the two, and TF only merges clusters "
+                   "along an edge (what lies between them is not clusterable or belongs to other clusters).")
+    else:
+        verdict = f"{a} is in {la} and {b} in {lb}: adjacent, but no refused merge was recorded between them."
+    return PairExplanation(ea, eb, False, verdict, notes, adjacent)
