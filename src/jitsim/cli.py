@@ -291,6 +291,121 @@ def cmd_verify(args) -> int:
     return 0 if result.all_same_names else 1
 
 
+# -- explain, whatif, diff, render, report ---------------------------------------------------
+
+
+def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
+    """Options of one simulation (explain, render, report; the baseline of whatif)."""
+    if flags:
+        p.add_argument("--tf-xla-flags", help="a TF_XLA_FLAGS string, verbatim (default: $TF_XLA_FLAGS, else "
+                       "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit)")
+    if device:
+        p.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
+    p.add_argument("--input-stage", choices=("before_clone_constants_for_better_clustering",
+                                             "before_mark_for_compilation", "graphdef"),
+                   help="what the input is (default: from the file name)")
+    p.add_argument("--signature", help="SavedModel signature (default: serving_default)")
+    p.add_argument("--cluster-number-start", type=int, default=0, help="first cluster number")
+    _add_session_args(p)
+
+
+def _whatif_args(p, prefix: str = "") -> None:
+    p.add_argument(f"--{prefix}exclude-op", action="append", default=[], metavar="OP",
+                   help="what-if: treat OP as uncompilable (repeatable; code WHATIF_EXCLUDED)")
+    p.add_argument(f"--{prefix}force-compilable", action="append", default=[], metavar="OP",
+                   help="what-if: treat OP as compilable, skipping every compilability check (repeatable)")
+
+
+def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=(), move_devices=False):
+    from jitsim.explain.clustering import cluster
+
+    return cluster(graph or args.graph, flags=flags, device=device, exclude_ops=exclude, force_compilable=force,
+                   session_jit_level=_JIT_LEVELS[args.session_jit_level],
+                   session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
+                   signature=args.signature, cluster_number_start=args.cluster_number_start,
+                   move_devices=move_devices)
+
+
+def _single_graph(path: str) -> None:
+    p = Path(path)
+    if p.is_dir() and not ((p / "saved_model.pb").exists() or (p / "saved_model.pbtxt").exists()):
+        raise JitsimError("takes one graph file; for a harvest, name one of its dumps "
+                          "(best: dumps/before_clone_constants_for_better_clustering_N.pbtxt; "
+                          "`jitsim crosscheck index` lists them)", p)
+
+
+def cmd_explain(args) -> int:
+    _single_graph(args.graph)
+    c = _simulate(args, flags=args.tf_xla_flags, device=args.device, exclude=args.exclude_op,
+                  force=args.force_compilable)
+    ex = c.explain(args.node, args.other)
+    if args.format == "json":
+        _emit_json(ex.to_dict())
+    else:
+        sys.stdout.write(str(ex) + "\n")
+    return 0
+
+
+def cmd_whatif(args) -> int:
+    _single_graph(args.graph)
+    if not (args.tf_xla_flags or args.device or args.exclude_op or args.force_compilable):
+        raise JitsimError("what if what? give --tf-xla-flags, --device, --exclude-op or --force-compilable")
+    base = _simulate(args, flags=args.baseline_tf_xla_flags, device=args.baseline_device)
+    var = base.whatif(flags=args.tf_xla_flags, device=args.device, exclude_ops=args.exclude_op,
+                      force_compilable=args.force_compilable)
+    d = base.diff(var)
+    if args.format == "json":
+        _emit_json(d.to_dict())
+    else:
+        sys.stdout.write(d.format_text(limit=args.limit) + "\n")
+    return 0
+
+
+def cmd_diff(args) -> int:
+    _single_graph(args.graph)
+    if args.other:
+        _single_graph(args.other)
+    fa = args.a_tf_xla_flags if args.a_tf_xla_flags is not None else args.tf_xla_flags
+    fb = args.b_tf_xla_flags if args.b_tf_xla_flags is not None else args.tf_xla_flags
+    da, db = args.a_device or args.device, args.b_device or args.device
+    if not args.other and fa == fb and da == db and not (args.b_exclude_op or args.b_force_compilable):
+        raise JitsimError("nothing to compare: give a second graph, or --a-/--b- flags or devices that differ")
+    a = _simulate(args, flags=fa, device=da, move_devices=bool(args.a_device))
+    b = _simulate(args, args.other, flags=fb, device=db, exclude=args.b_exclude_op, force=args.b_force_compilable,
+                  move_devices=bool(args.b_device))
+    la = (Path(args.graph).name + " " if args.other else "") + a.options.describe()
+    lb = (Path(args.other).name + " " if args.other else "") + b.options.describe()
+    from jitsim.explain.diff import diff_clusterings
+
+    d = diff_clusterings(a, b, baseline=la, variant=lb)
+    if args.format == "json":
+        _emit_json(d.to_dict())
+    else:
+        sys.stdout.write(d.format_text(limit=args.limit) + "\n")
+    return 0 if d.same_partition else 1
+
+
+def cmd_render(args) -> int:
+    _single_graph(args.graph)
+    c = _simulate(args, flags=args.tf_xla_flags, device=args.device, exclude=args.exclude_op,
+                  force=args.force_compilable)
+    view = "collapsed" if args.collapsed else ("full" if args.full else "auto")
+    msg = c.render(args.output, view=view, max_nodes=args.max_nodes)
+    if msg:
+        print(msg, file=sys.stderr)
+    return 0
+
+
+def cmd_report(args) -> int:
+    _single_graph(args.graph)
+    c = _simulate(args, flags=args.tf_xla_flags, device=args.device, exclude=args.exclude_op,
+                  force=args.force_compilable)
+    msg = c.report(args.output)
+    if msg:
+        print(msg, file=sys.stderr)
+    return 0
+
+
 # -- crosscheck ---------------------------------------------------------------------------
 
 
@@ -471,6 +586,63 @@ def build_parser() -> argparse.ArgumentParser:
     _add_session_args(rw)
     rw.set_defaults(func=cmd_rewrite)
 
+    ex = sub.add_parser("explain", help="why a node is (not) in a cluster; with two nodes, why they are (not) "
+                        "in the same cluster")
+    ex.add_argument("graph", help="one graph: TF dump file (best: before_clone_constants_for_better_clustering_N"
+                    ".pbtxt), .pbtxt/.pb GraphDef, or SavedModel directory")
+    ex.add_argument("node", help="node name; else a substring or regex matching exactly one node")
+    ex.add_argument("other", nargs="?", help="a second node: explain why the two are (not) together")
+    _sim_args(ex)
+    _whatif_args(ex)
+    ex.add_argument("--format", **fmt)
+    ex.set_defaults(func=cmd_explain)
+
+    wi = sub.add_parser("whatif", help="rerun with changed flags / device / op lists and show the cluster diff")
+    wi.add_argument("graph", help="one graph (as for explain)")
+    wi.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS to add to the baseline's (later flags win, as in TF)")
+    wi.add_argument("--device", help="re-place the graph on cpu or gpu (nodes with a kernel there; approximate)")
+    _whatif_args(wi)
+    wi.add_argument("--baseline-tf-xla-flags", help="the baseline's TF_XLA_FLAGS (default as for cluster)")
+    wi.add_argument("--baseline-device", help="the baseline's --device (raw GraphDefs)")
+    _sim_args(wi, flags=False, device=False)
+    wi.add_argument("--limit", type=int, default=20, help="changes listed (default 20)")
+    wi.add_argument("--format", **fmt)
+    wi.set_defaults(func=cmd_whatif)
+
+    df = sub.add_parser("diff", help="compare the clusters of two graphs, two flag sets, or CPU vs GPU "
+                        "(exit 0 same clusters, 1 different)")
+    df.add_argument("graph", help="the baseline graph")
+    df.add_argument("other", nargs="?", help="the variant graph (default: the same graph)")
+    _sim_args(df)
+    df.add_argument("--a-tf-xla-flags", help="TF_XLA_FLAGS of the baseline (default --tf-xla-flags)")
+    df.add_argument("--b-tf-xla-flags", help="TF_XLA_FLAGS of the variant (default --tf-xla-flags)")
+    df.add_argument("--a-device", help="re-place the baseline on cpu or gpu")
+    df.add_argument("--b-device", help="re-place the variant on cpu or gpu")
+    _whatif_args(df, "b-")
+    df.add_argument("--limit", type=int, default=20, help="changes listed (default 20)")
+    df.add_argument("--format", **fmt)
+    df.set_defaults(func=cmd_diff)
+
+    rd = sub.add_parser("render", help="draw the clusters with graphviz (.dot, .svg, .png)")
+    rd.add_argument("graph", help="one graph (as for explain)")
+    rd.add_argument("-o", "--output", required=True, help="output file: .dot, .svg or .png (images need graphviz's dot)")
+    view = rd.add_mutually_exclusive_group()
+    view.add_argument("--collapsed", action="store_true", help="one box per cluster (default for big graphs)")
+    view.add_argument("--full", action="store_true", help="every node, even on big graphs")
+    rd.add_argument("--max-nodes", type=int, default=400,
+                    help="above this many nodes the collapsed view is the default (default 400)")
+    _sim_args(rd)
+    _whatif_args(rd)
+    rd.set_defaults(func=cmd_render)
+
+    rp = sub.add_parser("report", help="write a self-contained HTML report (summary, tables, search, "
+                        "explanations, picture)")
+    rp.add_argument("graph", help="one graph (as for explain)")
+    rp.add_argument("-o", "--output", required=True, help="output directory (index.html)")
+    _sim_args(rp)
+    _whatif_args(rp)
+    rp.set_defaults(func=cmd_report)
+
     cc = sub.add_parser("crosscheck", help="ground truth from real TensorFlow: harvest, index, compare")
     ccs = cc.add_subparsers(dest="crosscheck_command", metavar="SUBCOMMAND")
     ccs.required = True
@@ -521,13 +693,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_FLAG_VALUE_OPTIONS = ("--tf-xla-flags", "--baseline-tf-xla-flags", "--a-tf-xla-flags", "--b-tf-xla-flags")
+
+
 def _join_flag_values(argv: list[str]) -> list[str]:
     """``--tf-xla-flags "--tf_xla_..."``: argparse would take the value for an option."""
     out, i = [], 0
     while i < len(argv):
         a = argv[i]
-        if a == "--tf-xla-flags" and i + 1 < len(argv):
-            out.append(f"--tf-xla-flags={argv[i + 1]}")
+        if a in _FLAG_VALUE_OPTIONS and i + 1 < len(argv):
+            out.append(f"{a}={argv[i + 1]}")
             i += 2
             continue
         out.append(a)

@@ -10,10 +10,12 @@ here re-derives a decision.
 >>> import jitsim
 >>> c = jitsim.cluster("examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt",
 ...                    flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
->>> sorted(c.clusters)
-['cluster_0']
->>> c.explain("SparseSoftmaxCrossEntropyWithLogits").code
-'CLUSTERED'
+>>> len(c.clusters), c.compiled_nodes
+(5, 56)
+>>> c.explain("add").code        # Grappler fused MatMul+BiasAdd into _FusedMatMul
+'UNSUPPORTED_OP'
+>>> c.whatif(force_compilable=["_FusedMatMul"]).diff(c).compiled_b < c.compiled_nodes
+True
 """
 
 from __future__ import annotations
@@ -187,7 +189,7 @@ class Clustering:
             force_compilable=tuple(o.force_compilable) + tuple(force_compilable),
             session_jit_level=o.session_jit_level, session_cpu_global_jit=o.session_cpu_global_jit,
             input_stage=o.input_stage, until=o.until, cluster_number_start=o.cluster_number_start,
-            _place_on=device if device and device != o.device else None)
+            move_devices=bool(device and device != o.device))
 
     def to_graphdef(self):
         """The graph as TF dumps it after the last simulated stage."""
@@ -333,7 +335,7 @@ def _is_tf_object(obj) -> bool:
 def cluster(graph, flags: str | None = None, *, device: str | None = None, exclude_ops=(), force_compilable=(),
             session_jit_level: int = 0, session_cpu_global_jit: bool = False, input_stage: str | None = None,
             signature: str | None = None, until: str = "decluster", explain_cycles: bool | None = None,
-            cluster_number_start: int = 0, _place_on: str | None = None) -> Clustering:
+            cluster_number_start: int = 0, move_devices: bool = False) -> Clustering:
     """Simulate TF 2.21's auto-clustering on ``graph`` and return a :class:`Clustering`.
 
     ``graph``: a path (GraphDef .pbtxt/.pb, TF dump file, SavedModel directory), a jitsim
@@ -344,7 +346,9 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     ``exclude_ops`` / ``force_compilable``: what-if knobs (ops treated as uncompilable /
     compilable). ``until``: last simulated stage (``mark``, ``decluster``, ``encapsulate``,
     ``build-xla-ops``). ``explain_cycles``: record the path behind every cycle refusal
-    (default: for graphs up to 5,000 nodes).
+    (default: for graphs up to 5,000 nodes). ``move_devices``: ``device`` also moves nodes
+    that already have a device, where a kernel of that type exists (a CPU-vs-GPU what-if;
+    approximate: TF's placer also colocates).
     """
     from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
     from jitsim.passes.pipeline import RAW, resolve_flags, run_pipeline
@@ -364,10 +368,10 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         device = "cpu"
     if from_tf and input_stage is None:
         input_stage = RAW
-    if _place_on is not None:
+    if move_devices and device:
         from jitsim.passes.devices import replace_devices
 
-        g = replace_devices(g, _place_on)
+        g = replace_devices(g, device)
     choice = resolve_flags(flags)
     options = Options(choice.flags.text, choice.origin, device, tuple(exclude_ops), tuple(force_compilable),
                       session_jit_level, session_cpu_global_jit, input_stage, cluster_number_start, until)
@@ -384,8 +388,8 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
                        state=state, input_stage=input_stage, device=device, explain_cycles=explain_cycles,
                        exclude_ops=frozenset(exclude_ops), force_compilable=frozenset(force_compilable))
     c = Clustering(res, options, g.source)
-    if _place_on is not None:
-        c.notes.append(f"re-placed nodes on {_place_on} where a {_place_on.upper()} kernel exists (approximate "
+    if move_devices and device:
+        c.notes.append(f"re-placed nodes on {device} where a {device.upper()} kernel exists (approximate "
                        "placement: TF's placer also colocates)")
     c._input_snapshot = (snapshot, g.source)
     return c

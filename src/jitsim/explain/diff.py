@@ -1,0 +1,191 @@
+"""Cluster diffs: how one simulation (the variant) differs from another (the baseline).
+
+Clusters are matched by the nodes they share, not by name (numbering changes whenever
+clusters appear or vanish): the baseline's and the variant's clusters form a bipartite
+"shares a node" graph, and each connected component is one change: unchanged, grown or
+shrunk, several clusters merging, one splitting, a reshuffle, a new cluster, or one gone.
+Node names pair the two sides, so the diff also works across two graphs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SCHEMA = "jitsim.diff/1"
+
+
+def _n(k: int) -> str:
+    return f"{k} node" if k == 1 else f"{k} nodes"
+
+
+@dataclass
+class ClusterChange:
+    kind: str  # same | grown | shrunk | changed | merge | split | reshuffle | new | gone
+    a: list[str]  # baseline clusters involved
+    b: list[str]  # variant clusters involved
+    added: list[str] = field(default_factory=list)  # nodes compiled in b's clusters but not a's
+    removed: list[str] = field(default_factory=list)  # nodes compiled in a's clusters but not b's
+    size_a: int = 0
+    size_b: int = 0
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "baseline": self.a, "variant": self.b, "size_baseline": self.size_a,
+                "size_variant": self.size_b, "added": self.added, "removed": self.removed}
+
+    def sentence(self) -> str:
+        a = " and ".join(self.a) if len(self.a) <= 2 else ", ".join(self.a[:-1]) + " and " + self.a[-1]
+        b = " and ".join(self.b) if len(self.b) <= 2 else ", ".join(self.b[:-1]) + " and " + self.b[-1]
+        delta = ""
+        if self.added or self.removed:
+            delta = " (" + ", ".join(x for x in (f"+{_n(len(self.added))}" if self.added else "",
+                                                 f"-{_n(len(self.removed))}" if self.removed else "") if x) + ")"
+        if self.kind == "same":
+            return f"{a} unchanged" + (f" (now {b})" if self.a != self.b else "")
+        if self.kind in ("grown", "shrunk", "changed"):
+            return f"{a} {self.kind} to {self.size_b} nodes" + (f" (now {b})" if self.a != self.b else "") + delta
+        if self.kind == "merge":
+            return f"{a} merge into {b} ({_n(self.size_b)})" + delta
+        if self.kind == "split":
+            return f"{a} splits into {b}" + delta
+        if self.kind == "reshuffle":
+            return f"{a} are regrouped as {b}" + delta
+        if self.kind == "new":
+            return f"new cluster {b} ({_n(self.size_b)})"
+        return f"{a} disappears ({_n(self.size_a)} no longer compiled)"
+
+
+@dataclass
+class ClusterDiff:
+    baseline: str
+    variant: str
+    changes: list[ClusterChange]
+    clusters_a: int
+    clusters_b: int
+    compiled_a: int
+    compiled_b: int
+    code_changes: dict[tuple[str, str], list[str]]  # (code in a, code in b) -> nodes
+    only_in_a: list[str] = field(default_factory=list)
+    only_in_b: list[str] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return (all(c.kind == "same" for c in self.changes) and not self.code_changes and not self.only_in_a
+                and not self.only_in_b)
+
+    @property
+    def same_partition(self) -> bool:
+        return all(c.kind == "same" for c in self.changes)
+
+    def headline(self) -> str:
+        """One line, e.g. ``cluster_3 and cluster_5 merge; 41 more nodes compiled``."""
+        parts = []
+        by_kind: dict[str, list[ClusterChange]] = {}
+        for c in self.changes:
+            by_kind.setdefault(c.kind, []).append(c)
+        for kind in ("merge", "split", "reshuffle"):
+            for c in by_kind.get(kind, [])[:3]:
+                parts.append(c.sentence().split(" (")[0].replace(" into ", " (into ", 1) + (")" if " into " in c.sentence() else ""))
+            if len(by_kind.get(kind, [])) > 3:
+                parts.append(f"{len(by_kind[kind]) - 3} more {kind}s")
+        for kind, verb in (("grown", "grow"), ("shrunk", "shrink"), ("changed", "change members"),
+                           ("new", "new"), ("gone", "disappear")):
+            cs = by_kind.get(kind, [])
+            if len(cs) == 1:
+                parts.append(cs[0].sentence().split(" (")[0])
+            elif cs:
+                parts.append(f"{len(cs)} new clusters" if kind == "new" else f"{len(cs)} clusters {verb}")
+        d = self.compiled_b - self.compiled_a
+        if d:
+            parts.append(f"{abs(d)} {'more' if d > 0 else 'fewer'} nodes compiled")
+        if not parts:
+            return "no change in the clusters" + ("" if not self.code_changes else " (some reasons changed)")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "baseline": self.baseline, "variant": self.variant, "headline": self.headline(),
+                "identical": self.identical, "clusters": [self.clusters_a, self.clusters_b],
+                "compiled_nodes": [self.compiled_a, self.compiled_b],
+                "changes": [c.to_dict() for c in self.changes if c.kind != "same"],
+                "unchanged_clusters": [c.a[0] for c in self.changes if c.kind == "same"],
+                "reason_changes": [{"baseline": a, "variant": b, "nodes": n}
+                                   for (a, b), n in sorted(self.code_changes.items())],
+                "only_in_baseline": self.only_in_a, "only_in_variant": self.only_in_b}
+
+    def format_text(self, limit: int = 20) -> str:
+        out = [f"baseline: {self.baseline}: {self.clusters_a} clusters, {self.compiled_a} nodes compiled",
+               f"variant:  {self.variant}: {self.clusters_b} clusters, {self.compiled_b} nodes compiled "
+               f"({self.compiled_b - self.compiled_a:+d})",
+               "", self.headline()]
+        changed = [c for c in self.changes if c.kind != "same"]
+        if changed:
+            out.append("")
+            for c in changed[:limit]:
+                out.append("  " + c.sentence())
+            if len(changed) > limit:
+                out.append(f"  ... {len(changed) - limit} more (--format json lists all)")
+        same = sum(1 for c in self.changes if c.kind == "same")
+        if same:
+            out.append(f"  {same} cluster{'s' if same != 1 else ''} unchanged")
+        if self.code_changes:
+            out.append("")
+            out.append("nodes whose reason changed (baseline -> variant):")
+            items = sorted(self.code_changes.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+            for (a, b), nodes in items[:limit]:
+                shown = ", ".join(nodes[:5]) + (f", ... ({len(nodes) - 5} more)" if len(nodes) > 5 else "")
+                out.append(f"  {a} -> {b}: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({shown})")
+            if len(items) > limit:
+                out.append(f"  ... {len(items) - limit} more")
+        for label, names in (("only in the baseline graph", self.only_in_a), ("only in the variant graph", self.only_in_b)):
+            if names:
+                out.append(f"{len(names)} nodes {label}: {', '.join(names[:8])}" + (" ..." if len(names) > 8 else ""))
+        return "\n".join(out)
+
+
+def diff_clusterings(a, b, *, baseline: str | None = None, variant: str | None = None) -> ClusterDiff:
+    """Compare two :class:`~jitsim.explain.clustering.Clustering` results (``a`` = baseline)."""
+    import networkx as nx
+
+    la, lb = a.labels(), b.labels()
+    common = [n for n in la if n in lb]
+    bip = nx.Graph()
+    for c in a.clusters:
+        bip.add_node(("a", c))
+    for c in b.clusters:
+        bip.add_node(("b", c))
+    for n in common:
+        if la[n] is not None and lb[n] is not None:
+            bip.add_edge(("a", la[n]), ("b", lb[n]))
+    order_a = {c: i for i, c in enumerate(a.clusters)}
+    order_b = {c: i for i, c in enumerate(b.clusters)}
+    changes = []
+    for comp in nx.connected_components(bip):
+        ca = sorted((c for s, c in comp if s == "a"), key=order_a.get)
+        cb = sorted((c for s, c in comp if s == "b"), key=order_b.get)
+        ma = {m for c in ca for m in a.clusters[c]}
+        mb = {m for c in cb for m in b.clusters[c]}
+        added = sorted(mb - ma)
+        removed = sorted(ma - mb)
+        if not ca:
+            kind = "new"
+        elif not cb:
+            kind = "gone"
+        elif len(ca) == 1 and len(cb) == 1:
+            kind = "same" if ma == mb else ("grown" if ma < mb else "shrunk" if mb < ma else "changed")
+        elif len(cb) == 1:
+            kind = "merge"
+        elif len(ca) == 1:
+            kind = "split"
+        else:
+            kind = "reshuffle"
+        changes.append(ClusterChange(kind, ca, cb, added, removed, len(ma), len(mb)))
+    changes.sort(key=lambda c: (order_a.get(c.a[0], 1 << 30) if c.a else 1 << 30,
+                                order_b.get(c.b[0], 1 << 30) if c.b else 1 << 30))
+    code_changes: dict[tuple[str, str], list[str]] = {}
+    for n in common:
+        ca_, cb_ = a.nodes[n].code, b.nodes[n].code
+        if ca_ != cb_:
+            code_changes.setdefault((ca_, cb_), []).append(n)
+    return ClusterDiff(
+        baseline or a.options.describe(), variant or b.options.describe(), changes,
+        len(a.clusters), len(b.clusters), a.compiled_nodes, b.compiled_nodes, code_changes,
+        [n for n in la if n not in lb], [n for n in lb if n not in la])
