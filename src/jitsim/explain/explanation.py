@@ -182,14 +182,25 @@ class NodeExplanation:
         return "\n".join(out)
 
 
+def _refusals_by_group(c) -> dict[str, list]:
+    idx = getattr(c, "_refusal_index", None)
+    if idx is None:
+        idx = {}
+        for r in c.refusals:
+            fa, fb = c.nodes[r.from_node].group, c.nodes[r.to_node].group
+            if fa == fb:
+                continue
+            idx.setdefault(fa, []).append((r, fa, fb))
+            idx.setdefault(fb, []).append((r, fa, fb))
+        c._refusal_index = idx
+    return idx
+
+
 def _merge_notes(c, group: str) -> list[MergeNote]:
     groups = _groups(c)
     notes = []
     seen = set()
-    for r in c.refusals:
-        fa, fb = c.nodes[r.from_node].group, c.nodes[r.to_node].group
-        if fa == fb or group not in (fa, fb):
-            continue
+    for r, fa, fb in _refusals_by_group(c).get(group, ()):
         other = fb if fa == group else fa
         key = (other, r.code, fa == group, r.detail, repr(sorted(r.evidence.items())))
         if key in seen:  # the same refusal repeats in later phases
