@@ -97,3 +97,14 @@ def test_saved_model_loads_without_tf_and_harvests(tmp_path):
     idx = harvest(sm, tmp_path / "out")
     # the traced body (MatMul, Mul, AddV2, Relu, Sub + constants) is one cluster
     assert any(sorted(gr["clusters"].values()) == [9] for gr in idx["graphs"]), idx["graphs"]
+
+
+def test_relative_output_directory(tmp_path, monkeypatch):
+    """TF runs in a scratch working directory, so a relative ``-o`` must still receive the
+    dumps (it once produced an empty harvest)."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    monkeypatch.chdir(tmp_path)
+    idx = harvest("prog.py", "rel_out")
+    assert idx["totals"]["graphs_with_clusters"] == 2
+    assert any((tmp_path / "rel_out" / "dumps").glob("mark_for_compilation*.pbtxt"))

@@ -3,6 +3,11 @@
 The Python API mirrors the CLI::
 
     import jitsim
+    c = jitsim.cluster("graph.pbtxt", flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    c.clusters, c.explain("some/node"), c.explain("a", "b")   # jitsim cluster / explain
+    c.diff(c.whatif(flags="--tf_xla_min_cluster_size=1"))    # jitsim whatif
+    c.render("out.svg"); c.report("report/")               # jitsim render / report
+    jitsim.cluster(my_tf_function.get_concrete_function(x))  # straight from TensorFlow
     g = jitsim.load("graph.pbtxt")                      # jitsim.graph.Graph
     diff = jitsim.compare(predicted_labels, truth_labels)   # partition comparison
     jitsim.harvest("prog.py", "out/")                   # ground truth from real TF
@@ -15,6 +20,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 _LAZY = {
+    "cluster": ("jitsim.explain.clustering", "cluster"),
+    "Clustering": ("jitsim.explain.clustering", "Clustering"),
+    "diff": ("jitsim.explain.diff", "diff_clusterings"),
     "load": ("jitsim.graph.io", "load"),
     "save": ("jitsim.graph.io", "save"),
     "Graph": ("jitsim.graph.model", "Graph"),

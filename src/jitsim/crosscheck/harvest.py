@@ -171,7 +171,7 @@ def harvest(
     ``(elapsed_seconds, number_of_dump_files)`` while TF runs.
     """
     target = Path(target).resolve()
-    out = Path(out)
+    out = Path(out).resolve()  # TF runs in a scratch cwd: the dump prefix must be absolute
     kind = target_kind(target)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise HarvestError("output directory exists and is not empty (use --overwrite)", out)

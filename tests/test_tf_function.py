@@ -1,0 +1,93 @@
+"""``jitsim.cluster`` straight on a tf.function / ConcreteFunction (needs TF: marked `tf`).
+
+Ground truth: the same functions run as a program under real TF with dumps
+(tests/data/tf_functions.py). jitsim builds the function body as TF's function runtime
+does (``_Arg``/``_Retval``, Grappler run in-process) and must give TF's partition.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.tf
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def harvested(tmp_path_factory):
+    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.crosscheck.harvest import harvest
+    from jitsim.graph.io import load
+
+    out = tmp_path_factory.mktemp("tf_functions") / "h"
+    harvest(DATA / "tf_functions.py", out)
+    d = out / "dumps"
+    graphs = []
+    for r in group_dumps(d, (out / "log.txt").read_text()):
+        if "before_clone_constants_for_better_clustering" not in r.files:
+            continue
+        g = load(d / r.files["before_clone_constants_for_better_clustering"])
+        mark = r.files.get("mark_for_compilation")
+        labels = load(d / mark).clusters() if mark else {n.name: None for n in g}
+        graphs.append(({n.name for n in g}, labels))
+    return graphs
+
+
+@pytest.fixture(scope="module")
+def module():
+    spec = importlib.util.spec_from_file_location("tf_functions", DATA / "tf_functions.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def _partition(labels, names):
+    groups = {}
+    for n in names:
+        if labels.get(n):
+            groups.setdefault(labels[n], set()).add(n)
+    return sorted(sorted(g) for g in groups.values())
+
+
+def test_concrete_functions_cluster_like_tf(harvested, module):
+    import jitsim
+
+    seen = []
+    for fn, spec in module.FUNCS:
+        c = jitsim.cluster(fn.get_concrete_function(*spec))
+        assert any("Grappler" in n for n in c.notes)
+        names = set(c.nodes)
+        # TF's graph for this function: the dump sharing most node names
+        tf_names, tf_labels = max(harvested, key=lambda t: len(t[0] & names) / len(t[0] | names))
+        common = names & tf_names
+        # same body: only cond lowering and constant clones may name nodes differently
+        assert len(common) / len(names | tf_names) > 0.75, (fn.__name__, names ^ tf_names)
+        assert _partition(c.labels(), common) == _partition(tf_labels, common), fn.__name__
+        seen.append((fn.__name__, len(c.clusters)))
+    # the functions exercise: a Grappler fusion XLA cannot compile (no cluster), a string
+    # op splitting two clusters, resource variables, a tf.cond
+    assert seen == [("dense", 0), ("strings", 2), ("with_var", 1), ("branchy", 1)]
+
+
+def test_explain_on_a_tf_function(module):
+    import jitsim
+
+    fn, spec = module.FUNCS[0]
+    c = jitsim.cluster(fn.get_concrete_function(*spec))
+    fused = [n for n, r in c.nodes.items() if r.op == "_FusedMatMul"]
+    assert fused, "Grappler's remapper fuses MatMul+BiasAdd+Relu on CPU"
+    ex = c.explain(fused[0])
+    assert ex.code == "UNSUPPORTED_OP" and ex.evidence["kernel"] is False and "remapper" in ex.evidence["origin"]
+    # without Grappler the body keeps MatMul/BiasAdd/Relu, which XLA compiles
+    raw = jitsim.cluster(fn.get_concrete_function(*spec), grappler=False)
+    assert raw.clusters and not any(r.op == "_FusedMatMul" for r in raw.nodes.values())
+
+
+def test_tf_function_needing_arguments_gets_a_clear_error(module):
+    import jitsim
+    from jitsim.errors import JitsimError
+
+    with pytest.raises(JitsimError, match="get_concrete_function"):
+        jitsim.cluster(module.dense)
