@@ -89,7 +89,8 @@ def test_clustered_node_names_its_cluster_and_refused_merges():
     # the refused A -> B contraction shows up from A's side, with the cycle through X
     assert [(m.direction, m.code, m.other) for m in ex.merges] == [("into", "MERGE_CYCLE", c.cluster_of("B"))]
     assert ex.merges[0].evidence["path"] == ["X"]
-    assert "X" in str(ex)
+    # the path the merge would have swallowed, with each node's cluster or reason
+    assert "the other path: A [cluster_0] -> X [UNSUPPORTED_OP] -> B [cluster_1]" in str(ex)
 
 
 def test_too_small_cluster_lists_would_be_members():
@@ -98,6 +99,9 @@ def test_too_small_cluster_lists_would_be_members():
     assert ex.code == "CLUSTER_TOO_SMALL" and ex.group_members == ["a", "b"]
     assert ex.evidence["flag"] == "--tf_xla_min_cluster_size=3"
     assert "its would-be cluster: a, b" in str(ex)
+    # what the group could not absorb: the _Arg before it and the string op after it
+    assert [(b["direction"], b["node"], b["code"]) for b in ex.boundary] == [
+        ("in", "x", "TOP_LEVEL_ARG_RETVAL"), ("out", "s", "UNSUPPORTED_OP")]
 
 
 # -- two nodes ---------------------------------------------------------------------------------------

@@ -76,28 +76,58 @@ def _adjacent(c, ga: str, gb: str) -> bool:
     return False
 
 
+# evidence keys shown elsewhere in an explanation, or folded into another key's line
+_SHOWN_ELSEWHERE = {"would_be_members", "min_cluster_size", "cluster", "jit_device"}
+
+
 def format_evidence(ev: dict) -> list[str]:
     """Evidence as short readable lines."""
     lines = []
+    done = set(_SHOWN_ELSEWHERE)
     if "attr" in ev and "type" in ev:
         allowed = ev.get("allowed")
+        where = f" on {ev['jit_device']}" if ev.get("jit_device") else ""
         lines.append(f"{ev.get('op', 'the op')}'s {ev['attr']}={ev['type']}"
-                     + (f" is not among the types XLA accepts ({', '.join(allowed)})" if allowed else " is not set"))
+                     + (f" is not among the types XLA accepts{where}: {', '.join(allowed)}" if allowed else " is not set"))
+        done |= {"attr", "type", "allowed", "op"}
     elif ev.get("kernel") is False:
-        lines.append(f"XLA has no kernel at all for op {ev.get('op')}")
+        lines.append(f"XLA has no {ev.get('jit_device', 'XLA')} kernel at all for op {ev.get('op')}")
+        done |= {"kernel", "op"}
+    if "writer" in ev and "reader" in ev:
+        lines.append(f"{ev['writer']} ({ev.get('writer_op', '?')}) writes a resource and "
+                     f"{ev['reader']} ({ev.get('reader_op', '?')}) would then read one inside the merged cluster")
+        done |= {"writer", "writer_op", "reader", "reader_op"}
+    for a, b, what in (("from_predicate", "to_predicate", "deadness"), ("from_scope", "to_scope", "scopes"),
+                       ("from_devices", "to_devices", "devices")):
+        if a in ev and b in ev:
+            lines.append(f"{what}: {_short(ev[a])}  vs  {_short(ev[b])}")
+            done |= {a, b}
+    if "cluster_size" in ev and "effective_size" in ev:
+        lines.append(f"size {ev['cluster_size']}, effective size {ev['effective_size']} (Const and Identity "
+                     "do not count)")
+        done |= {"cluster_size", "effective_size"}
     for k, v in ev.items():
-        if k in ("attr", "type", "allowed", "kernel") or (k == "op" and ("attr" in ev or "kernel" in ev)):
+        if k in done:
             continue
-        if k == "path":
-            lines.append("cycle: " + " -> ".join(["<from>"] + list(v) + ["<to>"]) if v else "cycle: (path not recorded)")
+        if k == "path" and "route" not in ev:
+            lines.append("cycle through: " + " -> ".join(v) if v else "cycle: (path not recorded)")
+        elif k == "path":
+            continue
+        elif k == "route":
+            lines.append("the other path: " + " -> ".join(v))
         elif k == "inside":
             lines.append("inside: " + " -> ".join(v))
         elif isinstance(v, list):
-            shown = ", ".join(str(x) for x in v[:12]) + (f", ... ({len(v) - 12} more)" if len(v) > 12 else "")
-            lines.append(f"{k}: {shown}")
+            lines.append(f"{k}: {_short(v)}")
         else:
             lines.append(f"{k}: {v}")
     return lines
+
+
+def _short(v, limit: int = 12) -> str:
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v[:limit]) + (f", ... ({len(v) - limit} more)" if len(v) > limit else "")
+    return str(v)
 
 
 @dataclass
@@ -136,6 +166,7 @@ class NodeExplanation:
     cluster_size: int = 0
     cluster_ops: str = ""
     group_members: list[str] = field(default_factory=list)
+    boundary: list[dict] = field(default_factory=list)  # for a too-small group: its outside neighbours
     merges: list[MergeNote] = field(default_factory=list)  # refused merges of its cluster/group
     notes: list[str] = field(default_factory=list)
 
@@ -147,7 +178,7 @@ class NodeExplanation:
         return {"schema": SCHEMA, "kind": "node", "node": self.node, "op": self.op, "device": self.device,
                 "cluster": self.cluster, "mark_cluster": self.mark_cluster, "code": self.code,
                 "reason": self.reason, "detail": self.detail, "evidence": self.evidence, "history": self.history,
-                "cluster_size": self.cluster_size, "group_members": self.group_members,
+                "cluster_size": self.cluster_size, "group_members": self.group_members, "boundary": self.boundary,
                 "refused_merges": [m.to_dict() for m in self.merges], "notes": self.notes}
 
     def __str__(self) -> str:
@@ -169,8 +200,11 @@ class NodeExplanation:
         if len(self.history) > 1:
             out.append("  history:   " + " -> ".join(f"{h['pass']}: {h['code']}" for h in self.history))
         if self.group_members and not self.cluster and self.code in ("CLUSTER_TOO_SMALL", "CLUSTER_NOT_COMPILED"):
-            out.append(f"  its would-be cluster: {', '.join(self.group_members[:12])}"
-                       + (f", ... ({len(self.group_members) - 12} more)" if len(self.group_members) > 12 else ""))
+            out.append(f"  its would-be cluster: {_short(self.group_members)}")
+            if self.boundary:
+                out.append("  which could not grow past: " + "; ".join(
+                    f"{'<-' if b['direction'] == 'in' else '->'} {b['node']} ({b['op']}: {b['code']})"
+                    for b in self.boundary[:8]) + (f"; ... ({len(self.boundary) - 8} more)" if len(self.boundary) > 8 else ""))
         if self.merges:
             out.append("  merges TF refused for its cluster:" if self.cluster or self.group_members else
                        "  merges TF refused:")
@@ -196,6 +230,16 @@ def _refusals_by_group(c) -> dict[str, list]:
     return idx
 
 
+def _where(c, entry: str) -> str:
+    """A cycle-path entry (``name`` or ``name (+k others)``) with the node's final cluster."""
+    name = entry.split(" (+", 1)[0]
+    rec = c.nodes.get(name)
+    if rec is None:
+        return entry
+    where = rec.cluster or (rec.code if rec.group is None else None)
+    return f"{entry} [{where}]" if where else entry
+
+
 def _merge_notes(c, group: str) -> list[MergeNote]:
     groups = _groups(c)
     notes = []
@@ -206,9 +250,33 @@ def _merge_notes(c, group: str) -> list[MergeNote]:
         if key in seen:  # the same refusal repeats in later phases
             continue
         seen.add(key)
+        ev = dict(r.evidence)
+        if r.code == "MERGE_CYCLE" and ev.get("path"):
+            ev["route"] = [_where(c, x) for x in [r.from_node, *ev["path"], r.to_node]]
         notes.append(MergeNote(_label(c, other, groups.get(other, [other])), "into" if fa == group else "from",
-                               r.phase, r.code, r.detail, dict(r.evidence)))
+                               r.phase, r.code, r.detail, ev))
     return notes
+
+
+def _boundary(c, group: str) -> list[dict]:
+    """Data/control neighbours of a contraction group that are outside it (non-candidates or
+    other groups), each with its reason code: what the group could not absorb."""
+    g = c.graph
+    nodes = g.nodes
+    members = set(_groups(c)[group])
+    out, seen = [], set()
+    for m in _groups(c)[group]:
+        n = nodes[g.by_name[m]]
+        for direction, edges, end in (("in", n.in_edges.values(), "src"), ("out", n.out_edges.values(), "dst")):
+            for e in edges:
+                other = nodes[getattr(e, end)]
+                if other is None or other.name in members or other.name not in c.nodes or (direction, other.name) in seen:
+                    continue
+                seen.add((direction, other.name))
+                r = c.nodes[other.name]
+                out.append({"direction": direction, "node": other.name, "op": other.op,
+                            "code": r.cluster or r.code})
+    return out
 
 
 def explain_node(c, name: str) -> NodeExplanation:
@@ -230,6 +298,8 @@ def explain_node(c, name: str) -> NodeExplanation:
     if rec.group is not None:
         ex.group_members = list(_groups(c)[rec.group])
         ex.merges = _merge_notes(c, rec.group)
+        if rec.cluster is None:
+            ex.boundary = _boundary(c, rec.group)
     if rec.cluster is None and rec.mark_cluster is not None:
         ex.notes.append(f"mark-for-compilation put it in {rec.mark_cluster}; a later pass took it out")
     if c.graph_decision is not None and rec.code == c.graph_decision.code:

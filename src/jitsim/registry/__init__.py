@@ -117,8 +117,9 @@ def kernel_mismatch(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str =
     if not kernels:
         out = {"op": nodedef.op, "kernel": False}
         if nodedef.op.startswith("_Fused"):
-            out["origin"] = ("an op Grappler's remapper creates by fusing ops (e.g. MatMul+BiasAdd); XLA has no "
-                             "kernel for Grappler's fused ops")
+            out["origin"] = ("Grappler's remapper made it by fusing ops (e.g. MatMul+BiasAdd+Relu) before "
+                             "clustering; to keep the original, clusterable ops: "
+                             "tf.config.optimizer.set_experimental_options({'remapping': False})")
         return out
     label = nodedef.attr["_kernel"].s.decode() if "_kernel" in nodedef.attr else ""
     opdef = op_def(nodedef.op, tf_version)
