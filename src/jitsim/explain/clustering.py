@@ -142,6 +142,11 @@ class Clustering:
     def graph_decision(self) -> NodeDecision | None:
         return self.mark.graph_decision
 
+    @property
+    def decisions(self) -> dict[str, NodeDecision]:
+        """Node name -> the decision that explains its final state (a later pass's, if any)."""
+        return {n: r.final for n, r in self.nodes.items() if r.final is not None}
+
     def cluster_of(self, node: str) -> str | None:
         return self.nodes[self.find_node(node)].cluster
 
