@@ -225,3 +225,34 @@ def test_cli_whatif_and_diff(tmp_path, capsys):
     assert main(["diff", EXAMPLE, str(g), "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["schema"] == "jitsim.diff/1" and d["identical"] and d["changes"] == []
+
+
+# -- decisions of the passes after mark-for-compilation ----------------------------------------------------
+
+
+def test_later_pass_removal_is_the_final_reason_and_history_keeps_both(corpus):
+    """decluster_shapes (real TF 2.21): mark-for-compilation clusters ``Size``, then
+    PartiallyDecluster phase B takes it out (TF's encapsulate_subgraphs_before dump shows it
+    without ``_XlaCluster``); the explanation must say so, with the mark decision in history."""
+    from jitsim.graph.io import load
+
+    d = corpus.extract("decluster_shapes")
+    f = d / "dumps" / "before_clone_constants_for_better_clustering_3.pbtxt"
+    c = jitsim.cluster(f, flags=corpus.index("decluster_shapes")["tf_xla_flags"])
+    tf_after = load(d / "dumps" / "encapsulate_subgraphs_before_3.pbtxt").clusters()
+    assert tf_after["Size"] is None and c.nodes["Size"].cluster is None
+    ex = c.explain("Size")
+    assert ex.code == "DECLUSTERED_RECOMPILATION" and ex.mark_cluster == "cluster_0"
+    assert [h["code"] for h in ex.history] == ["CLUSTERED", "DECLUSTERED_RECOMPILATION"]
+    assert ex.evidence["consumers"] == ["range"]
+
+
+def test_annotations_of_later_passes_do_not_replace_the_reason(corpus):
+    """decluster_hostmem: ForceXlaConstantsOnHost annotates a must-compile call it never
+    clusters; the node's reason stays mark-for-compilation's."""
+    d = corpus.extract("decluster_hostmem")
+    f = d / "dumps" / "before_clone_constants_for_better_clustering_3.pbtxt"
+    c = jitsim.cluster(f, flags=corpus.index("decluster_hostmem")["tf_xla_flags"])
+    r = c.nodes["StatefulPartitionedCall"]
+    assert r.code == "UNSUPPORTED_FUNCTION" and [d.code for _, d in r.later] == ["INPUT_HOSTMEM"]
+    assert "force_xla_constants_on_host: INPUT_HOSTMEM" in str(c.explain("StatefulPartitionedCall"))

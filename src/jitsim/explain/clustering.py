@@ -79,15 +79,20 @@ class NodeRecord:
     group: str | None = None  # contraction group representative (candidates only)
 
     @property
-    def code(self) -> str:
-        """The reason code that explains the node's final state."""
-        if self.later:
-            return self.later[-1][1].code
-        return self.decision.code if self.decision is not None else "UNKNOWN"
+    def final(self) -> NodeDecision | None:
+        """The decision that explains the node's final state: a later pass's removal from its
+        cluster if any (``DECLUSTERED_*``), else mark-for-compilation's. Other later decisions
+        (``INPUT_HOSTMEM``, ``SLICE_MADE_STATIC``) annotate the node; they stay in ``later``."""
+        for _, d in reversed(self.later):
+            if d.code.startswith("DECLUSTERED_"):
+                return d
+        return self.decision
 
     @property
-    def final(self) -> NodeDecision | None:
-        return self.later[-1][1] if self.later else self.decision
+    def code(self) -> str:
+        """The reason code that explains the node's final state."""
+        d = self.final
+        return d.code if d is not None else "UNKNOWN"
 
     def to_dict(self) -> dict:
         return {"op": self.op, "device": self.device, "cluster": self.cluster, "mark_cluster": self.mark_cluster,
