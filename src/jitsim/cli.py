@@ -527,6 +527,32 @@ def cmd_compare(args) -> int:
     return 0 if ok else 1
 
 
+def cmd_fuzz(args) -> int:
+    from jitsim.crosscheck.fuzz import campaign, write_summary
+
+    def progress(done, total, bad):
+        _progress_line(f"fuzz: {done}/{total} examples compared with TF, {bad} disagreeing")
+
+    def log(msg):
+        _progress_done()
+        print(msg, file=sys.stderr, flush=True)
+
+    try:
+        res = campaign(args.examples, args.seed, out=args.output, batch_size=args.batch_size, profile=args.profile,
+                       shrink_budget_s=args.shrink_seconds, do_shrink=not args.no_shrink, keep_work=args.keep_work,
+                       timeout=args.timeout, progress=progress, log=log)
+    finally:
+        _progress_done()
+    cmd = f"jitsim crosscheck fuzz --examples {args.examples} --seed {args.seed} --profile {args.profile}"
+    write_summary(res, Path(args.output) / "summary.json", seed=args.seed, command=cmd)
+    print(f"{res.graphs} graphs compared in {res.wall_s:.0f} s; TF raised in {res.tf_errors} examples, "
+          f"crashed in {res.crashes}; {res.tf_nondeterminism} known TF nondeterminism")
+    for path in res.reproducers:
+        print(f"reproducer: {path}")
+    print(res.final_line())
+    return 1 if res.disagreements else 0
+
+
 # -- parser -------------------------------------------------------------------------------
 
 
@@ -690,6 +716,20 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--limit", type=int, default=50, help="differing nodes listed per graph (default 50)")
     c.add_argument("--format", **fmt)
     c.set_defaults(func=cmd_compare)
+
+    fz = ccs.add_parser("fuzz", help="differential fuzzing: generated programs under real TF vs jitsim, stage by "
+                                     "stage (exit 1 on any disagreement)")
+    fz.add_argument("--examples", type=int, default=100, help="programs to generate (default 100)")
+    fz.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
+    fz.add_argument("-o", "--output", default="fuzz-out", help="reproducers and summary.json (default fuzz-out/)")
+    fz.add_argument("--profile", choices=("full", "ci"), default="full",
+                    help="full: any flags per batch; ci: two fixed configurations (default full)")
+    fz.add_argument("--batch-size", type=int, default=40, help="programs per TF process (default 40)")
+    fz.add_argument("--shrink-seconds", type=float, default=180.0, help="time to shrink each disagreement (default 180)")
+    fz.add_argument("--no-shrink", action="store_true", help="write reproducers without shrinking them")
+    fz.add_argument("--keep-work", action="store_true", help="keep the TF runs (output/jitsim-fuzz-*)")
+    fz.add_argument("--timeout", type=float, default=600.0, help="seconds per TF process (default 600)")
+    fz.set_defaults(func=cmd_fuzz)
     return p
 
 

@@ -1,0 +1,60 @@
+"""Regression fixtures from differential fuzzing, replayed without TensorFlow.
+
+Each ``fixtures/fuzz/<name>/`` is a reproducer written by ``jitsim crosscheck fuzz`` for a
+disagreement that was then fixed in jitsim: ``program.py`` (the shrunk program),
+``config.json`` (its TF_XLA_FLAGS and devices) and ``harvest/`` (TF 2.21's dumps of the program
+run alone). jitsim must now agree with TF on every graph and every stage there. The campaign's
+comparison itself is also checked on fixture corpus runs, where jitsim is known to agree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jitsim.crosscheck.fuzz import _parse_log, check_dumps, check_fixture
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = sorted(p.parent.name for p in (ROOT / "fixtures" / "fuzz").glob("*/config.json"))
+
+
+@pytest.mark.parametrize("name", FIXTURES or [pytest.param("none", marks=pytest.mark.skip(reason="no fuzz fixtures"))])
+def test_fuzz_fixture_replays_without_disagreement(name):
+    assert check_fixture(ROOT / "fixtures" / "fuzz" / name) == []
+
+
+@pytest.mark.parametrize("run", ["tiny_pieces_min1", "cond_compilable", "resource_var_order", "while_loop_numeric",
+                                 "control_deps", "decluster_slices"])
+def test_campaign_comparison_agrees_on_corpus_runs(corpus, run):
+    d = corpus.extract(run)
+    spec = corpus.run(run)
+    checks = check_dumps(d / "dumps", (d / "log.txt").read_text(), spec.flags)
+    assert checks
+    assert all("mark" in c.stages for c in checks if "before_clone_constants_for_better_clustering" in c.record.files)
+    bad = [(c.record.id, p.stage, p.summary) for c in checks for p in c.problems]
+    assert not bad
+
+
+def test_campaign_comparison_notices_wrong_flags(corpus):
+    d = corpus.extract("tiny_pieces")
+    checks = check_dumps(d / "dumps", (d / "log.txt").read_text(),
+                         "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1")
+    stages = {p.stage for c in checks for p in c.problems}
+    assert {"mark", "mark-from-before-mark"} <= stages
+
+
+def test_log_markers_attribute_dumps_to_programs():
+    log = "\n".join([
+        "I0 dump_graph.cc:245] Dumped Graph to /x/dumps/before_clone_constants_for_better_clustering.pbtxt",
+        "JITSIM_FUZZ_BEGIN 3",
+        "I0 dump_graph.cc:245] Dumped Graph to /x/dumps/before_clone_constants_for_better_clustering_1.pbtxt",
+        "JITSIM_FUZZ_ERROR 3 InvalidArgumentError: boom",
+        "JITSIM_FUZZ_BEGIN 4",
+        "I0 dump_graph.cc:245] Dumped Graph to /x/dumps/build_xla_ops_1.pbtxt",
+    ])
+    ran, errors, owners, ended = _parse_log(log)
+    assert ran == [3, 4] and not ended
+    assert errors == {3: "InvalidArgumentError: boom"}
+    assert owners == {"before_clone_constants_for_better_clustering.pbtxt": -1,
+                      "before_clone_constants_for_better_clustering_1.pbtxt": 3, "build_xla_ops_1.pbtxt": 4}
