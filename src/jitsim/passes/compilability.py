@@ -216,6 +216,19 @@ class CompilabilityChecker:
                 return {}
         return kernel_mismatch(nodedef, self.jit_device)
 
+    def inner_code(self, path: tuple[str, ...]) -> str | None:
+        """For a failure inside called functions (``path`` as :meth:`check_node` returns it):
+        the code of the innermost offending node, checked at its own depth (e.g.
+        ``RESOURCE_OP_IN_FUNCTION`` under an ``UNSUPPORTED_FUNCTION`` call)."""
+        if not path:
+            return None
+        fn, _, inner = path[-1].partition("/")
+        nodedef = next((nd for nd in self._body(fn) or [] if nd.name == inner), None)
+        if nodedef is None:
+            return None
+        fail = self.check_node(nodedef, len(path) + 1)
+        return fail[0] if fail is not None else None
+
     def _check_branch(self, nodedef, key: str, depth: int) -> Failure | None:
         if key not in nodedef.attr:
             return "UNSUPPORTED_OP", f"missing '{key}' attribute from node{nodedef.name}", ()

@@ -275,6 +275,9 @@ class MarkForCompilation:
                 ev = {"jit_device": reg.jit_device}
                 if path:
                     ev["inside"] = list(path)
+                    inner = checker.inner_code(path)
+                    if inner is not None and inner != code:
+                        ev["inner_code"] = inner
                 if code == "UNSUPPORTED_OP":
                     ev.update(checker.kernel_evidence(n.nodedef, path))
                 elif code == "WHERE_EXCLUDED":
