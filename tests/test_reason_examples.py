@@ -208,9 +208,9 @@ def _decision(c, ex):
         assert c.to_dict()["graph_decision"]["code"] == code
         assert c.explain(ex.node).code not in ("CLUSTERED", "CLUSTER_TOO_SMALL")
         return dict(c.graph_decision.evidence, detail=c.graph_decision.detail)
-    if ex.node not in c.nodes:  # removed by a later pass (SLICE_MADE_STATIC): the pass's record
-        return None
     e = c.explain(ex.node)
+    if c.nodes[ex.node].removed:  # deleted by a later pass (SLICE_MADE_STATIC): its record says why
+        assert e.removed and e.code == code and "no longer in the graph" in str(e), str(e)
     if ex.field == "inner_code":
         assert e.evidence.get("inner_code") == code, str(e)
     elif ex.field == "history":  # an annotation by a later pass, not the node's final reason
@@ -270,17 +270,10 @@ def test_example(store, ex):
         g = store.graph(ex)
         _check_tf_decided(ex, g)
     ev = _decision(c, ex)
-    removed = ev is None
-    if removed:
-        decisions = {n: d for res in c.pipeline.stage_results.values() for n, d in (getattr(res, "decisions", None) or {}).items()}
-        assert decisions[ex.node].code == ex.code
-        ev = dict(decisions[ex.node].evidence, detail=decisions[ex.node].detail)
+    assert ev is not None, f"jitsim explain cannot name {ex.node}"
     _check_evidence(ev, ex)
     if case.kind == "tf":
         _check_tf_log(ex, g, c)
-    if removed:
-        pytest.xfail(f"{ex.node} was removed by a later pass: `jitsim explain {ex.node}` cannot name it "
-                     "(the Clustering's node records only cover the final graph)")
 
 
 @pytest.mark.parametrize("ex", [e for e in EXAMPLES if e.code in ("MERGE_CYCLE", "UNSUPPORTED_OP", "INPUT_HOSTMEM",

@@ -77,6 +77,8 @@ class NodeRecord:
     decision: NodeDecision | None  # the mark-for-compilation decision
     later: list[tuple[str, NodeDecision]] = field(default_factory=list)  # (pass, decision)
     group: str | None = None  # contraction group representative (candidates only)
+    removed: bool = False  # a later pass deleted it (e.g. a Slice replaced by IncreaseDynamism)
+    created_by: str | None = None  # the later pass that created it, if one did
 
     @property
     def final(self) -> NodeDecision | None:
@@ -84,7 +86,7 @@ class NodeRecord:
         cluster if any (``DECLUSTERED_*``), else mark-for-compilation's. Other later decisions
         (``INPUT_HOSTMEM``, ``SLICE_MADE_STATIC``) annotate the node; they stay in ``later``."""
         for _, d in reversed(self.later):
-            if d.code.startswith("DECLUSTERED_"):
+            if d.code.startswith("DECLUSTERED_") or self.removed:
                 return d
         return self.decision
 
@@ -96,7 +98,7 @@ class NodeRecord:
 
     def to_dict(self) -> dict:
         return {"op": self.op, "device": self.device, "cluster": self.cluster, "mark_cluster": self.mark_cluster,
-                "code": self.code,
+                "code": self.code, "removed": self.removed, "created_by": self.created_by,
                 "mark_decision": None if self.decision is None else self.decision.to_dict(),
                 "later": [{"pass": p, **d.to_dict()} for p, d in self.later]}
 
@@ -108,7 +110,7 @@ class Clustering:
     :class:`NodeRecord`; ``refusals``: every merge TF attempted and refused;
     ``pipeline``: the underlying :class:`~jitsim.passes.pipeline.PipelineResult`."""
 
-    def __init__(self, pipeline, options: Options, source: str | None):
+    def __init__(self, pipeline, options: Options, source: str | None, input_graph=None):
         self.pipeline = pipeline
         self.options = options
         self.source = source
@@ -136,11 +138,45 @@ class Clustering:
             if cl is not None:
                 self.clusters.setdefault(cl, []).append(n.name)
         # keep TF's numbering order of clusters
+        self._add_removed_and_created(later, mark_labels, input_graph)
         order = list(cr.mark.clusters)
         self.clusters = {c: self.clusters[c] for c in sorted(self.clusters, key=lambda c: (
             order.index(c) if c in order else len(order), c))}
         self.refusals: list[MergeRefusal] = list(cr.mark.refusals)
         self.seconds = cr.seconds
+
+    def _add_removed_and_created(self, later, mark_labels, input_graph) -> None:
+        """Records for nodes a later pass deleted (their last decision says why) and a
+        decision for nodes a later pass created (from the decision that created them)."""
+        origin: dict[str, tuple[str, str, NodeDecision]] = {}
+        for name, decs in later.items():
+            for pname, d in decs:
+                made = list(d.evidence.get("created") or [])
+                for key in ("replacement", "clone"):
+                    if d.evidence.get(key):
+                        made.append(d.evidence[key])
+                for m in made:
+                    origin.setdefault(m, (pname, name, d))
+        for name, rec in self.nodes.items():
+            if rec.decision is None and name in origin:
+                pname, src, d = origin[name]
+                rec.created_by = pname
+                if rec.cluster is not None:
+                    rec.decision = NodeDecision("CLUSTERED", f"created by {pname} in {rec.cluster} ({src}: {d.code})",
+                                                {"cluster": rec.cluster, "created_for": src})
+                elif not rec.later:
+                    rec.decision = NodeDecision(d.code, f"created by {pname} outside the cluster ({src}: {d.code})",
+                                                {"created_for": src, **d.evidence})
+        mark = self.mark
+        ops = None
+        for name in list(mark.decisions) + list(later):
+            if name in self.nodes:
+                continue
+            if ops is None:
+                ops = {n.name: (n.op, n.device) for n in input_graph} if input_graph is not None else {}
+            op, dev = ops.get(name, ("?", ""))
+            self.nodes[name] = NodeRecord(name, op, dev, None, mark_labels.get(name), mark.decisions.get(name),
+                                          later.get(name, []), mark.groups.get(name), removed=True)
 
     # -- queries ---------------------------------------------------------------------------
     @property
@@ -474,7 +510,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     res = run_pipeline(g, choice.flags, until=until, session=SessionConfig(session_jit_level, session_cpu_global_jit),
                        state=state, input_stage=input_stage, device=device, explain_cycles=explain_cycles,
                        exclude_ops=frozenset(exclude_ops), force_compilable=frozenset(force_compilable))
-    c = Clustering(res, options, g.source)
+    c = Clustering(res, options, g.source, input_graph=g)
     if tf_note:
         c.notes.append(f"from a tf.function: {tf_note}")
     if move_devices and device:

@@ -169,6 +169,8 @@ class NodeExplanation:
     boundary: list[dict] = field(default_factory=list)  # for a too-small group: its outside neighbours
     merges: list[MergeNote] = field(default_factory=list)  # refused merges of its cluster/group
     notes: list[str] = field(default_factory=list)
+    removed: bool = False
+    created_by: str | None = None
 
     @property
     def reason(self) -> dict:
@@ -179,12 +181,15 @@ class NodeExplanation:
                 "cluster": self.cluster, "mark_cluster": self.mark_cluster, "code": self.code,
                 "reason": self.reason, "detail": self.detail, "evidence": self.evidence, "history": self.history,
                 "cluster_size": self.cluster_size, "group_members": self.group_members, "boundary": self.boundary,
-                "refused_merges": [m.to_dict() for m in self.merges], "notes": self.notes}
+                "refused_merges": [m.to_dict() for m in self.merges], "notes": self.notes,
+                "removed": self.removed, "created_by": self.created_by}
 
     def __str__(self) -> str:
         r = self.reason
         head = f"{self.node} ({self.op}" + (f" on {self.device}" if self.device else "") + ")"
-        if self.cluster:
+        if self.removed:
+            out = [f"{head} is no longer in the graph: a later pass replaced it."]
+        elif self.cluster:
             out = [f"{head} is in {self.cluster} ({self.cluster_size} nodes: {self.cluster_ops})."]
         else:
             out = [f"{head} is not in any cluster."]
@@ -266,6 +271,8 @@ def _boundary(c, group: str) -> list[dict]:
     members = set(_groups(c)[group])
     out, seen = [], set()
     for m in _groups(c)[group]:
+        if m not in g.by_name:  # deleted by a later pass
+            continue
         n = nodes[g.by_name[m]]
         for direction, edges, end in (("in", n.in_edges.values(), "src"), ("out", n.out_edges.values(), "dst")):
             for e in edges:
@@ -288,7 +295,10 @@ def explain_node(c, name: str) -> NodeExplanation:
     for p, d in rec.later:
         history.append({"pass": p, **d.to_dict()})
     ex = NodeExplanation(name, rec.op, rec.device, rec.cluster, rec.mark_cluster, rec.code,
-                         final.detail if final else "", dict(final.evidence) if final else {}, history)
+                         final.detail if final else "", dict(final.evidence) if final else {}, history,
+                         removed=rec.removed, created_by=rec.created_by)
+    if rec.created_by:
+        ex.notes.append(f"created by {rec.created_by}")
     if rec.cluster:
         members = c.clusters[rec.cluster]
         from jitsim.explain.clustering import _op_summary
@@ -298,9 +308,9 @@ def explain_node(c, name: str) -> NodeExplanation:
     if rec.group is not None:
         ex.group_members = list(_groups(c)[rec.group])
         ex.merges = _merge_notes(c, rec.group)
-        if rec.cluster is None:
+        if rec.cluster is None and not rec.removed:
             ex.boundary = _boundary(c, rec.group)
-    if rec.cluster is None and rec.mark_cluster is not None:
+    if rec.cluster is None and rec.mark_cluster is not None and not rec.removed:
         ex.notes.append(f"mark-for-compilation put it in {rec.mark_cluster}; a later pass took it out")
     if c.graph_decision is not None and rec.code == c.graph_decision.code:
         ex.notes.append("this decision is about the whole graph: TF did not run clustering on it")
