@@ -1,0 +1,441 @@
+"""A self-contained HTML report of one clustering (``jitsim report GRAPH -o DIR``).
+
+``DIR/index.html`` holds everything inline (CSS, JS, data, picture; no network access):
+the summary, a table of the clusters, the unclustered nodes grouped by reason code with
+the catalogue's text for each code, a search by node name (exact name, substring or regex
+as ``jitsim explain`` takes them; ``code:``, ``cluster:`` and ``op:`` filters) showing the
+node's explanation, the text ``jitsim explain`` prints, and the picture of
+:mod:`jitsim.explain.render` when graphviz's ``dot`` is installed.
+
+Explanations are precomputed for every node with :meth:`Clustering.explain` itself; what
+the members of a cluster or contraction group share (op summary, refused merges) is
+computed once per cluster/group and stored once in the page, so a 30k-node graph takes
+seconds and its page stays a few MB.
+
+Stable element ids (tests, scripts): ``#summary``, ``#clusters``, ``#reasons`` (rows
+``#reason-CODE``), ``#search``, ``#results``, ``#explanation``, ``#graph`` (SVG node ``n<i>``
+is the i-th node of ``Clustering.nodes``; ``#node=NAME`` in the URL opens a node).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+from jitsim.errors import JitsimError
+from jitsim.explain.reasons import REASONS
+
+RESULTS_SHOWN = 200  # search results listed
+NAMES_PER_REASON = 12  # node names listed per reason code in the unclustered table
+
+
+def _e(s) -> str:
+    return html.escape(str(s), quote=True)
+
+
+# -- explanations ---------------------------------------------------------------------------
+
+
+@contextmanager
+def _shared_parts_memoized(c):
+    """While open, the helpers :func:`~jitsim.explain.explanation.explain_node` calls for
+    what a whole cluster or contraction group shares (its op summary, its refused merges,
+    its boundary) compute each answer once per cluster/group instead of once per node:
+    explaining every node of a graph with 14k-node clusters is otherwise quadratic
+    (minutes). The answers are the same objects the helpers return; only repeats are saved.
+    A helper missing from those modules is simply not memoized."""
+    from jitsim.explain import clustering, explanation
+
+    patched = []
+
+    def memo(module, attr, key):
+        fn = getattr(module, attr, None)
+        if fn is None:
+            return
+        cache: dict = {}
+
+        def wrapper(*args, **kwargs):
+            if not args or args[0] is not c:
+                return fn(*args, **kwargs)
+            k = key(*args[1:], **kwargs)
+            hit = cache.get(k)
+            if hit is None:
+                # the arguments are kept with the answer: an id() in the key stays theirs
+                hit = cache[k] = (args, fn(*args, **kwargs))
+            return hit[1]
+
+        patched.append((module, attr, fn))
+        setattr(module, attr, wrapper)
+
+    memo(clustering, "_op_summary", lambda members, *a, **kw: (id(members), a, tuple(sorted(kw.items()))))
+    memo(explanation, "_merge_notes", lambda group: group)
+    memo(explanation, "_boundary", lambda group: group)
+    try:
+        yield
+    finally:
+        for module, attr, fn in reversed(patched):
+            setattr(module, attr, fn)
+
+
+def explanations(c):
+    """Yield ``(name, text)`` for every node in ``c.nodes`` order: exactly
+    ``str(c.explain(name))``, computed in time linear in the graph. The helpers stay
+    memoized until the generator is exhausted or closed: consume it in one go."""
+    with _shared_parts_memoized(c):
+        for name in c.nodes:
+            yield name, str(c.explain(name))
+
+
+def _data(c) -> dict:
+    """What the page's script needs: the nodes, and the text chunks their explanations
+    are made of (interned: what a cluster's or a group's members share is stored once).
+    A node's explanation is ``name + chunks[head]`` (``chunks[head]`` alone when
+    ``node[6]`` is 0), then a newline and ``chunks[rest]`` when there is a rest."""
+    chunks: list[str] = []
+    index: dict[str, int] = {}
+
+    def intern(s: str) -> int:
+        i = index.get(s)
+        if i is None:
+            i = index[s] = len(chunks)
+            chunks.append(s)
+        return i
+
+    clusters = list(c.clusters)
+    cl_index = {n: i for i, n in enumerate(clusters)}
+    codes: list[str] = []
+    code_index: dict[str, int] = {}
+    nodes = []
+    for name, text in explanations(c):
+        rec = c.nodes[name]
+        ci = code_index.get(rec.code)
+        if ci is None:
+            ci = code_index[rec.code] = len(codes)
+            codes.append(rec.code)
+        first, nl, rest = text.partition("\n")
+        named = int(first.startswith(name))
+        nodes.append([name, rec.op, cl_index.get(rec.cluster, -1), ci, intern(first[len(name):] if named else first),
+                      intern(rest) if nl else -1, named])
+    return {"clusters": clusters, "codes": codes, "chunks": chunks, "nodes": nodes, "results_shown": RESULTS_SHOWN}
+
+
+def _json_script(obj) -> str:
+    """JSON safe inside <script>: no '<', '>' or '&' can end the element or start a comment."""
+    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return (s.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+# -- page parts -----------------------------------------------------------------------------
+
+
+def _node_link(name: str) -> str:
+    return f'<a href="#node={_e(quote(name, safe=""))}">{_e(name)}</a>'
+
+
+def _summary(c) -> str:
+    import jitsim
+
+    unclustered = sum(1 for r in c.nodes.values() if r.cluster is None)
+    rows = [
+        ("source", c.source or "<graph>"),
+        ("options", c.options.describe()),
+        ("input stage", c.pipeline.cluster.input_stage),
+        ("jit level", c.mark.jit_level),
+        ("nodes", len(c.nodes)),
+        ("compiled", f"{c.compiled_nodes} nodes in {len(c.clusters)} clusters"),
+        ("not compiled", unclustered),
+        ("refused merges", len(c.refusals)),
+    ]
+    gd = c.graph_decision
+    if gd is not None:
+        title = REASONS[gd.code].title if gd.code in REASONS else gd.code
+        rows.append(("whole graph", f"{gd.code}: {title}"))
+    out = ['<section id="summary"><h2>Summary</h2><dl>']
+    out += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in rows]
+    out.append("</dl>")
+    refused = Counter(r.code for r in c.refusals)
+    if refused:
+        out.append("<p>Refused merges by reason: " + ", ".join(
+            f'<a href="#merge-{_e(code)}">{_e(code)}</a> {k}'
+            for code, k in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))) + "</p>")
+    if c.notes:
+        out.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in c.notes) + "</ul>")
+    out.append(f'<p class="muted">jitsim {_e(jitsim.__version__)}: a simulation of TensorFlow 2.21\'s '
+               "auto-clustering; <code>jitsim explain</code> prints the same explanations.</p></section>")
+    return "".join(out)
+
+
+def _clusters(c) -> str:
+    from jitsim.explain.clustering import _op_summary
+
+    if not c.clusters:
+        return '<section id="clusters"><h2>Clusters</h2><p>No cluster: nothing is compiled.</p></section>'
+    rows = "".join(
+        f'<tr id="cluster-{_e(name)}"><td><a href="#q=cluster:{_e(quote(name, safe=""))}">{_e(name)}</a></td>'
+        f'<td class="num">{len(m)}</td><td>{_e(_op_summary(c, m))}</td></tr>'
+        for name, m in c.clusters.items())
+    return ('<section id="clusters"><h2>Clusters</h2><div class="scroll"><table id="cluster-table"><thead><tr>'
+            '<th>cluster</th><th>nodes</th><th>ops</th></tr></thead><tbody>' + rows + "</tbody></table></div></section>")
+
+
+def _why(code: str) -> str:
+    """The catalogue's text for a reason code (title, what to change, TF's log line, the
+    explanation, where docs/reasons.md has it)."""
+    r = REASONS.get(code)
+    if r is None:
+        return f"<b>{_e(code)}</b>"
+    why = [f"<b>{_e(r.title)}</b>"]
+    if r.hint:
+        why.append(f'<div><span class="k">change:</span> {_e(r.hint)}</div>')
+    if r.tf_log:
+        why.append(f'<div><span class="k">TF logs:</span> <code>{_e(r.tf_log)}</code></div>')
+    if r.explanation:
+        why.append(f"<p>{_e(r.explanation)}</p>")
+    why.append(f'<div class="muted">docs: {_e(r.anchor)}</div>')
+    return "".join(why)
+
+
+def _merges(c) -> str:
+    """Refused merges grouped by reason code, with the catalogue's text."""
+    by_code: dict[str, list] = {}
+    for r in c.refusals:
+        by_code.setdefault(r.code, []).append(r)
+    if not by_code:
+        return ""
+    rows = []
+    for code, rs in sorted(by_code.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        pairs = []
+        seen = set()
+        for r in rs:
+            if (r.from_node, r.to_node) not in seen:
+                seen.add((r.from_node, r.to_node))
+                pairs.append(f"{_node_link(r.from_node)} → {_node_link(r.to_node)}")
+        shown = "; ".join(pairs[:6]) + (f"; … {len(pairs) - 6} more" if len(pairs) > 6 else "")
+        rows.append(f'<tr id="merge-{_e(code)}"><td><code>{_e(code)}</code></td><td class="num">{len(rs)}</td>'
+                    f"<td>{_why(code)}</td><td>{shown}</td></tr>")
+    return ('<section id="merges"><h2>Merges TF refused, by reason</h2><p class="muted">Each row counts the '
+            "attempts (a pair can be tried again in a later phase); a node's explanation lists the refused "
+            'merges of its cluster.</p><table id="merge-table"><thead><tr><th>reason</th><th>attempts</th>'
+            "<th>why</th><th>between (first node of each side)</th></tr></thead><tbody>" + "".join(rows)
+            + "</tbody></table></section>")
+
+
+def _reasons(c) -> str:
+    from jitsim.explain.clustering import _op_summary
+
+    by_code: dict[str, list[str]] = {}
+    for name, rec in c.nodes.items():
+        if rec.cluster is None:
+            by_code.setdefault(rec.code, []).append(name)
+    if not by_code:
+        return ('<section id="reasons"><h2>Not in a cluster</h2><p>Every node is in a cluster.</p></section>')
+    rows = []
+    for code, names in sorted(by_code.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        why = _why(code)
+        shown = ", ".join(_node_link(n) for n in names[:NAMES_PER_REASON])
+        more = len(names) - NAMES_PER_REASON
+        shown += (f', <a href="#q=code:{_e(code)}">… all {len(names)}</a>' if more > 0 else "")
+        rows.append(f'<tr id="reason-{_e(code)}"><td><code>{_e(code)}</code></td><td class="num">{len(names)}</td>'
+                    f"<td>{_e(_op_summary(c, names))}</td><td>{why}</td><td>{shown}</td></tr>")
+    return ('<section id="reasons"><h2>Not in a cluster, by reason</h2><table id="reason-table"><thead><tr>'
+            "<th>reason</th><th>nodes</th><th>ops</th><th>why</th><th>nodes</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table></section>")
+
+
+def _graph(c, view: str, max_nodes: int) -> tuple[str, str | None]:
+    """(the graph section, a problem to tell the user or None)."""
+    from jitsim.explain.render import INSTALL_HINT, choose_view, render_svg
+
+    chosen = choose_view(c, view, max_nodes)
+    try:
+        svg = render_svg(c, chosen, max_nodes)
+    except JitsimError as e:
+        svg, problem = None, f"no picture: {e.message}"
+    else:
+        problem = None if svg is not None else f"no picture: graphviz's dot is not installed; {INSTALL_HINT}"
+    head = f'<section id="graph"><h2>Graph ({_e(chosen)} view)</h2>'
+    if svg is None:
+        return (head + f'<p id="graph-missing">{_e(problem)}, then run <code>jitsim report</code> again '
+                "(or draw it with <code>jitsim render GRAPH -o graph.svg</code>).</p></section>", problem)
+    svg = svg[svg.index("<svg"):]
+    return (head + '<p class="muted">Click a node for its explanation. '
+            '<label><input type="checkbox" id="fit" checked> fit to width</label></p>'
+            f'<div id="graph-box" class="fit">{svg}</div></section>', None)
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:0;color:#1d1d1f}
+header,main{max-width:1200px;margin:auto;padding:0 16px}
+header{border-bottom:1px solid #ddd}h1{font-size:22px;margin:14px 0 4px}h2{font-size:18px;margin:26px 0 8px}
+nav a{margin-right:14px}code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}dt{color:#555}dd{margin:0;word-break:break-all}
+table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #e5e5e5;padding:4px 8px;text-align:left;
+vertical-align:top;overflow-wrap:anywhere}th{background:#f6f6f6;position:sticky;top:0;white-space:nowrap}td.num{text-align:right}td p{margin:4px 0}tr:target{background:#fff6d5}
+.scroll{max-height:520px;overflow:auto;border:1px solid #eee}.muted{color:#777}.k{color:#555}a{color:#0b5cad;text-decoration:none}a:hover{text-decoration:underline}
+#search{width:100%;max-width:560px;font-size:15px;padding:6px 8px}#count{color:#555;margin:6px 0}
+#results{max-height:260px;overflow:auto;margin:0;padding-left:20px;columns:2}#results li{break-inside:avoid}
+#explanation{background:#f7f7f9;border:1px solid #e3e3e8;padding:10px;white-space:pre-wrap;word-break:break-word}
+#explanation:empty{display:none}#graph-box{overflow:auto;max-height:85vh;border:1px solid #ddd}
+#graph-box.fit svg{width:100%;height:auto}#graph-box g.node{cursor:pointer}
+#graph-box g.hl path,#graph-box g.hl polygon{stroke:#d00;stroke-width:4px}
+"""
+
+_JS = r"""
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("jitsim-data").textContent);
+  var N = D.nodes, byName = new Map();
+  N.forEach(function (n, i) { byName.set(n[0], i); });
+  var $ = function (id) { return document.getElementById(id); };
+  var search = $("search"), results = $("results"), count = $("count"), expl = $("explanation");
+  var lit = null;
+  function text(i) {
+    var n = N[i], t = (n[6] ? n[0] : "") + D.chunks[n[4]];
+    return n[5] >= 0 ? t + "\n" + D.chunks[n[5]] : t;
+  }
+  function show(i) {
+    var n = N[i], code = D.codes[n[3]];
+    expl.textContent = text(i);
+    expl.setAttribute("data-node", n[0]);
+    expl.setAttribute("data-code", code);
+    var r = $("explanation-reason");
+    r.replaceChildren();
+    if (document.getElementById("reason-" + code)) {
+      var a = document.createElement("a");
+      a.href = "#reason-" + code;
+      a.textContent = "more about " + code + " and the other nodes it applies to";
+      r.appendChild(a);
+    }
+    if (lit) lit.classList.remove("hl");
+    lit = document.getElementById("n" + i);
+    if (lit) lit.classList.add("hl");
+  }
+  function matches(q) {
+    q = q.trim();
+    if (!q) return [];
+    if (byName.has(q)) return [byName.get(q)];
+    var out = [], i, f = /^(code|cluster|op):(.*)$/.exec(q);
+    if (f) {
+      var v = f[2].trim();
+      for (i = 0; i < N.length; i++) {
+        var n = N[i];
+        if ((f[1] === "code" && D.codes[n[3]] === v) || (f[1] === "op" && n[1] === v) ||
+            (f[1] === "cluster" && n[2] >= 0 && D.clusters[n[2]] === v)) out.push(i);
+      }
+      return out;
+    }
+    var rx = null;
+    try { rx = new RegExp(q); } catch (e) { rx = null; }
+    for (i = 0; i < N.length; i++) {
+      var s = N[i][0];
+      if (s.indexOf(q) >= 0 || (rx && rx.test(s))) out.push(i);
+    }
+    return out;
+  }
+  function run() {
+    var q = search.value, m = matches(q);
+    results.replaceChildren();
+    count.textContent = !q.trim() ? "" : m.length === 0 ? "no node matches" :
+      m.length + (m.length === 1 ? " node matches" : " nodes match") +
+      (m.length > D.results_shown ? " (first " + D.results_shown + " listed)" : "");
+    m.slice(0, D.results_shown).forEach(function (i) {
+      var n = N[i], li = document.createElement("li"), a = document.createElement("a"),
+          s = document.createElement("span");
+      a.href = "#node=" + encodeURIComponent(n[0]);
+      a.textContent = n[0];
+      s.className = "muted";
+      s.textContent = " " + n[1] + (n[2] >= 0 ? " in " + D.clusters[n[2]] : " " + D.codes[n[3]]);
+      li.appendChild(a);
+      li.appendChild(s);
+      results.appendChild(li);
+    });
+    if (m.length === 1) show(m[0]);
+  }
+  var timer = null;
+  search.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(run, 120); });
+  search.addEventListener("keydown", function (e) { if (e.key === "Enter") { clearTimeout(timer); run(); } });
+  function fromHash() {
+    var h = location.hash, v;
+    if (h.indexOf("#node=") === 0) {
+      v = decodeURIComponent(h.slice(6));
+      if (byName.has(v)) { show(byName.get(v)); $("search-section").scrollIntoView(); }
+    } else if (h.indexOf("#q=") === 0) {
+      search.value = decodeURIComponent(h.slice(3));
+      run();
+      $("search-section").scrollIntoView();
+    }
+  }
+  window.addEventListener("hashchange", fromHash);
+  fromHash();
+  var box = $("graph-box");
+  if (box) {
+    $("fit").addEventListener("change", function (e) { box.classList.toggle("fit", e.target.checked); });
+    box.addEventListener("click", function (e) {
+      var g = e.target.closest("g.node, g.cluster");
+      if (!g) return;
+      e.preventDefault();
+      var id = g.id, m = /^n(\d+)$/.exec(id), c = /^c(\d+)$/.exec(id);
+      if (m && N[+m[1]]) { show(+m[1]); search.value = N[+m[1]][0]; run(); }
+      else if (c && D.clusters[+c[1]] !== undefined) { search.value = "cluster:" + D.clusters[+c[1]]; run(); }
+      $("search-section").scrollIntoView();
+    });
+  }
+})();
+"""
+
+
+def report_html(c, view: str = "auto", max_nodes: int = 400) -> tuple[str, str | None]:
+    """The page, and a problem to tell the user (no picture) or None."""
+    src = Path(c.source).name if c.source else "<graph>"
+    graph, problem = _graph(c, view, max_nodes)
+    parts = [
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
+        '<link rel="icon" href="data:,">',
+        f"<title>jitsim report: {_e(src)}</title><style>{_CSS}</style></head><body>",
+        f"<header><h1>jitsim report: {_e(src)}</h1><p>{len(c.clusters)} clusters, {c.compiled_nodes} of "
+        f"{len(c.nodes)} nodes compiled</p><nav><a href=\"#summary\">summary</a><a href=\"#search-section\">"
+        'search</a><a href="#clusters">clusters</a><a href="#reasons">not in a cluster</a>'
+        '<a href="#merges">refused merges</a><a href="#graph">graph</a></nav></header><main>',
+        _summary(c),
+        '<section id="search-section"><h2>Why is a node (not) in a cluster?</h2>'
+        '<input id="search" type="search" autocomplete="off" spellcheck="false" '
+        'placeholder="node name, substring or regex; or code:REASON, cluster:NAME, op:OP" '
+        'aria-label="search nodes">'
+        '<div id="count"></div><ul id="results"></ul><pre id="explanation"></pre>'
+        '<div id="explanation-reason"></div></section>',
+        _clusters(c),
+        _reasons(c),
+        _merges(c),
+        graph,
+        f'</main><script type="application/json" id="jitsim-data">{_json_script(_data(c))}</script>',
+        f"<script>{_JS}</script></body></html>\n",
+    ]
+    return "".join(parts), problem
+
+
+def write_report(c, directory, view: str = "auto", max_nodes: int = 400) -> str:
+    """Write ``directory/index.html`` (created if needed); returns a one-line message."""
+    from jitsim.explain.render import write_file
+
+    d = Path(directory)
+    if d.exists() and not d.is_dir():
+        raise JitsimError("not a directory (the report is written as DIR/index.html)", d)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise JitsimError(f"cannot create the report directory: {e.strerror}", d) from None
+    page, problem = report_html(c, view, max_nodes)
+    data = page.encode("utf-8")
+    out = d / "index.html"
+    write_file(out, data)
+    size = f"{len(data) / 1e6:.1f} MB" if len(data) >= 1e6 else f"{max(1, round(len(data) / 1e3))} kB"
+    msg = f"wrote {out} ({len(c.clusters)} clusters, {len(c.nodes)} nodes, {size})"
+    return msg + (f"; {problem}" if problem else "")

@@ -1,0 +1,269 @@
+"""`jitsim report`: the self-contained HTML page (content, escaping, the embedded
+explanations), and the page in a real headless browser (Debian chromium + chromedriver)."""
+
+import html
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from jitsim.cli import main
+from jitsim.explain import render
+from jitsim.explain.clustering import cluster
+from jitsim.explain.reasons import REASONS
+from jitsim.explain.report import explanations, write_report
+
+ROOT = Path(__file__).resolve().parents[1]
+MNIST = ROOT / "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt"
+FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+SCRIPT_NAME = "</script><script>window.pwned=1</script>"
+RENAMED = {"add": SCRIPT_NAME, "mul": 'a"b\\c <b>&amp;ü→', "x": "it's"}
+
+
+def weird_mnist():
+    """MNIST with nodes renamed to names that break naive HTML/DOT/JS quoting: an
+    unclustered one (add), a clustered one (mul), an _Arg (x). Returns (clustering, renames)."""
+    from jitsim.graph import protos
+    from jitsim.graph.io import load
+    from jitsim.graph.model import Graph
+
+    gd = protos.GraphDef()
+    gd.CopyFrom(load(MNIST).graphdef)
+    for nd in gd.node:
+        nd.name = RENAMED.get(nd.name, nd.name)
+        inputs = []
+        for i in nd.input:
+            m = re.fullmatch(r"(\^?)([^:]*)(:\d+)?", i)
+            inputs.append(m[1] + RENAMED.get(m[2], m[2]) + (m[3] or ""))
+        del nd.input[:]
+        nd.input.extend(inputs)
+    return cluster(Graph(gd, source="weird.pbtxt"), flags=FLAGS), RENAMED
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    return cluster(MNIST, flags=FLAGS)
+
+
+@pytest.fixture(scope="module")
+def mnist_page(tmp_path_factory, mnist):
+    d = tmp_path_factory.mktemp("report")
+    msg = write_report(mnist, d)
+    return d / "index.html", msg
+
+
+def _data(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="jitsim-data">(.*?)</script>', page, re.S)
+    return json.loads(m[1])
+
+
+def _texts(data: dict) -> dict[str, str]:
+    """Each node's explanation as the page's script assembles it."""
+    out = {}
+    for n in data["nodes"]:
+        t = (n[0] if n[6] else "") + data["chunks"][n[4]]
+        out[n[0]] = t + ("\n" + data["chunks"][n[5]] if n[5] >= 0 else "")
+    return out
+
+
+def test_writes_index_html(mnist_page, mnist):
+    path, msg = mnist_page
+    assert path.name == "index.html" and path.exists()
+    assert msg.startswith(f"wrote {path} (5 clusters, 72 nodes, ")
+    page = path.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert len(page) < 400_000
+
+
+def test_self_contained(mnist_page):
+    page = mnist_page[0].read_text()
+    assert not re.search(r"<(script|img|iframe|link)[^>]*\b(src|href)=\"(https?:)?//", page)
+    assert not re.search(r"<link[^>]*stylesheet", page)
+    assert "@import" not in page and "url(http" not in page
+    assert "default-src 'none'" in page  # the page may not fetch anything
+
+
+def test_summary_and_tables(mnist_page, mnist):
+    page = mnist_page[0].read_text()
+    summary = page[page.index('<section id="summary">'):page.index('<section id="search-section">')]
+    assert html.escape(mnist.options.describe()) in summary
+    assert "<dt>nodes</dt><dd>72</dd>" in summary and "56 nodes in 5 clusters" in summary
+    table = page[page.index('id="cluster-table"'):page.index('<section id="reasons">')]
+    for name, members in mnist.clusters.items():
+        assert re.search(rf'<tr id="cluster-{name}">.*?>{name}</a></td><td class="num">{len(members)}</td>', table)
+    reasons = page[page.index('id="reason-table"'):page.index('<section id="merges">')]
+    counts = {}
+    for rec in mnist.nodes.values():
+        if rec.cluster is None:
+            counts[rec.code] = counts.get(rec.code, 0) + 1
+    rows = re.findall(r'<tr id="reason-(\w+)"><td><code>\w+</code></td><td class="num">(\d+)</td>', reasons)
+    assert {code: int(k) for code, k in rows} == counts
+    assert [code for code, _ in rows] == sorted(counts, key=lambda k: (-counts[k], k))
+    for code in counts:  # the catalogue's text for every code
+        assert html.escape(REASONS[code].title) in reasons and REASONS[code].anchor in reasons
+    assert "_FusedMatMul×4" in reasons
+    merges = page[page.index('id="merge-table"'):]
+    assert '<tr id="merge-MERGE_RESOURCE">' in merges and '<tr id="merge-MERGE_CYCLE">' in merges
+
+
+def test_embedded_explanations_are_jitsim_explain(mnist_page, mnist):
+    data = _data(mnist_page[0].read_text())
+    texts = _texts(data)
+    assert list(texts) == list(mnist.nodes)
+    for name, text in texts.items():
+        assert text == str(mnist.explain(name)), name
+    # shared parts are stored once: fewer chunks than nodes
+    assert len(data["chunks"]) < len(data["nodes"])
+
+
+def test_search_and_explanation_elements(mnist_page):
+    page = mnist_page[0].read_text()
+    for el in ('<input id="search"', '<ul id="results">', '<pre id="explanation">'):
+        assert el in page
+
+
+def test_escaping(tmp_path):
+    c, ren = weird_mnist()
+    write_report(c, tmp_path)
+    page = (tmp_path / "index.html").read_text()
+    assert page.count("<script") == 2 and page.count("</script>") == 2
+    assert SCRIPT_NAME not in page
+    assert html.escape(SCRIPT_NAME) in page  # in the unclustered table
+    texts = _texts(_data(page))
+    for name in ren.values():
+        assert texts[name] == str(c.explain(name))
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
+def test_inline_svg(mnist_page, mnist):
+    page = mnist_page[0].read_text()
+    graph = page[page.index('<section id="graph">'):]
+    assert '<div id="graph-box" class="fit"><svg' in graph and "<?xml" not in graph and "<!DOCTYPE svg" not in graph
+    for name in mnist.clusters:
+        assert f"{name} (" in graph
+    assert 'id="n0"' in graph  # SVG ids are node indexes: the script links them to explanations
+
+
+def test_without_dot(tmp_path, mnist, monkeypatch):
+    monkeypatch.setattr(render.shutil, "which", lambda name, *a, **k: None)
+    msg = write_report(mnist, tmp_path / "new" / "dir")
+    assert "no picture" in msg and "apt-get install graphviz" in msg
+    page = (tmp_path / "new/dir/index.html").read_text()
+    assert '<p id="graph-missing">' in page and "apt-get install graphviz" in page and "<svg" not in page
+
+
+def test_cli_report(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    assert main(["report", str(MNIST), "-o", str(tmp_path / "r")]) == 0
+    assert capsys.readouterr().err.startswith(f"wrote {tmp_path / 'r' / 'index.html'} (5 clusters, 72 nodes")
+    (tmp_path / "file").write_text("x")
+    assert main(["report", str(MNIST), "-o", str(tmp_path / "file")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_linear_time_on_big_clusters(monkeypatch):
+    """explain() recomputes a cluster's op summary per node; the report computes it once per
+    cluster (the answers stay those of explain())."""
+    from jitsim.explain import clustering
+
+    c = cluster(MNIST, flags=FLAGS)
+    calls = []
+    real = clustering._op_summary
+    monkeypatch.setattr(clustering, "_op_summary", lambda *a, **k: calls.append(1) or real(*a, **k))
+    texts = dict(explanations(c))
+    assert len(calls) == len(c.clusters)
+    assert clustering._op_summary is not real and clustering._op_summary.__name__ == "<lambda>"  # restored
+    calls.clear()
+    assert str(c.explain("mul")) == texts["mul"] and len(calls) == 1
+
+
+# -- in a real browser ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip("Debian chromium + chromium-driver are not installed (.ci/run installs them: "
+                    "apt-get install chromium chromium-driver)")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = str(CHROMIUM)
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    yield driver
+    driver.quit()
+
+
+def _wait(predicate, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def _severe(driver):
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_in_browser_search_finds_a_node(browser, mnist_page):
+    from selenium.webdriver.common.by import By
+
+    browser.get(mnist_page[0].as_uri())
+    assert browser.title.startswith("jitsim report")
+    assert _severe(browser) == []
+    search = browser.find_element(By.ID, "search")
+    search.send_keys("add")
+    expl = browser.find_element(By.ID, "explanation")
+    assert _wait(lambda: "UNSUPPORTED_OP" in expl.text)
+    assert expl.text.startswith("add (_FusedMatMul")
+    assert expl.get_attribute("data-code") == "UNSUPPORTED_OP"
+    # a regex lists several nodes; one match shows it
+    search.clear()
+    search.send_keys(r"^add_\d$")
+    results = browser.find_element(By.ID, "results")
+    assert _wait(lambda: len(results.find_elements(By.TAG_NAME, "li")) == 3)
+    assert sorted(li.text.split()[0] for li in results.find_elements(By.TAG_NAME, "li")) == ["add_1", "add_2", "add_3"]
+    # a filter, then a result link opens the node
+    search.clear()
+    search.send_keys("code:CLUSTER_TOO_SMALL")
+    assert _wait(lambda: len(results.find_elements(By.TAG_NAME, "li")) == 6)
+    results.find_element(By.LINK_TEXT, "add/ReadVariableOp").click()
+    assert _wait(lambda: expl.get_attribute("data-node") == "add/ReadVariableOp")
+    assert "CLUSTER_TOO_SMALL" in expl.text
+    assert _severe(browser) == []
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
+def test_in_browser_graph_click_and_escaped_names(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    c, ren = weird_mnist()
+    write_report(c, tmp_path)
+    browser.get((tmp_path / "index.html").as_uri())
+    assert _severe(browser) == []
+    assert browser.execute_script("return window.pwned === undefined")
+    idx = list(c.nodes).index(SCRIPT_NAME)
+    node = browser.find_element(By.CSS_SELECTOR, f"#graph-box g#n{idx}")
+    browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", node)
+    expl = browser.find_element(By.ID, "explanation")
+    assert _wait(lambda: expl.get_attribute("data-node") == SCRIPT_NAME)
+    assert expl.text == str(c.explain(SCRIPT_NAME))
+    assert "hl" in node.get_attribute("class")
+    search = browser.find_element(By.ID, "search")
+    search.clear()
+    search.send_keys(ren["mul"])
+    assert _wait(lambda: expl.get_attribute("data-node") == ren["mul"])
+    assert expl.text.startswith(ren["mul"] + " (Mul") and "is in cluster_1" in expl.text
+    assert _severe(browser) == []
