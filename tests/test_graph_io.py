@@ -105,3 +105,17 @@ def test_failed_save_leaves_no_file(tmp_path):
     with pytest.raises(GraphError, match="output directory does not exist"):
         save(g, tmp_path / "missing" / "out.pb")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    """Atomic writes go through a private temporary file; the result must not stay 0600."""
+    import os
+
+    from jitsim.graph.io import write_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "out.pbtxt", b"x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "out.pbtxt").stat().st_mode & 0o777 == 0o644

@@ -167,8 +167,8 @@ def test_cli_report(tmp_path, capsys, monkeypatch):
 
 
 def test_linear_time_on_big_clusters(monkeypatch):
-    """explain() recomputes a cluster's op summary per node; the report computes it once per
-    cluster (the answers stay those of explain())."""
+    """What a cluster's members share (its op summary) is computed once per cluster, not once
+    per member: explaining every node stays linear on 14k-node clusters."""
     from jitsim.explain import clustering
 
     c = cluster(MNIST, flags=FLAGS)
@@ -177,9 +177,8 @@ def test_linear_time_on_big_clusters(monkeypatch):
     monkeypatch.setattr(clustering, "_op_summary", lambda *a, **k: calls.append(1) or real(*a, **k))
     texts = dict(explanations(c))
     assert len(calls) == len(c.clusters)
-    assert clustering._op_summary is not real and clustering._op_summary.__name__ == "<lambda>"  # restored
     calls.clear()
-    assert str(c.explain("mul")) == texts["mul"] and len(calls) == 1
+    assert str(c.explain("mul")) == texts["mul"] and calls == []
 
 
 # -- in a real browser ----------------------------------------------------------------------

@@ -286,6 +286,16 @@ def _boundary(c, group: str) -> list[dict]:
     return out
 
 
+def _per(c, kind: str, key, compute):
+    """What every member of a cluster / contraction group shares, computed once per
+    Clustering (explaining every node of a 14k-node cluster is otherwise quadratic)."""
+    caches = c.__dict__.setdefault("_explain_cache", {})
+    cache = caches.setdefault(kind, {})
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]
+
+
 def explain_node(c, name: str) -> NodeExplanation:
     rec = c.nodes[name]
     final = rec.final
@@ -304,12 +314,12 @@ def explain_node(c, name: str) -> NodeExplanation:
         from jitsim.explain.clustering import _op_summary
 
         ex.cluster_size = len(members)
-        ex.cluster_ops = _op_summary(c, members)
+        ex.cluster_ops = _per(c, "ops", rec.cluster, lambda: _op_summary(c, members))
     if rec.group is not None:
         ex.group_members = list(_groups(c)[rec.group])
-        ex.merges = _merge_notes(c, rec.group)
+        ex.merges = list(_per(c, "merges", rec.group, lambda: _merge_notes(c, rec.group)))
         if rec.cluster is None and not rec.removed:
-            ex.boundary = _boundary(c, rec.group)
+            ex.boundary = list(_per(c, "boundary", rec.group, lambda: _boundary(c, rec.group)))
     if rec.cluster is None and rec.mark_cluster is not None and not rec.removed:
         ex.notes.append(f"mark-for-compilation put it in {rec.mark_cluster}; a later pass took it out")
     if c.graph_decision is not None and rec.code == c.graph_decision.code:

@@ -19,7 +19,6 @@ decision is re-derived here. DOT is built with the ``graphviz`` package; images 
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import subprocess
 from collections import Counter, defaultdict
@@ -393,15 +392,10 @@ def to_dot(c, view: str = "auto", max_nodes: int = 400) -> str:
 
 
 def write_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (never a half-written file), world-readable
-    like any other output file (the temporary file write_atomic renames is private)."""
+    """Write ``data`` to ``path`` atomically (never a half-written file)."""
     from jitsim.graph.io import write_atomic
 
     write_atomic(path, data)
-    try:
-        os.chmod(path, 0o644)
-    except OSError:
-        pass
 
 
 def run_dot(source: str, fmt: str, dot: str | None = None) -> bytes:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -40,54 +39,12 @@ def _e(s) -> str:
 # -- explanations ---------------------------------------------------------------------------
 
 
-@contextmanager
-def _shared_parts_memoized(c):
-    """While open, the helpers :func:`~jitsim.explain.explanation.explain_node` calls for
-    what a whole cluster or contraction group shares (its op summary, its refused merges,
-    its boundary) compute each answer once per cluster/group instead of once per node:
-    explaining every node of a graph with 14k-node clusters is otherwise quadratic
-    (minutes). The answers are the same objects the helpers return; only repeats are saved.
-    A helper missing from those modules is simply not memoized."""
-    from jitsim.explain import clustering, explanation
-
-    patched = []
-
-    def memo(module, attr, key):
-        fn = getattr(module, attr, None)
-        if fn is None:
-            return
-        cache: dict = {}
-
-        def wrapper(*args, **kwargs):
-            if not args or args[0] is not c:
-                return fn(*args, **kwargs)
-            k = key(*args[1:], **kwargs)
-            hit = cache.get(k)
-            if hit is None:
-                # the arguments are kept with the answer: an id() in the key stays theirs
-                hit = cache[k] = (args, fn(*args, **kwargs))
-            return hit[1]
-
-        patched.append((module, attr, fn))
-        setattr(module, attr, wrapper)
-
-    memo(clustering, "_op_summary", lambda members, *a, **kw: (id(members), a, tuple(sorted(kw.items()))))
-    memo(explanation, "_merge_notes", lambda group: group)
-    memo(explanation, "_boundary", lambda group: group)
-    try:
-        yield
-    finally:
-        for module, attr, fn in reversed(patched):
-            setattr(module, attr, fn)
-
-
 def explanations(c):
     """Yield ``(name, text)`` for every node in ``c.nodes`` order: exactly
-    ``str(c.explain(name))``, computed in time linear in the graph. The helpers stay
-    memoized until the generator is exhausted or closed: consume it in one go."""
-    with _shared_parts_memoized(c):
-        for name in c.nodes:
-            yield name, str(c.explain(name))
+    ``str(c.explain(name))`` (linear in the graph: explanations compute what a cluster's
+    members share once)."""
+    for name in c.nodes:
+        yield name, str(c.explain(name))
 
 
 def _data(c) -> dict:

@@ -176,6 +176,8 @@ def to_text(msg) -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and a rename: never a half-written
+    file. The file gets the usual permissions (0666 minus the umask), not mkstemp's 0600."""
     path = Path(path)
     if path.parent and not path.parent.exists():
         raise GraphError("output directory does not exist", path.parent)
@@ -183,6 +185,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -190,6 +193,12 @@ def write_atomic(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 # -- SavedModel -------------------------------------------------------------------------
