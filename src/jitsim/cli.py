@@ -539,7 +539,8 @@ def cmd_fuzz(args) -> int:
 
     try:
         res = campaign(args.examples, args.seed, out=args.output, batch_size=args.batch_size, profile=args.profile,
-                       shrink_budget_s=args.shrink_seconds, do_shrink=not args.no_shrink, keep_work=args.keep_work,
+                       shrink_budget_s=args.shrink_seconds, do_shrink=not args.no_shrink, max_shrink=args.max_shrink,
+                       keep_work=args.keep_work,
                        timeout=args.timeout, progress=progress, log=log)
     finally:
         _progress_done()
@@ -722,11 +723,14 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--examples", type=int, default=100, help="programs to generate (default 100)")
     fz.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
     fz.add_argument("-o", "--output", default="fuzz-out", help="reproducers and summary.json (default fuzz-out/)")
-    fz.add_argument("--profile", choices=("full", "ci"), default="full",
-                    help="full: any flags per batch; ci: two fixed configurations (default full)")
+    fz.add_argument("--profile", choices=("full", "ci", "no-grappler"), default="full",
+                    help="full: any flags per batch; ci: two fixed configurations; no-grappler: any flags, "
+                         "Grappler off (a documented limit of jitsim's input) (default full)")
     fz.add_argument("--batch-size", type=int, default=40, help="programs per TF process (default 40)")
     fz.add_argument("--shrink-seconds", type=float, default=180.0, help="time to shrink each disagreement (default 180)")
     fz.add_argument("--no-shrink", action="store_true", help="write reproducers without shrinking them")
+    fz.add_argument("--max-shrink", type=int, default=10, help="disagreements to shrink at most, one of each "
+                                                              "kind first (default 10)")
     fz.add_argument("--keep-work", action="store_true", help="keep the TF runs (output/jitsim-fuzz-*)")
     fz.add_argument("--timeout", type=float, default=600.0, help="seconds per TF process (default 600)")
     fz.set_defaults(func=cmd_fuzz)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,6 +114,44 @@ def _only_int32_routing(d) -> bool:
                     for n, ds in d.node_diffs.items() for x in ds))
 
 
+_CLONE = re.compile(r"^(.*)/clone_\d+$")
+
+
+def _only_clone_permutation(d) -> bool:
+    """The only difference is which clone of one constant feeds which input of a node.
+
+    ReplicateConstantsPass (multi-device graphs) redirects a constant's consumers to per-device
+    replicas while iterating the constant's out-edges, a pointer-hashed set in TF: the edge ids,
+    and so which consumer input CloneConstantsForBetterClustering serves first, change from run
+    to run with the same input dump (docs/fuzzing.md has the evidence)."""
+    if not d.node_diffs or d.missing_nodes or d.extra_nodes or d.function_diffs or d.missing_functions \
+            or d.extra_functions:
+        return False
+    pat = re.compile(r"^data inputs: jitsim (\[.*\]), TF (\[.*\])$")
+    import ast
+
+    for ds in d.node_diffs.values():
+        for x in ds:
+            m = pat.match(x)
+            if not m:
+                return False
+            a, b = ast.literal_eval(m.group(1)), ast.literal_eval(m.group(2))
+            if sorted(a) != sorted(b) or len(a) != len(b):
+                return False
+            for p, q in zip(a, b):
+                if p != q and not (_CLONE.match(p) and _CLONE.match(q)
+                                   and _CLONE.match(p).group(1) == _CLONE.match(q).group(1)):
+                    return False
+    return True
+
+
+def _resync(state, truth_labels: dict, before) -> None:
+    """After a graph where jitsim and TF disagree, continue numbering clusters where TF did, so
+    that one disagreement does not shift every later graph's cluster names (``cluster_<n>``)."""
+    nums = [int(m.group(1)) for v in truth_labels.values() if v and (m := re.fullmatch(r"cluster_(\d+)", v))]
+    state.counters[0] = max(nums) + 1 if nums else before.counters.get(0, 0)
+
+
 def _input_graphdef(dumps: Path, rec):
     """TF's before_clone dump with the pass's function library (the dump carries the graph's own
     pruned library; TF's later dumps of the same graph carry the full one)."""
@@ -175,6 +214,7 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
             d = compare_partitions(predicted, tl)
             if not d.same_names:
                 chk.problems.append(Problem("mark", d.summary(), d.format_text(limit=30), res.to_graphdef(), mark_file))
+                _resync(state, tl, st0)
             if invariants:
                 from jitsim.testing.invariants import check_invariants
 
@@ -199,12 +239,16 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
                 if d.identical:
                     continue
                 if until == "build-xla-ops" and _only_int32_routing(d):
-                    chk.tf_nondeterminism.append(f"{until}: {d.summary()}")
+                    chk.tf_nondeterminism.append(f"{until}: int32 routing: {d.summary()}")
+                    continue
+                if _only_clone_permutation(d):
+                    chk.tf_nondeterminism.append(f"{until}: constant clones permuted: {d.summary()}")
                     continue
                 chk.problems.append(Problem(until, d.summary(), d.format_text(limit=30), mine, rec.files[tf_stage]))
                 break  # later stages inherit the difference
         if BEFORE_MARK in rec.files:
             chk.stages.append("mark-from-before-mark")
+            bm0 = copy.deepcopy(state_bm)
             try:
                 g = Graph(read_graphdef(dumps / rec.files[BEFORE_MARK]), source=rec.files[BEFORE_MARK], validate=False)
                 res = cluster_graph(g, flags, state=state_bm, input_stage=BEFORE_MARK)
@@ -214,6 +258,7 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
                 if not d.same_names:
                     chk.problems.append(Problem("mark-from-before-mark", d.summary(), d.format_text(limit=30),
                                                 res.to_graphdef(), rec.files.get("mark_for_compilation")))
+                    _resync(state_bm, tl, bm0)
             except Exception as e:
                 chk.problems.append(Problem("mark-from-before-mark", f"jitsim failed: {type(e).__name__}: {e}"))
     return out
@@ -264,8 +309,8 @@ def _parse_log(text: str) -> tuple[list[int], dict[int, str], dict[str, int], bo
     return ran, errors, owners, ended
 
 
-def run_batch(programs: list[tuple[int, str]], flags: str, devices: int, root: Path, *, timeout: float = 600.0,
-              python: str | None = None) -> BatchRun:
+def run_batch(programs: list[tuple[int, str]], flags: str, devices: int, root: Path, *, grappler: bool = True,
+              timeout: float = 600.0, python: str | None = None) -> BatchRun:
     """Run ``(id, body source)`` programs in one TF process with the dump flags; ``root`` receives
     ``ex<id>.py``, ``dumps/`` and ``log.txt``."""
     from jitsim.testing.program import header_source
@@ -281,8 +326,9 @@ def run_batch(programs: list[tuple[int, str]], flags: str, devices: int, root: P
         p.write_text(header_source(1) + "\n" + src)
         paths.append([pid, str(p)])
     (root / "programs.json").write_text(json.dumps(paths))
+    (root / "config.json").write_text(json.dumps({"flags": flags, "devices": devices, "grappler": grappler}) + "\n")
     runner = root / "runner.py"
-    runner.write_text(_RUNNER.format(header=header_source(devices), begin=_BEGIN, error=_ERROR, end=_END))
+    runner.write_text(_RUNNER.format(header=header_source(devices, grappler), begin=_BEGIN, error=_ERROR, end=_END))
     env = harvest_env(dumps, flags)
     env["TF_CPP_MIN_LOG_LEVEL"] = "0"
     t0 = time.monotonic()
@@ -307,7 +353,7 @@ def run_batch(programs: list[tuple[int, str]], flags: str, devices: int, root: P
     return BatchRun(root, [p for p, _ in programs], ran, errors, crashed, owners, wall, text)
 
 
-def run_programs(programs: list[tuple[int, str]], flags: str, devices: int, root: Path, *,
+def run_programs(programs: list[tuple[int, str]], flags: str, devices: int, root: Path, *, grappler: bool = True,
                  timeout: float = 600.0) -> list[BatchRun]:
     """:func:`run_batch`, restarting after a TF crash with the programs not yet run (the crashing
     program is reported, not retried)."""
@@ -315,7 +361,7 @@ def run_programs(programs: list[tuple[int, str]], flags: str, devices: int, root
     todo = list(programs)
     k = 0
     while todo:
-        r = run_batch(todo, flags, devices, root / f"run{k}", timeout=timeout)
+        r = run_batch(todo, flags, devices, root / f"run{k}", grappler=grappler, timeout=timeout)
         if not r.ran:
             from jitsim.crosscheck.harvest import _last_error_line
 
@@ -338,6 +384,7 @@ class Example:
     program: object  # testing.program.Program
     flags: str
     devices: int
+    grappler: bool = True
 
     def source(self) -> str:
         from jitsim.testing.program import body_source
@@ -355,11 +402,13 @@ class Outcome:
     tf_nondeterminism: list[str] = field(default_factory=list)
 
 
-def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "full") -> list[Example]:
+def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "full", features=None) -> list[Example]:
     """N programs and their process configuration, reproducibly from ``seed``.
 
     ``profile``: ``full`` (every feature, any flags), ``ci`` (same programs, flags limited to
-    the default and one varied configuration so that the sample runs in two TF processes)."""
+    the default and one varied configuration so that the sample runs in two TF processes),
+    ``no-grappler`` (any flags, Grappler off in every process: TF then clusters a graph it never
+    rebuilt, whose edge order the dumps do not record -- see docs/fuzzing.md)."""
     try:
         from hypothesis import HealthCheck, Phase, given, settings
         from hypothesis import seed as hseed
@@ -373,7 +422,7 @@ def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "fu
 
     @hseed(seed)
     @settings(max_examples=max(1, n), **common)
-    @given(programs())
+    @given(programs(features))
     def draw_programs(p):
         if len(drawn) < n:
             drawn.append(p)
@@ -388,10 +437,10 @@ def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "fu
             BASE_FLAGS + " --tf_xla_min_cluster_size=2 --tf_xla_max_cluster_size=5", 2)]
     else:
         @hseed(seed + 1)
-        @settings(max_examples=max(1, n_batches), **common)
-        @given(process_configs())
+        @settings(max_examples=max(1, 4 * n_batches), **common)
+        @given(process_configs(grappler="off" if profile == "no-grappler" else "on"))
         def draw_configs(c):
-            if len(configs) < n_batches:
+            if len(configs) < n_batches and c not in configs:
                 configs.append(c)
 
         draw_configs()
@@ -403,23 +452,28 @@ def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "fu
             c = configs[i * len(configs) // max(1, n)]
         else:
             c = configs[(i // batch_size) % len(configs)]
-        out.append(Example(i, p, c.flags, c.devices))
+        out.append(Example(i, p, c.flags, c.devices, c.grappler))
     return out
 
 
 def evaluate(examples: list[Example], work: Path, *, timeout: float = 600.0, invariants: bool = True,
-             progress=None) -> tuple[list[Outcome], list[GraphCheck]]:
-    """Run examples under TF (batched by process configuration) and compare jitsim with TF.
-    Returns the outcome per example and the checks of graphs no example owns."""
-    groups: dict[tuple, list[Example]] = {}
+             batch_size: int = 40, progress=None) -> tuple[list[Outcome], list[GraphCheck]]:
+    """Run examples under TF (batched by process configuration, at most ``batch_size`` per
+    process) and compare jitsim with TF. Returns the outcome per example and the checks of
+    graphs no example owns."""
+    by_config: dict[tuple, list[Example]] = {}
     for ex in examples:
-        groups.setdefault((ex.flags, ex.devices), []).append(ex)
+        by_config.setdefault((ex.flags, ex.devices, ex.grappler), []).append(ex)
+    groups: dict[tuple, list[Example]] = {}
+    for key, exs in by_config.items():
+        for k in range(0, len(exs), max(1, batch_size)):
+            groups[key + (k,)] = exs[k:k + batch_size]
     outcomes = {ex.id: Outcome(ex) for ex in examples}
     orphans: list[GraphCheck] = []
     done = 0
-    for gi, ((flags, devices), exs) in enumerate(groups.items()):
+    for gi, ((flags, devices, grappler, _), exs) in enumerate(groups.items()):
         runs = run_programs([(ex.id, ex.source()) for ex in exs], flags, devices, work / f"batch{gi}",
-                            timeout=timeout)
+                            grappler=grappler, timeout=timeout)
         for r in runs:
             for pid, msg in r.errors.items():
                 outcomes[pid].error = msg
@@ -443,6 +497,14 @@ def _signature(o: Outcome) -> set[str]:
     return {p.stage for _, p in o.problems}
 
 
+def _kind(o: Outcome) -> str:
+    """Stage and the kinds of difference of an outcome's first problem (for grouping)."""
+    import re
+
+    p = o.problems[0][1]
+    return p.stage + ":" + ",".join(sorted(set(re.findall(r"\d+ ([a-z_ ]+?)(?:,|\s\(|$)", p.summary))))
+
+
 def shrink(example: Example, outcome: Outcome, work: Path, *, budget_s: float = 180.0, max_candidates: int = 48,
            timeout: float = 600.0, log=None) -> tuple[Example, Outcome]:
     """Greedy shrinking against TF: each round runs every one-step reduction of the current
@@ -450,7 +512,7 @@ def shrink(example: Example, outcome: Outcome, work: Path, *, budget_s: float = 
     the original did. Returns the simplest example found and its outcome."""
     import dataclasses
 
-    from jitsim.testing.program import reductions
+    from jitsim.testing.program import chunk_reductions, reductions
 
     t0 = time.monotonic()
     cur = example
@@ -459,8 +521,9 @@ def shrink(example: Example, outcome: Outcome, work: Path, *, budget_s: float = 
     rnd = 0
     while time.monotonic() - t0 < budget_s:
         key = cur.program.shrink_key()
-        cands = sorted((q for q in reductions(cur.program) if q.shrink_key() < key), key=lambda q: q.shrink_key())
-        cands = cands[:max_candidates]
+        big = [q for q in chunk_reductions(cur.program) if q.shrink_key() < key]
+        small = sorted((q for q in reductions(cur.program) if q.shrink_key() < key), key=lambda q: q.shrink_key())
+        cands = (big + small)[:max_candidates]
         if not cands:
             break
         rnd += 1
@@ -490,13 +553,14 @@ def write_reproducer(example: Example, outcome: Outcome, dest: Path, *, seed: in
     dest.mkdir(parents=True, exist_ok=True)
     title = f"jitsim fuzz example {example.id}" + (f" (seed {seed})" if seed is not None else "")
     (dest / "program.py").write_text(to_python(example.program, flags=example.flags, devices=example.devices,
-                                               title=title))
+                                               grappler=example.grappler, title=title))
     h = dest / "harvest"
     if h.exists():
         shutil.rmtree(h)
     (h / "dumps").mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="jitsim-repro-") as tmp:
-        r = run_batch([(example.id, example.source())], example.flags, example.devices, Path(tmp), timeout=timeout)
+        r = run_batch([(example.id, example.source())], example.flags, example.devices, Path(tmp),
+                      grappler=example.grappler, timeout=timeout)
         for f in r.dumps.iterdir():
             st = parse_stage(f.name)
             if st is not None and st[0] in KEEP_STAGES:
@@ -518,7 +582,7 @@ def write_reproducer(example: Example, outcome: Outcome, dest: Path, *, seed: in
     (dest / "diff.txt").write_text("\n\n".join(f"graph {g}, stage {p.stage}: {p.summary}\n{p.detail}"
                                              for g, p in problems) + "\n")
     config = {"schema": "jitsim.fuzz-reproducer/1", "example": example.id, "seed": seed, "flags": example.flags,
-              "devices": example.devices, "stage": prob.stage, "graph": gid, "summary": prob.summary,
+              "devices": example.devices, "grappler": example.grappler, "stage": prob.stage, "graph": gid, "summary": prob.summary,
               "statements": example.program.size(), "standalone_reproduces": reproduced,
               "problems": [dict(p.to_dict(), graph=g) for g, p in problems]}
     (dest / "config.json").write_text(json.dumps(config, indent=1) + "\n")
@@ -526,7 +590,8 @@ def write_reproducer(example: Example, outcome: Outcome, dest: Path, *, seed: in
             "Run alone, the program does NOT reproduce it: the batch's earlier graphs matter (process state).\n")
     (dest / "README.md").write_text(
         f"# {title}: {prob.stage} differs\n\n{prob.summary}\n\n"
-        f"* `program.py`: the program (TF_XLA_FLAGS={example.flags!r}, {example.devices} CPU device(s))\n"
+        f"* `program.py`: the program (TF_XLA_FLAGS={example.flags!r}, {example.devices} CPU device(s)"
+        f"{'' if example.grappler else ', Grappler off'})\n"
         "* `input.pbtxt`: TF's `before_clone_constants_for_better_clustering` dump of the graph\n"
         "* `tf.pbtxt` / `jitsim.pbtxt`: TF's and jitsim's graph after the stage; `diff.txt`: the comparison\n"
         "* `harvest/`: the program run alone under TF (`dumps/`, `log.txt`)\n\n" + note +
@@ -567,8 +632,11 @@ class CampaignResult:
 
 
 def campaign(n: int, seed: int = 0, *, out: Path | str = "fuzz-out", batch_size: int = 40, profile: str = "full",
-             shrink_budget_s: float = 180.0, do_shrink: bool = True, keep_work: bool = False, timeout: float = 600.0,
-             progress=None, log=None) -> CampaignResult:
+             shrink_budget_s: float = 180.0, do_shrink: bool = True, max_shrink: int = 10, keep_work: bool = False,
+             timeout: float = 600.0, progress=None, log=None) -> CampaignResult:
+    """Draw, run, compare, shrink and write reproducers (see the module docstring). At most
+    ``max_shrink`` disagreements are shrunk (the first of each kind first); the others get an
+    unshrunk reproducer."""
     if n < 1:
         raise JitsimError("--examples must be at least 1")
     t0 = time.monotonic()
@@ -577,14 +645,20 @@ def campaign(n: int, seed: int = 0, *, out: Path | str = "fuzz-out", batch_size:
     examples = draw_examples(n, seed, batch_size=batch_size, profile=profile)
     work = Path(tempfile.mkdtemp(prefix="jitsim-fuzz-", dir=out))
     try:
-        outcomes, orphans = evaluate(examples, work, timeout=timeout, progress=progress)
+        outcomes, orphans = evaluate(examples, work, timeout=timeout, batch_size=batch_size, progress=progress)
         bad = [o for o in outcomes if o.problems]
+        # shrink one of each kind (stage and kind of difference) first
+        kinds: dict[str, list[Outcome]] = {}
+        for o in bad:
+            kinds.setdefault(_kind(o), []).append(o)
+        order = [os_[0] for os_ in kinds.values()] + [o for os_ in kinds.values() for o in os_[1:]]
+        to_shrink = {id(o) for o in order[:max_shrink]} if do_shrink else set()
         repros = []
         for o in bad:
             if log:
                 log(f"example {o.example.id}: {o.problems[0][1].stage}: {o.problems[0][1].summary}")
             ex, oc = o.example, o
-            if do_shrink:
+            if id(o) in to_shrink:
                 ex, oc = shrink(o.example, o, work / f"shrink{o.example.id}", budget_s=shrink_budget_s,
                                 timeout=timeout, log=log)
             repros.append(write_reproducer(ex, oc, out / f"ex{o.example.id}-{oc.problems[0][1].stage}", seed=seed,

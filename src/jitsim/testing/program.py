@@ -95,7 +95,7 @@ class Kind:
     name: str
     ins: tuple
     out: str
-    rule: str  # ew | keep | reduce | to_m | to_v | fill | matmul | transpose | vec | new_v
+    rule: str  # ew | same | keep | reduce | to_m | to_v | fill | matmul | transpose | vec | new_v
     build: Callable[[tuple], E]
     stateful: bool = False
 
@@ -104,14 +104,14 @@ class Kind:
         if r == "ew":
             big = [s for s in shapes if s != "s"]
             return big[0] if big else "s"
-        if r == "keep":
+        if r in ("keep", "same"):
             return shapes[0]
-        return {"reduce": "s", "to_m": "m", "to_v": "v", "fill": "v", "matmul": "m", "transpose": "m",
+        return {"reduce": "s", "vec_to_s": "s", "to_m": "m", "to_v": "v", "fill": "v", "matmul": "m", "transpose": "m",
                 "vec": "v", "new_v": "v"}[r]
 
     def first_shapes(self) -> tuple:
         """Shapes the first argument may have."""
-        return {"ew": ("v", "s", "m"), "keep": ("v", "s", "m"), "reduce": ("v", "m"), "to_m": ("v",),
+        return {"ew": ("v", "s", "m"), "keep": ("v", "s", "m"), "same": ("v", "s", "m"), "reduce": ("v", "m"), "vec_to_s": ("v",), "to_m": ("v",),
                 "to_v": ("m",), "fill": ("s",), "matmul": ("m",), "transpose": ("m",), "vec": ("v",),
                 "new_v": ()}[self.rule]
 
@@ -121,6 +121,8 @@ class Kind:
             return (first,) if first == "s" else (first, "s")
         if self.rule == "matmul":
             return ("m",)
+        if self.rule == "same":
+            return (first,)
         return ()
 
 
@@ -211,6 +213,23 @@ def _kinds() -> dict[str, Kind]:
         Kind("DynSlice", ("f",), "f", "vec", lambda s: E("Slice", (Arg(0), E("Cast", (E("Floor", (E("Mul", (
             E("Sigmoid", (E("Sum", (Arg(0), _i32(0)), (("keep_dims", True),)),)), _f(0.5))),)),),
             (("DstT", DType("i")), ("Truncate", False))), _i32(4)))),
+        # shapes computed at run time (constant-folded by Grappler when the shapes are static)
+        Kind("ReshapeLike", ("f", "f"), "f", "same", lambda s: E("Reshape", (Arg(0), E("Shape", (Arg(1),))))),
+        Kind("SizeOf", ("f",), "f", "reduce", lambda s: E("Cast", (E("Size", (Arg(0),)),),
+                                                            (("DstT", DType("f")), ("Truncate", False)))),
+        Kind("RangeLike", ("f",), "f", "vec", lambda s: E("Cast", (E("Range", (C("i", (), (0,)), E("Size", (Arg(0),)),
+                                                                               C("i", (), (1,)))),),
+                                                               (("DstT", DType("f")), ("Truncate", False)))),
+        Kind("AddN", ("f", "f"), "f", "same", lambda s: E("AddN", (Arg(0), Arg(1)))),
+        Kind("Gather", ("f",), "f", "vec", lambda s: E("GatherV2", (Arg(0), _i32(3, 2, 1, 0), C("i", (), (0,))))),
+        Kind("StridedSlice", ("f",), "f", "vec", lambda s: E("StridedSlice", (Arg(0), _i32(0), _i32(4), _i32(1)))),
+        Kind("ExpandSqueeze", ("f",), "f", "keep", lambda s: E("Squeeze", (E("ExpandDims", (Arg(0), C("i", (), (0,)))),),
+                                                                 (("squeeze_dims", [0]),))),
+        Kind("ArgMax", ("f",), "f", "vec_to_s", lambda s: E("Cast", (E("ArgMax", (Arg(0), C("i", (), (0,)))),),
+                                                               (("DstT", DType("f")), ("Truncate", False)))),
+        Kind("ZerosLike", ("f",), "f", "keep", _unary("ZerosLike")),
+        Kind("OnesLike", ("f",), "f", "keep", _unary("OnesLike")),
+        Kind("StopGradient", ("f",), "f", "keep", _unary("StopGradient")),
         # stateful, not compilable by default
         Kind("PyFunc", ("f",), "f", "keep", lambda s: E("EagerPyFunc", (Arg(0),), (("Tout", [DType("f")]),)),
              stateful=True),
@@ -231,13 +250,14 @@ CATALOG: dict[str, Kind] = _kinds()
 
 @dataclass(frozen=True)
 class Op:
-    """``out = kind(args...)``."""
+    """``out = kind(args...)``; ``xla`` puts it in a ``tf.xla.experimental.jit_scope(compile_ops=xla)``."""
 
     out: str
     kind: str
     args: tuple
     ctrl: tuple = ()
     device: int = 0
+    xla: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -282,6 +302,15 @@ class Print:
 
 
 @dataclass(frozen=True)
+class Group:
+    """``out = tf.group(deps...)``: a NoOp with control inputs."""
+
+    out: str
+    deps: tuple
+    device: int = 0
+
+
+@dataclass(frozen=True)
 class Block:
     stmts: tuple
     result: str | None = None
@@ -322,7 +351,7 @@ class Call:
     device: int = 0
 
 
-Stmt = Union[Op, Const, Read, Write, Print, Cond, While, Call]
+Stmt = Union[Op, Const, Read, Write, Print, Group, Cond, While, Call]
 
 
 @dataclass(frozen=True)
@@ -350,6 +379,10 @@ class Program:
     body: Block
     variables: tuple = ()
     functions: tuple = ()
+    dynamic: bool = False  # trace f with unknown dimensions (input_signature of None dims)
+    # also return d(sum of the float results)/dx0 through a GradientTape (Python rendering only:
+    # the GraphDef rendering is the forward function)
+    grad: bool = False
 
     # -- queries ------------------------------------------------------------------------------
     def size(self) -> int:
@@ -359,8 +392,12 @@ class Program:
         return _block_size(self.body) + sum(_block_size(f.body) for f in self.functions if f.name in called)
 
     def shrink_key(self) -> tuple:
-        """A strict order for shrinking: smaller is simpler."""
-        return (self.size(), len(self.functions) + len(self.variables) + len(self.inputs), len(repr(self)))
+        """A strict order for shrinking: smaller is simpler (constants count least)."""
+        called = {st.fn for st in _walk(self.body) if isinstance(st, Call)}
+        blocks = [self.body] + [f.body for f in self.functions if f.name in called]
+        consts = sum(1 for b in blocks for st in _walk(b) if isinstance(st, Const))
+        return (self.size() - consts, consts, len(self.functions) + len(self.variables) + len(self.inputs),
+                len(repr(self)))
 
     def types(self) -> dict[str, tuple[str, str]]:
         """Value name -> (dtype, shape), for every value of the program."""
@@ -402,7 +439,7 @@ def _block_size(b: Block) -> int:
 
 
 def _is_value(s) -> bool:
-    return not isinstance(s, (Write, Print))
+    return not isinstance(s, (Write, Print, Group))
 
 
 def _collect_types(b: Block, out: dict, program: Program, fns: dict) -> None:
@@ -446,6 +483,8 @@ def _refs(s) -> list[str]:
         return ([s.value] if s.value else []) + list(s.ctrl)
     if isinstance(s, Print):
         return [s.arg] + list(s.ctrl)
+    if isinstance(s, Group):
+        return list(s.deps)
     if isinstance(s, Cond):
         return [s.pred] + [s.then.result, s.else_.result]
     if isinstance(s, While):
@@ -500,7 +539,8 @@ def _py_attr(v) -> str:
 # tf.raw_ops spells a few inputs differently from the OpDef (TF's api_defs)
 _PY_ARG_NAMES = {("Sum", "reduction_indices"): "axis", ("Max", "reduction_indices"): "axis",
                  ("Mean", "reduction_indices"): "axis", ("Prod", "reduction_indices"): "axis",
-                 ("Where", "input"): "condition"}
+                 ("Where", "input"): "condition", ("ExpandDims", "dim"): "axis",
+                 ("Squeeze", "squeeze_dims"): "axis"}
 
 
 def _py_expr(e, args: list[str], name: str | None = None) -> str:
@@ -520,7 +560,7 @@ def _py_expr(e, args: list[str], name: str | None = None) -> str:
     else:
         for a, x in zip(in_args, e.inputs):
             parts.append(f"{_PY_ARG_NAMES.get((e.op, a.name), a.name)}={_py_expr(x, args)}")
-    parts += [f"{k}={_py_attr(v)}" for k, v in e.attrs]
+    parts += [f"{_PY_ARG_NAMES.get((e.op, k), k)}={_py_attr(v)}" for k, v in e.attrs]
     if name:
         parts.append(f"name={name!r}")
     text = f"tf.raw_ops.{e.op}(" + ", ".join(parts) + ")"
@@ -574,6 +614,8 @@ class _Py:
             return [f"{s.out} = tf.raw_ops.{_VAR_OPS[s.how]}(resource={s.var}.handle, value={value}, name={s.out!r})"]
         if isinstance(s, Print):
             return [f"{s.out} = tf.print({s.arg}, name={s.out!r})"]
+        if isinstance(s, Group):
+            return [f"{s.out} = tf.group({', '.join(s.deps)}, name={s.out!r})"]
         if isinstance(s, Call):
             return [f"{s.out} = {s.fn}({', '.join(s.args)})"]
         raise TypeError(s)
@@ -596,7 +638,8 @@ class _Py:
                 self.block(s.body, indent + 1)
                 self.emit(indent + 1, f"return i + 1, {s.body.result}")
                 self.emit(indent, f"_, {s.out} = tf.while_loop(lambda i, {s.var}: i < {s.iters}, body_{s.out}, "
-                                  f"[0, {s.init}], name={s.out!r})")
+                                  f"[0, {s.init}], shape_invariants=[tf.TensorShape([]), tf.TensorShape(None)], "
+                                  f"name={s.out!r})")
                 continue
             lines = self.stmt_lines(s)
             ind = indent
@@ -607,6 +650,10 @@ class _Py:
             ctrl = getattr(s, "ctrl", ())
             if ctrl:
                 self.emit(ind, f"with tf.control_dependencies([{', '.join(ctrl)}]):")
+                ind += 1
+            xla = getattr(s, "xla", None)
+            if xla is not None:
+                self.emit(ind, f"with tf.xla.experimental.jit_scope(compile_ops={xla}):")
                 ind += 1
             for line in lines:
                 self.emit(ind, line)
@@ -628,10 +675,25 @@ class _Py:
             self.emit(1, f"return {fn.body.result}")
         self.emit(0, "")
         self.emit(0, "")
-        self.emit(0, "@tf.function")
+        if p.dynamic:
+            dims = {"v": "[None]", "s": "[]", "m": "[None, None]"}
+            specs = ", ".join(f"tf.TensorSpec({dims[x.shape]}, {DTYPES[x.dtype][0]})" for x in p.inputs)
+            self.emit(0, f"@tf.function(input_signature=[{specs}])")
+        else:
+            self.emit(0, "@tf.function")
         self.emit(0, f"def f({', '.join(x.name for x in p.inputs)}):")
-        self.block(p.body, 1)
-        self.emit(1, f"return {', '.join(p.outputs())}")
+        outs = p.outputs()
+        if p.grad:
+            self.emit(1, "with tf.GradientTape() as tape:")
+            self.emit(2, "tape.watch(x0)")
+            self.block(p.body, 2)
+            floats = [o for o in outs if self.types[o][0] == "f"] or ["x0"]
+            self.emit(2, "loss = " + " + ".join(f"tf.reduce_sum({o})" for o in floats))
+            self.emit(1, "dx0 = tape.gradient(loss, x0, unconnected_gradients=tf.UnconnectedGradients.ZERO)")
+            outs = outs + ["dx0"]
+        else:
+            self.block(p.body, 1)
+        self.emit(1, f"return {', '.join(outs)}")
         self.emit(0, "")
         self.emit(0, "")
         self.emit(0, f"f({', '.join(x.name for x in p.inputs)})")
@@ -651,20 +713,27 @@ DEVICE_SETUP = ("cpu = tf.config.list_physical_devices('CPU')[0]\n"
                 "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * {n})\n")
 
 
-def header_source(devices: int = 1) -> str:
+GRAPPLER_OFF = 'tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})\n'
+
+
+def header_source(devices: int = 1, grappler: bool = True) -> str:
+    """Imports plus the process configuration (logical CPU devices, Grappler off)."""
     text = "import numpy as np\nimport tensorflow as tf\n"
     if devices > 1:
         text += DEVICE_SETUP.format(n=devices)
+    if not grappler:
+        text += GRAPPLER_OFF
     return text
 
 
-def to_python(program: Program, *, flags: str | None = None, devices: int = 1, title: str = "") -> str:
+def to_python(program: Program, *, flags: str | None = None, devices: int = 1, grappler: bool = True,
+              title: str = "") -> str:
     """A standalone TF program: ``TF_XLA_FLAGS=... python program.py``."""
     head = f'"""{title or "Generated by jitsim.testing"}'
     if flags is not None:
         head += f"\n\nRun with TF_XLA_FLAGS={flags!r}"
     head += '\n"""\n'
-    return head + header_source(devices) + "\n" + body_source(program)
+    return head + header_source(devices, grappler) + "\n" + body_source(program)
 
 
 # -- GraphDef rendering -----------------------------------------------------------------------------
@@ -687,6 +756,7 @@ class _Ctx:
         # automatic control dependencies, per function body (branches and loop bodies are
         # functions of their own in TF2): resource -> last node touching it
         self.last_touch: dict[str, str] = {}
+        self.jit_scopes = 0  # tf.xla.experimental.jit_scope's per-graph counter
 
 
 class _GraphBuilder:
@@ -829,7 +899,14 @@ class _GraphBuilder:
             ctrl = self.ctrl_refs(s, ctx)
             if k.stateful and s.kind != "CheckNumerics":
                 ctrl += self.prev_effect(ctx, "<stateful>")
+            first = len(self.gd.node)
             ref, _ = self.expr(k.build(shapes), args, types, s.out, True, s.device, ctx, ctrl)
+            if s.xla is not None:
+                for nd in self.gd.node[first:]:
+                    nd.attr["_XlaCompile"].b = s.xla
+                    nd.attr["_XlaSeparateCompiledGradients"].b = False
+                    nd.attr["_XlaScope"].s = f"jit_scope_{ctx.jit_scopes}".encode()
+                ctx.jit_scopes += 1
             if k.stateful and s.kind != "CheckNumerics":
                 ctx.last_touch["<stateful>"] = ref.split(":")[0]
             ctx.values[s.out] = ref
@@ -874,6 +951,10 @@ class _GraphBuilder:
             nd = self.node(s.out, "PrintV2", [fmt.name], {}, s.device, ctx,
                            self.ctrl_refs(s, ctx) + self.prev_effect(ctx, "<stateful>"))
             ctx.last_touch["<stateful>"] = nd.name
+            ctx.effects[s.out] = nd.name
+        elif isinstance(s, Group):
+            deps = [ctx.effects[d] if d in ctx.effects else self.lookup(ctx, d).split(":")[0] for d in s.deps]
+            nd = self.node(s.out, "NoOp", [], {}, s.device, None, deps)
             ctx.effects[s.out] = nd.name
         elif isinstance(s, Cond):
             self.cond(s, ctx)
@@ -1037,6 +1118,8 @@ def _set_attr(av, v) -> None:
         for x in v:
             if isinstance(x, DType):
                 av.list.type.append(DTYPES[x.code][2])
+            elif isinstance(x, int):
+                av.list.i.append(x)
             else:
                 raise TypeError(x)
     else:
@@ -1120,6 +1203,11 @@ def validate(program: Program) -> None:
                         raise ValueError(f"{s.out}: {s.value} does not match {s.var}'s type")
             elif isinstance(s, Print):
                 need(s.arg, scope, s.out)
+            elif isinstance(s, Group):
+                if not s.deps:
+                    raise ValueError(f"{s.out}: an empty group")
+                for d in s.deps:
+                    need(d, local, s.out)
             elif isinstance(s, Cond):
                 need(s.pred, scope, s.out)
                 if types[s.pred][0] != "f":
@@ -1174,6 +1262,8 @@ def _rename_refs(s, m: dict):
         return dataclasses.replace(s, value=r(s.value))
     if isinstance(s, Print):
         return dataclasses.replace(s, arg=r(s.arg))
+    if isinstance(s, Group):
+        return dataclasses.replace(s, deps=tuple(d for d in s.deps if d not in m))
     if isinstance(s, Cond):
         return dataclasses.replace(s, pred=r(s.pred), then=_rename_block(s.then, m), else_=_rename_block(s.else_, m))
     if isinstance(s, While):
@@ -1238,8 +1328,47 @@ def _without(b: Block, k: int, rename: dict | None = None, insert: tuple = ()) -
     rest = tuple(_rename_refs(s, {**rename, gone: rename.get(gone, gone)}) if rename else s for s in b.stmts[k + 1:])
     rest = tuple(dataclasses.replace(s, ctrl=tuple(c for c in s.ctrl if c != gone)) if getattr(s, "ctrl", ()) else s
                  for s in rest)
+    rest = tuple(dataclasses.replace(s, deps=tuple(d for d in s.deps if d != gone)) if isinstance(s, Group) else s
+                 for s in rest)
+    rest = tuple(s for s in rest if not (isinstance(s, Group) and not s.deps))
     res = rename.get(b.result, b.result) if b.result else b.result
     return Block(b.stmts[:k] + tuple(insert) + rest, res)
+
+
+def chunk_reductions(p: Program) -> Iterator[Program]:
+    """Big steps for shrinking large programs (delta debugging): drop a run of the top block's
+    statements at once, halves first, then quarters...; a dropped value still used later
+    becomes a constant of its type."""
+    types = p.types()
+    stmts = p.body.stmts
+    n = len(stmts)
+    k = n // 2
+    while k >= 2:
+        for start in range(0, n, k):
+            gone = stmts[start:start + k]
+            later = Block(stmts[start + k:], p.body.result)
+            used: set[str] = set()
+            for st in _walk(later):
+                used.update(_refs(st))
+            names = {st.out for st in gone}
+            keep = tuple(Const(st.out, *types[st.out]) for st in gone if st.out in used and _is_value(st))
+            rest = tuple(_strip_refs(st, names - {c.out for c in keep}) for st in later.stmts)
+            q = dataclasses.replace(p, body=Block(stmts[:start] + keep + rest, p.body.result))
+            try:
+                validate(q)
+            except (ValueError, KeyError, StopIteration):
+                continue
+            yield q
+        k //= 2
+
+
+def _strip_refs(s, names: set):
+    """Statement ``s`` without control deps / group deps on ``names``."""
+    if getattr(s, "ctrl", ()):
+        s = dataclasses.replace(s, ctrl=tuple(c for c in s.ctrl if c not in names))
+    if isinstance(s, Group):
+        s = dataclasses.replace(s, deps=tuple(d for d in s.deps if d not in names))
+    return s
 
 
 def reductions(p: Program) -> Iterator[Program]:
@@ -1275,7 +1404,7 @@ def reductions(p: Program) -> Iterator[Program]:
                 out.append(_set_block(p, path, _without(b, k)))
     for path, b in _blocks(p):
         for k, s in enumerate(b.stmts):
-            if isinstance(s, (Write, Print)):
+            if isinstance(s, (Write, Print, Group)):
                 out.append(_set_block(p, path, _without(b, k)))
             elif isinstance(s, Const):
                 if s.out not in used:
@@ -1299,6 +1428,10 @@ def reductions(p: Program) -> Iterator[Program]:
                 simpler["iters"] = 1
             if isinstance(s, Const) and s.seed:
                 simpler["seed"] = 0
+            if isinstance(s, Op) and s.xla is not None:
+                simpler["xla"] = None
+            if isinstance(s, Group) and len(s.deps) > 1:
+                simpler["deps"] = s.deps[:1]
             for key, val in simpler.items():
                 t = dataclasses.replace(s, **{key: val})
                 out.append(_set_block(p, path, Block(b.stmts[:k] + (t,) + b.stmts[k + 1:], b.result)))
@@ -1315,6 +1448,10 @@ def reductions(p: Program) -> Iterator[Program]:
     p_vars = tuple(v for v in p.variables if v.name in read_vars)
     if len(p_vars) < len(p.variables):
         out.append(dataclasses.replace(p, variables=p_vars))
+    if p.grad:
+        out.append(dataclasses.replace(p, grad=False))
+    if p.dynamic:
+        out.append(dataclasses.replace(p, dynamic=False))
     p_in = tuple(x for i, x in enumerate(p.inputs) if i == 0 or x.name in used)
     if len(p_in) < len(p.inputs):
         out.append(dataclasses.replace(p, inputs=p_in))

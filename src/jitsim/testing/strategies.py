@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from jitsim.testing.program import (
-    CATALOG, Block, Call, Cond, Const, Function, Op, Print, Program, Read, Val, Variable, While, Write,
+    CATALOG, Block, Call, Cond, Const, Function, Group, Op, Print, Program, Read, Val, Variable, While, Write,
 )
 
 BASE_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
@@ -48,6 +48,10 @@ class Features:
     stateful: bool = True
     control_deps: bool = True
     prints: bool = True
+    groups: bool = True
+    jit_scopes: bool = True
+    dynamic_shapes: bool = True
+    gradients: bool = True
 
 
 class _Gen:
@@ -113,8 +117,11 @@ class _Gen:
             for d in k.ins[1:]:
                 allowed = k.other_shapes(first)
                 args.append(self.pick([v for v in reversed(env) if v.dtype == d and v.shape in allowed]).name)
+        xla = None
+        if not pure and self.ft.jit_scopes and self.draw(st.integers(0, 9)) == 9:
+            xla = self.draw(st.booleans())
         return Op(self.name("v"), k.name, tuple(args), self.ctrl(local) if not pure else (),
-                  self.device() if not pure else 0)
+                  self.device() if not pure else 0, xla)
 
     def const(self, local: list[str]) -> Const:
         dtype = self.draw(st.sampled_from(["f", "f", "i", "b", "s"] if self.ft.strings else ["f", "f", "i", "b"]))
@@ -128,6 +135,8 @@ class _Gen:
             out += ["read", "write"]
         if self.ft.prints:
             out.append("print")
+        if self.ft.groups:
+            out.append("group")
         if self.ft.control_flow and depth < self.ft.max_depth:
             out += ["cond", "while"]
         if self.functions:
@@ -191,6 +200,13 @@ class _Gen:
             return Write(self.name("a"), var.name, how, value, self.ctrl(local), self.device())
         if kind == "print":
             return Print(self.name("a"), self.pick(env[::-1]).name, self.ctrl(local), self.device())
+        if kind == "group":
+            if not local:
+                return None
+            deps = [self.pick(local[::-1])]
+            if len(local) > 1 and draw(st.booleans()):
+                deps.append(self.pick(local[::-1]))
+            return Group(self.name("a"), tuple(dict.fromkeys(deps)), self.device())
         if kind == "cond":
             floats = [v for v in reversed(env) if v.dtype == "f"]
             if not floats:
@@ -259,7 +275,10 @@ class _Gen:
                 self.functions.append(self.function(j))
         n = draw(st.integers(1, ft.max_statements))
         stmts, _ = self.block(inputs, n, 0)
-        return Program(tuple(inputs), Block(tuple(stmts)), tuple(self.variables), tuple(self.functions))
+        dynamic = ft.dynamic_shapes and draw(st.integers(0, 3)) == 3
+        grad = ft.gradients and draw(st.integers(0, 3)) == 3
+        return Program(tuple(inputs), Block(tuple(stmts)), tuple(self.variables), tuple(self.functions), dynamic,
+                       grad)
 
 
 @st.composite
@@ -281,6 +300,8 @@ def xla_flags(draw, *, auto_jit_levels=(2, 1)) -> str:
     Shrinks towards the plain default (``--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit``)."""
     level = draw(st.sampled_from(auto_jit_levels))
     parts = [f"--tf_xla_auto_jit={level}", "--tf_xla_cpu_global_jit", "--tf_xla_clustering_debug"]
+    if draw(st.integers(0, 9)) == 9:  # auto-jit off: only jit_scope(compile_ops=True) ops are clustered
+        parts = ["--tf_xla_cpu_global_jit", "--tf_xla_clustering_debug"]
     min_size = draw(st.sampled_from([None, 1, 2, 3, 6]))
     if min_size is not None:
         parts.append(f"--tf_xla_min_cluster_size={min_size}")
@@ -304,15 +325,17 @@ def xla_flags(draw, *, auto_jit_levels=(2, 1)) -> str:
 
 @dataclass(frozen=True)
 class ProcessConfig:
-    """What one TF process is started with: its TF_XLA_FLAGS and logical CPU devices."""
+    """What one TF process is started with: its TF_XLA_FLAGS, logical CPU devices, Grappler."""
 
     flags: str = BASE_FLAGS
     devices: int = 1
-
-    def key(self) -> str:
-        return f"{self.flags} devices={self.devices}"
+    grappler: bool = True
 
 
 @st.composite
-def process_configs(draw) -> ProcessConfig:
-    return ProcessConfig(draw(xla_flags()), draw(st.sampled_from([1, 2])))
+def process_configs(draw, grappler: str = "on") -> ProcessConfig:
+    """``grappler``: ``on`` (TF's default), ``off`` (``disable_meta_optimizer``) or ``mixed``."""
+    on = {"on": True, "off": False}.get(grappler)
+    if on is None:
+        on = draw(st.integers(0, 3)) != 3
+    return ProcessConfig(draw(xla_flags()), draw(st.sampled_from([1, 2])), on)
