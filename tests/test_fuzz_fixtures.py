@@ -17,11 +17,20 @@ from jitsim.crosscheck.fuzz import _parse_log, check_dumps, check_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted(p.parent.name for p in (ROOT / "fixtures" / "fuzz").glob("*/config.json"))
+KNOWN = sorted(p.parent.name for p in (ROOT / "fixtures" / "fuzz" / "known").glob("*/config.json"))
 
 
 @pytest.mark.parametrize("name", FIXTURES or [pytest.param("none", marks=pytest.mark.skip(reason="no fuzz fixtures"))])
 def test_fuzz_fixture_replays_without_disagreement(name):
     assert check_fixture(ROOT / "fixtures" / "fuzz" / name) == []
+
+
+@pytest.mark.parametrize("name", KNOWN or [pytest.param("none", marks=pytest.mark.skip(reason="no known limits"))])
+def test_known_limit_still_differs(name):
+    """fixtures/fuzz/known/: disagreements documented as outside what a dump lets jitsim know
+    (docs/fuzzing.md). If one starts to agree, jitsim learnt something: move the fixture up to
+    fixtures/fuzz/ and update the docs."""
+    assert check_fixture(ROOT / "fixtures" / "fuzz" / "known" / name) != []
 
 
 @pytest.mark.parametrize("run", ["tiny_pieces_min1", "cond_compilable", "resource_var_order", "while_loop_numeric",
@@ -58,3 +67,17 @@ def test_log_markers_attribute_dumps_to_programs():
     assert errors == {3: "InvalidArgumentError: boom"}
     assert owners == {"before_clone_constants_for_better_clustering.pbtxt": -1,
                       "before_clone_constants_for_better_clustering_1.pbtxt": 3, "build_xla_ops_1.pbtxt": 4}
+
+
+def test_replicated_constant_clone_order_is_reported_as_tf_nondeterminism(tmp_path):
+    import json
+    import tarfile
+
+    fx = ROOT / "fixtures" / "fuzz" / "replicated-constant-clone-order"
+    with tarfile.open(fx / "harvest.tar.xz", "r:xz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    h = tmp_path / "harvest"
+    flags = json.loads((fx / "config.json").read_text())["flags"]
+    checks = check_dumps(h / "dumps", (h / "log.txt").read_text(), flags)
+    assert not [p for c in checks for p in c.problems]
+    assert any("constant clones permuted" in x for c in checks for x in c.tf_nondeterminism)

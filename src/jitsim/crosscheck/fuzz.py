@@ -58,18 +58,23 @@ _BEGIN = "JITSIM_FUZZ_BEGIN "
 _ERROR = "JITSIM_FUZZ_ERROR "
 _END = "JITSIM_FUZZ_END"
 
+# Each program gets PROGRAM_TIMEOUT seconds: a hung TF call (py_function in some nests does
+# hang) ends the process, and run_programs restarts the rest of the batch without it.
+PROGRAM_TIMEOUT = 120
 _RUNNER = '''\
-import json, os, runpy, sys, traceback
+import faulthandler, json, os, runpy, sys, traceback
 {header}
 _progs = json.load(open(sys.argv[1]))
 for _id, _path in _progs:
     print("{begin}%d" % _id, file=sys.stderr, flush=True)
+    faulthandler.dump_traceback_later({timeout}, exit=True)
     try:
         runpy.run_path(_path, run_name="__main__")
     except Exception as _e:
         _lines = [l.strip() for l in str(_e).strip().splitlines() if l.strip()]
         _msg = (_lines[0] + (" | " + _lines[-1] if len(_lines) > 1 else ""))[:400] if _lines else ""
         print("{error}%d %s: %s" % (_id, type(_e).__name__, _msg), file=sys.stderr, flush=True)
+    faulthandler.cancel_dump_traceback_later()
 print("{end}", file=sys.stderr, flush=True)
 '''
 
@@ -328,7 +333,8 @@ def run_batch(programs: list[tuple[int, str]], flags: str, devices: int, root: P
     (root / "programs.json").write_text(json.dumps(paths))
     (root / "config.json").write_text(json.dumps({"flags": flags, "devices": devices, "grappler": grappler}) + "\n")
     runner = root / "runner.py"
-    runner.write_text(_RUNNER.format(header=header_source(devices, grappler), begin=_BEGIN, error=_ERROR, end=_END))
+    runner.write_text(_RUNNER.format(header=header_source(devices, grappler), begin=_BEGIN, error=_ERROR, end=_END,
+                                      timeout=PROGRAM_TIMEOUT))
     env = harvest_env(dumps, flags)
     env["TF_CPP_MIN_LOG_LEVEL"] = "0"
     t0 = time.monotonic()
@@ -408,13 +414,17 @@ def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "fu
     ``profile``: ``full`` (every feature, any flags), ``ci`` (same programs, flags limited to
     the default and one varied configuration so that the sample runs in two TF processes),
     ``no-grappler`` (any flags, Grappler off in every process: TF then clusters a graph it never
-    rebuilt, whose edge order the dumps do not record -- see docs/fuzzing.md)."""
+    rebuilt, whose edge order the dumps do not record -- see docs/fuzzing.md), ``large`` (as
+    ``full`` with programs up to 30 top-level statements and control flow three deep)."""
     try:
         from hypothesis import HealthCheck, Phase, given, settings
         from hypothesis import seed as hseed
     except ImportError:
         raise JitsimError("generating programs needs Hypothesis: pip install 'jitsim[fuzz]'") from None
-    from jitsim.testing.strategies import BASE_FLAGS, ProcessConfig, process_configs, programs
+    from jitsim.testing.strategies import BASE_FLAGS, Features, ProcessConfig, process_configs, programs
+
+    if features is None and profile == "large":
+        features = Features(max_statements=30, block_statements=5, max_depth=3)
 
     drawn: list = []
     common = dict(database=None, phases=[Phase.generate], deadline=None, suppress_health_check=list(HealthCheck),
@@ -602,15 +612,50 @@ def write_reproducer(example: Example, outcome: Outcome, dest: Path, *, seed: in
     return dest
 
 
+FIXTURE_FILES = ("program.py", "config.json", "README.md", "diff.txt", "evidence.txt")
+
+
+def make_fixture(repro: Path | str, dest: Path | str) -> Path:
+    """Turn a reproducer directory into a regression fixture: the program, its configuration,
+    the notes, and TF's dumps packed as a deterministic ``harvest.tar.xz``."""
+    import io
+    import lzma
+    import tarfile
+
+    repro, dest = Path(repro), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in FIXTURE_FILES:
+        if (repro / f).exists():
+            shutil.copyfile(repro / f, dest / f)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        files = sorted(p for p in (repro / "harvest").rglob("*") if p.is_file())
+        for p in files:
+            data = p.read_bytes()
+            ti = tarfile.TarInfo(str(p.relative_to(repro)))
+            ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
+            tar.addfile(ti, io.BytesIO(data))
+    (dest / "harvest.tar.xz").write_bytes(lzma.compress(buf.getvalue(), preset=9))
+    return dest
+
+
 def check_fixture(path: Path | str) -> list[str]:
-    """Replay a reproducer / fixture directory: jitsim vs the TF dumps in ``harvest/``. Returns
-    one line per problem (empty: jitsim agrees with TF on every graph)."""
+    """Replay a reproducer or fixture directory: jitsim vs the TF dumps in ``harvest/`` (or
+    ``harvest.tar.xz``). Returns one line per problem (empty: jitsim agrees with TF on every
+    graph; TF's known nondeterminism does not count)."""
+    import tarfile
+
     path = Path(path)
     config = json.loads((path / "config.json").read_text())
-    h = path / "harvest"
-    out = []
-    for chk in check_dumps(h / "dumps", (h / "log.txt").read_text(errors="replace"), config["flags"]):
-        out += [f"graph {chk.record.id} {p.stage}: {p.summary}" for p in chk.problems]
+    with tempfile.TemporaryDirectory(prefix="jitsim-fixture-") as tmp:
+        h = path / "harvest"
+        if not h.is_dir():
+            with tarfile.open(path / "harvest.tar.xz", "r:xz") as tar:
+                tar.extractall(tmp, filter="data")
+            h = Path(tmp) / "harvest"
+        out = []
+        for chk in check_dumps(h / "dumps", (h / "log.txt").read_text(errors="replace"), config["flags"]):
+            out += [f"graph {chk.record.id} {p.stage}: {p.summary}" for p in chk.problems]
     return out
 
 
@@ -684,6 +729,9 @@ def write_summary(res: CampaignResult, path: Path, *, seed: int, command: str) -
         "disagreements": res.disagreements, "graphs_compared": res.graphs, "wall_s": round(res.wall_s, 1),
         "tf_errors": res.tf_errors, "tf_crashes": res.crashes, "tf_nondeterminism": res.tf_nondeterminism,
         "reproducers": [str(p) for p in res.reproducers],
+        "tf_error_messages": {str(o.example.id): o.error for o in res.outcomes if o.error},
+        "tf_nondeterminism_cases": {str(o.example.id): o.tf_nondeterminism for o in res.outcomes
+                                    if o.tf_nondeterminism},
         "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
     }
     path.write_text(json.dumps(data, indent=1) + "\n")
