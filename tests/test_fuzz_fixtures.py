@@ -81,3 +81,13 @@ def test_replicated_constant_clone_order_is_reported_as_tf_nondeterminism(tmp_pa
     checks = check_dumps(h / "dumps", (h / "log.txt").read_text(), flags)
     assert not [p for c in checks for p in c.problems]
     assert any("constant clones permuted" in x for c in checks for x in c.tf_nondeterminism)
+
+
+def test_replicated_constant_edge_order_fixture_needs_the_fix(monkeypatch):
+    """Without jitsim.passes.tfgraph's replica rule the fixture disagrees again (TF: no cluster)."""
+    import jitsim.passes.tfgraph as tfgraph
+
+    fx = ROOT / "fixtures" / "fuzz" / "replicated-constant-edge-order"
+    assert check_fixture(fx) == []
+    monkeypatch.setattr(tfgraph, "_is_replica", lambda n: False)
+    assert any(" mark: " in line for line in check_fixture(fx))

@@ -327,3 +327,13 @@ def test_every_catalog_kind_renders_to_registered_ops():
         gd = to_graphdef(p)
         for n in gd.node:
             assert op_def(n.op) is not None, (k.name, n.op)
+
+
+@settings(CI, max_examples=50)
+@given(programs())
+def test_programs_round_trip_through_json(p):
+    import json as _json
+
+    from jitsim.testing.program import program_from_json, program_to_json
+
+    assert program_from_json(_json.loads(_json.dumps(program_to_json(p)))) == p

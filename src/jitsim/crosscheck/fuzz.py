@@ -558,12 +558,13 @@ def write_reproducer(example: Example, outcome: Outcome, dest: Path, *, seed: in
     from jitsim.crosscheck.corpus import KEEP_STAGES, _filter_log
     from jitsim.crosscheck.dumps import parse_stage
     from jitsim.graph.io import save
-    from jitsim.testing.program import to_python
+    from jitsim.testing.program import program_to_json, to_python
 
     dest.mkdir(parents=True, exist_ok=True)
     title = f"jitsim fuzz example {example.id}" + (f" (seed {seed})" if seed is not None else "")
     (dest / "program.py").write_text(to_python(example.program, flags=example.flags, devices=example.devices,
                                                grappler=example.grappler, title=title))
+    (dest / "program.json").write_text(json.dumps(program_to_json(example.program), indent=1) + "\n")
     h = dest / "harvest"
     if h.exists():
         shutil.rmtree(h)
@@ -612,7 +613,19 @@ def write_reproducer(example: Example, outcome: Outcome, dest: Path, *, seed: in
     return dest
 
 
-FIXTURE_FILES = ("program.py", "config.json", "README.md", "diff.txt", "evidence.txt")
+FIXTURE_FILES = ("program.py", "program.json", "config.json", "README.md", "diff.txt", "evidence.txt")
+
+
+def load_example(repro: Path | str) -> Example:
+    """The example of a reproducer or fixture directory (its ``program.json`` and ``config.json``),
+    e.g. to shrink it further: ``shrink(ex, evaluate([ex], work)[0][0], work)``."""
+    from jitsim.testing.program import program_from_json
+
+    repro = Path(repro)
+    config = json.loads((repro / "config.json").read_text())
+    program = program_from_json(json.loads((repro / "program.json").read_text()))
+    return Example(config.get("example", 0), program, config["flags"], config.get("devices", 1),
+                   config.get("grappler", True))
 
 
 def make_fixture(repro: Path | str, dest: Path | str) -> Path:

@@ -252,14 +252,23 @@ class TfGraph:
 
 # `<const>/clone_<k>`: CloneConstantsForBetterClustering's naming
 CLONE_NAME_RE = re.compile(r"^(.*)/clone_\d+$")
+# `<const>/replicate/_<k>`: ReplicateConstantsPass (POST_REWRITE_FOR_EXEC 3, before the dump)
+# copies a small constant once per consumer device and removes the original
+REPLICA_NAME_RE = re.compile(r"^(.*)/replicate/_\d+$")
 _FEED_FETCH = (("_Arg", "_arg_"), ("_Retval", "_retval_"), ("_Recv", "_recv_"), ("_Send", "_send_"))
 _FETCH = (("_Retval", "_retval_"), ("_Send", "_send_"))
 
 
+def _is_replica(n: TfNode) -> bool:
+    return n.op in CONSTANT_OPS and REPLICA_NAME_RE.match(n.name) is not None
+
+
 def _created_after_construction(g: TfGraph, n: TfNode) -> bool:
     """Nodes TF adds to a graph after building it: session feeds/fetches
-    (``_arg_*``/``_retval_*``), cloned constants and IncreaseDynamism's slices."""
+    (``_arg_*``/``_retval_*``), replicated and cloned constants and IncreaseDynamism's slices."""
     if any(n.op == op and n.name.startswith(prefix) for op, prefix in _FEED_FETCH):
+        return True
+    if _is_replica(n):
         return True
     m = CLONE_NAME_RE.match(n.name)
     if m and n.op in CONSTANT_OPS and m.group(1) in g.by_name:
@@ -279,6 +288,11 @@ def tfgraph_from_dump(graph) -> TfGraph:
     construction, a node whose only consumers are session fetches (``_retval_*``) also had
     an edge to ``_SINK`` (so, in a cluster, it becomes a control output).
 
+    A constant replica of ReplicateConstantsPass (``<const>/replicate/_<k>``, multi-device graphs)
+    got its out-edges first (the original's, in its edge order), then its control in-edges, the
+    one from ``_SOURCE`` included; the original's consumers had an in-edge at construction (from
+    the original), so they get no ``_SOURCE`` edge.
+
     Residual risk: edges created by a pass between existing nodes, and the order of several
     edges created together (TF iterates pointer-ordered edge sets there), are guesses.
     """
@@ -290,8 +304,14 @@ def tfgraph_from_dump(graph) -> TfGraph:
     first = min(created)
     edges = [e for e in base.edges() if e.id != 0]
     early = [e for e in edges if max(e.src, e.dst) < first]
-    late = sorted((e for e in edges if max(e.src, e.dst) >= first),
-                  key=lambda e: (max(e.src, e.dst), 0 if e.dst > e.src else 1, e.id))
+    replicas = {n.id for n in base.op_nodes() if _is_replica(n)}
+
+    def late_key(e):
+        m = max(e.src, e.dst)
+        incoming = e.dst == m
+        return (m, (1 if incoming else 0) if m in replicas else (0 if incoming else 1), e.id)
+
+    late = sorted((e for e in edges if max(e.src, e.dst) >= first), key=late_key)
     tg = TfGraph(library=base.library, versions=base.versions)
     for n in base.op_nodes():
         tg.add_node(n.nodedef)
@@ -302,13 +322,17 @@ def tfgraph_from_dump(graph) -> TfGraph:
     for n in base.op_nodes():
         if n.id >= first:
             continue
-        if not any(e.src < first for e in base.nodes[n.id].in_edges.values()):
+        if not any(e.src < first or e.src in replicas for e in base.nodes[n.id].in_edges.values()):
             tg.add_control_edge(SOURCE_ID, n.id)
         outs = list(base.nodes[n.id].out_edges.values())
         if all(e.dst in fetch_ids for e in outs):
             tg.add_control_edge(n.id, SINK_ID)
-    for e in late:
+    for i, e in enumerate(late):
         tg.add_edge(e.src, e.src_output, e.dst, e.dst_input)
+        m = max(e.src, e.dst)
+        if m in replicas and (i + 1 == len(late) or max(late[i + 1].src, late[i + 1].dst) != m):
+            if not base.nodes[m].in_edges:
+                tg.add_control_edge(SOURCE_ID, m)
     tg.fixup_source_and_sink_edges()
     return tg
 
