@@ -91,3 +91,31 @@ def test_replicated_constant_edge_order_fixture_needs_the_fix(monkeypatch):
     assert check_fixture(fx) == []
     monkeypatch.setattr(tfgraph, "_is_replica", lambda n: False)
     assert any(" mark: " in line for line in check_fixture(fx))
+
+
+def test_graphs_tf_never_rebuilt_are_recognised(corpus, tmp_path):
+    """is_rebuilt: a post-Grappler dump is in topological order, a Grappler-off one is not."""
+    import tarfile
+
+    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.crosscheck.fuzz import is_rebuilt
+    from jitsim.graph.io import read_graphdef
+
+    d = corpus.extract("cond_compilable")
+    recs = group_dumps(d / "dumps", (d / "log.txt").read_text())
+    stage = "before_clone_constants_for_better_clustering"
+    assert all(is_rebuilt(read_graphdef(d / "dumps" / r.files[stage])) for r in recs if stage in r.files)
+    with tarfile.open(ROOT / "fixtures/fuzz/known/no-grappler-contraction-order/harvest.tar.xz", "r:xz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    h = tmp_path / "harvest"
+    checks = check_dumps(h / "dumps", (h / "log.txt").read_text(),
+                         "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1 "
+                         "--tf_xla_max_cluster_size=2")
+    assert any(not c.rebuilt and c.tf_problems() for c in checks)
+    # nodes added after construction (here ReplicateConstantsPass's replicas) do not make a graph
+    # "not rebuilt": the bug the fixture below caught must stay a disagreement
+    with tarfile.open(ROOT / "fixtures/fuzz/replicated-constant-edge-order/harvest.tar.xz", "r:xz") as tar:
+        tar.extractall(tmp_path / "r", filter="data")
+    h = tmp_path / "r" / "harvest"
+    recs = group_dumps(h / "dumps", (h / "log.txt").read_text())
+    assert all(is_rebuilt(read_graphdef(h / "dumps" / r.files[stage])) for r in recs if stage in r.files)

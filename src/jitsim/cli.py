@@ -547,7 +547,8 @@ def cmd_fuzz(args) -> int:
     cmd = f"jitsim crosscheck fuzz --examples {args.examples} --seed {args.seed} --profile {args.profile}"
     write_summary(res, Path(args.output) / "summary.json", seed=args.seed, command=cmd)
     print(f"{res.graphs} graphs compared in {res.wall_s:.0f} s; TF raised in {res.tf_errors} examples, "
-          f"crashed in {res.crashes}; {res.tf_nondeterminism} known TF nondeterminism")
+          f"crashed in {res.crashes}; {res.tf_nondeterminism} known TF nondeterminism; {res.unrebuilt} examples "
+          "differ only on graphs TF never rebuilt (docs/fuzzing.md)")
     for path in res.reproducers:
         print(f"reproducer: {path}")
     print(res.final_line())
