@@ -119,3 +119,16 @@ def test_graphs_tf_never_rebuilt_are_recognised(corpus, tmp_path):
     h = tmp_path / "r" / "harvest"
     recs = group_dumps(h / "dumps", (h / "log.txt").read_text())
     assert all(is_rebuilt(read_graphdef(h / "dumps" / r.files[stage])) for r in recs if stage in r.files)
+
+
+def test_encapsulate_folds_sin_fixture_needs_the_fix(monkeypatch):
+    """Without a numpy kernel for Sin, encapsulate's folding leaves Sin(const) in the cluster."""
+    import jitsim.passes.encapsulate as enc
+
+    fx = ROOT / "fixtures" / "fuzz" / "encapsulate-folds-sin"
+    assert check_fixture(fx) == []
+    ops = dict(enc._OPS)
+    del ops["Sin"]
+    monkeypatch.setattr(enc, "_OPS", ops)
+    monkeypatch.setattr(enc, "FOLDABLE_OPS", frozenset(ops))
+    assert any(" encapsulate: " in line for line in check_fixture(fx))

@@ -1164,6 +1164,42 @@ _OPS: dict[str, Callable] = {
     "GatherV2": _gather,
     "Gather": _gather,
 }
+
+
+def _f64(fn):
+    """A float kernel evaluated in float64 (the evaluator casts the result to the node's dtype):
+    TF's Eigen kernels approximate these functions, so a folded value can differ from TF's in
+    the last bit or two (docs/fidelity.md, known limits)."""
+    return _unary(lambda np, x: fn(np, x.astype(np.float64) if np.issubdtype(x.dtype, np.floating) else x))
+
+
+# Elementwise float math TF's constant folding evaluates too (found by fuzzing with Grappler
+# off, where constant-only chains reach the encapsulated cluster unfolded).
+_OPS.update({
+    "Sin": _f64(lambda np, x: np.sin(x)),
+    "Cos": _f64(lambda np, x: np.cos(x)),
+    "Tan": _f64(lambda np, x: np.tan(x)),
+    "Asin": _f64(lambda np, x: np.arcsin(x)),
+    "Acos": _f64(lambda np, x: np.arccos(x)),
+    "Atan": _f64(lambda np, x: np.arctan(x)),
+    "Sinh": _f64(lambda np, x: np.sinh(x)),
+    "Cosh": _f64(lambda np, x: np.cosh(x)),
+    "Tanh": _f64(lambda np, x: np.tanh(x)),
+    "Asinh": _f64(lambda np, x: np.arcsinh(x)),
+    "Exp": _f64(lambda np, x: np.exp(x)),
+    "Expm1": _f64(lambda np, x: np.expm1(x)),
+    "Log": _f64(lambda np, x: np.log(x)),
+    "Log1p": _f64(lambda np, x: np.log1p(x)),
+    "Rsqrt": _f64(lambda np, x: 1.0 / np.sqrt(x)),
+    "Sigmoid": _f64(lambda np, x: 1.0 / (1.0 + np.exp(-x))),
+    "Softplus": _f64(lambda np, x: np.logaddexp(0.0, x)),
+    "Softsign": _f64(lambda np, x: x / (1.0 + np.abs(x))),
+    "Relu": _unary(lambda np, x: np.maximum(x, np.zeros_like(x))),
+    "Relu6": _unary(lambda np, x: np.minimum(np.maximum(x, np.zeros_like(x)), np.full_like(x, 6))),
+    "IsNan": _unary(lambda np, x: np.isnan(x)),
+    "IsInf": _unary(lambda np, x: np.isinf(x)),
+    "IsFinite": _unary(lambda np, x: np.isfinite(x)),
+})
 FOLDABLE_OPS = frozenset(_OPS)
 
 
