@@ -231,6 +231,7 @@ def cmd_cluster(args) -> int:
     return 0
 
 
+_INPUT_STAGES = ("before_clone_constants_for_better_clustering", "before_mark_for_compilation", "graphdef")
 _JIT_LEVELS = {"default": 0, "off": -1, "on": 1, "1": 1, "2": 2}
 
 
@@ -301,8 +302,7 @@ def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
                        "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit)")
     if device:
         p.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
-    p.add_argument("--input-stage", choices=("before_clone_constants_for_better_clustering",
-                                             "before_mark_for_compilation", "graphdef"),
+    p.add_argument("--input-stage", choices=_INPUT_STAGES,
                    help="what the input is (default: from the file name)")
     p.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     p.add_argument("--cluster-number-start", type=int, default=0, help="first cluster number")
@@ -334,10 +334,15 @@ def _single_graph(path: str) -> None:
                           "`jitsim crosscheck index` lists them)", p)
 
 
-def cmd_explain(args) -> int:
+def _simulate_given(args):
+    """One graph simulated with the command's options and what-if knobs (explain, render, report)."""
     _single_graph(args.graph)
-    c = _simulate(args, flags=args.tf_xla_flags, device=args.device, exclude=args.exclude_op,
-                  force=args.force_compilable)
+    return _simulate(args, flags=args.tf_xla_flags, device=args.device, exclude=args.exclude_op,
+                     force=args.force_compilable)
+
+
+def cmd_explain(args) -> int:
+    c = _simulate_given(args)
     ex = c.explain(args.node, args.other)
     if args.format == "json":
         _emit_json(ex.to_dict())
@@ -386,9 +391,7 @@ def cmd_diff(args) -> int:
 
 
 def cmd_render(args) -> int:
-    _single_graph(args.graph)
-    c = _simulate(args, flags=args.tf_xla_flags, device=args.device, exclude=args.exclude_op,
-                  force=args.force_compilable)
+    c = _simulate_given(args)
     view = "collapsed" if args.collapsed else ("full" if args.full else "auto")
     msg = c.render(args.output, view=view, max_nodes=args.max_nodes)
     if msg:
@@ -397,9 +400,7 @@ def cmd_render(args) -> int:
 
 
 def cmd_report(args) -> int:
-    _single_graph(args.graph)
-    c = _simulate(args, flags=args.tf_xla_flags, device=args.device, exclude=args.exclude_op,
-                  force=args.force_compilable)
+    c = _simulate_given(args)
     msg = c.report(args.output)
     if msg:
         print(msg, file=sys.stderr)
@@ -582,8 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--tf-xla-flags", help="a TF_XLA_FLAGS string, verbatim (default: $TF_XLA_FLAGS, else the "
                     "harvest's recorded flags, else --tf_xla_auto_jit=2 --tf_xla_cpu_global_jit)")
     cl.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
-    cl.add_argument("--input-stage", choices=("before_clone_constants_for_better_clustering",
-                                              "before_mark_for_compilation", "graphdef"),
+    cl.add_argument("--input-stage", choices=_INPUT_STAGES,
                     help="what the input is (default: from the file name)")
     cl.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     cl.add_argument("--cluster-number-start", type=int, default=0,
@@ -607,8 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
     rw.add_argument("-o", "--output", required=True, help="output GraphDef (.pbtxt text, else binary)")
     rw.add_argument("--tf-xla-flags", help="a TF_XLA_FLAGS string, verbatim (default as for cluster)")
     rw.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
-    rw.add_argument("--input-stage", choices=("before_clone_constants_for_better_clustering",
-                                              "before_mark_for_compilation", "graphdef"))
+    rw.add_argument("--input-stage", choices=_INPUT_STAGES)
     rw.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     rw.add_argument("--cluster-number-start", type=int, default=0)
     _add_session_args(rw)

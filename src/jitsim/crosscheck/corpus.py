@@ -241,9 +241,16 @@ def pack_run(harvest_dir: Path, run: Run, archive: Path) -> dict:
     members = [(f"{run.name}/index.json", (json.dumps(index, indent=1) + "\n").encode()),
                (f"{run.name}/log.txt", log.encode())]
     members += [(f"{run.name}/dumps/{n}", (src_dumps / n).read_bytes()) for n in keep]
+    pack_tar_xz(archive, members, dirs=(run.name, f"{run.name}/dumps"))
+    return index
+
+
+def pack_tar_xz(archive: Path, members: list[tuple[str, bytes]], dirs=()) -> None:
+    """Write a deterministic ``.tar.xz`` (fixed modes, mtime 0; the same bytes for the same
+    members) of ``dirs`` then ``members`` (``(name, data)``), replacing ``archive`` atomically."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for dname in (run.name, f"{run.name}/dumps"):
+        for dname in dirs:
             ti = tarfile.TarInfo(dname)
             ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, 0
             tar.addfile(ti)
@@ -254,4 +261,3 @@ def pack_run(harvest_dir: Path, run: Run, archive: Path) -> dict:
     tmp = archive.with_name(archive.name + ".tmp")
     tmp.write_bytes(lzma.compress(buf.getvalue(), preset=9))
     tmp.replace(archive)
-    return index

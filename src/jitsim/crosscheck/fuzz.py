@@ -673,24 +673,15 @@ def load_example(repro: Path | str) -> Example:
 def make_fixture(repro: Path | str, dest: Path | str) -> Path:
     """Turn a reproducer directory into a regression fixture: the program, its configuration,
     the notes, and TF's dumps packed as a deterministic ``harvest.tar.xz``."""
-    import io
-    import lzma
-    import tarfile
-
     repro, dest = Path(repro), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     for f in FIXTURE_FILES:
         if (repro / f).exists():
             shutil.copyfile(repro / f, dest / f)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        files = sorted(p for p in (repro / "harvest").rglob("*") if p.is_file())
-        for p in files:
-            data = p.read_bytes()
-            ti = tarfile.TarInfo(str(p.relative_to(repro)))
-            ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
-            tar.addfile(ti, io.BytesIO(data))
-    (dest / "harvest.tar.xz").write_bytes(lzma.compress(buf.getvalue(), preset=9))
+    from jitsim.crosscheck.corpus import pack_tar_xz
+
+    files = sorted(p for p in (repro / "harvest").rglob("*") if p.is_file())
+    pack_tar_xz(dest / "harvest.tar.xz", [(str(p.relative_to(repro)), p.read_bytes()) for p in files])
     return dest
 
 

@@ -139,9 +139,8 @@ class Clustering:
                 self.clusters.setdefault(cl, []).append(n.name)
         # keep TF's numbering order of clusters
         self._add_removed_and_created(later, mark_labels, input_graph)
-        order = list(cr.mark.clusters)
-        self.clusters = {c: self.clusters[c] for c in sorted(self.clusters, key=lambda c: (
-            order.index(c) if c in order else len(order), c))}
+        order = {c: i for i, c in enumerate(cr.mark.clusters)}
+        self.clusters = {c: self.clusters[c] for c in sorted(self.clusters, key=lambda c: (order.get(c, len(order)), c))}
         self.refusals: list[MergeRefusal] = list(cr.mark.refusals)
         self.seconds = cr.seconds
 

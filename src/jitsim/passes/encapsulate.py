@@ -62,7 +62,6 @@ from jitsim.errors import GraphError
 from jitsim.graph import protos
 from jitsim.graph.model import CONTROL
 from jitsim.passes.optypes import DT_RESOURCE, DT_VARIANT, REF_OFFSET, input_types, output_types
-from jitsim.passes.tfgraph import tfgraph_from_dump  # noqa: F401 (re-exported)
 from jitsim.passes.tfgraph import (
     CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID,
     SOURCE_ID, SWITCH_OPS, TfGraph, TfNode, dfs, post_order, reverse_post_order,
@@ -369,17 +368,21 @@ def _output_ranges(nd, types: _Types) -> list[tuple[str, int, int]]:
         return []
     out, pos = [], 0
     for arg in od.output_arg:
-        if arg.number_attr:
-            av = nd.attr[arg.number_attr] if arg.number_attr in nd.attr else _default_attr(od, arg.number_attr)
-            n = av.i if av is not None else 0
-        elif arg.type_list_attr:
-            av = nd.attr[arg.type_list_attr] if arg.type_list_attr in nd.attr else _default_attr(od, arg.type_list_attr)
-            n = len(av.list.type) if av is not None else 0
-        else:
-            n = 1
+        n = _arg_count(nd, od, arg)
         out.append((arg.name, pos, pos + n))
         pos += n
     return out
+
+
+def _arg_count(nd, od, arg) -> int:
+    """How many flat tensors OpDef arg ``arg`` stands for on node ``nd``."""
+    key = arg.number_attr or arg.type_list_attr
+    if not key:
+        return 1
+    av = nd.attr[key] if key in nd.attr else _default_attr(od, key)
+    if av is None:
+        return 0
+    return av.i if arg.number_attr else len(av.list.type)
 
 
 def _default_attr(od, name):
@@ -396,14 +399,7 @@ def _input_arg_name(nd, slot: int, types: _Types) -> str:
         return str(slot)
     pos = 0
     for arg in od.input_arg:
-        if arg.number_attr:
-            av = nd.attr[arg.number_attr] if arg.number_attr in nd.attr else _default_attr(od, arg.number_attr)
-            n = av.i if av is not None else 0
-        elif arg.type_list_attr:
-            av = nd.attr[arg.type_list_attr] if arg.type_list_attr in nd.attr else _default_attr(od, arg.type_list_attr)
-            n = len(av.list.type) if av is not None else 0
-        else:
-            n = 1
+        n = _arg_count(nd, od, arg)
         if pos <= slot < pos + n:
             return arg.name if n == 1 else f"{arg.name}[{slot - pos}]"
         pos += n
