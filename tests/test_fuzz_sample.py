@@ -34,7 +34,8 @@ def test_ci_sample_agrees_with_tf(tmp_path):
 
 def test_forced_disagreement_gives_a_shrunk_reproducer(tmp_path, monkeypatch):
     """jitsim keeps clusters of any size (TF's min is 4): every program with a compilable op
-    disagrees. The campaign must report it, shrink the program to one or two statements against
+    disagrees. The campaign must report it (TF rerun on it gives the same clusters: a
+    disagreement, not TF's nondeterminism), shrink the program to one or two statements against
     TF and write a reproducer that the program alone reproduces."""
     orig = MarkForCompilation.create_clusters
 
@@ -46,6 +47,12 @@ def test_forced_disagreement_gives_a_shrunk_reproducer(tmp_path, monkeypatch):
     monkeypatch.setattr(MarkForCompilation, "create_clusters", keep_small_clusters)
     res = campaign(2, seed=5, out=tmp_path / "out", profile="ci", batch_size=2, shrink_budget_s=90)
     assert res.disagreements >= 1
+    # the program ran again under TF, which gave the same clusters: a disagreement, not TF's noise
+    assert res.tf_unstable == 0 and not any(o.tf_unstable for o in res.outcomes)
+    rerun = [o for o in res.outcomes if any(p.stage != "invariants" for _, p in o.problems)]
+    assert rerun
+    for o in rerun:
+        assert any("TF gave the same output in 2 runs" in line for line in o.tf_stable), o.tf_stable
     assert res.final_line() == f"2 examples, {res.disagreements} disagreements"
     repro = res.reproducers[0]
     for f in ("program.py", "config.json", "README.md", "diff.txt", "input.pbtxt", "tf.pbtxt", "jitsim.pbtxt",

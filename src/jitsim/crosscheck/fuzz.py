@@ -14,14 +14,19 @@ A campaign (``jitsim crosscheck fuzz --examples N --seed S``):
    ``decluster`` (``encapsulate_subgraphs_before``), ``encapsulate``
    (``encapsulate_subgraphs_after``), ``build-xla-ops`` (``build_xla_ops``), plus jitsim's own
    structural invariants (:mod:`jitsim.testing.invariants`) on TF's input graph;
-4. shrinks each disagreeing program against TF (greedy one-step reductions, every round's
+4. runs the programs where jitsim differs from TF again under TF (the batch's differing programs
+   reversed in one process, then each alone: :func:`tf_stability`) and compares TF with itself at
+   the stage, cluster names canonicalised (:func:`canonical_form`): a difference where TF's own
+   output changed is *TF-unstable* (evidence under ``OUT/tf-unstable/ex<id>/``), not a
+   disagreement; every other difference is one, on a graph TF rebuilt or not;
+5. shrinks each disagreeing program against TF (greedy one-step reductions, every round's
    candidates in one TF process) and writes a reproducer directory: ``program.py``,
    ``config.json``, TF's input graph, TF's and jitsim's graphs at the stage, the diff, and a
    standalone harvest of the program (``harvest/``) -- what a fixture under ``fixtures/fuzz/``
    keeps (see docs/fuzzing.md).
 
 The last line of a campaign is ``N examples, M disagreements`` (M = examples with at least
-one disagreement).
+one disagreement; TF-unstable differences and known TF nondeterminism do not count).
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ class Problem:
     detail: str = ""
     predicted: object = None  # jitsim's GraphDef at the stage (None for invariants / errors)
     truth_file: str | None = None
+    labels: dict | None = None  # jitsim's mark labels of the graph (names its clusters in ``predicted``)
 
     def to_dict(self) -> dict:
         return {"stage": self.stage, "summary": self.summary, "detail": self.detail, "truth_file": self.truth_file}
@@ -107,10 +113,19 @@ class GraphCheck:
     # rebuilt from a GraphDef (Grappler off, or Grappler failed and TF went on without it), whose
     # edge order -- which decides contraction order and cluster result order -- no dump records
     rebuilt: bool = True
+    # differences from TF at a stage where TF differed from itself when the graph ran again
+    # (:func:`evaluate` with ``tf_reruns``): not disagreements
+    tf_unstable: list = field(default_factory=list)  # Instability
+    tf_stable: list[str] = field(default_factory=list)  # what the reruns found stable, one line each
 
     def tf_problems(self) -> list[Problem]:
         """Differences from TF (not jitsim's own invariants)."""
         return [p for p in self.problems if p.stage != "invariants"]
+
+    def counted(self) -> list[Problem]:
+        """The disagreements: every problem but those TF's reruns showed TF unstable on."""
+        unstable = {id(u.problem) for u in self.tf_unstable}
+        return [p for p in self.problems if id(p) not in unstable]
 
 
 def is_rebuilt(gd) -> bool:
@@ -251,10 +266,12 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
                 continue
             mark_file = rec.files.get("mark_for_compilation")
             predicted = res.labels()
+            labels = dict(predicted)
             tl = labels_of_graphdef(truth("mark_for_compilation")) if mark_file else {n: None for n in predicted}
             d = compare_partitions(predicted, tl)
             if not d.same_names:
-                chk.problems.append(Problem("mark", d.summary(), d.format_text(limit=30), res.to_graphdef(), mark_file))
+                chk.problems.append(Problem("mark", d.summary(), d.format_text(limit=30), res.to_graphdef(), mark_file,
+                                            labels))
                 _resync(state, tl, st0)
             if invariants:
                 from jitsim.testing.invariants import check_invariants
@@ -285,7 +302,8 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
                 if _only_clone_permutation(d):
                     chk.tf_nondeterminism.append(f"{until}: constant clones permuted: {d.summary()}")
                     continue
-                chk.problems.append(Problem(until, d.summary(), d.format_text(limit=30), mine, rec.files[tf_stage]))
+                chk.problems.append(Problem(until, d.summary(), d.format_text(limit=30), mine, rec.files[tf_stage],
+                                            labels))
                 break  # later stages inherit the difference
         if BEFORE_MARK in rec.files:
             chk.stages.append("mark-from-before-mark")
@@ -298,7 +316,8 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
                 d = compare_partitions(res.labels(), tl)
                 if not d.same_names:
                     chk.problems.append(Problem("mark-from-before-mark", d.summary(), d.format_text(limit=30),
-                                                res.to_graphdef(), rec.files.get("mark_for_compilation")))
+                                                res.to_graphdef(), rec.files.get("mark_for_compilation"),
+                                                dict(res.labels())))
                     _resync(state_bm, tl, bm0)
             except Exception as e:
                 chk.problems.append(Problem("mark-from-before-mark", f"jitsim failed: {type(e).__name__}: {e}"))
@@ -417,6 +436,287 @@ def run_programs(programs: list[tuple[int, str]], flags: str, devices: int, root
     return runs
 
 
+# -- TF against TF: is TF stable where jitsim differs? --------------------------------------------
+#
+# With Grappler off TF clusters graphs whose edges it iterates in pointer-hashed sets while
+# lowering and inlining, and the same program can give another encapsulate/build-xla-ops graph
+# in another process. So every graph where jitsim differs from TF runs again (evaluate's
+# ``tf_reruns``) and TF is compared with itself, cluster names canonicalised, before the
+# difference counts.
+
+STABILITY_STAGES = ("mark", "decluster", "encapsulate", "build-xla-ops")
+_STABILITY_STAGE = {"mark": "mark", "mark-from-before-mark": "mark", "decluster": "decluster",
+                    "encapsulate": "encapsulate", "build-xla-ops": "build-xla-ops"}
+LONE_RERUNS_PER_BATCH = 20  # programs rerun alone (one TF process each) per batch and round, at most
+_CLUSTER_TOKEN = re.compile(r"(?<![\w.])cluster_\d+(?!\d)")
+
+
+def cluster_partition(gd) -> list[str]:
+    """The clusters of a graph (``_XlaCluster`` attrs) as sorted ``cluster{member, ...}`` strings:
+    the partition without the names, which carry TF's process-wide counter."""
+    groups: dict[str, list[str]] = {}
+    for n in gd.node:
+        if "_XlaCluster" in n.attr:
+            groups.setdefault(n.attr["_XlaCluster"].s.decode(), []).append(n.name)
+    return sorted("cluster{" + ", ".join(sorted(m)) + "}" for m in groups.values())
+
+
+def canonical_cluster_names(labels: dict) -> dict[str, str]:
+    """``cluster_<n>`` -> ``cluster{<its smallest member>}`` for a labelling (node -> cluster)."""
+    members: dict[str, list[str]] = {}
+    for node, c in labels.items():
+        if c:
+            members.setdefault(c, []).append(node)
+    return {c: "cluster{" + min(ns) + "}" for c, ns in members.items()}
+
+
+def canonical_rows(gd, labels: dict) -> list[str]:
+    """The node list of a graph as sorted ``name = op(inputs)`` rows, every ``cluster_<n>`` token
+    (in names, ops -- encapsulate's call nodes -- and inputs) renamed after the cluster's members
+    in ``labels`` (the mark labelling of the same run). Data inputs keep their order (argument
+    and result order are what TF varies); control inputs are sorted; the function library and
+    attrs are ignored. Sorted because encapsulate emits its call nodes in cluster-name order."""
+    names = canonical_cluster_names(labels)
+
+    def canon(s: str) -> str:
+        return _CLUSTER_TOKEN.sub(lambda m: names.get(m.group(0), "cluster{?}"), s)
+
+    rows = []
+    for n in gd.node:
+        data = [canon(x) for x in n.input if not x.startswith("^")]
+        ctrl = sorted(canon(x) for x in n.input if x.startswith("^"))
+        rows.append(f"{canon(n.name)} = {canon(n.op)}({', '.join(data + ctrl)})")
+    return sorted(rows)
+
+
+def canonical_form(stage: str, gd, labels: dict | None = None) -> list[str]:
+    """What is compared between two TF runs (and jitsim) at a stage, as a sorted multiset of
+    rows: ``mark`` the partition; ``decluster`` the partition and the node rows; ``encapsulate``
+    and ``build-xla-ops`` the node rows (:func:`canonical_rows`, cluster names from ``labels``)."""
+    stage = _STABILITY_STAGE[stage]
+    if gd is None:
+        return []
+    if stage == "mark":
+        return cluster_partition(gd)
+    rows = canonical_rows(gd, labels or {})
+    if stage == "decluster":
+        rows = sorted(rows + cluster_partition(gd))
+    return rows
+
+
+def canonical_difference(a: list[str], b: list[str]) -> tuple[list[str], list[str]]:
+    """Rows only in ``a``, rows only in ``b`` (as multisets)."""
+    from collections import Counter
+
+    ca, cb = Counter(a), Counter(b)
+    return sorted((ca - cb).elements()), sorted((cb - ca).elements())
+
+
+@dataclass
+class _TFGraph:
+    """One graph of one TF run, read lazily for TF-vs-TF comparison."""
+
+    run: str  # "batch", "reversed", "ex12 alone", ...
+    dumps: Path
+    record: object  # dumps.DumpGraph
+    _forms: dict = field(default_factory=dict)
+
+    def path(self, stage: str) -> Path | None:
+        f = self.record.files.get(STAGE_TRUTH[_STABILITY_STAGE[stage]])
+        return None if f is None else self.dumps / f
+
+    def signature(self) -> tuple | None:
+        from jitsim.graph.io import read_graphdef
+
+        f = self.record.files.get(BEFORE_CLONE)
+        if f is None:
+            return None
+        return tuple(sorted((n.name, n.op) for n in read_graphdef(self.dumps / f).node))
+
+    def form(self, stage: str) -> list[str] | None:
+        """The canonical form at a stage (None: TF dumped nothing for it)."""
+        from jitsim.crosscheck.scoring import labels_of_graphdef
+        from jitsim.graph.io import read_graphdef
+
+        stage = _STABILITY_STAGE[stage]
+        if stage not in self._forms:
+            p = self.path(stage)
+            if p is None:
+                self._forms[stage] = None
+            else:
+                mark = self.path("mark")
+                labels = labels_of_graphdef(read_graphdef(mark)) if mark is not None else {}
+                self._forms[stage] = canonical_form(stage, read_graphdef(p), labels)
+        return self._forms[stage]
+
+
+@dataclass
+class Instability:
+    """A difference from TF on a graph where TF differed from itself when run again."""
+
+    graph: int  # graph id in the first run
+    problem: Problem
+    stage: str  # where TF differed from itself (the problem's stage or an earlier one)
+    runs: tuple[str, str]  # the first run and the rerun that differed
+    tf: tuple  # the two _TFGraph (their dumps are in the campaign's work directory)
+    only: tuple  # canonical rows only in runs[0], only in runs[1]
+    jitsim_matches: list[str]  # runs whose output at the problem's stage equals jitsim's
+    runs_compared: list[str]
+    evidence: str = ""
+
+    def line(self) -> str:
+        m = ("jitsim matches TF's output of " + ", ".join(self.jitsim_matches)) if self.jitsim_matches \
+            else "jitsim matches none of TF's outputs"
+        return (f"graph {self.graph} {self.problem.stage}: TF differed from itself at {self.stage} "
+                f"({self.runs[0]} vs {self.runs[1]}: {len(self.only[0])}/{len(self.only[1])} rows apart); {m}")
+
+    def to_dict(self) -> dict:
+        return {"graph": self.graph, "problem_stage": self.problem.stage, "summary": self.problem.summary,
+                "tf_differs_at": self.stage, "runs": list(self.runs), "runs_compared": self.runs_compared,
+                "only_in_first": self.only[0], "only_in_rerun": self.only[1],
+                "jitsim_matches": self.jitsim_matches}
+
+
+def _jitsim_form(p: Problem) -> list[str] | None:
+    if p.predicted is None:
+        return None
+    return canonical_form(p.stage, p.predicted, p.labels)
+
+
+def judge_stability(first: _TFGraph, reruns: list[_TFGraph], p: Problem, graph: int) -> Instability | None:
+    """Whether TF's output for the graph differed between the first run and a rerun at the
+    problem's stage or an earlier one (canonical forms); None when every run agreed."""
+    upto = STABILITY_STAGES[:STABILITY_STAGES.index(_STABILITY_STAGE[p.stage]) + 1]
+    for st in upto:
+        base = first.form(st)
+        for other in reruns:
+            if other.form(st) == base:
+                continue
+            a, b = base or [], other.form(st) or []
+            only = canonical_difference(a, b)
+            mine = _jitsim_form(p)
+            everyone = [first] + reruns
+            matches = [g.run for g in everyone if mine is not None and g.form(p.stage) == mine]
+            u = Instability(graph, p, st, (first.run, other.run), (first, other), only, matches,
+                            [g.run for g in everyone])
+            u.evidence = _evidence_text(u, first, other, base is None, other.form(st) is None)
+            return u
+    return None
+
+
+def _evidence_text(u: Instability, first: _TFGraph, other: _TFGraph, first_none: bool, other_none: bool,
+                   limit: int = 12) -> str:
+    inp = first.record.files.get(BEFORE_CLONE, "?")
+    out = [f"graph {u.graph} (TF input {inp}): jitsim differs from TF at {u.problem.stage}: {u.problem.summary}",
+           f"The same graph (same input node list) ran under TF {len(u.runs_compared)} times: "
+           + ", ".join(u.runs_compared) + ".",
+           f"TF differed from itself at {u.stage} ({STAGE_TRUTH[u.stage]}, cluster names canonicalised as "
+           f"cluster{{<smallest member>}}): run '{u.runs[0]}' vs run '{u.runs[1]}':"]
+    for run, rows, none in ((u.runs[0], u.only[0], first_none), (u.runs[1], u.only[1], other_none)):
+        if none:
+            out.append(f"  {run}: TF dumped no {STAGE_TRUTH[u.stage]} for the graph")
+        out.append(f"  {len(rows)} row(s) only in {run}:")
+        out += [f"    {r}" for r in rows[:limit]] + ([f"    ... {len(rows) - limit} more"] if len(rows) > limit else [])
+    out.append(("jitsim's prediction at " + u.problem.stage + " equals TF's output of: " + ", ".join(u.jitsim_matches))
+               if u.jitsim_matches else
+               f"jitsim's prediction at {u.problem.stage} equals none of TF's outputs"
+               + (" (jitsim made none)" if u.problem.predicted is None else ""))
+    return "\n".join(out)
+
+
+def _index_runs(runs: list, label: str) -> list[tuple[int, tuple, _TFGraph]]:
+    """(owner, input signature, graph) for every graph of a rerun with an input dump."""
+    out = []
+    for r in runs:
+        for rec in group_dumps(r.dumps, r.log_text):
+            g = _TFGraph(label, r.dumps, rec)
+            sig = g.signature()
+            if sig is not None:
+                out.append((r.owners.get(next(iter(rec.files.values())), -1), sig, g))
+    return out
+
+
+def tf_stability(checks: list[tuple[GraphCheck, Path]], examples: list[Example], root: Path, *, rounds: int = 1,
+                 timeout: float = 600.0, lone_cap: int = LONE_RERUNS_PER_BATCH, log=None) -> None:
+    """Run a batch's disagreeing programs again under TF and mark each difference from TF
+    (``GraphCheck.tf_unstable`` / ``tf_stable``) by whether TF agreed with itself there.
+
+    ``checks``: the batch's checks with the dump directory of each; ``examples``: the batch, in
+    the order it ran (one process configuration). Each round runs the programs owning a graph
+    with a difference in reversed order in one process, then each of them alone in its own
+    process (``lone_cap`` at most; not those already shown unstable). With clustering fuel, whose
+    use carries over between graphs of a process, a round reruns the whole batch in the same
+    order instead. A graph is matched by owner and the sorted (name, op) list of its input dump
+    (the n-th such graph of its owner; else any graph with that input)."""
+    suspects = [(c, d) for c, d in checks if c.tf_problems() and BEFORE_CLONE in c.record.files]
+    if rounds < 1 or not suspects or not examples:
+        return
+    from jitsim.passes.flags import INT64_MAX, parse_tf_xla_flags
+
+    ex0 = examples[0]
+    owners = {c.owner for c, _ in suspects}
+    progs = [ex for ex in examples if ex.id in owners] or examples[:1]
+    fuel = parse_tf_xla_flags(ex0.flags).clustering_fuel < INT64_MAX
+    # the first run's graphs: signature and occurrence among its owner's graphs of that signature
+    firsts: dict[int, tuple[_TFGraph, tuple, int]] = {}
+    seen: dict[tuple, int] = {}
+    for c, d in checks:
+        if c.owner not in owners or BEFORE_CLONE not in c.record.files:
+            continue
+        g = _TFGraph("batch", d, c.record)
+        sig = g.signature()
+        k = seen.get((c.owner, sig), 0)
+        seen[(c.owner, sig)] = k + 1
+        firsts[id(c)] = (g, sig, k)
+    variants: dict[int, list[_TFGraph]] = {id(c): [] for c, _ in suspects}
+
+    def unstable(c) -> bool:
+        first = firsts[id(c)][0]
+        return all(judge_stability(first, variants[id(c)], p, c.record.id) for p in c.tf_problems())
+
+    def rerun(label: str, exs: list[Example], where: Path) -> None:
+        try:
+            runs = run_programs([(ex.id, ex.source()) for ex in exs], ex0.flags, ex0.devices, where,
+                                grappler=ex0.grappler, timeout=timeout)
+        except JitsimError as e:
+            if log:
+                log(f"TF rerun {label} failed: {e}")
+            return
+        idx = _index_runs(runs, label)
+        for c, _ in suspects:
+            _, sig, k = firsts[id(c)]
+            same = [g for o, s, g in idx if o == c.owner and s == sig]
+            if len(same) <= k:
+                same = [g for o, s, g in idx if s == sig]
+            if same:
+                variants[id(c)].append(same[min(k, len(same) - 1)])
+
+    for r in range(rounds):
+        tag = "" if rounds == 1 else f" #{r + 1}"
+        if fuel:
+            rerun("batch again" + tag, examples, root / f"rerun{r}-same")
+            continue
+        rerun("reversed" + tag, progs[::-1], root / f"rerun{r}-reversed")
+        if len(progs) > 1:
+            for ex in progs[:lone_cap]:
+                if all(unstable(c) for c, _ in suspects if c.owner == ex.id):
+                    continue
+                rerun(f"ex{ex.id} alone" + tag, [ex], root / f"rerun{r}-ex{ex.id}")
+    for c, _ in suspects:
+        first = firsts[id(c)][0]
+        vs = variants[id(c)]
+        if not vs:
+            c.tf_stable.append(f"graph {c.record.id}: not found again in any TF rerun (counted)")
+            continue
+        for p in c.tf_problems():
+            u = judge_stability(first, vs, p, c.record.id)
+            if u is not None:
+                c.tf_unstable.append(u)
+            else:
+                c.tf_stable.append(f"graph {c.record.id} {p.stage}: TF gave the same output in "
+                                   f"{1 + len(vs)} runs ({', '.join(['batch'] + [g.run for g in vs])})")
+
+
 # -- campaign ---------------------------------------------------------------------------------------
 
 
@@ -437,9 +737,11 @@ class Example:
 @dataclass
 class Outcome:
     example: Example
-    problems: list[tuple[int, Problem]] = field(default_factory=list)  # (graph id, problem)
-    # differences from TF on graphs TF never rebuilt (GraphCheck.rebuilt): reported, not counted
-    unrebuilt: list[tuple[int, Problem]] = field(default_factory=list)
+    problems: list[tuple[int, Problem]] = field(default_factory=list)  # disagreements: (graph id, problem)
+    # differences from TF where TF differed from itself when run again: not disagreements
+    tf_unstable: list[Instability] = field(default_factory=list)
+    tf_stable: list[str] = field(default_factory=list)  # differences the reruns found TF stable on
+    not_rebuilt: list[int] = field(default_factory=list)  # graphs with differences that TF never rebuilt
     error: str | None = None  # exception TF raised running it (after its graphs ran, usually)
     crashed: bool = False
     graphs: int = 0
@@ -505,10 +807,16 @@ def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "fu
 
 
 def evaluate(examples: list[Example], work: Path, *, timeout: float = 600.0, invariants: bool = True,
-             batch_size: int = 40, progress=None) -> tuple[list[Outcome], list[GraphCheck]]:
+             batch_size: int = 40, progress=None, tf_reruns: int = 1,
+             log=None) -> tuple[list[Outcome], list[GraphCheck]]:
     """Run examples under TF (batched by process configuration, at most ``batch_size`` per
     process) and compare jitsim with TF. Returns the outcome per example and the checks of
-    graphs no example owns."""
+    graphs no example owns.
+
+    ``tf_reruns``: rounds of TF reruns of each batch's programs with a difference from TF
+    (:func:`tf_stability`; 0: none). A difference at a stage where TF's own output changed
+    between runs (there or at an earlier stage) goes to ``Outcome.tf_unstable``; every other
+    one is a disagreement, on a graph TF rebuilt or not."""
     by_config: dict[tuple, list[Example]] = {}
     for ex in examples:
         by_config.setdefault((ex.flags, ex.devices, ex.grappler), []).append(ex)
@@ -520,25 +828,31 @@ def evaluate(examples: list[Example], work: Path, *, timeout: float = 600.0, inv
     orphans: list[GraphCheck] = []
     done = 0
     for gi, ((flags, devices, grappler, _), exs) in enumerate(groups.items()):
-        runs = run_programs([(ex.id, ex.source()) for ex in exs], flags, devices, work / f"batch{gi}",
-                            grappler=grappler, timeout=timeout)
+        root = work / f"batch{gi}"
+        runs = run_programs([(ex.id, ex.source()) for ex in exs], flags, devices, root, grappler=grappler,
+                            timeout=timeout)
+        checks: list[tuple[GraphCheck, Path]] = []
         for r in runs:
             for pid, msg in r.errors.items():
                 outcomes[pid].error = msg
             if r.crashed is not None and r.crashed in outcomes:
                 outcomes[r.crashed].crashed = True
-            for chk in check_dumps(r.dumps, r.log_text, flags, owners=r.owners, invariants=invariants):
-                if chk.owner in outcomes:
-                    o = outcomes[chk.owner]
-                    o.graphs += 1
-                    if chk.rebuilt:
-                        o.problems += [(chk.record.id, p) for p in chk.problems]
-                    else:
-                        o.problems += [(chk.record.id, p) for p in chk.problems if p.stage == "invariants"]
-                        o.unrebuilt += [(chk.record.id, p) for p in chk.tf_problems()]
-                    o.tf_nondeterminism += chk.tf_nondeterminism
-                else:
-                    orphans.append(chk)
+            checks += [(chk, r.dumps) for chk in check_dumps(r.dumps, r.log_text, flags, owners=r.owners,
+                                                              invariants=invariants)]
+        if tf_reruns > 0:
+            tf_stability(checks, exs, root, rounds=tf_reruns, timeout=timeout, log=log)
+        for chk, _ in checks:
+            if chk.owner in outcomes:
+                o = outcomes[chk.owner]
+                o.graphs += 1
+                o.problems += [(chk.record.id, p) for p in chk.counted()]
+                o.tf_unstable += chk.tf_unstable
+                o.tf_stable += chk.tf_stable
+                if not chk.rebuilt and chk.tf_problems():
+                    o.not_rebuilt.append(chk.record.id)
+                o.tf_nondeterminism += chk.tf_nondeterminism
+            else:
+                orphans.append(chk)
         done += len(exs)
         if progress:
             progress(done, len(examples), sum(1 for o in outcomes.values() if o.problems))
@@ -561,7 +875,8 @@ def shrink(example: Example, outcome: Outcome, work: Path, *, budget_s: float = 
            timeout: float = 600.0, log=None) -> tuple[Example, Outcome]:
     """Greedy shrinking against TF: each round runs every one-step reduction of the current
     program in one TF process and keeps the simplest one that still disagrees at a stage where
-    the original did. Returns the simplest example found and its outcome."""
+    the original did (no TF reruns there: a candidate's difference counts as it is). Returns the
+    simplest example found and its outcome."""
     import dataclasses
 
     from jitsim.testing.program import chunk_reductions, reductions
@@ -580,7 +895,7 @@ def shrink(example: Example, outcome: Outcome, work: Path, *, budget_s: float = 
             break
         rnd += 1
         exs = [dataclasses.replace(cur, id=k, program=q) for k, q in enumerate(cands)]
-        outs, _ = evaluate(exs, work / f"round{rnd}", timeout=timeout)
+        outs, _ = evaluate(exs, work / f"round{rnd}", timeout=timeout, tf_reruns=0)
         hit = next((o for o in outs if o.problems and _signature(o) & target), None)
         shutil.rmtree(work / f"round{rnd}", ignore_errors=True)
         if hit is None:
@@ -705,10 +1020,48 @@ def check_fixture(path: Path | str) -> list[str]:
     return out
 
 
+def write_tf_unstable(example: Example, unstable: list[Instability], dest: Path, *, seed: int | None = None) -> Path:
+    """Write the evidence that TF differed from itself where jitsim differed from TF:
+    ``program.py``, for each graph TF's two outputs at the stage (``g<graph>-<stage>-<run>.pbtxt``,
+    and at the earlier stage where TF first differed, if any), jitsim's prediction
+    (``g<graph>-<stage>-jitsim.pbtxt``) and ``evidence.txt``."""
+    from jitsim.graph.io import save
+    from jitsim.testing.program import to_python
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    title = f"jitsim fuzz example {example.id}" + (f" (seed {seed})" if seed is not None else "")
+    (dest / "program.py").write_text(to_python(example.program, flags=example.flags, devices=example.devices,
+                                               grappler=example.grappler, title=title))
+    texts = []
+    for u in unstable:
+        files = []
+        for st in dict.fromkeys((u.problem.stage, u.stage)):
+            for g in u.tf:
+                src = g.path(st)
+                if src is not None and src.exists():
+                    name = f"g{u.graph}-{st}-" + re.sub(r"[^A-Za-z0-9]+", "-", g.run).strip("-") + ".pbtxt"
+                    shutil.copyfile(src, dest / name)
+                    files.append(name)
+        if u.problem.predicted is not None:
+            name = f"g{u.graph}-{u.problem.stage}-jitsim.pbtxt"
+            save(u.problem.predicted, dest / name)
+            files.append(name)
+        texts.append(u.evidence + "\nFiles: " + ", ".join(files))
+    run = f"TF_XLA_FLAGS='{example.flags}' python program.py"
+    (dest / "evidence.txt").write_text(
+        f"{title}: jitsim differs from TF only where TF differs from itself\n"
+        f"(TF_XLA_FLAGS={example.flags!r}, {example.devices} CPU device(s)"
+        f"{'' if example.grappler else ', Grappler off'}; `{run}` with TF_DUMP_GRAPH_PREFIX set reruns it)\n\n"
+        + "\n\n".join(texts) + "\n")
+    return dest
+
+
 @dataclass
 class CampaignResult:
     examples: int
-    disagreements: int  # examples with a difference on a graph TF rebuilt, or a broken invariant
+    disagreements: int  # examples with a difference TF's reruns did not explain, or a broken invariant
     outcomes: list[Outcome]
     orphans: list[GraphCheck]
     reproducers: list[Path]
@@ -717,7 +1070,9 @@ class CampaignResult:
     crashes: int
     graphs: int
     tf_nondeterminism: int
-    unrebuilt: int = 0  # examples whose only differences are on graphs TF never rebuilt
+    tf_unstable: int = 0  # examples whose only differences are on graphs where TF differed from itself
+    tf_unstable_dirs: list[Path] = field(default_factory=list)  # OUT/tf-unstable/ex<id>/
+    tf_reruns: int = 1
 
     def final_line(self) -> str:
         return f"{self.examples} examples, {self.disagreements} disagreements"
@@ -725,19 +1080,23 @@ class CampaignResult:
 
 def campaign(n: int, seed: int = 0, *, out: Path | str = "fuzz-out", batch_size: int = 40, profile: str = "full",
              shrink_budget_s: float = 180.0, do_shrink: bool = True, max_shrink: int = 10, keep_work: bool = False,
-             timeout: float = 600.0, progress=None, log=None) -> CampaignResult:
+             timeout: float = 600.0, tf_reruns: int = 1, progress=None, log=None) -> CampaignResult:
     """Draw, run, compare, shrink and write reproducers (see the module docstring). At most
     ``max_shrink`` disagreements are shrunk (the first of each kind first); the others get an
-    unshrunk reproducer."""
+    unshrunk reproducer. ``tf_reruns``: see :func:`evaluate`; the evidence for every example
+    with a difference where TF differed from itself goes to ``OUT/tf-unstable/ex<id>/``."""
     if n < 1:
         raise JitsimError("--examples must be at least 1")
+    if tf_reruns < 0:
+        raise JitsimError("--tf-reruns must be 0 or more")
     t0 = time.monotonic()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     examples = draw_examples(n, seed, batch_size=batch_size, profile=profile)
     work = Path(tempfile.mkdtemp(prefix="jitsim-fuzz-", dir=out))
     try:
-        outcomes, orphans = evaluate(examples, work, timeout=timeout, batch_size=batch_size, progress=progress)
+        outcomes, orphans = evaluate(examples, work, timeout=timeout, batch_size=batch_size, progress=progress,
+                                     tf_reruns=tf_reruns, log=log)
         bad = [o for o in outcomes if o.problems]
         # shrink one of each kind (stage and kind of difference) first
         kinds: dict[str, list[Outcome]] = {}
@@ -748,29 +1107,40 @@ def campaign(n: int, seed: int = 0, *, out: Path | str = "fuzz-out", batch_size:
         repros = []
         for o in bad:
             if log:
-                log(f"example {o.example.id}: {o.problems[0][1].stage}: {o.problems[0][1].summary}")
+                g, p = o.problems[0]
+                log(f"example {o.example.id}: {p.stage}: {p.summary}"
+                    + (" (graph TF never rebuilt)" if g in o.not_rebuilt else ""))
             ex, oc = o.example, o
             if id(o) in to_shrink:
                 ex, oc = shrink(o.example, o, work / f"shrink{o.example.id}", budget_s=shrink_budget_s,
                                 timeout=timeout, log=log)
             repros.append(write_reproducer(ex, oc, out / f"ex{o.example.id}-{oc.problems[0][1].stage}", seed=seed,
                                            timeout=timeout))
-        if log:
-            for o in outcomes:
-                for g, p in o.unrebuilt[:1]:
-                    log(f"example {o.example.id}: graph {g} was never rebuilt by Grappler (edge order unknown): "
-                        f"{p.stage}: {p.summary}")
+        unstable_root = out / "tf-unstable"
+        if unstable_root.exists():
+            shutil.rmtree(unstable_root)
+        unstable_dirs = []
+        for o in outcomes:
+            if o.tf_unstable:
+                if log:
+                    log(f"example {o.example.id}: TF unstable: {o.tf_unstable[0].line()}"
+                        + (" (graph TF never rebuilt)" if o.tf_unstable[0].graph in o.not_rebuilt else ""))
+                unstable_dirs.append(write_tf_unstable(o.example, o.tf_unstable, unstable_root / f"ex{o.example.id}",
+                                                       seed=seed))
         if orphans and log:
             for c in orphans:
-                for p in c.problems:
+                for p in c.counted():
                     log(f"graph {c.record.id} outside any example: {p.stage}: {p.summary}")
-        n_orphan = sum(1 for c in orphans if (c.problems if c.rebuilt else len(c.problems) > len(c.tf_problems())))
+                for u in c.tf_unstable:
+                    log(f"graph {c.record.id} outside any example: TF unstable: {u.line()}")
+        n_orphan = sum(1 for c in orphans if c.counted())
         return CampaignResult(
             examples=len(examples), disagreements=len(bad) + n_orphan, outcomes=outcomes, orphans=orphans,
             reproducers=repros, wall_s=time.monotonic() - t0, tf_errors=sum(1 for o in outcomes if o.error),
             crashes=sum(1 for o in outcomes if o.crashed), graphs=sum(o.graphs for o in outcomes),
             tf_nondeterminism=sum(len(o.tf_nondeterminism) for o in outcomes),
-            unrebuilt=sum(1 for o in outcomes if o.unrebuilt))
+            tf_unstable=sum(1 for o in outcomes if o.tf_unstable and not o.problems),
+            tf_unstable_dirs=unstable_dirs, tf_reruns=tf_reruns)
     finally:
         if not keep_work:
             shutil.rmtree(work, ignore_errors=True)
@@ -778,20 +1148,26 @@ def campaign(n: int, seed: int = 0, *, out: Path | str = "fuzz-out", batch_size:
 
 def write_summary(res: CampaignResult, path: Path, *, seed: int, command: str) -> None:
     data = {
-        "schema": "jitsim.fuzz-campaign/1", "command": command, "seed": seed, "examples": res.examples,
+        "schema": "jitsim.fuzz-campaign/2", "command": command, "seed": seed, "examples": res.examples,
         "disagreements": res.disagreements, "graphs_compared": res.graphs, "wall_s": round(res.wall_s, 1),
         "tf_errors": res.tf_errors, "tf_crashes": res.crashes, "tf_nondeterminism": res.tf_nondeterminism,
         "reproducers": [str(p) for p in res.reproducers],
         "tf_error_messages": {str(o.example.id): o.error for o in res.outcomes if o.error},
         "tf_nondeterminism_cases": {str(o.example.id): o.tf_nondeterminism for o in res.outcomes
                                     if o.tf_nondeterminism},
-        "not_rebuilt": res.unrebuilt,
-        "not_rebuilt_cases": {str(o.example.id): [f"graph {g} {p.stage}: {p.summary}" for g, p in o.unrebuilt]
-                              for o in res.outcomes if o.unrebuilt},
+        "tf_reruns": res.tf_reruns,
+        "tf_unstable": res.tf_unstable,
+        "tf_unstable_cases": {str(o.example.id): [u.to_dict() for u in o.tf_unstable] for o in res.outcomes
+                              if o.tf_unstable},
+        "tf_unstable_evidence": [str(p) for p in res.tf_unstable_dirs],
+        "tf_stable_cases": {str(o.example.id): o.tf_stable for o in res.outcomes if o.problems and o.tf_stable},
+        "disagreements_on_graphs_not_rebuilt": {
+            str(o.example.id): [f"graph {g} {p.stage}: {p.summary}" for g, p in o.problems if g in o.not_rebuilt]
+            for o in res.outcomes if any(g in o.not_rebuilt for g, _ in o.problems)},
         "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
     }
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 
-__all__ = ["campaign", "check_dumps", "check_fixture", "draw_examples", "evaluate", "run_batch", "shrink",
-           "write_reproducer"]
+__all__ = ["campaign", "canonical_form", "check_dumps", "check_fixture", "draw_examples", "evaluate", "run_batch",
+           "shrink", "tf_stability", "write_reproducer", "write_tf_unstable"]
