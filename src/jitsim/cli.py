@@ -541,15 +541,19 @@ def cmd_fuzz(args) -> int:
     try:
         res = campaign(args.examples, args.seed, out=args.output, batch_size=args.batch_size, profile=args.profile,
                        shrink_budget_s=args.shrink_seconds, do_shrink=not args.no_shrink, max_shrink=args.max_shrink,
-                       keep_work=args.keep_work,
+                       keep_work=args.keep_work, tf_reruns=args.tf_reruns,
                        timeout=args.timeout, progress=progress, log=log)
     finally:
         _progress_done()
-    cmd = f"jitsim crosscheck fuzz --examples {args.examples} --seed {args.seed} --profile {args.profile}"
+    cmd = (f"jitsim crosscheck fuzz --examples {args.examples} --seed {args.seed} --profile {args.profile} "
+           f"--tf-reruns {args.tf_reruns}")
     write_summary(res, Path(args.output) / "summary.json", seed=args.seed, command=cmd)
+    unstable = (f"{res.tf_unstable} examples differ only where TF differed from itself when rerun"
+                + (f" (evidence: {Path(args.output) / 'tf-unstable'})" if res.tf_unstable_dirs else "")
+                if args.tf_reruns > 0 else "TF reruns off")
     print(f"{res.graphs} graphs compared in {res.wall_s:.0f} s; TF raised in {res.tf_errors} examples, "
-          f"crashed in {res.crashes}; {res.tf_nondeterminism} known TF nondeterminism; {res.unrebuilt} examples "
-          "differ only on graphs TF never rebuilt (docs/fuzzing.md)")
+          f"crashed in {res.crashes}; {res.tf_nondeterminism} known TF nondeterminism; {unstable} "
+          "(docs/fuzzing.md)")
     for path in res.reproducers:
         print(f"reproducer: {path}")
     print(res.final_line())
@@ -732,6 +736,9 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--no-shrink", action="store_true", help="write reproducers without shrinking them")
     fz.add_argument("--max-shrink", type=int, default=10, help="disagreements to shrink at most, one of each "
                                                               "kind first (default 10)")
+    fz.add_argument("--tf-reruns", type=int, default=1, metavar="K",
+                    help="rounds of TF reruns of the programs that differ (reversed batch, then each alone) to "
+                         "tell TF's own nondeterminism from disagreements; 0: off (default 1)")
     fz.add_argument("--keep-work", action="store_true", help="keep the TF runs (output/jitsim-fuzz-*)")
     fz.add_argument("--timeout", type=float, default=600.0, help="seconds per TF process (default 600)")
     fz.set_defaults(func=cmd_fuzz)
