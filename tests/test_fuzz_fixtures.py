@@ -105,13 +105,15 @@ def test_graphs_tf_never_rebuilt_are_recognised(corpus, tmp_path):
     recs = group_dumps(d / "dumps", (d / "log.txt").read_text())
     stage = "before_clone_constants_for_better_clustering"
     assert all(is_rebuilt(read_graphdef(d / "dumps" / r.files[stage])) for r in recs if stage in r.files)
-    with tarfile.open(ROOT / "fixtures/fuzz/known/no-grappler-contraction-order/harvest.tar.xz", "r:xz") as tar:
+    with tarfile.open(ROOT / "fixtures/fuzz/no-grappler-contraction-order/harvest.tar.xz", "r:xz") as tar:
         tar.extractall(tmp_path, filter="data")
     h = tmp_path / "harvest"
     checks = check_dumps(h / "dumps", (h / "log.txt").read_text(),
                          "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1 "
                          "--tf_xla_max_cluster_size=2")
-    assert any(not c.rebuilt and c.tf_problems() for c in checks)
+    # the Grappler-off graph is recognised, and jitsim's reconstructed edge order agrees with TF there
+    assert any(not c.rebuilt for c in checks)
+    assert not any(c.tf_problems() for c in checks)
     # nodes added after construction (here ReplicateConstantsPass's replicas) do not make a graph
     # "not rebuilt": the bug the fixture below caught must stay a disagreement
     with tarfile.open(ROOT / "fixtures/fuzz/replicated-constant-edge-order/harvest.tar.xz", "r:xz") as tar:

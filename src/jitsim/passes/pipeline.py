@@ -26,7 +26,7 @@ from jitsim.passes.flags import DEFAULT_FLAGS, OFF, XlaFlags, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import (
     MarkResult, ProcessState, SessionConfig, global_jit_level, mark_for_compilation,
 )
-from jitsim.passes.tfgraph import TfGraph, tfgraph_from_dump
+from jitsim.passes.tfgraph import TfGraph, is_rebuilt_dump, tfgraph_from_dump
 
 BEFORE_CLONE = "before_clone_constants_for_better_clustering"
 BEFORE_MARK = "before_mark_for_compilation"
@@ -152,6 +152,11 @@ def cluster_graph(
         notes.append(f"{unplaced} nodes have no device (TF's pass would fail on them); pass --device cpu|gpu")
     if stage == RAW:
         notes.append("input is not a TF dump of the pass's input (not post-Grappler): the result is approximate")
+    elif not is_rebuilt_dump(g.graphdef):
+        notes.append("TF clustered this graph as lowering and inlining left it, without rebuilding it (Grappler off "
+                     "or failed): its edge order is reconstructed from node names, and where TF walked an edge set "
+                     "of more than 8 edges TF's own cluster numbering and argument order vary from run to run "
+                     "(docs/fidelity.md)")
     session = session or SessionConfig()
     clones: list[str] = []
     if global_jit_level(flags, session, tg) != OFF:

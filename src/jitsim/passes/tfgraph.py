@@ -276,9 +276,123 @@ def _created_after_construction(g: TfGraph, n: TfNode) -> bool:
     return "/static_shaped_slice" in n.name
 
 
+def is_rebuilt_dump(gd) -> bool:
+    """Whether TF built the dumped graph with GraphConstructor after its last rewrite.
+
+    A graph TF rebuilt from a GraphDef (after Grappler, which is the default for function
+    graphs) has node ids in topological order, so its dump (written in id order) is topological.
+    With Grappler off, or when Grappler failed and TF went on without it, TF clusters the graph
+    as LowerFunctionalOps and function inlining left it in place: lowered and inlined nodes are
+    appended after the nodes that consume them. NextIteration back edges and the nodes passes
+    add after construction (session feeds/fetches, replicated or cloned constants,
+    IncreaseDynamism's slices) do not count.
+    """
+    pos = {n.name: i for i, n in enumerate(gd.node)}
+    nodes = list(gd.node)
+    later = [_added_after_construction_def(n, pos) for n in nodes]
+    for i, n in enumerate(nodes):
+        for x in n.input:
+            j = pos.get(x[1:] if x.startswith("^") else x.rsplit(":", 1)[0])
+            if j is None or j <= i:
+                continue
+            if nodes[j].op in NEXT_ITERATION_OPS or later[j] or later[i]:
+                continue
+            return False
+    return True
+
+
+def _added_after_construction_def(nd, pos) -> bool:
+    if any(nd.op == op and nd.name.startswith(prefix) for op, prefix in _FEED_FETCH):
+        return True
+    if nd.op in CONSTANT_OPS and REPLICA_NAME_RE.match(nd.name):
+        return True
+    m = CLONE_NAME_RE.match(nd.name)
+    if m and nd.op in CONSTANT_OPS and m.group(1) in pos:
+        return True
+    return "/static_shaped_slice" in nd.name
+
+
+# Names LowerFunctionalOps and function inlining give the nodes they create: Graph::NewName's
+# `<prefix>/_<n>` and the inliner's `Func/<caller>/{input,output,...}/_<n>`; the copies of a
+# function body's nodes are named `<caller>/<name>` (the caller itself being a `.../_<n>` call).
+_LOWERED_RE = re.compile(r"(^Func/)|(/_\d+(/|$))")
+_INLINE_RE = re.compile(r"^Func/(.+)/(input_control_node|input|output|output_control_node)/_\d+$")
+_NEW_NAME_RE = re.compile(r"/_\d+$")
+
+
+def _rewrite_events(g: TfGraph, first: int) -> tuple[dict[int, tuple], dict[tuple, int]]:
+    """Group the nodes from ``first`` on into the rewrites that created them, in id order: one
+    function inlining (``("inline", caller)``: its ``Func/<caller>/...`` nodes and the body
+    copies named ``<caller>/...``) or one functional-op lowering (``("lower", op name)``: the
+    Enter/Merge/Switch/... nodes named ``<op>/<part>/_<n>`` and the substitute named ``<op>``).
+    Returns node id -> event and event -> the last node it created before rewiring the old
+    node's consumers (an inlining rewires them before adding its caller substitute)."""
+    event_of: dict[int, tuple] = {}
+    members: dict[tuple, list[int]] = {}
+    cur = None
+    for n in g.op_nodes():
+        if n.id < first:
+            continue
+        m = _INLINE_RE.match(n.name)
+        if m:
+            key = ("inline", m.group(1))
+        elif cur is not None and (n.name == cur[1] or n.name.startswith(cur[1] + "/")):
+            key = cur
+        elif _NEW_NAME_RE.search(n.name):
+            key = ("lower", n.name.rsplit("/", 2)[0])
+        else:
+            key = ("node", n.name)
+        cur = key
+        event_of[n.id] = key
+        members.setdefault(key, []).append(n.id)
+    end = {}
+    for key, ids in members.items():
+        last = ids[-1]
+        if key[0] == "inline" and len(ids) > 1 and g.nodes[last].name == key[1]:
+            last = ids[-2]
+        end[key] = last
+    return event_of, end
+
+
+def _inline_input_keys(g: TfGraph) -> dict[int, tuple]:
+    """Creation-order keys of the edges an inlining makes once the body is copied: for each
+    function input in order, ``input_control_node -> input`` then the input's edges to the body
+    nodes (the inliner connects the inputs after copying every body node and edge)."""
+    inputs: dict[str, list[int]] = {}
+    first_out: dict[str, int] = {}
+    control: dict[str, int] = {}
+    for n in g.op_nodes():
+        m = _INLINE_RE.match(n.name)
+        if not m:
+            continue
+        caller, part = m.group(1), m.group(2)
+        if part == "input":
+            inputs.setdefault(caller, []).append(n.id)
+        elif part == "input_control_node":
+            control[caller] = n.id
+        else:
+            first_out[caller] = min(first_out.get(caller, n.id), n.id)
+    keys: dict[int, tuple] = {}
+    for caller, ids in inputs.items():
+        stop = first_out.get(caller, len(g.nodes))
+        body = [n.id for n in g.op_nodes() if max(ids) < n.id < stop and n.name.startswith(caller + "/")]
+        last = max(body) if body else max(ids)
+        ic = control.get(caller)
+        for i in sorted(ids):
+            node = g.nodes[i]
+            for e in node.in_edges.values():
+                if e.src == ic:
+                    keys[e.id] = (last, 2, i, -1)
+            outs = sorted((e for e in node.out_edges.values() if e.dst <= last), key=lambda e: e.id)
+            for k, e in enumerate(outs):
+                keys[e.id] = (last, 2, i, k)
+    return keys
+
+
 def tfgraph_from_dump(graph) -> TfGraph:
-    """A :class:`TfGraph` for a dump taken after clustering (e.g. ``encapsulate_subgraphs_before``)
-    with TF's edge-id order reconstructed as far as the dump allows.
+    """A :class:`TfGraph` for a dump of the JIT passes' input (or of a later stage, e.g.
+    ``encapsulate_subgraphs_before``) with TF's edge-id order reconstructed as far as the dump
+    allows (TF's edge ids are creation order; a dump records neither).
 
     Node ids are the dump's order. :meth:`TfGraph.from_graph` numbers edges by destination
     node, which is TF's order for the graph as constructed; but nodes added later (session
@@ -293,11 +407,24 @@ def tfgraph_from_dump(graph) -> TfGraph:
     one from ``_SOURCE`` included; the original's consumers had an in-edge at construction (from
     the original), so they get no ``_SOURCE`` edge.
 
+    A graph TF never rebuilt (:func:`is_rebuilt_dump` false: Grappler off or failed) was
+    lowered and inlined in place after construction, so the nodes those rewrites made count as
+    created later too, and their edges follow the rewrites' own order: an inlining copies the
+    body's nodes (a node without inputs gets its control edge from ``input_control_node`` as it
+    is copied), then the body's edges, then connects each input (``input_control_node -> input``
+    and the input's edges into the body); edges from a new node to an older one (consumers of
+    the lowered op or of the call, NextIteration back edges) are made once the rewrite has
+    created its nodes; a While's ``LoopControlInputs`` gets its edges to the Enters as it is made.
+
     Residual risk: edges created by a pass between existing nodes, and the order of several
-    edges created together (TF iterates pointer-ordered edge sets there), are guesses.
+    edges created together where TF iterates pointer-hashed edge sets (more than 8 edges on a
+    node: the inliner and the lowerings walk those; TF's own order then varies between runs),
+    are guesses.
     """
     base = TfGraph.from_graph(graph, fixup=False)
-    created = [n.id for n in base.op_nodes() if _created_after_construction(base, n)]
+    rebuilt = is_rebuilt_dump(graph.graphdef)
+    created = [n.id for n in base.op_nodes()
+               if _created_after_construction(base, n) or (not rebuilt and _LOWERED_RE.search(n.name))]
     if not created:
         base.fixup_source_and_sink_edges()
         return base
@@ -306,10 +433,25 @@ def tfgraph_from_dump(graph) -> TfGraph:
     early = [e for e in edges if max(e.src, e.dst) < first]
     replicas = {n.id for n in base.op_nodes() if _is_replica(n)}
 
+    special: dict[int, tuple] = {}
+    if not rebuilt:
+        special = _inline_input_keys(base)
+        event_of, event_end = _rewrite_events(base, first)
+        for e in edges:
+            if e.id in special or e.src < first or e.src <= e.dst or e.src not in event_of:
+                continue
+            if "/LoopControlInputs/_" in base.nodes[e.src].name:
+                special[e.id] = (e.src, 1, e.id, 0)
+                continue
+            back = base.nodes[e.src].op in NEXT_ITERATION_OPS and base.nodes[e.dst].op in MERGE_OPS
+            special[e.id] = (event_end[event_of[e.src]], 3, 0 if back else 1, e.id)
+
     def late_key(e):
+        if e.id in special:
+            return special[e.id]
         m = max(e.src, e.dst)
         incoming = e.dst == m
-        return (m, (1 if incoming else 0) if m in replicas else (0 if incoming else 1), e.id)
+        return (m, (1 if incoming else 0) if m in replicas else (0 if incoming else 1), e.id, 0)
 
     late = sorted((e for e in edges if max(e.src, e.dst) >= first), key=late_key)
     tg = TfGraph(library=base.library, versions=base.versions)
