@@ -9,6 +9,7 @@ from google.protobuf import text_format
 
 from jitsim.crosscheck.dumps import DumpGraph
 from jitsim.crosscheck.fuzz import (
+    BEFORE_CLONE,
     STAGE_TRUTH,
     Problem,
     _TFGraph,
@@ -78,12 +79,13 @@ def test_result_order_or_partition_differences_are_seen():
     assert canonical_form("mark", mark("cluster_0", "cluster_0")) != canonical_form("mark", m1)  # d joins a, b
 
 
-def _tf_graph(tmp_path, run, m, e):
+def _tf_graph(tmp_path, run, m, e, inp=None):
     d = tmp_path / run
     d.mkdir()
     save(m, d / "mark_for_compilation.pbtxt")
     save(e, d / "encapsulate_subgraphs_after.pbtxt")
-    rec = DumpGraph(0, {STAGE_TRUTH["mark"]: "mark_for_compilation.pbtxt",
+    save(inp if inp is not None else mark(None, None), d / "before_clone.pbtxt")
+    rec = DumpGraph(0, {BEFORE_CLONE: "before_clone.pbtxt", STAGE_TRUTH["mark"]: "mark_for_compilation.pbtxt",
                         STAGE_TRUTH["encapsulate"]: "encapsulate_subgraphs_after.pbtxt"})
     return _TFGraph(run, d, rec)
 
@@ -107,3 +109,13 @@ def test_judge_stability(tmp_path):
     # a mark problem is judged on the partition only: the same partition under other names is stable
     pm = Problem("mark", "names differ", predicted=mark("cluster_5", "cluster_6"))
     assert judge_stability(first, [same, swapped], pm, 5) is None
+    # TF's input dump differs (same nodes, other edges: what the match signature leaves out):
+    # unstable before any clustering stage
+    other_input = _tf_graph(tmp_path, "ex4 alone", mark("cluster_1", "cluster_2"),
+                            encapsulated("cluster_1", "cluster_2"),
+                            gd("\n".join([node("x", "_Arg"), node("a", "Sin", ["x"]), node("b", "Cos", ["x"]),
+                                          node("c", "AddV2", ["b", "a"]), node("d", "Exp", ["c"]),
+                                          node("r", "_Retval", ["d"])])))
+    assert first.signature() == other_input.signature()
+    u = judge_stability(first, [same, other_input], pm, 5)
+    assert u is not None and u.stage == "input" and u.only == (["c = AddV2(a, b)"], ["c = AddV2(b, a)"])

@@ -444,9 +444,11 @@ def run_programs(programs: list[tuple[int, str]], flags: str, devices: int, root
 # ``tf_reruns``) and TF is compared with itself, cluster names canonicalised, before the
 # difference counts.
 
-STABILITY_STAGES = ("mark", "decluster", "encapsulate", "build-xla-ops")
-_STABILITY_STAGE = {"mark": "mark", "mark-from-before-mark": "mark", "decluster": "decluster",
+# "input": TF's before_clone dump itself (node rows), the stage before every other one
+STABILITY_STAGES = ("input", "mark", "decluster", "encapsulate", "build-xla-ops")
+_STABILITY_STAGE = {"input": "input", "mark": "mark", "mark-from-before-mark": "mark", "decluster": "decluster",
                     "encapsulate": "encapsulate", "build-xla-ops": "build-xla-ops"}
+_STAGE_FILE = dict(STAGE_TRUTH, input=BEFORE_CLONE)
 LONE_RERUNS_PER_BATCH = 20  # programs rerun alone (one TF process each) per batch and round, at most
 _CLUSTER_TOKEN = re.compile(r"(?<![\w.])cluster_\d+(?!\d)")
 
@@ -491,8 +493,9 @@ def canonical_rows(gd, labels: dict) -> list[str]:
 
 def canonical_form(stage: str, gd, labels: dict | None = None) -> list[str]:
     """What is compared between two TF runs (and jitsim) at a stage, as a sorted multiset of
-    rows: ``mark`` the partition; ``decluster`` the partition and the node rows; ``encapsulate``
-    and ``build-xla-ops`` the node rows (:func:`canonical_rows`, cluster names from ``labels``)."""
+    rows: ``mark`` the partition; ``decluster`` the partition and the node rows; ``input``,
+    ``encapsulate`` and ``build-xla-ops`` the node rows (:func:`canonical_rows`, cluster names
+    from ``labels``)."""
     stage = _STABILITY_STAGE[stage]
     if gd is None:
         return []
@@ -522,7 +525,7 @@ class _TFGraph:
     _forms: dict = field(default_factory=dict)
 
     def path(self, stage: str) -> Path | None:
-        f = self.record.files.get(STAGE_TRUTH[_STABILITY_STAGE[stage]])
+        f = self.record.files.get(_STAGE_FILE[_STABILITY_STAGE[stage]])
         return None if f is None else self.dumps / f
 
     def signature(self) -> tuple | None:
@@ -610,11 +613,11 @@ def _evidence_text(u: Instability, first: _TFGraph, other: _TFGraph, first_none:
     out = [f"graph {u.graph} (TF input {inp}): jitsim differs from TF at {u.problem.stage}: {u.problem.summary}",
            f"The same graph (same input node list) ran under TF {len(u.runs_compared)} times: "
            + ", ".join(u.runs_compared) + ".",
-           f"TF differed from itself at {u.stage} ({STAGE_TRUTH[u.stage]}, cluster names canonicalised as "
+           f"TF differed from itself at {u.stage} ({_STAGE_FILE[u.stage]}, cluster names canonicalised as "
            f"cluster{{<smallest member>}}): run '{u.runs[0]}' vs run '{u.runs[1]}':"]
     for run, rows, none in ((u.runs[0], u.only[0], first_none), (u.runs[1], u.only[1], other_none)):
         if none:
-            out.append(f"  {run}: TF dumped no {STAGE_TRUTH[u.stage]} for the graph")
+            out.append(f"  {run}: TF dumped no {_STAGE_FILE[u.stage]} for the graph")
         out.append(f"  {len(rows)} row(s) only in {run}:")
         out += [f"    {r}" for r in rows[:limit]] + ([f"    ... {len(rows) - limit} more"] if len(rows) > limit else [])
     out.append(("jitsim's prediction at " + u.problem.stage + " equals TF's output of: " + ", ".join(u.jitsim_matches))
@@ -647,7 +650,9 @@ def tf_stability(checks: list[tuple[GraphCheck, Path]], examples: list[Example],
     process (``lone_cap`` at most; not those already shown unstable). With clustering fuel, whose
     use carries over between graphs of a process, a round reruns the whole batch in the same
     order instead. A graph is matched by owner and the sorted (name, op) list of its input dump
-    (the n-th such graph of its owner; else any graph with that input)."""
+    (the n-th such graph of its owner; else, if its owner ran in the rerun, any graph with that
+    signature: warm-up graphs belong to whichever program runs first). TF's input dumps are
+    compared too (stage ``input``): the signature leaves out the edges."""
     suspects = [(c, d) for c, d in checks if c.tf_problems() and BEFORE_CLONE in c.record.files]
     if rounds < 1 or not suspects or not examples:
         return
@@ -683,10 +688,13 @@ def tf_stability(checks: list[tuple[GraphCheck, Path]], examples: list[Example],
                 log(f"TF rerun {label} failed: {e}")
             return
         idx = _index_runs(runs, label)
+        ran = {ex.id for ex in exs} | {-1}
         for c, _ in suspects:
+            if c.owner not in ran:
+                continue
             _, sig, k = firsts[id(c)]
             same = [g for o, s, g in idx if o == c.owner and s == sig]
-            if len(same) <= k:
+            if len(same) <= k:  # a warm-up graph another program of the rerun owns now
                 same = [g for o, s, g in idx if s == sig]
             if same:
                 variants[id(c)].append(same[min(k, len(same) - 1)])
