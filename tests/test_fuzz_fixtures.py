@@ -134,3 +134,17 @@ def test_encapsulate_folds_sin_fixture_needs_the_fix(monkeypatch):
     monkeypatch.setattr(enc, "_OPS", ops)
     monkeypatch.setattr(enc, "FOLDABLE_OPS", frozenset(ops))
     assert any(" encapsulate: " in line for line in check_fixture(fx))
+
+
+def test_encapsulate_folds_strided_slice_grad_fixture_needs_the_fix(monkeypatch):
+    """Without a numpy kernel for StridedSliceGrad, encapsulate's folding leaves the gradient's
+    constant chain in the cluster function where TF folds it."""
+    import jitsim.passes.encapsulate as enc
+
+    fx = ROOT / "fixtures" / "fuzz" / "encapsulate-folds-strided-slice-grad"
+    assert check_fixture(fx) == []
+    ops = dict(enc._OPS)
+    del ops["StridedSliceGrad"]
+    monkeypatch.setattr(enc, "_OPS", ops)
+    monkeypatch.setattr(enc, "FOLDABLE_OPS", frozenset(ops))
+    assert any(" encapsulate: " in line for line in check_fixture(fx))

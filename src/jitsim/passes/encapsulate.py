@@ -974,6 +974,25 @@ def _slice(np, ins, nd):
 
 def _strided_slice(np, ins, nd):
     x, begin, end, strides = ins
+    return [np.asarray(x[_strided_index(x.shape, begin, end, strides, nd)])]
+
+
+def _strided_slice_grad(np, ins, nd):
+    """StridedSliceGrad(shape, begin, end, strides, dy): zeros of ``shape`` with ``dy`` written
+    where StridedSlice with the same spec reads."""
+    shape, begin, end, strides, dy = ins
+    out = np.zeros([int(d) for d in shape.reshape(-1)], dtype=dy.dtype)
+    idx = _strided_index(out.shape, begin, end, strides, nd)
+    view = out[idx]
+    if view.size != dy.size:
+        raise _EvalError("StridedSliceGrad shape mismatch")
+    out[idx] = dy.reshape(view.shape)
+    return [out]
+
+
+def _strided_index(x_shape, begin, end, strides, nd):
+    """The numpy index of a StridedSlice spec (its masks from ``nd``) on an array of ``x_shape``."""
+    ndim = len(x_shape)
     a = nd.attr
     bm = a["begin_mask"].i if "begin_mask" in a else 0
     em = a["end_mask"].i if "end_mask" in a else 0
@@ -1004,14 +1023,14 @@ def _strided_slice(np, ins, nd):
     dim = 0
     for j, s in enumerate(specs):
         if s is Ellipsis:
-            skip = x.ndim - dim - n_after_ellipsis
+            skip = ndim - dim - n_after_ellipsis
             idx.append(Ellipsis)
             dim += skip
         elif s is None:
             idx.append(None)
         elif isinstance(s, tuple):
             b = s[1]
-            size = x.shape[dim] if dim < x.ndim else 0
+            size = x_shape[dim] if dim < ndim else 0
             if b < 0:
                 b += size
             if not 0 <= b < size:
@@ -1021,7 +1040,7 @@ def _strided_slice(np, ins, nd):
         else:
             idx.append(s)
             dim += 1
-    return [np.asarray(x[tuple(idx)])]
+    return tuple(idx)
 
 
 def _tile(np, ins, nd):
@@ -1147,6 +1166,7 @@ _OPS: dict[str, Callable] = {
     "Concat": lambda np, ins, nd: _concat(np, ins, nd, axis_first=True),
     "Slice": _slice,
     "StridedSlice": _strided_slice,
+    "StridedSliceGrad": _strided_slice_grad,
     "Tile": _tile,
     "Fill": _fill,
     "Range": _range,
