@@ -769,7 +769,9 @@ def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "fu
         from hypothesis import seed as hseed
     except ImportError:
         raise JitsimError("generating programs needs Hypothesis: pip install 'jitsim[fuzz]'") from None
-    from jitsim.testing.strategies import BASE_FLAGS, Features, ProcessConfig, process_configs, programs
+    from jitsim.testing.strategies import (
+        BASE_FLAGS, Features, ProcessConfig, process_configs, programs, same_draws_everywhere,
+    )
 
     if features is None and profile == "large":
         features = Features(max_statements=30, block_statements=5, max_depth=3)
@@ -785,7 +787,8 @@ def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "fu
         if len(drawn) < n:
             drawn.append(p)
 
-    draw_programs()
+    with same_draws_everywhere():  # the seed alone decides (not what the process imported)
+        draw_programs()
     while len(drawn) < n:  # Hypothesis stops early only if it ran out of distinct examples
         drawn.append(drawn[len(drawn) % max(1, len(drawn))])
     n_batches = max(1, -(-n // batch_size))
@@ -801,7 +804,8 @@ def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "fu
             if len(configs) < n_batches and c not in configs:
                 configs.append(c)
 
-        draw_configs()
+        with same_draws_everywhere():
+            draw_configs()
         if not configs:
             configs = [ProcessConfig(BASE_FLAGS, 1)]
     out = []

@@ -15,7 +15,9 @@ simplest one.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 from hypothesis import strategies as st
 
@@ -24,6 +26,41 @@ from jitsim.testing.program import (
 )
 
 BASE_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
+
+
+@contextmanager
+def same_draws_everywhere() -> Iterator[None]:
+    """Make seeded draws depend on the seed alone.
+
+    Hypothesis (6.13x and later) mixes into its draws the literals it finds in the "local"
+    modules already imported (any module outside site-packages: jitsim itself in an editable
+    install, the caller's script...), so the same ``@seed`` gave different programs depending on
+    what the process had imported first. Inside this block Hypothesis sees no local literals.
+    Uses a Hypothesis internal; if it moves, draws are merely less reproducible.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - other Hypothesis layouts
+        yield
+        return
+    get = getattr(providers, "_get_local_constants", None)
+    empty = getattr(providers, "Constants", None)
+    if get is None or empty is None:  # pragma: no cover
+        yield
+        return
+    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+
+    def clear() -> None:  # the permitted-constants cache may hold local literals already
+        if cache is not None:
+            cache.clear()
+
+    providers._get_local_constants = lambda: empty()
+    clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = get
+        clear()
 
 # op kinds by feature (the rest is plain compilable math)
 STRING_KINDS = frozenset({"AsString", "IntAsString", "StringToNumber", "StringLength", "StringJoin"})
