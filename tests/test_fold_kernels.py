@@ -51,3 +51,20 @@ def test_strided_slice_and_its_gradient_fold_like_tf(spec):
     (got_g,) = enc._OPS["StridedSliceGrad"](np, [shape_t, *args, dy], _nodedef("StridedSliceGrad", masks))
     assert got_g.dtype == want_g.dtype
     np.testing.assert_array_equal(got_g, want_g)
+
+
+@pytest.mark.parametrize("op", ["Cumsum", "Cumprod"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype", [np.int32, np.float32])
+def test_cumulative_ops_fold_like_tf(op, axis, exclusive, reverse, dtype):
+    tf = pytest.importorskip("tensorflow")
+    x = np.array([[-1, 0, 3], [1, 2, -2]], dtype=dtype)
+    want = getattr(tf.raw_ops, op)(x=x, axis=axis, exclusive=exclusive, reverse=reverse).numpy()
+    nd = protos.NodeDef(name="n", op=op)
+    nd.attr["exclusive"].b = exclusive
+    nd.attr["reverse"].b = reverse
+    (got,) = enc._OPS[op](np, [x, np.array(axis, dtype=np.int32)], nd)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

@@ -136,15 +136,18 @@ def test_encapsulate_folds_sin_fixture_needs_the_fix(monkeypatch):
     assert any(" encapsulate: " in line for line in check_fixture(fx))
 
 
-def test_encapsulate_folds_strided_slice_grad_fixture_needs_the_fix(monkeypatch):
-    """Without a numpy kernel for StridedSliceGrad, encapsulate's folding leaves the gradient's
-    constant chain in the cluster function where TF folds it."""
+@pytest.mark.parametrize("fixture,kernels", [("encapsulate-folds-strided-slice-grad", ["StridedSliceGrad"]),
+                                             ("encapsulate-folds-cumsum", ["Cumsum", "Cumprod"])])
+def test_encapsulate_folding_fixtures_need_their_kernels(monkeypatch, fixture, kernels):
+    """Without these numpy kernels, encapsulate's folding leaves constant-only chains in the
+    cluster function where TF folds them (Grappler off lets them reach the cluster)."""
     import jitsim.passes.encapsulate as enc
 
-    fx = ROOT / "fixtures" / "fuzz" / "encapsulate-folds-strided-slice-grad"
+    fx = ROOT / "fixtures" / "fuzz" / fixture
     assert check_fixture(fx) == []
     ops = dict(enc._OPS)
-    del ops["StridedSliceGrad"]
+    for k in kernels:
+        del ops[k]
     monkeypatch.setattr(enc, "_OPS", ops)
     monkeypatch.setattr(enc, "FOLDABLE_OPS", frozenset(ops))
     assert any(" encapsulate: " in line for line in check_fixture(fx))

@@ -1043,6 +1043,30 @@ def _strided_index(x_shape, begin, end, strides, nd):
     return tuple(idx)
 
 
+def _cumulative(kind):
+    """Cumsum / Cumprod(x, axis) with the ``exclusive`` and ``reverse`` attributes."""
+
+    def run(np, ins, nd):
+        x, axis = ins
+        ax = int(axis.reshape(()))
+        if ax < 0:
+            ax += x.ndim
+        if not 0 <= ax < x.ndim:
+            raise _EvalError(f"{kind} axis out of range")
+        a = nd.attr
+        exclusive = bool(a["exclusive"].b) if "exclusive" in a else False
+        reverse = bool(a["reverse"].b) if "reverse" in a else False
+        y = np.flip(x, ax) if reverse else x
+        out = (np.cumsum if kind == "Cumsum" else np.cumprod)(y, axis=ax, dtype=x.dtype)
+        if exclusive:
+            first = np.take(out, [0], axis=ax)
+            first = np.zeros_like(first) if kind == "Cumsum" else np.ones_like(first)
+            out = np.concatenate([first, np.take(out, range(out.shape[ax] - 1), axis=ax)], axis=ax)
+        return [np.flip(out, ax) if reverse else out]
+
+    return run
+
+
 def _tile(np, ins, nd):
     x, mult = ins
     return [np.tile(x, [int(m) for m in mult.reshape(-1)])]
@@ -1168,6 +1192,8 @@ _OPS: dict[str, Callable] = {
     "StridedSlice": _strided_slice,
     "StridedSliceGrad": _strided_slice_grad,
     "Tile": _tile,
+    "Cumsum": _cumulative("Cumsum"),
+    "Cumprod": _cumulative("Cumprod"),
     "Fill": _fill,
     "Range": _range,
     "Shape": _shape_of("shape"),
