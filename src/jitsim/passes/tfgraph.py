@@ -330,18 +330,28 @@ def _rewrite_events(g: TfGraph, first: int) -> tuple[dict[int, tuple], dict[tupl
     event_of: dict[int, tuple] = {}
     members: dict[tuple, list[int]] = {}
     cur = None
+    body_done = False  # the current inlining has made its outputs: no more body copies
     for n in g.op_nodes():
         if n.id < first:
             continue
         m = _INLINE_RE.match(n.name)
         if m:
             key = ("inline", m.group(1))
-        elif cur is not None and (n.name == cur[1] or n.name.startswith(cur[1] + "/")):
+            if key != cur:
+                body_done = False
+            if m.group(2) in ("output", "output_control_node"):
+                body_done = True
+        elif cur is not None and n.name == cur[1]:
+            key = cur  # the substitute keeping the caller's (or the lowered op's) name
+        elif (cur is not None and n.name.startswith(cur[1] + "/")
+              and not (cur[0] == "inline" and body_done)):
             key = cur
         elif _NEW_NAME_RE.search(n.name):
             key = ("lower", n.name.rsplit("/", 2)[0])
         else:
             key = ("node", n.name)
+        if key != cur and key[0] != "inline":
+            body_done = False
         cur = key
         event_of[n.id] = key
         members.setdefault(key, []).append(n.id)
