@@ -471,10 +471,14 @@ def tfgraph_from_dump(graph) -> TfGraph:
         tg.add_edge(e.src, e.src_output, e.dst, e.dst_input)
     fetch_ids = {n.id for n in base.op_nodes()
                  if any(n.op == op and n.name.startswith(p) for op, p in _FETCH)}
+    lowered = set() if rebuilt else {n.id for n in base.op_nodes() if n.id >= first and _LOWERED_RE.search(n.name)}
     for n in base.op_nodes():
         if n.id >= first:
             continue
-        if not any(e.src < first or e.src in replicas for e in base.nodes[n.id].in_edges.values()):
+        # an edge from a lowered/inlined node replaced one from the functional op or call that
+        # the node consumed at construction: it had an input then, so no edge from _SOURCE
+        if not any(e.src < first or e.src in replicas or e.src in lowered
+                   for e in base.nodes[n.id].in_edges.values()):
             tg.add_control_edge(SOURCE_ID, n.id)
         outs = list(base.nodes[n.id].out_edges.values())
         if all(e.dst in fetch_ids for e in outs):
