@@ -68,3 +68,14 @@ def test_cumulative_ops_fold_like_tf(op, axis, exclusive, reverse, dtype):
     (got,) = enc._OPS[op](np, [x, np.array(axis, dtype=np.int32)], nd)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.int32, np.float32])
+def test_add_n_folds_like_tf(n, dtype):
+    tf = pytest.importorskip("tensorflow")
+    xs = [np.array([[1, -2], [3, 4]], dtype=dtype) * (k + 1) for k in range(n)]
+    want = tf.raw_ops.AddN(inputs=xs).numpy()
+    (got,) = enc._OPS["AddN"](np, xs, protos.NodeDef(name="n", op="AddN"))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

@@ -137,7 +137,8 @@ def test_encapsulate_folds_sin_fixture_needs_the_fix(monkeypatch):
 
 
 @pytest.mark.parametrize("fixture,kernels", [("encapsulate-folds-strided-slice-grad", ["StridedSliceGrad"]),
-                                             ("encapsulate-folds-cumsum", ["Cumsum", "Cumprod"])])
+                                             ("encapsulate-folds-cumsum", ["Cumsum", "Cumprod"]),
+                                             ("encapsulate-folds-add-n", ["AddN"])])
 def test_encapsulate_folding_fixtures_need_their_kernels(monkeypatch, fixture, kernels):
     """Without these numpy kernels, encapsulate's folding leaves constant-only chains in the
     cluster function where TF folds them (Grappler off lets them reach the cluster)."""

@@ -729,8 +729,8 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("-o", "--output", default="fuzz-out", help="reproducers and summary.json (default fuzz-out/)")
     fz.add_argument("--profile", choices=("full", "large", "ci", "no-grappler"), default="full",
                     help="full: any flags per batch; large: full with bigger programs; ci: two fixed "
-                         "configurations; no-grappler: any flags, Grappler off (a documented limit of "
-                         "jitsim's input) (default full)")
+                         "configurations; no-grappler: any flags, Grappler off (TF clusters graphs it never "
+                         "rebuilt; use --tf-reruns 2) (default full)")
     fz.add_argument("--batch-size", type=int, default=40, help="programs per TF process (default 40)")
     fz.add_argument("--shrink-seconds", type=float, default=180.0, help="time to shrink each disagreement (default 180)")
     fz.add_argument("--no-shrink", action="store_true", help="write reproducers without shrinking them")

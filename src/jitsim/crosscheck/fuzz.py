@@ -110,8 +110,8 @@ class GraphCheck:
     tf_nondeterminism: list[str] = field(default_factory=list)
     stages: list[str] = field(default_factory=list)  # stages compared
     # False when TF's input dump is not in topological order: TF clustered a graph it never
-    # rebuilt from a GraphDef (Grappler off, or Grappler failed and TF went on without it), whose
-    # edge order -- which decides contraction order and cluster result order -- no dump records
+    # rebuilt from a GraphDef (Grappler off, or Grappler failed and TF went on without it); its
+    # edge order, which no dump records, is reconstructed (tfgraph.tfgraph_from_dump)
     rebuilt: bool = True
     # differences from TF at a stage where TF differed from itself when the graph ran again
     # (:func:`evaluate` with ``tf_reruns``): not disagreements
@@ -129,30 +129,12 @@ class GraphCheck:
 
 
 def is_rebuilt(gd) -> bool:
-    """Whether a dump's node order is topological, as for every graph TF's GraphConstructor
-    built (after Grappler node ids follow a topological order). NextIteration back edges and
-    nodes passes add after construction (replicated or cloned constants, feeds, IncreaseDynamism's
-    slices: :func:`jitsim.passes.tfgraph.tfgraph_from_dump` places their edges) do not count."""
-    from jitsim.passes.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, REPLICA_NAME_RE
+    """Whether TF rebuilt the dumped graph from a GraphDef after its last rewrite (see
+    :func:`jitsim.passes.tfgraph.is_rebuilt_dump`): False for a graph TF clustered as lowering
+    and inlining left it (Grappler off or failed)."""
+    from jitsim.passes.tfgraph import is_rebuilt_dump
 
-    pos = {n.name: i for i, n in enumerate(gd.node)}
-    nodes = list(gd.node)
-
-    def added_later(n) -> bool:
-        if n.op in CONSTANT_OPS and (REPLICA_NAME_RE.match(n.name) or CLONE_NAME_RE.match(n.name)):
-            return True
-        return n.name.startswith(("_arg_", "_retval_", "_recv_", "_send_")) or "/static_shaped_slice" in n.name
-
-    for i, n in enumerate(nodes):
-        for x in n.input:
-            j = pos.get(x[1:] if x.startswith("^") else x.rsplit(":", 1)[0])
-            if j is None or j <= i:
-                continue
-            src = nodes[j]
-            if src.op in ("NextIteration", "RefNextIteration") or added_later(src) or added_later(n):
-                continue
-            return False
-    return True
+    return is_rebuilt_dump(gd)
 
 
 def _only_int32_routing(d) -> bool:
@@ -761,8 +743,8 @@ def draw_examples(n: int, seed: int, *, batch_size: int = 40, profile: str = "fu
 
     ``profile``: ``full`` (every feature, any flags), ``ci`` (same programs, flags limited to
     the default and one varied configuration so that the sample runs in two TF processes),
-    ``no-grappler`` (any flags, Grappler off in every process: TF then clusters a graph it never
-    rebuilt, whose edge order the dumps do not record -- see docs/fuzzing.md), ``large`` (as
+    ``no-grappler`` (any flags, Grappler off in every process: TF then clusters graphs it never
+    rebuilt, whose edge order jitsim reconstructs from node names -- see docs/fuzzing.md), ``large`` (as
     ``full`` with programs up to 30 top-level statements and control flow three deep)."""
     try:
         from hypothesis import HealthCheck, Phase, given, settings

@@ -1067,6 +1067,16 @@ def _cumulative(kind):
     return run
 
 
+def _add_n(np, ins, nd):
+    """AddN: the elementwise sum of its inputs (all of one shape and type)."""
+    out = ins[0]
+    for x in ins[1:]:
+        if x.shape != out.shape:
+            raise _EvalError("AddN shape mismatch")
+        out = out + x
+    return [np.asarray(out, dtype=ins[0].dtype)]
+
+
 def _tile(np, ins, nd):
     x, mult = ins
     return [np.tile(x, [int(m) for m in mult.reshape(-1)])]
@@ -1192,6 +1202,7 @@ _OPS: dict[str, Callable] = {
     "StridedSlice": _strided_slice,
     "StridedSliceGrad": _strided_slice_grad,
     "Tile": _tile,
+    "AddN": _add_n,
     "Cumsum": _cumulative("Cumsum"),
     "Cumprod": _cumulative("Cumprod"),
     "Fill": _fill,
