@@ -79,3 +79,48 @@ def test_add_n_folds_like_tf(n, dtype):
     (got,) = enc._OPS["AddN"](np, xs, protos.NodeDef(name="n", op="AddN"))
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32])
+def test_floor_mod_folds_like_tf(dtype):
+    tf = pytest.importorskip("tensorflow")
+    x = np.array([7, -7, 7, -7, 0, 5], dtype=dtype)
+    y = np.array([3, 3, -3, -3, 2, 5], dtype=dtype)
+    want = tf.raw_ops.FloorMod(x=x, y=y).numpy()
+    (got,) = enc._OPS["FloorMod"](np, [x, y], protos.NodeDef(name="n", op="FloorMod"))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("perm", [[0], [2, 0, 1], [3, 1, 0, 2]])
+def test_invert_permutation_folds_like_tf(perm):
+    tf = pytest.importorskip("tensorflow")
+    x = np.array(perm, dtype=np.int32)
+    want = tf.raw_ops.InvertPermutation(x=x).numpy()
+    (got,) = enc._OPS["InvertPermutation"](np, [x], protos.NodeDef(name="n", op="InvertPermutation"))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("out_idx", ["int32", "int64"])
+def test_list_diff_folds_like_tf(out_idx):
+    tf = pytest.importorskip("tensorflow")
+    x = np.array([4, 1, 3, 1, 0, 2], dtype=np.int32)
+    y = np.array([1, 2, 9], dtype=np.int32)
+    want_out, want_idx = (t.numpy() for t in tf.raw_ops.ListDiff(x=x, y=y, out_idx=getattr(tf, out_idx)))
+    nd = protos.NodeDef(name="n", op="ListDiff")
+    nd.attr["out_idx"].type = getattr(tf, out_idx).as_datatype_enum
+    got_out, got_idx = enc._OPS["ListDiff"](np, [x, y], nd)
+    np.testing.assert_array_equal(got_out, want_out)
+    assert got_idx.dtype == want_idx.dtype
+    np.testing.assert_array_equal(got_idx, want_idx)
+
+
+def test_tanh_grad_folds_like_tf():
+    tf = pytest.importorskip("tensorflow")
+    y = np.tanh(np.linspace(-2, 2, 9)).astype(np.float32)
+    dy = np.linspace(0.5, 1.5, 9).astype(np.float32)
+    want = tf.raw_ops.TanhGrad(y=y, dy=dy).numpy()
+    (got,) = enc._OPS["TanhGrad"](np, [y, dy], protos.NodeDef(name="n", op="TanhGrad"))
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-7)

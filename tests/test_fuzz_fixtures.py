@@ -138,7 +138,10 @@ def test_encapsulate_folds_sin_fixture_needs_the_fix(monkeypatch):
 
 @pytest.mark.parametrize("fixture,kernels", [("encapsulate-folds-strided-slice-grad", ["StridedSliceGrad"]),
                                              ("encapsulate-folds-cumsum", ["Cumsum", "Cumprod"]),
-                                             ("encapsulate-folds-add-n", ["AddN"])])
+                                             ("encapsulate-folds-add-n", ["AddN"]),
+                                             ("encapsulate-folds-permutation-grad", ["InvertPermutation"]),
+                                             ("encapsulate-folds-permutation-grad", ["ListDiff"]),
+                                             ("encapsulate-folds-permutation-grad", ["FloorMod"])])
 def test_encapsulate_folding_fixtures_need_their_kernels(monkeypatch, fixture, kernels):
     """Without these numpy kernels, encapsulate's folding leaves constant-only chains in the
     cluster function where TF folds them (Grappler off lets them reach the cluster)."""

@@ -1067,6 +1067,33 @@ def _cumulative(kind):
     return run
 
 
+def _floor_mod(np, x, y):
+    if np.issubdtype(x.dtype, np.integer) and np.any(y == 0):
+        raise _EvalError("integer division by zero")
+    return np.mod(x, y)
+
+
+def _invert_permutation(np, ins, nd):
+    (p,) = ins
+    v = [int(i) for i in p.reshape(-1)]
+    if p.ndim != 1 or sorted(v) != list(range(len(v))):
+        raise _EvalError("InvertPermutation: not a permutation")
+    out = np.empty_like(p)
+    out[np.asarray(v, dtype=np.int64)] = np.arange(len(v), dtype=p.dtype)
+    return [out]
+
+
+def _list_diff(np, ins, nd):
+    """ListDiff(x, y) -> (out, idx): the values of x not in y, in x's order, and their positions."""
+    x, y = ins
+    if x.ndim != 1 or y.ndim != 1:
+        raise _EvalError("ListDiff needs vectors")
+    drop = set(y.tolist())
+    keep = [i for i, v in enumerate(x.tolist()) if v not in drop]
+    idx_t = nd.attr["out_idx"].type if "out_idx" in nd.attr else 3
+    return [np.asarray(x[keep], dtype=x.dtype), np.asarray(keep, dtype=_NP_DTYPES[idx_t])]
+
+
 def _add_n(np, ins, nd):
     """AddN: the elementwise sum of its inputs (all of one shape and type)."""
     out = ins[0]
@@ -1203,6 +1230,10 @@ _OPS: dict[str, Callable] = {
     "StridedSliceGrad": _strided_slice_grad,
     "Tile": _tile,
     "AddN": _add_n,
+    "FloorMod": _binary(_floor_mod),
+    "InvertPermutation": _invert_permutation,
+    "ListDiff": _list_diff,
+    "TanhGrad": _binary(lambda np, y, dy: dy * (np.ones_like(y) - y * y)),
     "Cumsum": _cumulative("Cumsum"),
     "Cumprod": _cumulative("Cumprod"),
     "Fill": _fill,
