@@ -124,3 +124,77 @@ def test_tanh_grad_folds_like_tf():
     (got,) = enc._OPS["TanhGrad"](np, [y, dy], protos.NodeDef(name="n", op="TanhGrad"))
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-7)
+
+
+def _run(op, ins, **attrs):
+    nd = protos.NodeDef(name="n", op=op)
+    for k, v in attrs.items():
+        if isinstance(v, bool):
+            nd.attr[k].b = v
+        else:
+            nd.attr[k].type = v
+    return enc._OPS[op](np, ins, nd)
+
+
+def test_activation_gradients_fold_like_tf():
+    tf = pytest.importorskip("tensorflow")
+    y = np.linspace(0.1, 0.9, 9).astype(np.float32)
+    dy = np.linspace(-1.5, 1.5, 9).astype(np.float32)
+    for op, kw in (("SigmoidGrad", dict(y=y, dy=dy)), ("SqrtGrad", dict(y=y, dy=dy))):
+        want = getattr(tf.raw_ops, op)(**kw).numpy()
+        (got,) = _run(op, [y, dy])
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    f = np.array([-1.0, 0.0, 2.0], dtype=np.float32)
+    g = np.array([3.0, 4.0, 5.0], dtype=np.float32)
+    np.testing.assert_array_equal(_run("ReluGrad", [g, f])[0], tf.raw_ops.ReluGrad(gradients=g, features=f).numpy())
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_arg_extremes_fold_like_tf(op, dim):
+    tf = pytest.importorskip("tensorflow")
+    x = np.array([[3, 1, 3], [0, 5, -2]], dtype=np.float32)
+    d = np.array(dim, dtype=np.int32)
+    for out_t in (tf.int64, tf.int32):
+        want = getattr(tf.raw_ops, op)(input=x, dimension=d, output_type=out_t).numpy()
+        (got,) = _run(op, [x, d], output_type=out_t.as_datatype_enum)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+def test_mat_mul_folds_like_tf(ta, tb):
+    tf = pytest.importorskip("tensorflow")
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(6, dtype=np.float32).reshape(3, 2)
+    a, b = (a.T if ta else a), (b.T if tb else b)
+    want = tf.raw_ops.MatMul(a=a, b=b, transpose_a=ta, transpose_b=tb).numpy()
+    (got,) = _run("MatMul", [a, b], transpose_a=ta, transpose_b=tb)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("s0,s1", [([2, 3], [2, 3]), ([2, 3], [3]), ([1], [1]), ([4, 1, 3], [2, 1]), ([], [2, 2]),
+                                   ([1, 2], [1, 2]), ([1, 3], [1]), ([1, 1, 3], [2, 1, 3]), ([1], []), ([1, 1], [1])])
+def test_broadcast_gradient_args_fold_like_tf(s0, s1):
+    tf = pytest.importorskip("tensorflow")
+    a, b = np.array(s0, dtype=np.int32), np.array(s1, dtype=np.int32)
+    want = [t.numpy() for t in tf.raw_ops.BroadcastGradientArgs(s0=a, s1=b)]
+    got = _run("BroadcastGradientArgs", [a, b])
+    for w, g in zip(want, got):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_segment_and_stitch_ops_fold_like_tf():
+    tf = pytest.importorskip("tensorflow")
+    data = np.arange(12, dtype=np.float32).reshape(4, 3)
+    ids = np.array([2, 0, 2, -1], dtype=np.int32)
+    num = np.array(3, dtype=np.int32)
+    want = tf.raw_ops.UnsortedSegmentSum(data=data, segment_ids=ids, num_segments=num).numpy()
+    np.testing.assert_array_equal(_run("UnsortedSegmentSum", [data, ids, num])[0], want)
+    idx = [np.array([0, 2], dtype=np.int32), np.array([[1], [3]], dtype=np.int32)]
+    dat = [np.array([[1, 2], [3, 4]], dtype=np.int32), np.array([[[5, 6]], [[7, 8]]], dtype=np.int32)]
+    want = tf.raw_ops.DynamicStitch(indices=idx, data=dat).numpy()
+    np.testing.assert_array_equal(_run("DynamicStitch", idx + dat)[0], want)

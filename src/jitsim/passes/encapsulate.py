@@ -1094,6 +1094,90 @@ def _list_diff(np, ins, nd):
     return [np.asarray(x[keep], dtype=x.dtype), np.asarray(keep, dtype=_NP_DTYPES[idx_t])]
 
 
+def _arg_extreme(kind):
+    def run(np, ins, nd):
+        x, dim = ins
+        ax = int(dim.reshape(()))
+        if ax < 0:
+            ax += x.ndim
+        if not 0 <= ax < x.ndim or x.shape[ax] == 0:
+            raise _EvalError(f"{kind}: bad dimension")
+        out_t = nd.attr["output_type"].type if "output_type" in nd.attr else 9
+        f = np.argmax if kind == "ArgMax" else np.argmin
+        return [np.asarray(f(x, axis=ax), dtype=_NP_DTYPES[out_t])]
+    return run
+
+
+def _mat_mul(np, ins, nd):
+    a, b = ins
+    if a.ndim != 2 or b.ndim != 2:
+        raise _EvalError("MatMul needs matrices")
+    if "transpose_a" in nd.attr and nd.attr["transpose_a"].b:
+        a = a.T
+    if "transpose_b" in nd.attr and nd.attr["transpose_b"].b:
+        b = b.T
+    if a.shape[1] != b.shape[0]:
+        raise _EvalError("MatMul shape mismatch")
+    return [np.asarray(a @ b, dtype=a.dtype)]
+
+
+def _broadcast_gradient_args(np, ins, nd):
+    """BroadcastGradientArgs(s0, s1) -> (r0, r1): the axes along which each operand's gradient
+    must be summed after broadcasting the two shapes together."""
+    s0, s1 = ([int(v) for v in t.reshape(-1)] for t in ins)
+    dt = ins[0].dtype
+    if s0 == s1:  # no broadcasting at all: nothing to reduce (even size-1 axes)
+        return [np.zeros(0, dtype=dt), np.zeros(0, dtype=dt)]
+    n = max(len(s0), len(s1))
+    a = [1] * (n - len(s0)) + s0
+    b = [1] * (n - len(s1)) + s1
+    r0, r1 = [], []
+    for i in range(n):
+        if a[i] == b[i]:
+            if a[i] == 1:
+                r0.append(i)
+                r1.append(i)
+        elif a[i] == 1:
+            r0.append(i)
+        elif b[i] == 1:
+            r1.append(i)
+        else:
+            raise _EvalError("BroadcastGradientArgs: incompatible shapes")
+    return [np.asarray(r0, dtype=dt), np.asarray(r1, dtype=dt)]
+
+
+def _unsorted_segment_sum(np, ins, nd):
+    data, ids, num = ins
+    k = int(num.reshape(()))
+    out = np.zeros((k,) + data.shape[ids.ndim:], dtype=data.dtype)
+    flat_ids = ids.reshape(-1)
+    flat = data.reshape((flat_ids.size,) + data.shape[ids.ndim:])
+    for i, seg in enumerate(flat_ids.tolist()):
+        if seg < 0:
+            continue
+        if seg >= k:
+            raise _EvalError("UnsortedSegmentSum: segment id out of range")
+        out[seg] += flat[i]
+    return [out]
+
+
+def _dynamic_stitch(np, ins, nd):
+    n = len(ins) // 2
+    indices, data = ins[:n], ins[n:]
+    size = 1 + max((int(i.max()) for i in indices if i.size), default=-1)
+    inner = None
+    for i, d in zip(indices, data):
+        inner = d.shape[i.ndim:]
+        break
+    out = np.zeros((size,) + tuple(inner or ()), dtype=data[0].dtype)
+    for i, d in zip(indices, data):
+        flat_i = i.reshape(-1)
+        flat_d = d.reshape((flat_i.size,) + tuple(inner or ()))
+        for k, j in enumerate(flat_i.tolist()):
+            out[j] = flat_d[k]
+    return [out]
+
+
 def _add_n(np, ins, nd):
     """AddN: the elementwise sum of its inputs (all of one shape and type)."""
     out = ins[0]
@@ -1234,6 +1318,15 @@ _OPS: dict[str, Callable] = {
     "InvertPermutation": _invert_permutation,
     "ListDiff": _list_diff,
     "TanhGrad": _binary(lambda np, y, dy: dy * (np.ones_like(y) - y * y)),
+    "SigmoidGrad": _binary(lambda np, y, dy: dy * (y * (np.ones_like(y) - y))),
+    "SqrtGrad": _binary(lambda np, y, dy: dy * np.asarray(0.5, dtype=y.dtype) / y),
+    "ReluGrad": _binary(lambda np, g, f: np.where(f > 0, g, np.zeros_like(g))),
+    "ArgMax": _arg_extreme("ArgMax"),
+    "ArgMin": _arg_extreme("ArgMin"),
+    "MatMul": _mat_mul,
+    "BroadcastGradientArgs": _broadcast_gradient_args,
+    "UnsortedSegmentSum": _unsorted_segment_sum,
+    "DynamicStitch": _dynamic_stitch,
     "Cumsum": _cumulative("Cumsum"),
     "Cumprod": _cumulative("Cumprod"),
     "Fill": _fill,
