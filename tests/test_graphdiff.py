@@ -75,3 +75,27 @@ def test_function_differences():
     assert "body node m: op: jitsim Abs, TF Neg" in msgs
     assert any(m.startswith("ret:") for m in msgs)
     assert any(m.startswith("function attr _XlaCompiledKernel: only in jitsim") for m in msgs)
+
+
+def test_a_nan_constant_equals_its_text_dump():
+    """jitsim folds Sqrt(-1) to a NaN whose sign bit numpy sets; TF's .pbtxt dump writes `nan`,
+    which reads back as the positive quiet NaN. Both are what the dump can say: equal. A real
+    value difference still shows."""
+    import struct
+
+    from google.protobuf import text_format
+
+    from jitsim.graph import protos
+
+    def const(bits):
+        g = protos.GraphDef()
+        n = g.node.add(name="c", op="Const")
+        n.attr["value"].tensor.dtype = 1
+        n.attr["value"].tensor.float_val.append(struct.unpack("<f", struct.pack("<I", bits))[0])
+        return g
+
+    mine = const(0xFFC00000)  # -nan, as numpy's sqrt of a negative number gives on x86
+    tf_dump = text_format.Parse(text_format.MessageToString(mine), protos.GraphDef())
+    assert mine.SerializeToString() != tf_dump.SerializeToString()
+    assert diff_graphdefs(mine, tf_dump).identical
+    assert not diff_graphdefs(mine, const(0x3F800000)).identical
