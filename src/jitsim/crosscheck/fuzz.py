@@ -435,23 +435,27 @@ LONE_RERUNS_PER_BATCH = 20  # programs rerun alone (one TF process each) per bat
 _CLUSTER_TOKEN = re.compile(r"(?<![\w.])cluster_\d+(?!\d)")
 
 
+def _cluster_members(labels: dict) -> dict[str, list[str]]:
+    """cluster -> its member nodes, for a labelling (node -> cluster or None)."""
+    members: dict[str, list[str]] = {}
+    for node, c in labels.items():
+        if c:
+            members.setdefault(c, []).append(node)
+    return members
+
+
 def cluster_partition(gd) -> list[str]:
     """The clusters of a graph (``_XlaCluster`` attrs) as sorted ``cluster{member, ...}`` strings:
     the partition without the names, which carry TF's process-wide counter."""
-    groups: dict[str, list[str]] = {}
-    for n in gd.node:
-        if "_XlaCluster" in n.attr:
-            groups.setdefault(n.attr["_XlaCluster"].s.decode(), []).append(n.name)
+    from jitsim.crosscheck.scoring import labels_of_graphdef
+
+    groups = _cluster_members(labels_of_graphdef(gd))
     return sorted("cluster{" + ", ".join(sorted(m)) + "}" for m in groups.values())
 
 
 def canonical_cluster_names(labels: dict) -> dict[str, str]:
     """``cluster_<n>`` -> ``cluster{<its smallest member>}`` for a labelling (node -> cluster)."""
-    members: dict[str, list[str]] = {}
-    for node, c in labels.items():
-        if c:
-            members.setdefault(c, []).append(node)
-    return {c: "cluster{" + min(ns) + "}" for c, ns in members.items()}
+    return {c: "cluster{" + min(ns) + "}" for c, ns in _cluster_members(labels).items()}
 
 
 def canonical_rows(gd, labels: dict) -> list[str]:

@@ -1043,16 +1043,22 @@ def _strided_index(x_shape, begin, end, strides, nd):
     return tuple(idx)
 
 
+def _one_axis(x, axis, what: str) -> int:
+    """A scalar axis argument, made non-negative; out of range is an evaluation error."""
+    ax = int(axis.reshape(()))
+    if ax < 0:
+        ax += x.ndim
+    if not 0 <= ax < x.ndim:
+        raise _EvalError(f"{what}: axis out of range")
+    return ax
+
+
 def _cumulative(kind):
     """Cumsum / Cumprod(x, axis) with the ``exclusive`` and ``reverse`` attributes."""
 
     def run(np, ins, nd):
         x, axis = ins
-        ax = int(axis.reshape(()))
-        if ax < 0:
-            ax += x.ndim
-        if not 0 <= ax < x.ndim:
-            raise _EvalError(f"{kind} axis out of range")
+        ax = _one_axis(x, axis, kind)
         a = nd.attr
         exclusive = bool(a["exclusive"].b) if "exclusive" in a else False
         reverse = bool(a["reverse"].b) if "reverse" in a else False
@@ -1097,11 +1103,9 @@ def _list_diff(np, ins, nd):
 def _arg_extreme(kind):
     def run(np, ins, nd):
         x, dim = ins
-        ax = int(dim.reshape(()))
-        if ax < 0:
-            ax += x.ndim
-        if not 0 <= ax < x.ndim or x.shape[ax] == 0:
-            raise _EvalError(f"{kind}: bad dimension")
+        ax = _one_axis(x, dim, kind)
+        if x.shape[ax] == 0:
+            raise _EvalError(f"{kind}: empty dimension")
         out_t = nd.attr["output_type"].type if "output_type" in nd.attr else 9
         f = np.argmax if kind == "ArgMax" else np.argmin
         return [np.asarray(f(x, axis=ax), dtype=_NP_DTYPES[out_t])]

@@ -266,14 +266,19 @@ def _is_replica(n: TfNode) -> bool:
 def _created_after_construction(g: TfGraph, n: TfNode) -> bool:
     """Nodes TF adds to a graph after building it: session feeds/fetches
     (``_arg_*``/``_retval_*``), replicated and cloned constants and IncreaseDynamism's slices."""
-    if any(n.op == op and n.name.startswith(prefix) for op, prefix in _FEED_FETCH):
+    return _is_replica(n) or _added_after_construction(n.op, n.name, g.by_name, replicas=False)
+
+
+def _added_after_construction(op: str, name: str, names, *, replicas: bool = True) -> bool:
+    """:func:`_created_after_construction` by op and name; ``names``: the graph's node names."""
+    if any(op == o and name.startswith(prefix) for o, prefix in _FEED_FETCH):
         return True
-    if _is_replica(n):
+    if replicas and op in CONSTANT_OPS and REPLICA_NAME_RE.match(name):
         return True
-    m = CLONE_NAME_RE.match(n.name)
-    if m and n.op in CONSTANT_OPS and m.group(1) in g.by_name:
+    m = CLONE_NAME_RE.match(name)
+    if m and op in CONSTANT_OPS and m.group(1) in names:
         return True
-    return "/static_shaped_slice" in n.name
+    return "/static_shaped_slice" in name
 
 
 def is_rebuilt_dump(gd) -> bool:
@@ -289,7 +294,7 @@ def is_rebuilt_dump(gd) -> bool:
     """
     pos = {n.name: i for i, n in enumerate(gd.node)}
     nodes = list(gd.node)
-    later = [_added_after_construction_def(n, pos) for n in nodes]
+    later = [_added_after_construction(n.op, n.name, pos) for n in nodes]
     for i, n in enumerate(nodes):
         for x in n.input:
             j = pos.get(x[1:] if x.startswith("^") else x.rsplit(":", 1)[0])
@@ -299,17 +304,6 @@ def is_rebuilt_dump(gd) -> bool:
                 continue
             return False
     return True
-
-
-def _added_after_construction_def(nd, pos) -> bool:
-    if any(nd.op == op and nd.name.startswith(prefix) for op, prefix in _FEED_FETCH):
-        return True
-    if nd.op in CONSTANT_OPS and REPLICA_NAME_RE.match(nd.name):
-        return True
-    m = CLONE_NAME_RE.match(nd.name)
-    if m and nd.op in CONSTANT_OPS and m.group(1) in pos:
-        return True
-    return "/static_shaped_slice" in nd.name
 
 
 # Names LowerFunctionalOps and function inlining give the nodes they create: Graph::NewName's
@@ -433,8 +427,9 @@ def tfgraph_from_dump(graph) -> TfGraph:
     """
     base = TfGraph.from_graph(graph, fixup=False)
     rebuilt = is_rebuilt_dump(graph.graphdef)
-    created = [n.id for n in base.op_nodes()
-               if _created_after_construction(base, n) or (not rebuilt and _LOWERED_RE.search(n.name))]
+    # nodes LowerFunctionalOps and inlining made, on a graph TF never rebuilt
+    lowered = set() if rebuilt else {n.id for n in base.op_nodes() if _LOWERED_RE.search(n.name)}
+    created = [n.id for n in base.op_nodes() if n.id in lowered or _created_after_construction(base, n)]
     if not created:
         base.fixup_source_and_sink_edges()
         return base
@@ -471,7 +466,6 @@ def tfgraph_from_dump(graph) -> TfGraph:
         tg.add_edge(e.src, e.src_output, e.dst, e.dst_input)
     fetch_ids = {n.id for n in base.op_nodes()
                  if any(n.op == op and n.name.startswith(p) for op, p in _FETCH)}
-    lowered = set() if rebuilt else {n.id for n in base.op_nodes() if n.id >= first and _LOWERED_RE.search(n.name)}
     for n in base.op_nodes():
         if n.id >= first:
             continue
