@@ -170,41 +170,42 @@ def _print_graph_report(con, rep: dict, top: int) -> None:
 
 def cmd_cluster(args) -> int:
     from jitsim.crosscheck.fidelity import recorded_flags
-    from jitsim.graph.io import load, save
+    from jitsim.frontend.resolve import pass_inputs, target_kind
+    from jitsim.graph.io import save
     from jitsim.passes.mark_for_compilation import ProcessState
-    from jitsim.passes.pipeline import cluster_dump_dir, cluster_graph, resolve_flags
+    from jitsim.passes.pipeline import cluster_graph, resolve_flags
 
     path = Path(args.graph)
-    is_dump_dir = path.is_dir() and not ((path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists())
-    choice = resolve_flags(args.tf_xla_flags, recorded_flags(path) if is_dump_dir else None)
+    kind = target_kind(path)
+    choice = resolve_flags(args.tf_xla_flags, recorded_flags(path) if kind == "dump-dir" else None)
     session = _session(args)
     state = ProcessState()
     if args.cluster_number_start:
         state.counters[0] = args.cluster_number_start
-    reports = []
-    results = []
-    if is_dump_dir:
-        def progress(i, n):
-            _progress_line(f"simulating graph {i + 1}/{n}")
 
-        try:
-            pairs = cluster_dump_dir(path, choice.flags, session=session, state=state, stage=args.input_stage,
-                                     explain_cycles=args.explain_cycles, progress=progress)
-        finally:
-            _progress_done()
-        for rec, res in pairs:
-            reports.append(_graph_report(f"graph {rec.id} ({Path(res.source).name})", res))
+    def capture_progress(elapsed, ndumps):
+        _progress_line(f"TensorFlow running the call (fuel 0): {elapsed:.0f} s, {ndumps} dump files")
+
+    try:
+        pin = pass_inputs(path, flags=choice.flags.text, tf=args.tf, signature=args.signature, device=args.device,
+                          input_stage=args.input_stage, progress=capture_progress)
+        reports = []
+        results = []
+        for i, (label, g, stage) in enumerate(pin.graphs):
+            if len(pin.graphs) > 1:
+                _progress_line(f"simulating graph {i + 1}/{len(pin.graphs)}")
+            res = cluster_graph(g, choice.flags, session=session, state=state, input_stage=stage, device=args.device,
+                                explain_cycles=args.explain_cycles)
+            if i == pin.main:
+                res.notes[:0] = pin.notes
+            reports.append(_graph_report(label + (" (the call)" if i == pin.main and len(pin.graphs) > 1 else ""), res))
             results.append(res)
-    else:
-        g = load(path, signature=args.signature, validate=True)
-        res = cluster_graph(g, choice.flags, session=session, state=state, input_stage=args.input_stage,
-                            device=args.device, explain_cycles=args.explain_cycles)
-        reports.append(_graph_report(path.name, res))
-        results.append(res)
+    finally:
+        _progress_done()
     if args.output:
         out = Path(args.output)
-        if len(results) == 1 and not out.is_dir():
-            save(results[0].to_graphdef(), out)
+        if not out.is_dir() and (len(results) == 1 or pin.route.method == "tf-capture"):
+            save(results[pin.main].to_graphdef(), out)
         else:
             if not out.is_dir():
                 raise JitsimError("with several graphs, -o must name an existing directory", out)
@@ -214,13 +215,16 @@ def cmd_cluster(args) -> int:
                     save(res.to_graphdef(), out / (f"mark_for_compilation_{k}.pbtxt" if k else "mark_for_compilation.pbtxt"))
                     k += 1
     doc = {"schema": "jitsim.cluster/1", "input": str(path), "tf_version": "2.21",
-           "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "graphs": reports}
+           "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "route": pin.route.to_dict(),
+           "main_graph": pin.main, "graphs": reports}
     if args.format == "json":
         _emit_json(doc)
         return 0
     con = _console()
     con.print(f"jitsim simulating TensorFlow 2.21 auto-clustering with {choice.describe()}")
-    shown = reports if args.all or len(reports) == 1 else [r for r in reports if r["clusters"] or r["candidates"] > 3]
+    con.print(pin.route.line, markup=False)
+    shown = reports if args.all or len(reports) == 1 else [r for i, r in enumerate(reports)
+                                                          if i == pin.main or r["clusters"] or r["candidates"] > 3]
     for rep in shown:
         _print_graph_report(con, rep, args.top)
     if len(reports) > 1:
@@ -292,6 +296,18 @@ def cmd_verify(args) -> int:
     return 0 if result.all_same_names else 1
 
 
+def cmd_registry_export(args) -> int:
+    from jitsim.graph.io import write_atomic
+    from jitsim.registry.regen import export_op_library
+
+    doc = export_op_library(args.modules, args.load_library, all_ops=args.all)
+    write_atomic(Path(args.output), (json.dumps(doc, indent=1) + "\n").encode())
+    print(f"{args.output}: {doc['ops']} ops ({', '.join(doc['op_names'][:8])}"
+          f"{', ...' if doc['ops'] > 8 else ''}), {doc['xla_kernel_count']} XLA kernels, {doc['kernel_count']} "
+          f"CPU/GPU kernels from TensorFlow {doc['tf_version']}", file=sys.stderr)
+    return 0
+
+
 # -- explain, whatif, diff, render, report ---------------------------------------------------
 
 
@@ -305,8 +321,24 @@ def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
     p.add_argument("--input-stage", choices=_INPUT_STAGES,
                    help="what the input is (default: from the file name)")
     p.add_argument("--signature", help="SavedModel signature (default: serving_default)")
+    _tf_arg(p)
     p.add_argument("--cluster-number-start", type=int, default=0, help="first cluster number")
     _add_session_args(p)
+    _op_defs_arg(p)
+
+
+def _tf_arg(p) -> None:
+    p.add_argument("--tf", choices=("auto", "always", "never"), default="auto",
+                   help="for a SavedModel, .keras file, raw GraphDef or program: get TF's exact pass input with one "
+                        "TensorFlow run of the call that compiles nothing (cached), or predict without TensorFlow "
+                        "(approximate); auto: with TensorFlow when it is importable (default auto)")
+
+
+def _op_defs_arg(p) -> None:
+    p.add_argument("--op-defs", action="append", default=[], metavar="FILE",
+                   help="OpDefs of ops TF core does not register (a custom-op library's), as written by `jitsim "
+                        "registry export` (or an OpList .pbtxt/.pb); repeatable. Without it, jitsim infers them "
+                        "from the graph")
 
 
 def _whatif_args(p, prefix: str = "") -> None:
@@ -323,7 +355,7 @@ def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=()
                    session_jit_level=_JIT_LEVELS[args.session_jit_level],
                    session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
                    signature=args.signature, cluster_number_start=args.cluster_number_start,
-                   move_devices=move_devices)
+                   move_devices=move_devices, tf=args.tf)
 
 
 def _single_graph(path: str) -> None:
@@ -579,6 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     s.add_argument("--top", type=int, default=15, help="ops shown in the histogram (default 15)")
     s.add_argument("--format", **fmt)
+    _op_defs_arg(s)
     s.set_defaults(func=cmd_show)
 
     cl = sub.add_parser("cluster", help="predict TF's XLA clusters for a graph (mark-for-compilation)")
@@ -590,6 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--input-stage", choices=_INPUT_STAGES,
                     help="what the input is (default: from the file name)")
     cl.add_argument("--signature", help="SavedModel signature (default: serving_default)")
+    _tf_arg(cl)
     cl.add_argument("--cluster-number-start", type=int, default=0,
                     help="first cluster number (TF's process-wide counter when this graph ran)")
     cl.add_argument("-o", "--output", help="write the marked graph like TF's mark_for_compilation dump (.pbtxt/.pb; "
@@ -600,6 +634,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--all", action="store_true", help="also list graphs without clusters")
     cl.add_argument("--top", type=int, default=12, help="rows of the unclustered table (default 12)")
     cl.add_argument("--format", **fmt)
+    _op_defs_arg(cl)
     cl.set_defaults(func=cmd_cluster)
 
     rw = sub.add_parser("rewrite", help="simulate TF's JIT pipeline up to a stage and write the graph as TF dumps it")
@@ -615,6 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
     rw.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     rw.add_argument("--cluster-number-start", type=int, default=0)
     _add_session_args(rw)
+    _op_defs_arg(rw)
     rw.set_defaults(func=cmd_rewrite)
 
     ex = sub.add_parser("explain", help="why a node is (not) in a cluster; with two nodes, why they are (not) "
@@ -674,6 +710,19 @@ def build_parser() -> argparse.ArgumentParser:
     _whatif_args(rp)
     rp.set_defaults(func=cmd_report)
 
+    rg = sub.add_parser("registry", help="jitsim's copy of TF's op and kernel registries")
+    rgs = rg.add_subparsers(dest="registry_command", metavar="SUBCOMMAND")
+    rgs.required = True
+    rx = rgs.add_parser("export", help="write the OpDefs (and kernels) of ops TF core does not register, from a TF "
+                        "process with your op libraries loaded (needs TensorFlow); use the file with --op-defs")
+    rx.add_argument("--import", dest="modules", action="append", default=[], metavar="MODULE",
+                    help="Python module that registers ops when imported, e.g. tensorflow_text (repeatable)")
+    rx.add_argument("--load-library", action="append", default=[], metavar="SO",
+                    help="custom-op shared library to load with tf.load_op_library (repeatable)")
+    rx.add_argument("--all", action="store_true", help="export every registered op, TF core's included")
+    rx.add_argument("-o", "--output", required=True, help="output file (JSON, schema jitsim.op-library/1)")
+    rx.set_defaults(func=cmd_registry_export)
+
     cc = sub.add_parser("crosscheck", help="ground truth from real TensorFlow: harvest, index, compare")
     ccs = cc.add_subparsers(dest="crosscheck_command", metavar="SUBCOMMAND")
     ccs.required = True
@@ -706,6 +755,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_session_args(v)
     v.add_argument("--limit", type=int, default=30, help="differing nodes listed per graph")
     v.add_argument("--format", **fmt)
+    _op_defs_arg(v)
     v.set_defaults(func=cmd_verify)
 
     c = ccs.add_parser("compare", help="compare two clusterings as partitions (exit 0 identical, 1 different)")
@@ -762,11 +812,23 @@ def _join_flag_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _op_libraries(paths) -> list:
+    if not paths:
+        return []
+    from jitsim.registry.custom_ops import read_op_library
+
+    return [read_op_library(p) for p in paths]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     try:
-        return args.func(args)
+        libraries = _op_libraries(getattr(args, "op_defs", None) or ())
+        from jitsim.registry import using_op_libraries
+
+        with using_op_libraries(*libraries):
+            return args.func(args)
     except JitsimError as e:
         print(f"jitsim: {e}", file=sys.stderr)
         return e.exit_code

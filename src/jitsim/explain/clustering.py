@@ -118,6 +118,7 @@ class Clustering:
         self.mark = cr.mark
         self.notes = list(cr.notes)
         self.clones = list(cr.clones)
+        self.route = None  # jitsim.frontend.resolve.Route: how the pass input was obtained (paths, TF objects)
         g = cr.graph
         self.graph = g
         later: dict[str, list[tuple[str, NodeDecision]]] = {}
@@ -234,7 +235,7 @@ class Clustering:
             force_compilable=tuple(o.force_compilable) + tuple(force_compilable),
             session_jit_level=o.session_jit_level, session_cpu_global_jit=o.session_cpu_global_jit,
             input_stage=o.input_stage, until=o.until, cluster_number_start=o.cluster_number_start,
-            move_devices=bool(device and device != o.device))
+            move_devices=bool(device and device != o.device))  # the captured graph itself: no new route
 
     def to_graphdef(self):
         """The graph as TF dumps it after the last simulated stage."""
@@ -259,6 +260,7 @@ class Clustering:
             "source": self.source,
             "options": self.options.to_dict(),
             "input_stage": self.pipeline.cluster.input_stage,
+            "route": None if self.route is None else self.route.to_dict(),
             "jit_level": self.mark.jit_level,
             "graph_decision": None if self.graph_decision is None else self.graph_decision.to_dict(),
             "clusters": [{"name": c, "size": len(m), "nodes": m} for c, m in self.clusters.items()],
@@ -320,114 +322,9 @@ def find_node(names, pattern: str, source: str | None = None) -> str:
                       source)
 
 
-def _concrete(obj):
-    if hasattr(obj, "get_concrete_function") and not hasattr(obj, "function_def"):
-        try:
-            return obj.get_concrete_function()
-        except (TypeError, ValueError) as e:
-            raise JitsimError(f"cannot trace {getattr(obj, '__name__', obj)!r} without arguments ({e}); pass "
-                              "fn.get_concrete_function(*example_args) or give the tf.function an "
-                              "input_signature") from None
-    return obj
-
-
-def _name(x) -> str:
-    return x.decode() if isinstance(x, bytes) else str(x)
-
-
-def _grappler_function_graph(cf, device: str):
-    """The body of ``cf`` as TF's function runtime hands it to the JIT passes: placed on
-    ``device``, optimized by Grappler (TF's own, in this process: constant folding, the
-    remapper's fusions...), with ``_Arg``/``_Retval`` nodes. Still an approximation of TF's
-    ``before_clone_constants_for_better_clustering`` graph (TF's placer and function
-    inlining are not run)."""
-    import tensorflow as tf
-    from tensorflow.core.protobuf import config_pb2
-    from tensorflow.python.grappler import tf_optimizer
-
-    from jitsim.graph import protos
-
-    gd = cf.graph.as_graph_def()
-    # the body as TF's function runtime instantiates it: inputs become _Arg nodes named after
-    # the function's input args, outputs feed _Retval nodes (which Grappler must preserve)
-    in_names = [a.name for a in cf.function_def.signature.input_arg]
-    args = {t.op.name: (i, t.dtype.as_datatype_enum) for i, t in enumerate(cf.inputs)}
-    rename = {}
-    for n in gd.node:
-        n.device = n.device or device
-        if n.name in args and n.op == "Placeholder":
-            i, dt = args[n.name]
-            new = in_names[i] if i < len(in_names) else n.name
-            rename[n.name] = new
-            keep = {k: n.attr[k] for k in n.attr if k.startswith("_")}
-            n.op, n.name = "_Arg", new
-            n.ClearField("attr")
-            n.attr["T"].type = dt
-            n.attr["index"].i = i
-            for k, v in keep.items():
-                n.attr[k].CopyFrom(v)
-    for n in gd.node:
-        for j, ref in enumerate(n.input):
-            ctl, base = ("^", ref[1:]) if ref.startswith("^") else ("", ref)
-            name, sep, idx = base.partition(":")
-            if name in rename:
-                n.input[j] = ctl + rename[name] + sep + idx
-    ret_names = [a.name for a in cf.function_def.signature.output_arg]
-    fetch = []
-    for i, t in enumerate(cf.outputs):
-        r = gd.node.add(name=f"{ret_names[i] if i < len(ret_names) else 'output_' + str(i)}_RetVal", op="_Retval")
-        name, _, idx = t.name.partition(":")
-        name = rename.get(name, name)
-        r.input.append(name if idx in ("", "0") else f"{name}:{idx}")
-        r.device = device
-        r.attr["T"].type = t.dtype.as_datatype_enum
-        r.attr["index"].i = i
-        fetch.append(r.name)
-    tg = tf.Graph()
-    with tg.as_default():
-        tf.graph_util.import_graph_def(gd, name="")
-    mg = tf.compat.v1.train.export_meta_graph(graph_def=tg.as_graph_def(), graph=tg)
-    for name in fetch:
-        mg.collection_def["train_op"].node_list.value.append(name)
-    opt = tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), mg)
-    out = protos.GraphDef()
-    out.ParseFromString(opt.SerializeToString())
-    return out
-
-
-def _graph_from_tf(obj, device: str | None = None, grappler: bool = True):
-    """A jitsim Graph from a ``tf.function``, ``ConcreteFunction`` or ``tf.Graph``.
-    Needs TensorFlow (imported only here)."""
-    from jitsim.graph import protos
-    from jitsim.graph.functions import function_to_graphdef
-    from jitsim.graph.model import Graph
-    from jitsim.passes.pipeline import DEVICES
-
-    cf = _concrete(obj)
-    if hasattr(cf, "function_def") and hasattr(cf, "graph"):
-        name = _name(getattr(cf, "name", cf.function_def.signature.name))
-        if grappler:
-            gd = _grappler_function_graph(cf, DEVICES.get(device or "cpu", device))
-            return Graph(gd, source=f"<tf.function {name}>"), "Grappler-optimized in this process"
-        lib = protos.FunctionDefLibrary()
-        lib.ParseFromString(cf.graph.as_graph_def().library.SerializeToString())
-        fdef = protos.FunctionDef()
-        fdef.ParseFromString(cf.function_def.SerializeToString())
-        if fdef.signature.name not in {f.signature.name for f in lib.function}:
-            lib.function.add().CopyFrom(fdef)
-        gd = function_to_graphdef(lib, fdef.signature.name, source=f"tf.function {fdef.signature.name}")
-        gd.library.CopyFrom(lib)
-        return Graph(gd, source=f"<tf.function {name}>"), "not optimized by Grappler"
-    if hasattr(obj, "as_graph_def"):
-        gd = protos.GraphDef()
-        gd.ParseFromString(obj.as_graph_def().SerializeToString())
-        return Graph(gd, source="<tf.Graph>"), "not optimized by Grappler"
-    raise JitsimError(f"cannot simulate a {type(obj).__name__}: give a path, a GraphDef, a jitsim Graph, "
-                      "a tf.function/ConcreteFunction or a tf.Graph")
-
-
-def to_graph(obj, *, signature: str | None = None, device: str | None = None, grappler: bool = True):
-    """Anything :func:`cluster` accepts -> a jitsim :class:`~jitsim.graph.model.Graph`."""
+def to_graph(obj, *, signature: str | None = None):
+    """A path, a jitsim ``Graph`` or a ``GraphDef`` -> a jitsim :class:`~jitsim.graph.model.Graph`
+    (as given: no route to TF's pass input is taken; :func:`cluster` takes one for paths)."""
     from jitsim.graph.model import Graph
 
     if isinstance(obj, Graph):
@@ -442,7 +339,8 @@ def to_graph(obj, *, signature: str | None = None, device: str | None = None, gr
         gd = protos.GraphDef()
         gd.ParseFromString(obj.SerializeToString())
         return Graph(gd, source="<GraphDef>")
-    return _graph_from_tf(obj, device, grappler)[0]
+    raise JitsimError(f"cannot simulate a {type(obj).__name__}: give a path, a GraphDef, a jitsim Graph, "
+                      "a tf.function/ConcreteFunction or a Keras model")
 
 
 def _is_tf_object(obj) -> bool:
@@ -452,66 +350,72 @@ def _is_tf_object(obj) -> bool:
 def cluster(graph, flags: str | None = None, *, device: str | None = None, exclude_ops=(), force_compilable=(),
             session_jit_level: int = 0, session_cpu_global_jit: bool = False, input_stage: str | None = None,
             signature: str | None = None, until: str = "decluster", explain_cycles: bool | None = None,
-            cluster_number_start: int = 0, move_devices: bool = False, grappler: bool = True) -> Clustering:
+            cluster_number_start: int = 0, move_devices: bool = False, tf: str = "auto") -> Clustering:
     """Simulate TF 2.21's auto-clustering on ``graph`` and return a :class:`Clustering`.
 
-    ``graph``: a path (GraphDef .pbtxt/.pb, TF dump file, SavedModel directory), a jitsim
-    ``Graph``, a ``GraphDef`` proto, a ``tf.function`` / ``ConcreteFunction`` or a ``tf.Graph``.
+    ``graph``: a path (TF dump file or directory, SavedModel directory, ``.keras`` file,
+    GraphDef ``.pbtxt``/``.pb``, ``.py`` program), a jitsim ``Graph``, a ``GraphDef`` proto, or a
+    live ``tf.function`` / ``ConcreteFunction`` / Keras model. Paths and live objects go
+    through :func:`jitsim.frontend.resolve.pass_inputs`, which gets TF's pass input the exact
+    way where it can (``tf``: ``auto`` captures it with one TF run when TensorFlow is
+    importable, ``always``, ``never``) and says which route it took (:attr:`Clustering.route`);
+    for a target TF instantiates several graphs for, the result is the call's own graph.
     ``flags``: a TF_XLA_FLAGS string (default: ``$TF_XLA_FLAGS``, else
     ``--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit``). ``device``: ``cpu``/``gpu`` (or a full
-    device name) for nodes without one; tf.functions default to ``cpu``.
+    device name) for nodes without one.
     ``exclude_ops`` / ``force_compilable``: what-if knobs (ops treated as uncompilable /
     compilable). ``until``: last simulated stage (``mark``, ``decluster``, ``encapsulate``,
     ``build-xla-ops``). ``explain_cycles``: record the path behind every cycle refusal
     (default: for graphs up to 5,000 nodes). ``move_devices``: ``device`` also moves nodes
     that already have a device, where a kernel of that type exists (a CPU-vs-GPU what-if;
-    approximate: TF's placer also colocates). ``grappler``: for a tf.function, run TF's
-    Grappler on its body first (as TF's function runtime does), in this process.
+    approximate: TF's placer also colocates).
     """
-    from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
-    from jitsim.passes.pipeline import RAW, resolve_flags, run_pipeline
-
     from jitsim.graph import protos
     from jitsim.graph.model import Graph
+    from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
+    from jitsim.passes.pipeline import STAGES, cluster_graph, resolve_flags, run_pipeline
 
-    from_tf = not isinstance(graph, (str, Path)) and _is_tf_object(graph)
-    tf_note = None
-    if from_tf:
-        g, tf_note = _graph_from_tf(graph, device, grappler)
+    if until not in STAGES:
+        raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
+    choice = resolve_flags(flags)
+    session = SessionConfig(session_jit_level, session_cpu_global_jit)
+    state = ProcessState()
+    if cluster_number_start:
+        state.counters[0] = cluster_number_start
+    route, route_notes = None, []
+    if isinstance(graph, (str, Path)) or _is_tf_object(graph):
+        from jitsim.frontend.resolve import pass_inputs
+
+        pin = pass_inputs(graph, flags=choice.flags.text, tf=tf, signature=signature, device=device,
+                          input_stage=input_stage)
+        # the graphs TF instantiated before the call's own advance the process's counters
+        for _, before, stage in pin.graphs[:pin.main]:
+            cluster_graph(before, choice.flags, session=session, state=state, input_stage=stage, device=device)
+        g, input_stage = pin.main_graph, pin.graphs[pin.main][2]
+        route, route_notes = pin.route, pin.notes
+        cluster_number_start = state.counters.get(0, 0)
     else:
         g = to_graph(graph, signature=signature)
     # the passes annotate NodeDefs in place: keep the input intact (for the caller and for whatif)
     snapshot = g.graphdef.SerializeToString()
-    if g is graph:
+    if g is graph or route is not None:
         gd = protos.GraphDef()
         gd.ParseFromString(snapshot)
         g = Graph(gd, source=g.source, validate=False)
-    if from_tf and device is None:
-        device = "cpu"
-    if from_tf and input_stage is None:
-        input_stage = RAW
     if move_devices and device:
         from jitsim.passes.devices import replace_devices
 
         g = replace_devices(g, device)
-    choice = resolve_flags(flags)
     options = Options(choice.flags.text, choice.origin, device, tuple(exclude_ops), tuple(force_compilable),
                       session_jit_level, session_cpu_global_jit, input_stage, cluster_number_start, until)
-    state = ProcessState()
-    if cluster_number_start:
-        state.counters[0] = cluster_number_start
     if explain_cycles is None:
         explain_cycles = len(g) <= AUTO_EXPLAIN_CYCLES_NODES
-    from jitsim.passes.pipeline import STAGES
-
-    if until not in STAGES:
-        raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
-    res = run_pipeline(g, choice.flags, until=until, session=SessionConfig(session_jit_level, session_cpu_global_jit),
-                       state=state, input_stage=input_stage, device=device, explain_cycles=explain_cycles,
-                       exclude_ops=frozenset(exclude_ops), force_compilable=frozenset(force_compilable))
+    res = run_pipeline(g, choice.flags, until=until, session=session, state=state, input_stage=input_stage,
+                       device=device, explain_cycles=explain_cycles, exclude_ops=frozenset(exclude_ops),
+                       force_compilable=frozenset(force_compilable))
     c = Clustering(res, options, g.source, input_graph=g)
-    if tf_note:
-        c.notes.append(f"from a tf.function: {tf_note}")
+    c.route = route
+    c.notes[:0] = ([route.line] if route is not None else []) + list(route_notes)
     if move_devices and device:
         c.notes.append(f"re-placed nodes on {device} where a {device.upper()} kernel exists (approximate "
                        "placement: TF's placer also colocates)")

@@ -123,6 +123,18 @@ _REASONS = [
            f"FindKernelDef ({_CCU}); if no kernel exists, or none whose type constraints accept the node's "
            "attributes, the node stays out. TF 2.21 logs the lookup error; the evidence names the type "
            "attribute XLA does not accept and the types it does."),
+    Reason("CUSTOM_OP", "node", "op of a custom-op library, with no XLA kernel",
+           "keep the library's ops (tokenizers, string processing...) at the edges of the computation, or "
+           "register an XLA kernel for the op in the library",
+           "No registered '<op>' OpKernel for <jit device> devices compatible with node",
+           "The op is not one of TensorFlow 2.21 core's: a library loaded into the process (tensorflow-text's "
+           "`tf.load_op_library` ops, `TFText>...`; any custom-op .so) registered it, with CPU/GPU kernels and, "
+           "almost always, no tf2xla kernel. TF treats it exactly like a core op XLA does not implement: "
+           f"RecursiveCompilabilityChecker::HasXLAKernel ({_CCU}) finds no kernel on the JIT device and the node "
+           "stays out. jitsim takes the op's signature from `--op-defs FILE` (written by `jitsim registry "
+           "export` in a TF process with the library loaded) or infers it from the graph (arity from the "
+           "output slots consumers read, dtypes from what producers give and consumers expect); evidence "
+           "`op_def` says which."),
     Reason("STRING_CONST", "node", "string constant",
            "keep string handling (formatting, printing, messages) apart from the math",
            "Const op with type DT_STRING is not supported by XLA.",

@@ -52,12 +52,33 @@ def function_to_graphdef(library, name: str, *, source=None):
         args.add(arg.name)
 
     offsets: dict[str, dict[str, int]] = {}
+    unknown: dict[str, str] = {}  # node -> op, for ops nobody registers (a custom-op library's)
     for node in fdef.node_def:
         table, pos = {}, 0
-        for out_name, n in _output_sizes(node, op_def(node.op), fns):
+        od = op_def(node.op)
+        if od is None and node.op not in fns:
+            unknown[node.name] = node.op
+        for out_name, n in _output_sizes(node, od, fns):
             table[out_name] = pos
             pos += n
         offsets[node.name] = table
+    if unknown:
+        # without an OpDef, a body that reads one output argument of the op reads its first
+        # tensors; several argument names have an order no graph can tell
+        read: dict[str, list[str]] = {}
+        refs = [r for nd in fdef.node_def for r in nd.input] + list(fdef.ret.values())
+        for ref in refs:
+            parts = ref.split(":")
+            if len(parts) == 3 and parts[0] in unknown and parts[1] not in read.setdefault(parts[0], []):
+                read[parts[0]].append(parts[1])
+        for node_name, names in read.items():
+            if len(names) == 1:
+                offsets[node_name] = {names[0]: 0}
+            else:
+                raise GraphError(
+                    f"function {name!r}: node {node_name!r} has op {unknown[node_name]!r}, which TensorFlow 2.21 "
+                    f"core does not register, and the body reads its outputs {', '.join(names)}, whose order "
+                    "only the op's OpDef tells: give it with --op-defs FILE (from `jitsim registry export`)", source)
 
     def convert(ref: str) -> str:
         if ref.startswith("^"):

@@ -34,7 +34,7 @@ def is_text_path(path: Path | str) -> bool:
     return str(path).lower().endswith(TEXT_SUFFIXES)
 
 
-def _read_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -64,7 +64,7 @@ def parse_message(msg, data: bytes, path: Path, *, text: bool, what: str):
 def read_graphdef(path: Path | str):
     """The ``GraphDef`` proto in ``path`` (text or binary by extension)."""
     path = Path(path)
-    data = _read_bytes(path)
+    data = read_bytes(path)
     gd = parse_message(protos.GraphDef(), data, path, text=is_text_path(path), what="GraphDef")
     if data and not gd.node and not gd.library.function:
         raise GraphError("contains no graph nodes (is it a GraphDef?)", path)
@@ -207,8 +207,8 @@ def _umask() -> int:
 def read_saved_model(path: Path):
     pb, pbtxt = path / "saved_model.pb", path / "saved_model.pbtxt"
     if pb.exists():
-        return parse_message(protos.SavedModel(), _read_bytes(pb), pb, text=False, what="SavedModel")
-    return parse_message(protos.SavedModel(), _read_bytes(pbtxt), pbtxt, text=True, what="SavedModel")
+        return parse_message(protos.SavedModel(), read_bytes(pb), pb, text=False, what="SavedModel")
+    return parse_message(protos.SavedModel(), read_bytes(pbtxt), pbtxt, text=True, what="SavedModel")
 
 
 def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str = "serve", validate: bool = True) -> Graph:

@@ -127,7 +127,9 @@ def attr_value_to_python(av):
 
 
 def set_attr_value(av, value) -> None:
-    if isinstance(value, bool):
+    if isinstance(value, protos.AttrValue):
+        av.CopyFrom(value)
+    elif isinstance(value, bool):
         av.b = value
     elif isinstance(value, int):
         av.i = value

@@ -44,6 +44,7 @@ FunctionDefLibrary = message_class("tensorflow.FunctionDefLibrary")
 SavedModel = message_class("tensorflow.SavedModel")
 MetaGraphDef = message_class("tensorflow.MetaGraphDef")
 OpList = message_class("tensorflow.OpList")
+OpDef = message_class("tensorflow.OpDef")
 KernelList = message_class("tensorflow.KernelList")
 
 

@@ -57,6 +57,7 @@ from jitsim.passes.tfgraph import (
     TfNode,
 )
 from jitsim.registry import op_def
+from jitsim.registry.custom_ops import with_custom_op_signatures
 
 # attribute names (compiler/jit/defs.h)
 COMPILED_KERNEL_ATTR = "_XlaCompiledKernel"
@@ -341,6 +342,7 @@ def _infer_device(cache: _DeviceInfoCache, node: TfNode, fdef) -> tuple[str, lis
     return picked, cands
 
 
+@with_custom_op_signatures
 def build_xla_ops(g: TfGraph, flags, *, lazy: bool | None = None,
                   config_proto: bytes = DEFAULT_CONFIG_PROTO) -> BuildResult:
     """Run TF 2.21's ``BuildXlaOpsPass`` on ``g`` in place.

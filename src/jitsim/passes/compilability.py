@@ -78,6 +78,25 @@ def _find_kernel_error(nodedef, jit_device: str, why: str) -> str:
             f" [jitsim: {why}]")
 
 
+def is_custom_op(op: str) -> bool:
+    """An op TF 2.21 core does not register (a custom-op library's), whoever described it."""
+    from jitsim.registry import op_defs
+
+    return op not in op_defs()
+
+
+def custom_op_evidence(op: str) -> dict:
+    """Where jitsim's OpDef of a custom op came from, and the library its name suggests."""
+    from jitsim.registry import op_library_of
+
+    lib = op_library_of(op)
+    ev = {"registered_by": "a custom-op library (not TensorFlow 2.21 core)",
+          "op_def": lib.source if lib is not None else "none (no node uses its outputs in a way that tells)"}
+    if ">" in op:
+        ev["registered_by"] = f"the custom-op library that names its ops {op.split('>')[0]}>..."
+    return ev
+
+
 class CompilabilityChecker:
     def __init__(self, library, jit_device: str = "XLA_CPU_JIT", op_filter: OperationFilter = OperationFilter(),
                  force_compilable: frozenset = frozenset()):
@@ -121,7 +140,8 @@ class CompilabilityChecker:
             return "IDENTITY_UNSAFE_CAST", "Identity with unsafe cast."
         kernel, why = find_xla_kernel(nodedef, self.jit_device)
         if kernel is None:
-            return "UNSUPPORTED_OP", _find_kernel_error(nodedef, self.jit_device, why)
+            code = "CUSTOM_OP" if is_custom_op(nodedef.op) else "UNSUPPORTED_OP"
+            return code, _find_kernel_error(nodedef, self.jit_device, why)
         return None
 
     # -- the checker -------------------------------------------------------------------------
@@ -204,8 +224,9 @@ class CompilabilityChecker:
         return None
 
     def kernel_evidence(self, nodedef, path: tuple[str, ...] = ()) -> dict:
-        """Evidence for UNSUPPORTED_OP: the op, and the type attr no XLA kernel accepts (with
-        the types it does accept), for ``nodedef`` or, with ``path``, the node inside a function."""
+        """Evidence for UNSUPPORTED_OP / CUSTOM_OP: the op, and the type attr no XLA kernel
+        accepts (with the types it does accept), for ``nodedef`` or, with ``path``, the node
+        inside a function; for an op of a custom-op library, where its OpDef came from."""
         from jitsim.registry import kernel_mismatch
 
         if path:
@@ -214,7 +235,10 @@ class CompilabilityChecker:
             nodedef = next((nd for nd in body if nd.name == inner), None)
             if nodedef is None:
                 return {}
-        return kernel_mismatch(nodedef, self.jit_device)
+        ev = kernel_mismatch(nodedef, self.jit_device)
+        if is_custom_op(nodedef.op):
+            ev.update(custom_op_evidence(nodedef.op))
+        return ev
 
     def inner_code(self, path: tuple[str, ...]) -> str | None:
         """For a failure inside called functions (``path`` as :meth:`check_node` returns it):

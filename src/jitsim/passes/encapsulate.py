@@ -67,6 +67,7 @@ from jitsim.passes.tfgraph import (
     SOURCE_ID, SWITCH_OPS, TfGraph, TfNode, dfs, post_order, reverse_post_order,
 )
 from jitsim.registry import op_def
+from jitsim.registry.custom_ops import with_custom_op_signatures
 
 CLUSTER_ATTR = "_XlaCluster"
 COMPILED_KERNEL_ATTR = "_XlaCompiledKernel"
@@ -1571,6 +1572,7 @@ def _const_reason(sg: TfGraph, arg: TfNode, must: bytearray, analysis, types: _T
 # -- the pass ------------------------------------------------------------------------------------
 
 
+@with_custom_op_signatures
 def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str] | None = None) -> EncapsulateResult:
     """Run TF's ``EncapsulateSubgraphsPass`` on ``g`` (not modified) and return the new graph.
 

@@ -21,6 +21,7 @@ from jitsim.graph import protos
 from jitsim.passes.const_analysis import ConstAnalysis
 from jitsim.passes.mark_for_compilation import NodeDecision
 from jitsim.passes.tfgraph import TfGraph
+from jitsim.registry.custom_ops import with_custom_op_signatures
 
 MUST_COMPILE_ATTR = "_XlaMustCompile"
 INPUT_HOSTMEM_ATTR = "_input_hostmem"
@@ -58,6 +59,7 @@ def called_function(nodedef) -> str:
     return nodedef.op
 
 
+@with_custom_op_signatures
 def force_xla_constants_on_host(g: TfGraph, analysis: ConstAnalysis | None = None) -> PassResult:
     """Set ``_input_hostmem`` on every must-compile node of ``g`` (in place).
 

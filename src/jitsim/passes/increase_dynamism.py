@@ -34,6 +34,7 @@ from jitsim.passes import optypes
 from jitsim.passes.devices import parse_device_name
 from jitsim.passes.force_constants_on_host import PassResult
 from jitsim.passes.tfgraph import CONSTANT_OPS, TfGraph, TfNode
+from jitsim.registry.custom_ops import with_custom_op_signatures
 
 CLUSTER_ATTR = "_XlaCluster"
 CONST_INPUTS_ATTR = "_XlaCompileTimeConstantInputs"
@@ -324,6 +325,7 @@ def rewrite_slice(g: TfGraph, n: TfNode, si: _SliceInputs, cluster: str) -> tupl
     return new, scope.created
 
 
+@with_custom_op_signatures
 def increase_dynamism_for_auto_jit(g: TfGraph, flags=None) -> PassResult:
     """Rewrite every dynamic-begin clustered ``Slice`` of ``g`` in place (``flags`` is accepted
     for symmetry; TF only reads ``tf_xla_clustering_debug`` here, to dump graphs)."""

@@ -27,6 +27,7 @@ from jitsim.passes.tfgraph import (
     CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID,
     SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info,
 )
+from jitsim.registry.custom_ops import with_custom_op_signatures
 
 TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
 
@@ -278,7 +279,7 @@ class MarkForCompilation:
                     inner = checker.inner_code(path)
                     if inner is not None and inner != code:
                         ev["inner_code"] = inner
-                if code == "UNSUPPORTED_OP":
+                if code in ("UNSUPPORTED_OP", "CUSTOM_OP"):
                     ev.update(checker.kernel_evidence(n.nodedef, path))
                 elif code == "WHERE_EXCLUDED":
                     ev["flag"] = f"--tf_xla_cluster_exclude_ops={self.flags.cluster_exclude_ops}"
@@ -685,6 +686,7 @@ def _op_filter(reg: Registration, allow_where: bool) -> OperationFilter:
     )
 
 
+@with_custom_op_signatures
 def mark_for_compilation(g: TfGraph, flags: XlaFlags, session: SessionConfig | None = None,
                          state: ProcessState | None = None, *, explain_cycles: bool = False,
                          exclude_ops=frozenset(), force_compilable=frozenset()) -> MarkResult:

@@ -45,6 +45,8 @@ from jitsim.passes.increase_dynamism import CLUSTER_ATTR, cluster_of
 from jitsim.passes.tfgraph import (
     CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order,
 )
+from jitsim.registry import library_kernels_for
+from jitsim.registry.custom_ops import with_custom_op_signatures
 
 KERNELS_DATA = "kernels-cpu-gpu.binpb"
 KERNEL_DEVICE_TYPES = ("CPU", "GPU", "DEFAULT")
@@ -127,7 +129,7 @@ def find_kernel(nodedef, device_type: str):
     label = nodedef.attr["_kernel"].s.decode() if "_kernel" in nodedef.attr else ""
     best = None
     tie = False
-    for k in kernels.get((nodedef.op, device_type), ()):
+    for k in kernels.get((nodedef.op, device_type), ()) or library_kernels_for(nodedef.op, device_type):
         m = _matches(k, nodedef, label)
         if m is None:
             return None
@@ -140,7 +142,7 @@ def find_kernel(nodedef, device_type: str):
     if best is not None:
         return None if tie else best
     found = []
-    for k in kernels.get((nodedef.op, "DEFAULT"), ()):
+    for k in kernels.get((nodedef.op, "DEFAULT"), ()) or library_kernels_for(nodedef.op, "DEFAULT"):
         m = _matches(k, nodedef, label)
         if m is None:
             return None
@@ -579,6 +581,7 @@ def decluster_root_shape_consumers(g: TfGraph, result: PassResult, rpo: list[TfN
 # -- the pass -------------------------------------------------------------------------------------
 
 
+@with_custom_op_signatures
 def partially_decluster(g: TfGraph, flags=None, *, cpu_global_jit_at_startup: bool = True,
                         analysis: ConstAnalysis | None = None) -> PassResult:
     """Run phases A, B and C on ``g`` in place.

@@ -15,6 +15,7 @@ Input kinds (what jitsim is given, and how faithful the result can be):
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,9 @@ from jitsim.passes.flags import DEFAULT_FLAGS, OFF, XlaFlags, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import (
     MarkResult, ProcessState, SessionConfig, global_jit_level, mark_for_compilation,
 )
-from jitsim.passes.tfgraph import TfGraph, is_rebuilt_dump, tfgraph_from_dump
+from jitsim.passes.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_dump, tfgraph_from_dump
+from jitsim.registry import using_op_libraries
+from jitsim.registry.custom_ops import infer_op_library
 
 BEFORE_CLONE = "before_clone_constants_for_better_clustering"
 BEFORE_MARK = "before_mark_for_compilation"
@@ -38,13 +41,30 @@ DEVICES = {
 }
 
 
-def detect_input_stage(path: str | Path | None) -> str:
-    name = Path(path).name if path else ""
-    if name.startswith(BEFORE_CLONE):
-        return BEFORE_CLONE
-    if name.startswith(BEFORE_MARK):
-        return BEFORE_MARK
-    return RAW
+_FULL_DEVICE = re.compile(r"^/job:[^/]+/replica:\d+/task:\d+/device:[^/:]+:\d+$")
+
+
+def detect_input_stage(graph: Graph) -> str:
+    """What ``graph`` is, from its content (never its file name, which users and scripts change).
+
+    TF's dumps of the pass input are placed (every node has a full device name
+    ``/job:../replica:N/task:N/device:TYPE:N``, which only TF's placer writes) and hold no
+    ``Placeholder`` (feeds are ``_Arg``s by then): such a graph is
+    ``before_mark_for_compilation`` if it carries TF's constant clones (``X/clone_k``, a copy
+    of constant ``X``), else ``before_clone_constants_for_better_clustering`` (a
+    ``before_mark`` dump without clones is the same graph). Anything else is a raw GraphDef.
+    """
+    nodes = graph.nodes
+    if not nodes or any(n.op == "Placeholder" or not _FULL_DEVICE.match(n.device) for n in nodes.values()):
+        return RAW
+    for name, n in nodes.items():
+        m = CLONE_NAME_RE.match(name)
+        if m and n.op in CONSTANT_OPS:
+            base = nodes.get(m.group(1))
+            if (base is not None and base.op == n.op
+                    and base.nodedef.attr["value"].SerializeToString() == n.nodedef.attr["value"].SerializeToString()):
+                return BEFORE_MARK
+    return BEFORE_CLONE
 
 
 @dataclass
@@ -78,6 +98,7 @@ class ClusterResult:
     clones: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    op_libraries: tuple = ()  # OpLibrary objects active for this graph (given, then inferred)
 
     @property
     def graph(self) -> TfGraph:
@@ -99,19 +120,6 @@ class ClusterResult:
         return self.graph.to_graphdef()
 
 
-def check_ops_known(graph: Graph) -> None:
-    """TF cannot even build a graph with an op it does not register: neither can jitsim."""
-    from jitsim.errors import GraphError
-    from jitsim.registry import op_defs
-
-    known = op_defs()
-    fns = set(graph.function_names())
-    for n in graph:
-        if n.op not in known and n.op not in fns:
-            raise GraphError(f"node {n.name!r} has op {n.op!r}, which TensorFlow 2.21 does not register "
-                             "(and the graph's library does not define)", graph.source)
-
-
 def cluster_graph(
     graph: Graph,
     flags: XlaFlags,
@@ -123,12 +131,31 @@ def cluster_graph(
     explain_cycles: bool = False,
     exclude_ops=frozenset(),
     force_compilable=frozenset(),
+    op_libraries=(),
 ) -> ClusterResult:
     """Simulate clone-constants, cluster-scoping and mark-for-compilation on ``graph``.
-    ``exclude_ops`` / ``force_compilable``: what-if knobs (see :func:`mark_for_compilation`)."""
+    ``exclude_ops`` / ``force_compilable``: what-if knobs (see :func:`mark_for_compilation`).
+    ``op_libraries``: :class:`~jitsim.registry.OpLibrary` objects for ops TF core does not
+    register (``--op-defs``); ops nobody describes get OpDefs inferred from the graph
+    (:func:`~jitsim.registry.custom_ops.infer_op_library`), as TF with their library loaded
+    would treat them: ops without an XLA kernel."""
     t0 = time.perf_counter()
-    check_ops_known(graph)
-    stage = input_stage or detect_input_stage(graph.source)
+    with using_op_libraries(*op_libraries):
+        inferred = infer_op_library(graph)
+        libraries = tuple(op_libraries) + ((inferred.library,) if inferred else ())
+        with using_op_libraries(*libraries[len(op_libraries):]):
+            res = _cluster_graph(graph, flags, session, state, input_stage, device, explain_cycles, exclude_ops,
+                                 force_compilable)
+    res.op_libraries = libraries
+    if inferred:
+        res.notes.insert(0, inferred.note())
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cycles, exclude_ops,
+                   force_compilable) -> ClusterResult:
+    stage = input_stage or detect_input_stage(graph)
     notes: list[str] = []
     g = graph
     if stage == BEFORE_MARK:
@@ -165,7 +192,7 @@ def cluster_graph(
     tg.fixup_source_and_sink_edges()
     mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles, exclude_ops=exclude_ops,
                                 force_compilable=force_compilable)
-    return ClusterResult(graph.source, stage, mark, clones, notes, time.perf_counter() - t0)
+    return ClusterResult(graph.source, stage, mark, clones, notes)
 
 
 def cluster_dump_dir(
@@ -235,9 +262,15 @@ def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops",
         raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
     cr = cluster_graph(graph, flags, **cluster_kwargs)
     res = PipelineResult(cr, cr.graph, until)
-    state = cluster_kwargs.get("state")
     if until == "mark":
         return res
+    with using_op_libraries(*cr.op_libraries):
+        _run_later_passes(res, flags, cluster_kwargs.get("state"))
+    return res
+
+
+def _run_later_passes(res: PipelineResult, flags: XlaFlags, state: ProcessState | None) -> None:
+    until = res.until
     from jitsim.passes.force_constants_on_host import force_xla_constants_on_host
     from jitsim.passes.increase_dynamism import increase_dynamism_for_auto_jit
     from jitsim.passes.partially_decluster import partially_decluster
@@ -249,15 +282,14 @@ def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops",
         else state.cpu_global_jit_at_startup
     res.stage_results["partially_decluster"] = partially_decluster(g, flags, cpu_global_jit_at_startup=cpu_jit)
     if until == "decluster":
-        return res
+        return
     from jitsim.passes.encapsulate import encapsulate_subgraphs
 
     enc = encapsulate_subgraphs(g, flags)
     res.stage_results["encapsulate_subgraphs"] = enc
     res.graph = enc.graph
     if until == "encapsulate":
-        return res
+        return
     from jitsim.passes.build_xla_ops import build_xla_ops
 
     res.stage_results["build_xla_ops"] = build_xla_ops(res.graph, flags)
-    return res

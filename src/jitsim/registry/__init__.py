@@ -4,12 +4,21 @@ Snapshots live in ``data/`` per TensorFlow version and are regenerated from an
 installed TensorFlow by ``python -m jitsim.registry.regen``. Loading is lazy so
 that commands which do not need them keep jitsim's start-up fast.
 
+Ops beyond TF core's (a custom-op library's, e.g. tensorflow-text's) come from
+:class:`OpLibrary` objects made active with :func:`using_op_libraries`, as loading an op
+library registers its ops in TF's process-wide registry: ``jitsim registry export`` writes
+one from a TF process with the library loaded (:mod:`jitsim.registry.custom_ops`), and
+jitsim infers one from the graph itself for ops nobody described.
+
 >>> op_def("AddV2").output_arg[0].name
 'z'
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -33,9 +42,76 @@ def op_defs(tf_version: str = DEFAULT_TF_VERSION) -> dict:
     return {o.name: o for o in ol.op}
 
 
+@dataclass(frozen=True)
+class OpLibrary:
+    """Op definitions beyond TF core's, with the kernels registered for them.
+
+    ``op_defs``: op name -> ``OpDef``; ``xla_kernels`` / ``kernels``: ``KernelDef``s on XLA JIT
+    devices / on CPU and GPU (host-memory arguments); ``source``: where it came from (a file
+    written by ``jitsim registry export``, or ``"inferred from <graph>"``); ``inferred``: the
+    OpDefs were guessed from how the graph uses the ops (``jitsim.registry.custom_ops``)."""
+
+    op_defs: dict = field(default_factory=dict)
+    xla_kernels: tuple = ()
+    kernels: tuple = ()
+    source: str = ""
+    inferred: bool = False
+
+
+_LIBRARIES: ContextVar[tuple] = ContextVar("jitsim_op_libraries", default=())
+
+
+@contextmanager
+def using_op_libraries(*libraries: OpLibrary):
+    """Make ``libraries`` visible to :func:`op_def` and the kernel lookups inside the block
+    (in addition to those already active; TF core's ops always win, as TF refuses to register
+    an op name twice)."""
+    token = _LIBRARIES.set(_LIBRARIES.get() + tuple(lib for lib in libraries if lib is not None))
+    try:
+        yield
+    finally:
+        _LIBRARIES.reset(token)
+
+
+def active_op_libraries() -> tuple:
+    return _LIBRARIES.get()
+
+
 def op_def(name: str, tf_version: str = DEFAULT_TF_VERSION):
-    """The ``OpDef`` of op ``name``, or None for an op TensorFlow does not register."""
-    return op_defs(tf_version).get(name)
+    """The ``OpDef`` of op ``name`` (TF core's, else an active :class:`OpLibrary`'s), or None
+    for an op nobody registers."""
+    od = op_defs(tf_version).get(name)
+    if od is None:
+        for lib in _LIBRARIES.get():
+            od = lib.op_defs.get(name)
+            if od is not None:
+                break
+    return od
+
+
+def op_library_of(name: str, tf_version: str = DEFAULT_TF_VERSION) -> OpLibrary | None:
+    """The active :class:`OpLibrary` that defines ``name``, None for TF core's ops and unknown ops."""
+    if name in op_defs(tf_version):
+        return None
+    return next((lib for lib in _LIBRARIES.get() if name in lib.op_defs), None)
+
+
+def _library_kernels(op: str, device_type: str, attr: str) -> list:
+    return [k for lib in _LIBRARIES.get() for k in getattr(lib, attr) if k.op == op and k.device_type == device_type]
+
+
+def xla_kernels_for(op: str, device_type: str = "XLA_CPU_JIT", tf_version: str = DEFAULT_TF_VERSION) -> list:
+    """The ``KernelDef``s registered for ``op`` on the XLA device ``device_type`` (TF's, then
+    the active op libraries')."""
+    found = xla_kernels(device_type, tf_version).get(op)
+    if found:
+        return found
+    return _library_kernels(op, device_type, "xla_kernels") if _LIBRARIES.get() else []
+
+
+def library_kernels_for(op: str, device_type: str) -> list:
+    """CPU/GPU ``KernelDef``s the active op libraries register for ``op``."""
+    return _library_kernels(op, device_type, "kernels") if _LIBRARIES.get() else []
 
 
 @lru_cache(maxsize=None)
@@ -78,7 +154,7 @@ def find_xla_kernel(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str =
     and every constrained type attr (or each element of a list(type) attr) must be allowed.
     ``why`` says what failed: no kernel for the op, a label mismatch, or the offending attr.
     """
-    kernels = xla_kernels(device_type, tf_version).get(nodedef.op)
+    kernels = xla_kernels_for(nodedef.op, device_type, tf_version)
     if not kernels:
         return None, f"no {device_type} kernel for op {nodedef.op}"
     label = nodedef.attr["_kernel"].s.decode() if "_kernel" in nodedef.attr else ""
@@ -113,7 +189,7 @@ def kernel_mismatch(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str =
     types the kernel accepts (``{"op", "attr", "type", "allowed"}``); ``{}`` when a kernel matches."""
     from jitsim.graph.protos import dtype_name
 
-    kernels = xla_kernels(device_type, tf_version).get(nodedef.op)
+    kernels = xla_kernels_for(nodedef.op, device_type, tf_version)
     if not kernels:
         out = {"op": nodedef.op, "kernel": False}
         if nodedef.op.startswith("_Fused"):

@@ -159,6 +159,66 @@ def regenerate_const_inputs() -> tuple[str, int, int]:
     return version, len(const_inputs), len(metadata)
 
 
+def export_op_library(modules=(), libraries=(), *, all_ops: bool = False) -> dict:
+    """What ``jitsim registry export`` writes (schema ``jitsim.op-library/1``): the OpDefs of
+    every op registered in this TF process that TF core does not register (all of them with
+    ``all_ops``), after importing ``modules`` and ``tf.load_op_library``-ing ``libraries``, with
+    the XLA JIT and CPU/GPU kernels registered for them. Needs TensorFlow."""
+    import importlib
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up chatter; must precede the import
+    import tensorflow as tf
+    from google.protobuf import text_format
+    from tensorflow.python.client import pywrap_tf_session as c
+    from tensorflow.python.framework import kernels
+
+    from jitsim.errors import JitsimError
+    from jitsim.graph import protos
+    from jitsim.registry import op_defs
+
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except Exception as e:  # noqa: BLE001 - any import failure is the user's to see
+            raise JitsimError(f"cannot import {m}: {e}", m) from None
+    for lib in libraries:
+        try:
+            tf.load_op_library(lib)
+        except Exception as e:  # noqa: BLE001
+            raise JitsimError(f"cannot load op library: {e}", lib) from None
+    ol = protos.OpList()
+    ol.ParseFromString(c.TF_GetBuffer(c.TF_GetAllOpList()))
+    core = op_defs()
+    ops = sorted((o for o in ol.op if all_ops or o.name not in core), key=lambda o: o.name)
+    names = {o.name for o in ops}
+
+    @tf.function(jit_compile=True)
+    def _trigger(x):  # XLA JIT kernels are registered on the first compilation
+        return x + 1.0
+
+    _trigger(tf.ones([1]))
+    xla, regular = protos.KernelList(), protos.KernelList()
+    for k in kernels.get_all_registered_kernels().kernel:
+        if k.op in names:
+            (xla if k.device_type in XLA_DEVICE_TYPES else regular).kernel.add().ParseFromString(k.SerializeToString())
+    out = protos.OpList()
+    out.op.extend(ops)
+    return {
+        "schema": "jitsim.op-library/1",
+        "tf_version": tf.__version__,
+        "modules": list(modules),
+        "libraries": [str(x) for x in libraries],
+        "ops": len(ops),
+        "op_names": [o.name for o in ops],
+        "xla_kernel_count": len(xla.kernel),
+        "kernel_count": len(regular.kernel),
+        "op_list": text_format.MessageToString(out),
+        "xla_kernels": text_format.MessageToString(xla),
+        "kernels": text_format.MessageToString(regular),
+    }
+
+
 def main() -> int:
     version, n = regenerate_op_defs()
     print(f"TensorFlow {version}: {n} op definitions -> {data_file('ops.binpb', version)}")
