@@ -46,7 +46,10 @@ def _without_fingerprint(labels: dict) -> dict:
 def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_CLONE, progress=None,
                session: SessionConfig | None = None) -> CompareResult:
     """Score jitsim against TF on every graph of a harvest directory (see module doc)."""
+    from jitsim.registry import load_op_library_defs
+
     root = Path(root)
+    load_op_library_defs(root)
     dumps = root / "dumps" if (root / "dumps").is_dir() else root
     log = root / "log.txt"
     records = group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)

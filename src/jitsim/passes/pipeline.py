@@ -181,7 +181,9 @@ def cluster_dump_dir(
     """Simulate every graph of a TF dump directory in order, as one TF process would:
     one fuel counter and one cluster-name counter across all graphs."""
     from jitsim.graph.io import load_dump_dir
+    from jitsim.registry import load_op_library_defs
 
+    load_op_library_defs(path)  # ops of libraries the run loaded (tensorflow_text...)
     state = state or ProcessState()
     out = []
     graphs = load_dump_dir(path, stage=stage, validate=False)

@@ -23,14 +23,44 @@ def data_file(name: str, tf_version: str = DEFAULT_TF_VERSION) -> Path:
     return DATA / f"tf-{tf_version}-{name}"
 
 
-@lru_cache(maxsize=None)
 def op_defs(tf_version: str = DEFAULT_TF_VERSION) -> dict:
-    """Op name -> ``OpDef`` for every op registered in that TensorFlow build."""
+    """Op name -> ``OpDef`` for every op registered in that TensorFlow build (plus the ops
+    of op libraries registered with :func:`add_op_defs`)."""
+    return _op_defs(tf_version)
+
+
+@lru_cache(maxsize=None)
+def _op_defs(tf_version: str) -> dict:
     from jitsim.graph import protos
 
     ol = protos.OpList()
     ol.ParseFromString(data_file("ops.binpb", tf_version).read_bytes())
     return {o.name: o for o in ol.op}
+
+
+OP_LIBRARY_FILE = "op_defs.pb"  # in a harvest directory: ops a loaded op library added
+
+
+def add_op_defs(data: bytes, tf_version: str = DEFAULT_TF_VERSION) -> list[str]:
+    """Register the ``OpDef``s of a serialized ``OpList`` that TF core does not register
+    (a loaded op library's, e.g. tensorflow_text's), as loading the library does in TF.
+    TF has no XLA kernel for them: they are never compilation candidates. Returns the
+    names added."""
+    from jitsim.graph import protos
+
+    ol = protos.OpList()
+    ol.ParseFromString(data)
+    known = op_defs(tf_version)
+    added = [o.name for o in ol.op if o.name not in known]
+    for o in ol.op:
+        known.setdefault(o.name, o)
+    return added
+
+
+def load_op_library_defs(root: Path | str, tf_version: str = DEFAULT_TF_VERSION) -> list[str]:
+    """:func:`add_op_defs` from a harvest directory's ``op_defs.pb``, if it has one."""
+    f = Path(root) / OP_LIBRARY_FILE
+    return add_op_defs(f.read_bytes(), tf_version) if f.is_file() else []
 
 
 def op_def(name: str, tf_version: str = DEFAULT_TF_VERSION):
