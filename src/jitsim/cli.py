@@ -195,7 +195,7 @@ def cmd_cluster(args) -> int:
             if len(pin.graphs) > 1:
                 _progress_line(f"simulating graph {i + 1}/{len(pin.graphs)}")
             res = cluster_graph(g, choice.flags, session=session, state=state, input_stage=stage, device=args.device,
-                                explain_cycles=args.explain_cycles)
+                                explain_cycles=args.explain_cycles, op_libraries=pin.op_libraries)
             if i == pin.main:
                 res.notes[:0] = pin.notes
             reports.append(_graph_report(label + (" (the call)" if i == pin.main and len(pin.graphs) > 1 else ""), res))

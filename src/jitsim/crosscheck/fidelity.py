@@ -22,6 +22,7 @@ from jitsim.graph.model import Graph
 from jitsim.passes.flags import XlaFlags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
 from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, cluster_graph
+from jitsim.registry.custom_ops import harvest_op_library
 
 
 def recorded_flags(root: Path) -> str | None:
@@ -47,6 +48,8 @@ def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_C
                session: SessionConfig | None = None) -> CompareResult:
     """Score jitsim against TF on every graph of a harvest directory (see module doc)."""
     root = Path(root)
+    lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)
+    libraries = (lib,) if lib is not None else ()
     dumps = root / "dumps" if (root / "dumps").is_dir() else root
     log = root / "log.txt"
     records = group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
@@ -66,7 +69,8 @@ def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_C
         name = f"graph {rec.id} ({rec.files[input_stage]})"
         try:
             g = Graph(read_graphdef(f), source=str(f), validate=False)
-            res = cluster_graph(g, flags, state=state, input_stage=input_stage, session=session)
+            res = cluster_graph(g, flags, state=state, input_stage=input_stage, session=session,
+                                op_libraries=libraries)
         except JitsimError as e:
             rows.append(CorpusRow(name=name, diff=None, error=str(e)))
             continue
@@ -91,6 +95,8 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
     from jitsim.passes.pipeline import STAGE_DUMPS, run_pipeline
 
     root = Path(root)
+    lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)
+    libraries = (lib,) if lib is not None else ()
     dumps = root / "dumps" if (root / "dumps").is_dir() else root
     log = root / "log.txt"
     records = [r for r in group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
@@ -112,7 +118,8 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
                 if fn.signature.name not in have:
                     gd.library.function.add().CopyFrom(fn)
         g = Graph(gd, source=str(f), validate=False)
-        res = run_pipeline(g, flags, until=until, state=state, session=session, input_stage=BEFORE_CLONE)
+        res = run_pipeline(g, flags, until=until, state=state, session=session, input_stage=BEFORE_CLONE,
+                           op_libraries=libraries)
         if truth_stage not in rec.files:
             continue
         truth = read_graphdef(dumps / rec.files[truth_stage])

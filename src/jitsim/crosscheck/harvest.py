@@ -1,9 +1,13 @@
 """Run real TensorFlow with the JIT dump flags and collect the dumps: jitsim's ground truth.
 
 A *target* is a Python program, a GraphDef (``.pb``/``.pbtxt``; its ``Placeholder``s are
-fed generated data and every sink is fetched in a ``tf.compat.v1.Session``) or a
-SavedModel directory (one signature, called with generated inputs). The program runs
-in a subprocess with::
+fed generated data and every sink is fetched in a ``tf.compat.v1.Session``), a
+SavedModel directory (one signature, called with generated inputs), a ``.keras`` file
+(loaded with ``compile=False`` and called through ``tf.function``, see
+:mod:`jitsim.frontend.keras_call`) or a *function bundle* (a directory written by
+:func:`jitsim.frontend.capture.write_function_bundle`: a serialized ConcreteFunction that
+the runner registers and calls by name). Every kind but ``program`` runs through one of
+the runner scripts below; all of them run in a subprocess with::
 
     TF_XLA_FLAGS=<flags>  TF_DUMP_GRAPH_PREFIX=<out>/dumps
     TF_CPP_VMODULE=mark_for_compilation_pass=1,encapsulate_subgraphs_pass=1,
@@ -13,12 +17,16 @@ and the output directory gets ``dumps/``, ``log.txt`` (TF's stdout+stderr) and
 ``index.json`` (schema ``jitsim.dump-index/1``, documented in docs/ground-truth.md).
 The directory is assembled under a temporary name and renamed at the end, so a failed
 harvest leaves no partial output.
+
+The runners print :data:`CALL_MARK` just before *the call* (the signature, the model, the
+session run, the function); :func:`main_graph_id` uses it to find the call's graph.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +37,7 @@ from pathlib import Path
 
 from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
 from jitsim.errors import HarvestError
+from jitsim.registry import OP_LIBRARY_FILE
 
 DEFAULT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
 VMODULE = (
@@ -40,10 +49,18 @@ _VERSION_MARK = "JITSIM_TF_VERSION="
 # Runs the user's program as __main__ and reports the TF version it used, at exit.
 _BOOTSTRAP = textwrap.dedent(
     """
-    import atexit, runpy, sys
+    import atexit, os, runpy, sys
     def _report():
         tf = sys.modules.get("tensorflow")
         print("%s" + (getattr(tf, "__version__", "") if tf else ""), file=sys.stderr, flush=True)
+        out = os.environ.get("JITSIM_OP_DEFS_OUT")
+        if tf is not None and out:  # every op this process registered (op libraries included)
+            try:
+                from tensorflow.python.client import pywrap_tf_session as c
+                with open(out, "wb") as f:
+                    f.write(c.TF_GetBuffer(c.TF_GetAllOpList()))
+            except Exception:
+                pass
     atexit.register(_report)
     prog = sys.argv[1]
     sys.argv = sys.argv[1:]
@@ -53,10 +70,18 @@ _BOOTSTRAP = textwrap.dedent(
     % _VERSION_MARK
 )
 
+CALL_MARK = "JITSIM_CALL_BEGIN"
+
+# Shared by every runner: generated inputs (seeded: floats N(0,1), ints in {0,1}, bools,
+# b"jitsim" strings; unknown dims = 2), the call marker, and the imports of op libraries the
+# target needs (tensorflow_text's ops are not in TF core) named in JITSIM_RUNNER_IMPORTS.
 _INPUT_GEN = textwrap.dedent(
     """
+    import os, importlib
     import numpy as np
     import tensorflow as tf
+    for _m in filter(None, os.environ.get("JITSIM_RUNNER_IMPORTS", "").split(",")):
+        importlib.import_module(_m)
     _rng = np.random.default_rng(0)
     def _gen(dtype, shape):
         shape = [2 if d is None or d < 0 else d for d in shape]
@@ -70,7 +95,12 @@ _INPUT_GEN = textwrap.dedent(
         if dtype.is_complex:
             return (_rng.standard_normal(shape) + 1j * _rng.standard_normal(shape)).astype(dtype.as_numpy_dtype)
         return _rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
+    def _mark_call():
+        import sys
+        sys.stdout.flush()
+        print("%s", file=sys.stderr, flush=True)
     """
+    % CALL_MARK
 )
 
 _GRAPHDEF_RUNNER = _INPUT_GEN + textwrap.dedent(
@@ -99,6 +129,7 @@ _GRAPHDEF_RUNNER = _INPUT_GEN + textwrap.dedent(
         init = [op for op in g.get_operations() if op.name == "init"]
         if init:
             sess.run(init, feed_dict=feeds)
+        _mark_call()
         sess.run(fetches, feed_dict=feeds)
     """
 )
@@ -108,24 +139,168 @@ _SAVED_MODEL_RUNNER = _INPUT_GEN + textwrap.dedent(
     import sys
     m = tf.saved_model.load(sys.argv[1])
     sig = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else "serving_default"
+    if sig not in m.signatures:
+        raise SystemExit("JITSIM_ERROR: the SavedModel has no signature %r; its signatures: %s"
+                         % (sig, ", ".join(sorted(m.signatures)) or "none"))
     f = m.signatures[sig]
     _, kwargs = f.structured_input_signature
-    f(**{k: tf.constant(_gen(s.dtype, s.shape.as_list() if s.shape.rank is not None else [2]))
-         for k, s in kwargs.items()})
+    args = {k: tf.constant(_gen(s.dtype, s.shape.as_list() if s.shape.rank is not None else [2]))
+            for k, s in kwargs.items()}
+    _mark_call()
+    f(**args)
     """
 )
+
+# "The call" of a .keras file: jitsim.frontend.keras_call.keras_call (None dims -> 2).
+_KERAS_RUNNER = _INPUT_GEN + textwrap.dedent(
+    """
+    import sys
+    import keras
+    from jitsim.frontend.keras_call import keras_call
+    model = keras.models.load_model(sys.argv[1], compile=False)
+    fn, specs = keras_call(model)
+    args = [tf.constant(_gen(s.dtype, s.shape.as_list())) for s in specs]
+    fn.get_concrete_function()
+    _mark_call()
+    fn(*args)
+    """
+)
+
+# A function bundle (jitsim.frontend.capture.write_function_bundle): register the library in
+# the eager context and call the function by name, as a ConcreteFunction call does
+# (function-as-op eager execution), with the caller's Grappler options and jit setting.
+_FUNCTION_RUNNER = _INPUT_GEN + textwrap.dedent(
+    """
+    import json, sys
+    from tensorflow.core.framework import function_pb2, tensor_pb2
+    from tensorflow.python.eager import context
+    d = sys.argv[1]
+    spec = json.load(open(os.path.join(d, "function.json")))
+    if spec.get("grappler"):
+        tf.config.optimizer.set_experimental_options(spec["grappler"])
+    if spec.get("jit") is not None:
+        tf.config.optimizer.set_jit(spec["jit"])
+    lib = function_pb2.FunctionDefLibrary()
+    lib.ParseFromString(open(os.path.join(d, "library.pb"), "rb").read())
+    ctx = context.context()
+    ctx.ensure_initialized()
+    for fdef in lib.function:
+        ctx.add_function_def(fdef)
+    keep, args = [], []
+    for i, a in enumerate(spec["inputs"]):
+        if a["kind"] == "tensor":
+            args.append(tf.constant(_gen(a["dtype"], a["shape"])))
+        elif a["kind"] == "value":
+            tp = tensor_pb2.TensorProto()
+            tp.ParseFromString(open(os.path.join(d, a["file"]), "rb").read())
+            args.append(tf.constant(tf.make_ndarray(tp)))
+        elif a["kind"] == "variable":
+            v = tf.Variable(tf.zeros([max(x, 1) if x is not None else 1 for x in a["shape"]], a["dtype"]))
+            keep.append(v)
+            args.append(v.handle)
+        elif a["kind"] == "table":
+            t = tf.lookup.experimental.MutableHashTable(a["key_dtype"], a["value_dtype"],
+                                                        tf.zeros([], a["value_dtype"]))
+            keep.append(t)
+            args.append(t.resource_handle)
+        else:
+            raise SystemExit("JITSIM_ERROR: unsupported input kind %r" % a["kind"])
+    _mark_call()
+    ctx.call_function(spec["name"].encode(), args, spec["num_outputs"])
+    """
+)
+
+RUNNERS = {"graphdef": _GRAPHDEF_RUNNER, "saved_model": _SAVED_MODEL_RUNNER, "keras": _KERAS_RUNNER,
+           "function": _FUNCTION_RUNNER}
+FUNCTION_BUNDLE = "function.json"
 
 
 def target_kind(target: Path) -> str:
     if target.is_dir():
         if (target / "saved_model.pb").exists() or (target / "saved_model.pbtxt").exists():
             return "saved_model"
+        if (target / FUNCTION_BUNDLE).exists():
+            return "function"
         raise HarvestError("is a directory but not a SavedModel", target)
     if not target.exists():
         raise HarvestError("no such file or directory", target)
     if target.suffix == ".py":
         return "program"
+    if target.suffix == ".keras":
+        return "keras"
     return "graphdef"
+
+
+def saved_model_signatures(target: Path) -> list[str]:
+    """Signature names of a SavedModel's first MetaGraph (read without TensorFlow)."""
+    from jitsim.graph.io import read_saved_model
+
+    sm = read_saved_model(target)
+    return sorted(sm.meta_graphs[0].signature_def) if sm.meta_graphs else []
+
+
+def check_signature(target: Path, signature: str | None) -> None:
+    """A clear error, before starting TF, when the signature to call is not there (the
+    default ``serving_default`` included: never fall back to another one)."""
+    sigs = saved_model_signatures(target)
+    want = signature or "serving_default"
+    if want not in sigs:
+        hint = "" if signature else " (pass a signature: --signature NAME)"
+        raise HarvestError(f"the SavedModel has no signature {want!r}; its signatures: "
+                           f"{', '.join(sigs) or 'none'}{hint}", target)
+
+
+def _ops_of_graphdef(gd) -> set[str]:
+    ops = {n.op for n in gd.node}
+    for f in gd.library.function:
+        ops.update(n.op for n in f.node_def)
+    return ops
+
+
+def target_ops(target: Path, kind: str) -> set[str]:
+    """Op types a target uses (SavedModel, GraphDef, function bundle; empty for others)."""
+    from jitsim.graph import protos
+    from jitsim.graph.io import read_graphdef, read_saved_model
+
+    try:
+        if kind == "saved_model":
+            ops: set[str] = set()
+            for mg in read_saved_model(target).meta_graphs:
+                ops |= _ops_of_graphdef(mg.graph_def)
+            return ops
+        if kind == "graphdef":
+            return _ops_of_graphdef(read_graphdef(target))
+        if kind == "function":
+            lib = protos.FunctionDefLibrary()
+            lib.ParseFromString((target / "library.pb").read_bytes())
+            return {n.op for f in lib.function for n in f.node_def}
+    except Exception:  # noqa: BLE001 - unreadable here: TF will say what is wrong
+        return set()
+    return set()
+
+
+def runner_imports(target: Path, kind: str) -> list[str]:
+    """Op libraries to import before loading the target: ``tensorflow_text`` when the target
+    uses ops TF core does not register and tensorflow-text is installed."""
+    import importlib.util
+
+    from jitsim.registry import op_defs
+
+    ops = target_ops(target, kind)
+    if not ops:
+        return []
+    known = op_defs()
+    fns = set()
+    if kind == "function":
+        from jitsim.graph import protos
+
+        lib = protos.FunctionDefLibrary()
+        lib.ParseFromString((target / "library.pb").read_bytes())
+        fns = {f.signature.name for f in lib.function}
+    unknown = {o for o in ops if o not in known and o not in fns and not o.startswith("__inference")}
+    if unknown and importlib.util.find_spec("tensorflow_text") is not None:
+        return ["tensorflow_text"]
+    return []
 
 
 def _command(target: Path, kind: str, signature: str | None, python: str, workdir: Path) -> list[str]:
@@ -134,7 +309,7 @@ def _command(target: Path, kind: str, signature: str | None, python: str, workdi
     if kind == "program":
         return [python, str(boot), str(target)]
     runner = workdir / f"_jitsim_{kind}_runner.py"
-    runner.write_text(_GRAPHDEF_RUNNER if kind == "graphdef" else _SAVED_MODEL_RUNNER)
+    runner.write_text(RUNNERS[kind])
     args = [python, str(boot), str(runner), str(target)]
     if kind == "saved_model":
         args.append(signature or "")
@@ -154,6 +329,27 @@ def harvest_env(dump_dir: Path, flags: str, base: dict | None = None) -> dict:
     return env
 
 
+def main_graph_id(graphs: list[dict], log_text: str) -> int | None:
+    """The graph of *the call*: of the graphs TF dumped after the runner's :data:`CALL_MARK`
+    line, the one with the most nodes (the called function's body, into which TF inlined the
+    functions it calls; the other graphs of the call are TF's single-op graphs for eager
+    ops). Without a mark (a ``program`` target), the largest graph of the run. None when
+    no graph was dumped."""
+    if not graphs:
+        return None
+    pos = log_text.find("\n" + CALL_MARK)
+    after = graphs
+    if pos >= 0:
+        first_line = {}
+        for m in re.finditer(r"Dumped (?:Graph|FunctionDef) to (\S+)", log_text):
+            first_line.setdefault(Path(m.group(1)).name, m.start())
+        after = [g for g in graphs
+                 if min((first_line.get(f, -1) for f in g["files"].values()), default=-1) > pos]
+        if not after:
+            return None
+    return max(after, key=lambda g: (g["nodes"], -g["id"]))["id"]
+
+
 def harvest(
     target: Path | str,
     out: Path | str,
@@ -164,15 +360,19 @@ def harvest(
     timeout: float = 600.0,
     progress=None,
     overwrite: bool = False,
+    extra: dict | None = None,
 ) -> dict:
     """Run ``target`` under real TF with the dump flags; write ``out/`` and return its index.
 
     ``progress``, if given, is called about twice a second with
-    ``(elapsed_seconds, number_of_dump_files)`` while TF runs.
+    ``(elapsed_seconds, number_of_dump_files)`` while TF runs. ``extra`` entries are added
+    to ``index.json`` (the capture front end records its own facts there).
     """
     target = Path(target).resolve()
     out = Path(out).resolve()  # TF runs in a scratch cwd: the dump prefix must be absolute
     kind = target_kind(target)
+    if kind == "saved_model":
+        check_signature(target, signature)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise HarvestError("output directory exists and is not empty (use --overwrite)", out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -182,12 +382,20 @@ def harvest(
         dumps.mkdir()
         runtmp = Path(tempfile.mkdtemp(prefix="jitsim-run-"))
         cmd = _command(target, kind, signature, python or sys.executable, runtmp)
+        env = harvest_env(dumps, flags)
+        imports = runner_imports(target, kind)
+        if imports:
+            env["JITSIM_RUNNER_IMPORTS"] = ",".join(imports)
+        if kind != "program":  # the runners import this jitsim (jitsim.frontend.keras_call)
+            src = str(Path(__file__).resolve().parents[2])
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+        all_ops = runtmp / "all_ops.pb"
+        env["JITSIM_OP_DEFS_OUT"] = str(all_ops)
         log_path = work / "log.txt"
         t0 = time.monotonic()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                cmd, cwd=runtmp, env=harvest_env(dumps, flags), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+                cmd, cwd=runtmp, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             )
             try:
                 while True:
@@ -206,6 +414,7 @@ def harvest(
                 proc.kill()
                 raise
         wall = time.monotonic() - t0
+        library_ops = _library_op_defs(all_ops, work / OP_LIBRARY_FILE)
         shutil.rmtree(runtmp, ignore_errors=True)
         log_text = log_path.read_text(errors="replace")
         if proc.returncode != 0:
@@ -223,7 +432,13 @@ def harvest(
             "wall_s": round(wall, 3),
             "graphs": index_dump_dir(dumps, log_text),
         }
+        if imports:
+            index["runner_imports"] = imports
+        if library_ops:
+            index["op_library_ops"] = library_ops
         index["totals"] = totals(index["graphs"])
+        index["main_graph"] = main_graph_id(index["graphs"], log_text)
+        index.update(extra or {})
         (work / "index.json").write_text(json.dumps(index, indent=1) + "\n")
         if out.exists():
             shutil.rmtree(out)
@@ -232,6 +447,29 @@ def harvest(
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _library_op_defs(all_ops: Path, out: Path) -> list[str]:
+    """Keep the OpDefs of the run's ops that TF core does not register (loaded op libraries,
+    e.g. tensorflow_text) in ``out`` (``op_defs.pb``), so that jitsim can read graphs using
+    them (:func:`jitsim.registry.load_op_library_defs`). Returns their names."""
+    from jitsim.graph import protos
+    from jitsim.registry import op_defs
+
+    if not all_ops.is_file():
+        return []
+    ol = protos.OpList()
+    try:
+        ol.ParseFromString(all_ops.read_bytes())
+    except Exception:  # noqa: BLE001 - a truncated file: nothing to keep
+        return []
+    known = op_defs()
+    extra = protos.OpList()
+    extra.op.extend(sorted((o for o in ol.op if o.name not in known), key=lambda o: o.name))
+    if not extra.op:
+        return []
+    out.write_bytes(extra.SerializeToString(deterministic=True))
+    return [o.name for o in extra.op]
 
 
 def totals(graphs: list[dict]) -> dict:
@@ -253,6 +491,9 @@ def _tf_version(log_text: str) -> str | None:
 
 def _last_error_line(log_text: str) -> str:
     lines = [l.strip() for l in log_text.splitlines() if l.strip() and not l.startswith(_VERSION_MARK)]
+    for l in reversed(lines):
+        if l.startswith("JITSIM_ERROR: "):
+            return l[len("JITSIM_ERROR: "):][:500]
     for l in reversed(lines):
         if "Error" in l or "error" in l:
             return l[:300]

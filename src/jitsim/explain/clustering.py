@@ -382,7 +382,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     state = ProcessState()
     if cluster_number_start:
         state.counters[0] = cluster_number_start
-    route, route_notes = None, []
+    route, route_notes, libraries = None, [], ()
     if isinstance(graph, (str, Path)) or _is_tf_object(graph):
         from jitsim.frontend.resolve import pass_inputs
 
@@ -390,7 +390,9 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
                           input_stage=input_stage)
         # the graphs TF instantiated before the call's own advance the process's counters
         for _, before, stage in pin.graphs[:pin.main]:
-            cluster_graph(before, choice.flags, session=session, state=state, input_stage=stage, device=device)
+            cluster_graph(before, choice.flags, session=session, state=state, input_stage=stage, device=device,
+                          op_libraries=pin.op_libraries)
+        libraries = pin.op_libraries
         g, input_stage = pin.main_graph, pin.graphs[pin.main][2]
         route, route_notes = pin.route, pin.notes
         cluster_number_start = state.counters.get(0, 0)
@@ -412,7 +414,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         explain_cycles = len(g) <= AUTO_EXPLAIN_CYCLES_NODES
     res = run_pipeline(g, choice.flags, until=until, session=session, state=state, input_stage=input_stage,
                        device=device, explain_cycles=explain_cycles, exclude_ops=frozenset(exclude_ops),
-                       force_compilable=frozenset(force_compilable))
+                       force_compilable=frozenset(force_compilable), op_libraries=libraries)
     c = Clustering(res, options, g.source, input_graph=g)
     c.route = route
     c.notes[:0] = ([route.line] if route is not None else []) + list(route_notes)

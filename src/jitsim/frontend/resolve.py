@@ -73,6 +73,7 @@ class PassInput:
     main: int = 0
     notes: list[str] = field(default_factory=list)
     recorded_flags: str | None = None
+    op_libraries: tuple = ()  # ops of libraries TF's run loaded (a capture or harvest's op_defs.pb)
 
     @property
     def main_graph(self):
@@ -126,7 +127,8 @@ def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None =
         graphs = [(f"graph {rec.id} ({Path(g.source).name})", g, input_stage or rec.input_stage) for rec, g in pairs]
         main = max(range(len(graphs)), key=lambda i: len(graphs[i][1]))
         return PassInput(Route(kind, "dump", True, f"TF's own dumps of the pass input, {len(graphs)} graphs in TF's "
-                               "order, one simulated process"), graphs, main, recorded_flags=recorded_flags(Path(target)))
+                               "order, one simulated process"), graphs, main, recorded_flags=recorded_flags(Path(target)),
+                         op_libraries=_recorded_libraries(target))
     graph = None
     if kind == "graphdef":
         graph = load(target, validate=True)
@@ -168,7 +170,14 @@ def _captured(target, kind: str, flags: str, signature, cache_dir, progress) -> 
     detail = (f"TensorFlow built the pass input{sig} in one run of the call that compiled nothing "
               f"(--tf_xla_clustering_fuel=0; {cost}; {cap.dump_dir})")
     return PassInput(Route(cap.kind if kind != "function" else "function", "tf-capture", True, detail), graphs, main,
-                     notes=list(cap.notes))
+                     notes=list(cap.notes), op_libraries=_recorded_libraries(cap.dump_dir))
+
+
+def _recorded_libraries(root) -> tuple:
+    from jitsim.registry.custom_ops import harvest_op_library
+
+    lib = harvest_op_library(root)
+    return (lib,) if lib is not None else ()
 
 
 def _prepared(graph, kind: str, device: str | None) -> PassInput:

@@ -208,7 +208,10 @@ def cluster_dump_dir(
     """Simulate every graph of a TF dump directory in order, as one TF process would:
     one fuel counter and one cluster-name counter across all graphs."""
     from jitsim.graph.io import load_dump_dir
+    from jitsim.registry.custom_ops import harvest_op_library
 
+    lib = harvest_op_library(path)  # ops of libraries the run loaded (tensorflow_text...)
+    libraries = (lib,) if lib is not None else ()
     state = state or ProcessState()
     out = []
     graphs = load_dump_dir(path, stage=stage, validate=False)
@@ -217,7 +220,7 @@ def cluster_dump_dir(
             progress(i, len(graphs))
         st = stage or rec.input_stage
         out.append((rec, cluster_graph(g, flags, session=session, state=state, input_stage=st,
-                                       explain_cycles=explain_cycles)))
+                                       explain_cycles=explain_cycles, op_libraries=libraries)))
     return out
 
 

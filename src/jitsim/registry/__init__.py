@@ -59,6 +59,7 @@ class OpLibrary:
 
 
 _LIBRARIES: ContextVar[tuple] = ContextVar("jitsim_op_libraries", default=())
+OP_LIBRARY_FILE = "op_defs.pb"  # in a harvest directory: the OpList of ops TF core does not register
 
 
 @contextmanager

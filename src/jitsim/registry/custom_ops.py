@@ -260,3 +260,12 @@ def read_op_library(path: Path | str) -> OpLibrary:
     if not defs and not ol.op:
         raise GraphError("defines no ops", path)
     return OpLibrary(defs, xla, kernels, source=str(path))
+
+
+def harvest_op_library(root: Path | str) -> OpLibrary | None:
+    """The op library a harvest or capture recorded (``op_defs.pb``: the ops of the TF run
+    that TF core does not register, e.g. tensorflow_text's), or None."""
+    from jitsim.registry import OP_LIBRARY_FILE
+
+    f = Path(root) / OP_LIBRARY_FILE
+    return read_op_library(f) if f.is_file() else None

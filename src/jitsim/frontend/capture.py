@@ -1,0 +1,332 @@
+"""The exact route for what users hold: one TF run that clusters nothing, then simulate.
+
+Running a call under real TensorFlow with the user's ``TF_XLA_FLAGS`` plus
+``--tf_xla_clustering_debug --tf_xla_clustering_fuel=0`` makes TF write the input of its
+clustering pass (``before_clone_constants_for_better_clustering*.pbtxt``) byte-identical to
+a normal run's, while marking, and so compiling, nothing. jitsim simulates those dumps
+exactly (:func:`jitsim.passes.pipeline.cluster_dump_dir` with the user's flags, one
+simulated process across the graphs). :func:`capture` does the TF run, in a subprocess
+through :func:`jitsim.crosscheck.harvest.harvest` (the same runners and output format as
+``jitsim crosscheck harvest``), and caches its result by content.
+
+What *the call* is, per target:
+
+* SavedModel directory: signature ``signature`` (default ``serving_default``; a SavedModel
+  without it is an error listing its signatures), called with generated inputs;
+* ``.keras`` file: ``keras.models.load_model(path, compile=False)``, then
+  :func:`jitsim.frontend.keras_call.keras_call` (``tf.function(lambda *xs: model(xs,
+  training=False))`` traced from ``model.inputs``, unknown dims = 2) called with generated
+  inputs;
+* GraphDef ``.pb``/``.pbtxt``: what TF does when it runs the GraphDef in a
+  ``tf.compat.v1.Session`` (placeholders fed, every sink fetched);
+* ``.py`` program: the program, run as ``__main__``;
+* a live object (``tf.function`` with an ``input_signature`` or traced exactly once,
+  ``ConcreteFunction``, Keras model): its ConcreteFunction (for a Keras model, the call above)
+  is serialized (:func:`write_function_bundle`: the function library, and per input its
+  dtype/shape, for a captured variable the variable's dtype/shape, for a captured constant its
+  value) with the process's Grappler options and jit setting; the runner registers the
+  functions in a fresh eager context and calls the function by name, as a ConcreteFunction
+  call does, with generated tensors and fresh variables. TF instantiates the same function
+  graph it would in the user's process.
+
+Generated inputs: floats N(0, 1), ints in {0, 1}, bools, ``b"jitsim"`` strings, seeded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jitsim.crosscheck import harvest as _harvest
+from jitsim.errors import HarvestError
+
+RUNNER_VERSION = "capture/2"  # bump when a runner's behaviour changes: old cache entries go stale
+CAPTURE_FLAGS = "--tf_xla_clustering_debug --tf_xla_clustering_fuel=0"
+KINDS = ("saved_model", "keras", "graphdef", "function", "program")
+
+
+@dataclass
+class Capture:
+    """One TF run's dumps of the clustering pass input for a call (see the module docstring).
+
+    ``main_graph`` is the ``DumpGraph.id`` of the called function's body: of the graphs TF
+    dumped after the runner's call marker, the one with the most nodes (the other graphs of
+    the call are TF's single-op graphs for eager ops); for a ``program``, the largest graph of
+    the run. ``tf_xla_flags`` is what TF ran with; ``auto_jit_added`` says that the user's
+    flags (and jit setting) left auto-clustering off and ``--tf_xla_auto_jit=2`` was added
+    for the capture (simulate with the user's flags to get TF's answer: nothing clustered).
+    """
+
+    dump_dir: Path
+    kind: str
+    seconds: float
+    cached: bool
+    key: str
+    main_graph: int | None
+    tf_xla_flags: str = ""
+    user_flags: str = ""
+    auto_jit_added: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def index(self) -> dict:
+        return json.loads((self.dump_dir / "index.json").read_text())
+
+    def main_dump(self, stage: str = "before_clone_constants_for_better_clustering") -> Path | None:
+        """The path of the main graph's dump of ``stage`` (None if TF wrote none)."""
+        if self.main_graph is None:
+            return None
+        for g in self.index["graphs"]:
+            if g["id"] == self.main_graph and stage in g["files"]:
+                return self.dump_dir / "dumps" / g["files"][stage]
+        return None
+
+
+# -- flags and keys ------------------------------------------------------------------------
+
+def capture_flags(user_flags: str, *, session_jit_on: bool = False) -> tuple[str, bool]:
+    """``(flags TF runs with, whether --tf_xla_auto_jit=2 was added)``. The user's flags are
+    checked as strictly as TF checks them (unknown flags are an error)."""
+    from jitsim.passes.flags import parse_tf_xla_flags
+
+    parsed = parse_tf_xla_flags(user_flags)
+    off = parsed.auto_jit_general <= 0 and parsed.auto_jit_single_gpu <= 0 and not session_jit_on
+    text = user_flags.strip()
+    added = False
+    if off:
+        text = f"{text} --tf_xla_auto_jit=2".strip()
+        added = True
+    return f"{text} {CAPTURE_FLAGS}".strip(), added
+
+
+def tf_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tensorflow")
+    except PackageNotFoundError:
+        try:
+            return version("tensorflow-cpu")
+        except PackageNotFoundError:
+            return "none"
+
+
+def _hash_path(h, path: Path) -> None:
+    if path.is_dir():
+        for p in sorted(path.rglob("*"), key=lambda q: q.relative_to(path).as_posix()):
+            if p.is_file():
+                h.update(b"F" + p.relative_to(path).as_posix().encode() + b"\0")
+                h.update(hashlib.sha256(p.read_bytes()).digest())
+    else:
+        h.update(b"F" + path.name.encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+
+
+def cache_key(target: Path, kind: str, signature: str | None, flags: str) -> str:
+    """sha256 over the target's bytes (every file of a directory, sorted by relative path),
+    kind, signature, the flags TF runs with, TF's version and :data:`RUNNER_VERSION`."""
+    h = hashlib.sha256()
+    for part in (RUNNER_VERSION, tf_version(), kind, signature or "", flags):
+        h.update(part.encode() + b"\0")
+    _hash_path(h, target)
+    return h.hexdigest()
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("JITSIM_CACHE")
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "jitsim" / "capture"
+
+
+# -- live objects ----------------------------------------------------------------------------
+
+def _is_keras_model(obj) -> bool:
+    try:
+        import keras
+    except ImportError:
+        return False
+    return isinstance(obj, keras.Model)
+
+
+def concrete_function(obj):
+    """The ConcreteFunction a live object stands for (see the module docstring)."""
+    if _is_keras_model(obj):
+        from jitsim.frontend.keras_call import keras_call
+
+        fn, _ = keras_call(obj)
+        return fn.get_concrete_function()
+    if hasattr(obj, "function_def") and hasattr(obj, "graph"):
+        return obj
+    if hasattr(obj, "get_concrete_function"):
+        if getattr(obj, "input_signature", None) is not None:
+            return obj.get_concrete_function()
+        traced = []
+        lister = getattr(obj, "_list_all_concrete_functions", None)
+        if lister is not None:
+            traced = list(lister())
+        if len(traced) == 1:
+            return traced[0]
+        raise HarvestError("this tf.function has no input_signature and was traced "
+                           f"{len(traced)} times: pass fn.get_concrete_function(*example_args)")
+    raise HarvestError(f"cannot capture a {type(obj).__name__}: give a SavedModel / .keras / GraphDef / "
+                       ".py path, a tf.function, a ConcreteFunction or a Keras model")
+
+
+def _resource_input(placeholder, value) -> dict:
+    """What a captured resource needs in the runner: a fresh variable of the same dtype and
+    shape (what TF's runtime records as ``_handle_dtypes``/``_handle_shapes``), or a hash
+    table for the lookup ops."""
+    from tensorflow.python.ops import handle_data_util
+
+    hd = None
+    for t in (value, placeholder):
+        try:
+            hd = handle_data_util.get_resource_handle_data(t)
+        except Exception:  # noqa: BLE001 - no handle data on this tensor
+            hd = None
+        if hd is not None and hd.shape_and_type:
+            break
+    if hd is not None and hd.shape_and_type:
+        import tensorflow as tf
+
+        st = hd.shape_and_type[0]
+        shape = None if st.shape.unknown_rank else [None if d.size < 0 else d.size for d in st.shape.dim]
+        return {"kind": "variable", "dtype": tf.as_dtype(st.dtype).name, "shape": shape or []}
+    for c in placeholder.consumers():
+        if "LookupTable" in c.type:
+            return {"kind": "table", "key_dtype": c.get_attr("Tin").name, "value_dtype": c.get_attr("Tout").name}
+    raise HarvestError(f"cannot recreate the captured resource {placeholder.name!r} (not a variable or a "
+                       "lookup table): capture a SavedModel of the object instead")
+
+
+def _session_jit():
+    """The process's ``tf.config.optimizer.get_jit()`` as ``set_jit`` takes it (None: default)."""
+    import tensorflow as tf
+
+    jit = tf.config.optimizer.get_jit()
+    if jit in ("", None, False):
+        return None
+    return jit if isinstance(jit, str) else bool(jit)
+
+
+def write_function_bundle(obj, directory: Path) -> dict:
+    """Serialize the ConcreteFunction of ``obj`` for the function runner: ``library.pb``
+    (its FunctionDefLibrary: the functions it calls, then itself), ``function.json``
+    (name, outputs, inputs, Grappler options, jit setting) and ``value_<i>.pb`` per captured
+    constant. Returns the function.json content."""
+    import tensorflow as tf
+    from tensorflow.core.framework import function_pb2
+
+    cf = concrete_function(obj)
+    directory.mkdir(parents=True, exist_ok=True)
+    main = cf.function_def
+    lib = function_pb2.FunctionDefLibrary()
+    seen = set()
+    for f in cf.graph.as_graph_def().library.function:
+        if f.signature.name not in seen and f.signature.name != main.signature.name:
+            lib.function.add().CopyFrom(f)
+            seen.add(f.signature.name)
+    lib.function.add().CopyFrom(main)
+    (directory / "library.pb").write_bytes(lib.SerializeToString(deterministic=True))
+
+    placeholders = list(cf.inputs)
+    captured = list(cf.captured_inputs)
+    n_args = len(placeholders) - len(captured)
+    inputs = []
+    for i, ph in enumerate(placeholders):
+        if i < n_args:
+            if ph.dtype == tf.resource:
+                inputs.append(_resource_input(ph, None))
+            else:
+                shape = ph.shape.as_list() if ph.shape.rank is not None else [2]
+                inputs.append({"kind": "tensor", "dtype": ph.dtype.name, "shape": shape})
+            continue
+        value = captured[i - n_args]
+        if value.dtype == tf.resource:
+            inputs.append(_resource_input(ph, value))
+        else:
+            f = f"value_{i}.pb"
+            (directory / f).write_bytes(tf.make_tensor_proto(value.numpy()).SerializeToString())
+            inputs.append({"kind": "value", "dtype": value.dtype.name, "file": f})
+    spec = {
+        "name": main.signature.name,
+        "num_outputs": len(main.signature.output_arg),
+        "inputs": inputs,
+        "grappler": tf.config.optimizer.get_experimental_options(),
+        "jit": _session_jit(),
+    }
+    (directory / _harvest.FUNCTION_BUNDLE).write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
+    return spec
+
+
+# -- capture -----------------------------------------------------------------------------------
+
+def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path | None = None,
+            timeout: float = 600, progress=None) -> Capture:
+    """Run the call of ``target`` once under TF with fuel 0 (see the module docstring) and
+    return where its dumps are. ``flags``: the user's ``TF_XLA_FLAGS`` string. The result is
+    cached under ``cache_dir`` (else ``$JITSIM_CACHE``, else ``~/.cache/jitsim/capture``) by
+    :func:`cache_key`; a cache hit returns ``seconds=0.0, cached=True``."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    bundle_tmp = None
+    notes: list[str] = []
+    try:
+        if isinstance(target, (str, os.PathLike)):
+            path = Path(target).resolve()
+            kind = _harvest.target_kind(path)
+            session_jit = False
+        else:
+            bundle_tmp = Path(tempfile.mkdtemp(prefix="jitsim-function-"))
+            spec = write_function_bundle(target, bundle_tmp)
+            path, kind = bundle_tmp, "function"
+            session_jit = spec["jit"] is not None
+            notes.append(f"function {spec['name']} called by name in a fresh process")
+        if signature is not None and kind != "saved_model":
+            raise HarvestError("a signature applies to SavedModels only", path)
+        if kind == "saved_model":
+            _harvest.check_signature(path, signature)
+        tf_flags, added = capture_flags(flags, session_jit_on=session_jit)
+        if added:
+            notes.append("the flags leave auto-clustering off: captured with --tf_xla_auto_jit=2 added")
+        key = cache_key(path, kind, signature, tf_flags)
+        out = cache_dir / key
+        extra = {"capture": {"runner_version": RUNNER_VERSION, "key": key, "user_flags": flags,
+                             "auto_jit_added": added, "notes": notes}}
+        if (out / "index.json").exists():
+            idx = json.loads((out / "index.json").read_text())
+            return Capture(out, kind, 0.0, True, key, idx.get("main_graph"), tf_flags, flags, added, notes)
+        t0 = time.monotonic()
+        # harvest assembles the directory under a temporary name next to `out` and renames it
+        # at the end: a concurrent or failed capture never leaves a half-written entry
+        try:
+            idx = _harvest.harvest(path, out, flags=tf_flags, signature=signature, timeout=timeout,
+                                   progress=progress, extra=extra)
+        except HarvestError as e:
+            if (out / "index.json").exists():  # another process finished the same capture
+                idx = json.loads((out / "index.json").read_text())
+            elif "output directory exists" in str(e):
+                raise HarvestError("a cache entry is incomplete (remove it)", out) from None
+            else:
+                raise
+        return Capture(out, kind, round(time.monotonic() - t0, 3), False, key, idx.get("main_graph"),
+                       tf_flags, flags, added, notes)
+    finally:
+        if bundle_tmp is not None:
+            shutil.rmtree(bundle_tmp, ignore_errors=True)
+
+
+def simulate(cap: Capture, flags: str | None = None, *, session=None):
+    """jitsim on every graph of a capture, one simulated process (``cluster_dump_dir``), with
+    the user's flags (``flags`` overrides them): ``[(DumpGraph, ClusterResult)]``."""
+    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.passes.pipeline import cluster_dump_dir
+
+    return cluster_dump_dir(cap.dump_dir, parse_tf_xla_flags(cap.user_flags if flags is None else flags),
+                            session=session)
