@@ -1,0 +1,40 @@
+"""Grappler's model pruner, the part that matters for clustering: dropping what no fetch needs.
+
+In a function graph the fetches are the ``_Retval`` nodes and the nodes to preserve are the
+function's control outputs (and its ``_Arg`` feeds); ``ModelPruner``
+(``grappler/optimizers/model_pruner.cc``) keeps only the transitive fan-in (data and
+control) of those. A function body exported from Python often holds such dead nodes (a
+Keras LSTM's unused initial-state branch, shape computations whose result is never read):
+TF never clusters them.
+
+A graph without ``_Retval`` nodes has no known fetches: nothing is pruned.
+"""
+
+from __future__ import annotations
+
+from jitsim.graph.model import parse_input
+from jitsim.passes.grappler import RewriteRecord, preserved
+from jitsim.passes.graphedit import EditGraph
+
+
+def prune_unreachable(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    rec = RewriteRecord("model_pruner")
+    terminals = [n for n, nd in eg.nodes.items() if nd.op == "_Retval"]
+    if not terminals:
+        rec.detail = "no _Retval nodes: fetches unknown, nothing pruned"
+        return rec
+    keep_set = preserved(eg, keep)
+    stack = terminals + [n for n in keep_set if n in eg]
+    seen = set(stack)
+    while stack:
+        n = stack.pop()
+        for r in eg[n].input:
+            src = parse_input(r)[0]
+            if src not in seen and src in eg:
+                seen.add(src)
+                stack.append(src)
+    for n in list(eg.nodes):
+        if n not in seen:
+            eg.remove(n)
+            rec.add(n, "unreachable from the fetches")
+    return rec
