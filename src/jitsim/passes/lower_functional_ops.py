@@ -32,8 +32,9 @@ Lowered nodes are named by the graph's ``NewName`` counter, as in TF's dumps:
   ``W/<input node name>_switch/_k`` Switch per loop variable, the body call on the Switches'
   true outputs (with a control edge from ``W/loop_body_control/_k``, an Identity of the first
   Switch), ``W/exit/_k`` Exits, ``W/next_iteration/_k`` back to the Merges; ``W`` becomes a NoOp
-  (IdentityN when fetchable) of the Exits; control inputs go through a ``W/LoopControlInputs``
-  NoOp to the Enters.
+  (IdentityN when fetchable) of the Exits, waiting on ``W/loop_executed/_k`` (jitsim's stand-in
+  for the node TF 2.21 numbers between the Exits and the NextIterations); control inputs go
+  through a ``W/LoopControlInputs`` NoOp to the Enters.
 """
 
 from __future__ import annotations
@@ -279,6 +280,11 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
         x = eg.new_name(f"{name}/exit")
         eg.add(x, "Exit", [switches[i]], device=dev, attrs={"T": _type_attr(types[i])})
         exits[i] = x
+    # TF 2.21 makes one more node here (its NewName counter skips a number between the Exits
+    # and the NextIterations in every dump) that Grappler always removes; jitsim's stand-in is
+    # a NoOp waiting for the Exits, through which the lowered While's control consumers wait.
+    executed = eg.new_name(f"{name}/loop_executed")
+    eg.add(executed, "NoOp", [f"^{exits[i]}" for i in variant], device=dev)
     for i in variant:
         ni = eg.new_name(f"{name}/next_iteration")
         eg.add(ni, "NextIteration", [ref(body_name, i)], device=dev, attrs={"T": _type_attr(types[i])})
@@ -295,7 +301,7 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
         eg.add(name, "IdentityN", [ref(x) for x in exit_list], device=dev,
                attrs={"T": _type_list_attr([types[i] for i in variant])})
     else:
-        eg.add(name, "NoOp", [f"^{x}" for x in exit_list], device=dev)
+        eg.add(name, "NoOp", [f"^{executed}"], device=dev)
     for c in ctl_consumers:
         eg.add_control_input(c, name)
     # inline cond and body now, as TF's LowerWhileHelper does

@@ -12,7 +12,8 @@ consumers. An Identity is kept when it is not safe to remove (``SafeToRemoveIden
 * it has control inputs and a consumer is a ``_Retval`` or a ``Merge``;
 * it reads a ``Switch`` and a consumer depends on it by a control edge (a cond pivot).
 
-It runs to a fixed point. The effect on clustering: the inliner's ``Func/.../input`` /
+Before that, a node whose outputs only control edges read, and that is free of side effects,
+becomes a NoOp (``SafeToConvertToNoOp``). It runs to a fixed point. The effect on clustering: the inliner's ``Func/.../input`` /
 ``output`` Identities and the NoOps of inlining and lowering disappear, so the control edges
 they carried go straight between the real nodes (as in TF's dumps).
 """
@@ -71,6 +72,58 @@ def _bypass(eg: EditGraph, name: str) -> None:
     eg.remove(name)
 
 
+# never turned into NoOps (DependencyOptimizer::SafeToConvertToNoOp)
+DO_NOT_CONVERT = frozenset({"Assert", "CheckNumerics", "_Retval", "_Arg", "_ParallelConcatUpdate", "TPUExecute",
+                            "TPUCompile", "ControlTrigger", "Placeholder", "PlaceholderWithDefault", "Merge",
+                            "RefMerge", "Switch", "RefSwitch", "Enter", "RefEnter", "Exit", "RefExit",
+                            "NextIteration", "RefNextIteration", "LoopCond", "NoOp"})
+
+
+def _free_of_side_effects(nd) -> bool:
+    """Grappler's ``IsFreeOfSideEffect``, with TF 2.21's observed treatment of
+    ``ReadVariableOp``: a variable read that only control edges use is removed (a Keras LSTM's
+    reads of its weights before the loop, control outputs of the layer's function, are gone
+    from TF's dumps)."""
+    from jitsim.registry import op_def
+
+    if nd.op == "ReadVariableOp":
+        return True
+    od = op_def(nd.op)
+    if od is None or od.is_stateful or not od.output_arg:
+        return False
+    if any(a.is_ref for a in od.input_arg):
+        return False
+    return "Queue" not in nd.op and not nd.op.startswith("_Send")
+
+
+def _convert_control_only(eg: EditGraph, keep_set: set[str], rec: RewriteRecord) -> bool:
+    """Nodes whose outputs only control edges use become NoOps (their data inputs become
+    control inputs)."""
+    changed = False
+    for name in list(eg.nodes):
+        nd = eg[name]
+        if name in keep_set or nd.op in DO_NOT_CONVERT:
+            continue
+        refs = eg.out_refs(name)
+        if not refs or any(p != CONTROL for _, _, p in refs):
+            continue
+        if not _free_of_side_effects(nd):
+            continue
+        if nd.op in ("Identity", "IdentityN") and nd.input and \
+                eg.nodes.get(parse_input(nd.input[0])[0]) is not None and \
+                eg[parse_input(nd.input[0])[0]].op in SWITCH_OPS:
+            continue  # a control-flow pivot
+        ins = ["^" + parse_input(r)[0] for r in nd.input]
+        nd.op = "NoOp"
+        for k in list(nd.attr):
+            if k != "_class":
+                del nd.attr[k]
+        eg.set_inputs(name, ins)
+        rec.add(name, "converted to NoOp (only control consumers)")
+        changed = True
+    return changed
+
+
 def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool | None = None) -> RewriteRecord:
     rec = RewriteRecord("dependency_optimizer")
     keep_set = preserved(eg, keep)
@@ -78,7 +131,7 @@ def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool 
         fetch_known = any(nd.op == "_Retval" for nd in eg.nodes.values()) or bool(keep)
     changed = True
     while changed:
-        changed = False
+        changed = fetch_known and _convert_control_only(eg, keep_set, rec)
         for name in list(eg.nodes):
             if name not in eg or name in keep_set:
                 continue
