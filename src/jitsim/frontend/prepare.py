@@ -71,7 +71,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
     from jitsim.passes.grappler.constant_folding import fold_constants
     from jitsim.passes.grappler.dependency_optimizer import optimize_dependencies
-    from jitsim.passes.grappler.model_pruner import prune_unreachable
+    from jitsim.passes.grappler.model_pruner import prune_unreachable, remove_trivial_ops
     from jitsim.passes.grappler.remapper import remap
     from jitsim.passes.lower_functional_ops import _run as lower_and_inline
     from jitsim.passes.placement import place
@@ -118,6 +118,11 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
         for step in grappler:
             if step == "model_pruner":
                 rec = prune_unreachable(eg, keep)
+                trivial = remove_trivial_ops(eg, keep)
+                rec.count += trivial.count
+                rec.nodes.extend(trivial.nodes)
+                for k, v in trivial.by_kind.items():
+                    rec.by_kind[k] = rec.by_kind.get(k, 0) + v
             elif step == "common_subgraph_elimination":
                 rec = eliminate_common_subgraphs(eg, keep)
             elif step == "constant_folding":

@@ -38,3 +38,32 @@ def prune_unreachable(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
             eg.remove(n)
             rec.add(n, "unreachable from the fetches")
     return rec
+
+
+TRIVIAL_OPS = frozenset({"StopGradient", "Snapshot"})
+SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})
+MERGE_OPS = frozenset({"Merge", "RefMerge"})
+
+
+def remove_trivial_ops(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """``ModelPruner``'s trivial ops: ``StopGradient`` and ``Snapshot`` nodes (identities at
+    inference time) are bypassed unless preserved, driven by a control edge or a ``Switch``,
+    read by a control edge or feeding a ``Merge``."""
+    rec = RewriteRecord("model_pruner")
+    keep_set = preserved(eg, keep)
+    for name in list(eg.nodes):
+        nd = eg.nodes.get(name)
+        if nd is None or nd.op not in TRIVIAL_OPS or name in keep_set:
+            continue
+        if any(r.startswith("^") for r in nd.input) or len(nd.input) != 1:
+            continue
+        src, port = parse_input(nd.input[0])
+        if src not in eg or eg[src].op in SWITCH_OPS:
+            continue
+        outs = eg.out_refs(name)
+        if any(p < 0 or eg[c].op in MERGE_OPS for c, _, p in outs):
+            continue
+        eg.replace_uses(name, 0, nd.input[0])
+        eg.remove(name)
+        rec.add(name, f"{nd.op} bypassed")
+    return rec

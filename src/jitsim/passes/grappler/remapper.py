@@ -9,6 +9,8 @@ first and replaces, at each root not already fused, the largest pattern that mat
   ``Tanh``, ``Sigmoid`` (``Relu``/``Relu6``/``Elu`` only after a depthwise convolution);
 * ``Conv2D`` -> ``FusedBatchNorm``/``V2``/``V3`` (inference: ``is_training = false``)
   [-> activation] becomes ``_FusedConv2D`` with ``fused_ops = ["FusedBatchNorm"(, act)]``;
+* ``MatMul -> BiasAdd -> 0.5 * x * erfc(-x / sqrt(2))`` (Keras' exact GELU) becomes
+  ``_FusedMatMul`` with ``fused_ops = ["BiasAdd", "GeluExact"]`` (oneDNN);
 * ``Sigmoid(x)`` and ``Mul(x, Sigmoid(x))`` (swish) becomes ``_MklSwish`` (oneDNN only);
 
 The fused node takes the root's name and place (its consumers are untouched). Every
@@ -18,7 +20,7 @@ CPU; data types ``float`` or ``bfloat16``; convolutions in ``NHWC``. Of these op
 been in, which is why TF's clusters of a CNN end at every convolution with a bias.
 
 Not simulated (recorded as a caveat by :mod:`jitsim.frontend.prepare`): the fusions with a
-residual ``Add``, GELU, LayerNorm / InstanceNorm, ``_FusedBatchNormEx``, batch-matmul and
+residual ``Add``, approximate (tanh) GELU, LayerNorm / InstanceNorm, ``_FusedBatchNormEx``, batch-matmul and
 the quantized/int8 patterns.
 """
 
@@ -108,7 +110,11 @@ def _fuse(eg: EditGraph, root: str, contraction, extra_inputs: list[str], fused_
     eg.set_inputs(root, list(new.input))
     for n in [contraction.name] + [a for a in absorbed if a != root]:
         if n in eg and not eg.consumers(n):
+            consts = [parse_input(r)[0] for r in eg[n].input if not r.startswith("^")]
             eg.remove(n)
+            for k in consts:
+                if k in eg and eg[k].op == "Const" and not eg.consumers(k):
+                    eg.remove(k)
 
 
 def _try_bias(m: _Matcher, bias_add: str, by: str | None):
@@ -152,6 +158,65 @@ def _try_batch_norm(m: _Matcher, bn: str, by: str | None):
         return None
     data = [r for r in nd.input if not r.startswith("^")]
     return c, data[1:5], nd.attr["epsilon"].f if "epsilon" in nd.attr else 0.0001
+
+
+def _const_input(m: _Matcher, name: str):
+    """(the Const input, the other input) of a two-input node with one ``Const`` input."""
+    data = [r for r in m.eg[name].input if not r.startswith("^")]
+    if len(data) != 2:
+        return None
+    a, b = parse_input(data[0]), parse_input(data[1])
+    if a[0] in m.eg and m.eg[a[0]].op == "Const":
+        return a, b
+    if b[0] in m.eg and m.eg[b[0]].op == "Const":
+        return b, a
+    return None
+
+
+def _match_gelu_exact(m: _Matcher, root: str):
+    """``Mul(Mul(0.5, x), Erfc(Mul(Neg(x), 1/sqrt(2))))`` with ``x = BiasAdd(MatMul)``: what Keras'
+    exact GELU is on TF, fused into ``_FusedMatMul(fused_ops=[BiasAdd, GeluExact])``."""
+    eg = m.eg
+    data = [parse_input(r) for r in eg[root].input if not r.startswith("^")]
+    if len(data) != 2:
+        return None
+    for half_mul, erfc in ((data[0], data[1]), (data[1], data[0])):
+        if half_mul[0] not in eg or erfc[0] not in eg:
+            continue
+        if eg[half_mul[0]].op != "Mul" or eg[erfc[0]].op != "Erfc":
+            continue
+        hm = _const_input(m, half_mul[0])
+        if hm is None:
+            continue
+        x = hm[1]
+        inner = m.data_input(erfc[0], 0)
+        if inner is None or inner[0] not in eg or eg[inner[0]].op != "Mul":
+            continue
+        sc = _const_input(m, inner[0])
+        if sc is None or sc[1][0] not in eg or eg[sc[1][0]].op != "Neg":
+            continue
+        neg = sc[1][0]
+        if m.data_input(neg, 0) != x or x[1] != 0:
+            continue
+        for a, b in ((half_mul[0], root), (erfc[0], root), (inner[0], erfc[0]), (neg, inner[0])):
+            if not m.single_use(a, b):
+                break
+        else:
+            bias_add = x[0]
+            users = {c for c, _, _ in eg.out_refs(bias_add)}
+            if users != {half_mul[0], neg} or bias_add in m.keep:
+                continue
+            if eg[bias_add].op != "BiasAdd":
+                continue
+            src = m.data_input(bias_add, 0)
+            if src is None or src[1] != 0:
+                continue
+            c = m.contraction(src[0], bias_add)
+            if c is None or c.op != "MatMul":
+                continue
+            bias = [r for r in eg[bias_add].input if not r.startswith("^")][1]
+            return c, bias, [bias_add, half_mul[0], erfc[0], inner[0], neg, root]
+    return None
 
 
 def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True) -> RewriteRecord:
@@ -201,6 +266,12 @@ def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True) -> RewriteRec
                 rec.add(root, "Conv2D+FusedBatchNorm")
                 continue
         if op == "Mul" and onednn and m.dtype_ok(nd):
+            gelu = _match_gelu_exact(m, root)
+            if gelu is not None:
+                c, bias, absorbed = gelu
+                _fuse(eg, root, c, [bias], ["BiasAdd", "GeluExact"], absorbed)
+                rec.add(root, "MatMul+BiasAdd+GeluExact")
+                continue
             data = [parse_input(r) for r in nd.input if not r.startswith("^")]
             if len(data) == 2:
                 for a, b in ((0, 1), (1, 0)):
