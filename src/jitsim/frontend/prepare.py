@@ -43,23 +43,37 @@ class Prepared:
     records: dict = field(default_factory=dict)  # step name -> its record object
 
 
-def _top_level_keep(graph: Graph) -> tuple[set[str], bool]:
-    """Nodes Grappler must keep, and whether the fetches are known.
+def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
+    """The fetches Grappler would be given for ``graph``, and the nodes it must keep.
 
     A function graph (``_Arg``/``_Retval``, e.g. a SavedModel signature) fetches its
     ``_Retval``s and keeps its control outputs: the calls it makes (a signature's
     ``StatefulPartitionedCall``) become NoOps named like them. A GraphDef exported from a
-    ConcreteFunction has no ``_Retval``: its nodes without consumers are taken as the fetches
-    and its ``Placeholder``s as the arguments."""
-    from jitsim.passes.function_inlining import CALL_OPS
+    ConcreteFunction (``cf.graph.as_graph_def()``) has no ``_Retval``: TF names a function's
+    outputs ``Identity``, ``Identity_1``... and its control outputs are its stateful nodes and the
+    ``NoOp`` automatic control dependencies make; those without consumers are the fetches and
+    the ``Placeholder``s the arguments. With none of these, every node without consumers is a
+    fetch."""
+    import re
 
-    has_ret = any(n.op == "_Retval" for n in graph)
+    from jitsim.passes.function_inlining import CALL_OPS
+    from jitsim.registry import op_def
+
     keep = {n.name for n in graph if n.op in CALL_OPS}
-    if has_ret:
-        return keep, True
+    if any(n.op == "_Retval" for n in graph):
+        return None, keep
     consumed = {e.src for e in graph.edges()}
-    keep |= {n.name for n in graph if n.name not in consumed or n.op == "Placeholder"}
-    return keep, True
+    sinks = [n for n in graph if n.name not in consumed]
+    outs = [n.name for n in sinks if re.fullmatch(r"Identity(_\d+)?", n.name)]
+    if outs:
+        def stateful(n):
+            od = op_def(n.op)
+            return n.op == "NoOp" or (od is not None and od.is_stateful)
+        fetches = outs + [n.name for n in sinks if n.name not in outs and stateful(n)]
+    else:
+        fetches = [n.name for n in sinks]
+    keep |= set(fetches) | {n.name for n in graph if n.op == "Placeholder"}
+    return fetches, keep
 
 
 def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ...] = (),
@@ -80,7 +94,8 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     if unknown:
         raise ValueError(f"unknown step(s) {sorted(unknown)}; steps are {', '.join(STEPS)}")
     out = Prepared(graph)
-    keep, fetch_known = _top_level_keep(graph)
+    fetches, keep = fetches_of(graph)
+    fetch_known = True
     eg = EditGraph.from_graph(graph)
 
     if "inline_and_lower" not in skip:
@@ -117,7 +132,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     for round_ in range(2):
         for step in grappler:
             if step == "model_pruner":
-                rec = prune_unreachable(eg, keep)
+                rec = prune_unreachable(eg, keep, fetches)
                 trivial = remove_trivial_ops(eg, keep)
                 rec.count += trivial.count
                 rec.nodes.extend(trivial.nodes)

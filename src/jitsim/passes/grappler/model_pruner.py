@@ -7,7 +7,9 @@ control) of those. A function body exported from Python often holds such dead no
 Keras LSTM's unused initial-state branch, shape computations whose result is never read):
 TF never clusters them.
 
-A graph without ``_Retval`` nodes has no known fetches: nothing is pruned.
+A graph without ``_Retval`` nodes has no known fetches unless the caller names them (a
+ConcreteFunction's GraphDef: see :func:`jitsim.frontend.prepare.fetches_of`); else nothing is
+pruned.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from jitsim.passes.grappler import RewriteRecord, preserved
 from jitsim.passes.graphedit import EditGraph
 
 
-def prune_unreachable(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+def prune_unreachable(eg: EditGraph, keep=frozenset(), fetches=None) -> RewriteRecord:
+    """Keep the transitive fan-in of the fetches (default: the ``_Retval`` nodes) and of ``keep``."""
     rec = RewriteRecord("model_pruner")
-    terminals = [n for n, nd in eg.nodes.items() if nd.op == "_Retval"]
+    terminals = list(fetches) if fetches is not None else [n for n, nd in eg.nodes.items() if nd.op == "_Retval"]
+    terminals = [n for n in terminals if n in eg]
     if not terminals:
         rec.detail = "no _Retval nodes: fetches unknown, nothing pruned"
         return rec
