@@ -108,13 +108,19 @@ def _fuse(eg: EditGraph, root: str, contraction, extra_inputs: list[str], fused_
     rnd.Clear()
     rnd.CopyFrom(new)
     eg.set_inputs(root, list(new.input))
-    for n in [contraction.name] + [a for a in absorbed if a != root]:
-        if n in eg and not eg.consumers(n):
-            consts = [parse_input(r)[0] for r in eg[n].input if not r.startswith("^")]
-            eg.remove(n)
-            for k in consts:
-                if k in eg and eg[k].op == "Const" and not eg.consumers(k):
-                    eg.remove(k)
+    pending = [contraction.name] + [a for a in absorbed if a != root]
+    changed = True
+    while changed:  # intermediates go once nothing reads them (their own Const operands too)
+        changed = False
+        for n in list(pending):
+            if n in eg and not eg.consumers(n):
+                consts = [parse_input(r)[0] for r in eg[n].input if not r.startswith("^")]
+                eg.remove(n)
+                pending.remove(n)
+                changed = True
+                for k in consts:
+                    if k in eg and eg[k].op == "Const" and not eg.consumers(k):
+                        eg.remove(k)
 
 
 def _try_bias(m: _Matcher, bias_add: str, by: str | None):
