@@ -1,0 +1,203 @@
+"""What TF does to a function graph before clustering it, simulated without TensorFlow.
+
+Users hold SavedModels and GraphDefs exported from Python, not TF's post-Grappler dump of the
+clustering pass's input. When TF 2.21 runs such a function (``OptimizeFunctionGraph`` in
+``common_runtime/optimize_function_graph_utils.cc``) it
+
+1. inlines function calls and lowers If/Case/While (``LowerFunctionalOpsPass``, PRE_PLACEMENT;
+   :mod:`jitsim.passes.lower_functional_ops`, :mod:`jitsim.passes.function_inlining`);
+2. places every node (:mod:`jitsim.passes.placement`);
+3. optimizes it with Grappler (:mod:`jitsim.passes.grappler`: pruning, remapper fusions,
+   dependency optimizer, constant folding);
+4. runs the clustering passes (``jitsim.passes.pipeline.cluster_graph``).
+
+:func:`prepare_without_tf` does 1-3 and says what it did (:attr:`Prepared.steps`) and how the
+result may differ from TF's (:attr:`Prepared.caveats`).
+
+>>> from jitsim.graph import Graph
+>>> g = Graph.from_nodes([("x", "Placeholder", [], {"dtype": "DT_FLOAT"}), ("y", "Relu", ["x"])])
+>>> p = prepare_without_tf(g)
+>>> p.graph["y"].device
+'/job:localhost/replica:0/task:0/device:CPU:0'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jitsim.graph.model import Graph
+from jitsim.passes.graphedit import EditGraph, sort_topologically
+
+STEPS = ("inline_and_lower", "placement", "model_pruner", "common_subgraph_elimination", "constant_folding", "remapper", "dependency_optimizer")
+
+
+@dataclass
+class Prepared:
+    """``graph``: ready for ``cluster_graph(graph, flags, input_stage="graphdef")``.
+    ``steps``: ``(step name, count, detail)`` in the order run. ``caveats``: sentences on how
+    the prediction may differ from TF's for this graph."""
+
+    graph: Graph
+    steps: list[tuple[str, int, str]] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+    records: dict = field(default_factory=dict)  # step name -> its record object
+
+
+def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
+    """The fetches Grappler would be given for ``graph``, and the nodes it must keep.
+
+    A function graph (``_Arg``/``_Retval``, e.g. a SavedModel signature) fetches its
+    ``_Retval``s and keeps its control outputs: the calls it makes (a signature's
+    ``StatefulPartitionedCall``) become NoOps named like them. A GraphDef exported from a
+    ConcreteFunction (``cf.graph.as_graph_def()``) has no ``_Retval``: TF names a function's
+    outputs ``Identity``, ``Identity_1``... and its control outputs are its stateful nodes and the
+    ``NoOp`` automatic control dependencies make; those without consumers are the fetches and
+    the ``Placeholder``s the arguments. With none of these, every node without consumers is a
+    fetch."""
+    import re
+
+    from jitsim.passes.function_inlining import CALL_OPS
+    from jitsim.registry import op_def
+
+    keep = {n.name for n in graph if n.op in CALL_OPS}
+    if any(n.op == "_Retval" for n in graph):
+        return None, keep
+    consumed = {e.src for e in graph.edges()}
+    sinks = [n for n in graph if n.name not in consumed]
+    outs = [n.name for n in sinks if re.fullmatch(r"Identity(_\d+)?", n.name)]
+    if outs:
+        def stateful(n):
+            od = op_def(n.op)
+            return n.op == "NoOp" or (od is not None and od.is_stateful)
+        fetches = outs + [n.name for n in sinks if n.name not in outs and stateful(n)]
+    else:
+        fetches = [n.name for n in sinks]
+    keep |= set(fetches) | {n.name for n in graph if n.op == "Placeholder"}
+    return fetches, keep
+
+
+def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ...] = (),
+                       onednn: bool = True) -> Prepared:
+    """Simulate what TF 2.21 does to ``graph`` between instantiating it as a function and
+    clustering it (module docstring). ``graph`` is not modified. ``skip`` names steps of
+    :data:`STEPS` to leave out (to measure what each is worth). ``onednn``: TF's default on
+    x86 Linux (``TF_ENABLE_ONEDNN_OPTS``), which enables the oneDNN-only fusions."""
+    from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
+    from jitsim.passes.grappler.constant_folding import fold_constants
+    from jitsim.passes.grappler.dependency_optimizer import optimize_dependencies
+    from jitsim.passes.grappler.model_pruner import prune_unreachable, remove_trivial_ops
+    from jitsim.passes.grappler.remapper import remap
+    from jitsim.passes.lower_functional_ops import _run as lower_and_inline
+    from jitsim.passes.placement import place
+
+    unknown = set(skip) - set(STEPS)
+    if unknown:
+        raise ValueError(f"unknown step(s) {sorted(unknown)}; steps are {', '.join(STEPS)}")
+    out = Prepared(graph)
+    fetches, keep = fetches_of(graph)
+    fetch_known = True
+    eg = EditGraph.from_graph(graph)
+
+    if "inline_and_lower" not in skip:
+        lr = lower_and_inline(eg, fetchable=False)
+        c = lr.counts()
+        out.records["inline_and_lower"] = lr
+        out.steps.append(("inline_and_lower", c["inlined_calls"] + c["lowered"],
+                          f"{c['inlined_calls']} function calls inlined, {c['lowered']} If/Case/While lowered"))
+        for r in lr.inline_records:
+            if not r.inlined:
+                out.caveats.append(f"call {r.caller!r} of {r.function!r} is not inlined ({r.reason}); TF does the same, "
+                                   "and it stays one unclusterable node")
+        kept = [r for r in lr.lower_records if not r.lowered]
+        if kept:
+            out.caveats.append(f"{len(kept)} functional control-flow op(s) carry no {'_lower_using_switch_merge'} attribute "
+                               f"and stay as they are (e.g. {kept[0].node!r}); TF clusters them only under "
+                               "tf.function(jit_compile=True)")
+
+    g = eg.to_graph(graph.source)
+    if "placement" not in skip:
+        pr = place(g, device)
+        out.records["placement"] = pr
+        n = sum(pr.placed.values())
+        detail = ", ".join(f"{v} on {k}" for k, v in pr.placed.items()) or "every node had a device"
+        out.steps.append(("placement", n, detail))
+        if pr.cpu_fallback:
+            out.caveats.append(f"{len(pr.cpu_fallback)} node(s) have no GPU kernel and were placed on the CPU "
+                               f"(e.g. {pr.cpu_fallback[0]!r}); TF's placer may colocate some of them differently")
+        eg = EditGraph.from_graph(g)
+
+    grappler = [s for s in ("model_pruner", "common_subgraph_elimination", "constant_folding", "remapper", "dependency_optimizer") if s not in skip]
+    # Grappler's meta optimizer runs its optimizers twice over; the second round matters when
+    # a removal exposes a new pattern.
+    for round_ in range(2):
+        for step in grappler:
+            if step == "model_pruner":
+                rec = prune_unreachable(eg, keep, fetches)
+                trivial = remove_trivial_ops(eg, keep)
+                rec.count += trivial.count
+                rec.nodes.extend(trivial.nodes)
+                for k, v in trivial.by_kind.items():
+                    rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+            elif step == "common_subgraph_elimination":
+                rec = eliminate_common_subgraphs(eg, keep)
+            elif step == "constant_folding":
+                rec = fold_constants(eg, keep)
+            elif step == "remapper":
+                rec = remap(eg, keep, onednn=onednn)
+            else:
+                rec = optimize_dependencies(eg, keep, fetch_known=fetch_known)
+            if round_ == 0:
+                out.records[step] = rec
+                out.steps.append((step, rec.count, rec.summary()))
+            else:
+                prev = out.records[step]
+                prev.count += rec.count
+                prev.nodes.extend(rec.nodes)
+                for k, v in rec.by_kind.items():
+                    prev.by_kind[k] = prev.by_kind.get(k, 0) + v
+                i = next(j for j, s in enumerate(out.steps) if s[0] == step)
+                out.steps[i] = (step, prev.count, prev.summary())
+    sort_topologically(eg)
+    out.graph = eg.to_graph(graph.source)
+    out.caveats.extend(_caveats(out.graph, skip))
+    return out
+
+
+def _caveats(g: Graph, skip) -> list[str]:
+    """What the simulated Grappler leaves out, counted on the prepared graph."""
+    from jitsim.passes.grappler.constant_folding import foldable_candidates
+
+    out = []
+    hist = g.op_histogram()
+    adds = sum(hist.get(o, 0) for o in ("Add", "AddV2"))
+    if adds:
+        out.append(f"arithmetic optimizer not simulated: TF may merge some of the {adds} Add/AddV2 nodes into AddN "
+                   "(the cluster keeps them) or rewrite other arithmetic")
+    fused_add = sum(1 for n in g if n.op in ("_FusedConv2D", "_FusedMatMul")
+                    and any(g[e.dst].op in ("Add", "AddV2") for e in g.out_edges(n.name)))
+    if fused_add:
+        out.append(f"remapper's residual-Add fusions not simulated: {fused_add} fused contraction(s) feed an Add that "
+                   "TF may fold into them (oneDNN)")
+    gelu_ln = sum(hist.get(o, 0) for o in ("Erf", "Pow", "SquaredDifference"))
+    if gelu_ln:
+        out.append(f"remapper's GELU/LayerNorm/InstanceNorm fusions not simulated ({gelu_ln} Erf/Pow/SquaredDifference "
+                   "node(s) could be part of such patterns; the fused ops have no XLA kernel and would split clusters)")
+    bn = sum(hist.get(o, 0) for o in ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"))
+    if bn:
+        out.append(f"{bn} FusedBatchNorm node(s) not fused: TF may make _FusedBatchNormEx of those followed by an activation")
+    if "constant_folding" in skip:
+        cands = foldable_candidates(g)
+        if cands:
+            out.append(f"constant folding not simulated: {cands} node(s) have only constant inputs or a static shape "
+                       "query and TF would fold them")
+    else:
+        cands = foldable_candidates(g)
+        if cands:
+            out.append(f"{cands} node(s) look foldable but jitsim's folding does not evaluate them (ops or shapes it "
+                       "does not know); TF may fold them")
+    if any(n.op in ("Shape", "Size", "Rank", "ShapeN") for n in g):
+        out.append("shapes are known only where the graph records them (_output_shapes, Placeholder shapes): TF's "
+                   "constant folding sees inferred shapes, so it may fold more Shape/Size/Rank nodes")
+    out.append("layout, loop, memory, shape and implementation-selector optimizers are not simulated; node ids "
+               "follow jitsim's topological order, not Grappler's, so cluster numbering may differ")
+    return out

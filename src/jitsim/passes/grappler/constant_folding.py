@@ -1,0 +1,126 @@
+"""Grappler's constant folding, the part that changes clustering: constant subgraphs become
+one ``Const``.
+
+``ConstantFolding`` (``grappler/optimizers/constant_folding.cc``) evaluates, in topological
+order, every node that is not to be preserved, is stateless, has a CPU kernel and whose data
+inputs are all constants, and replaces it by a ``Const`` with the same name (single-output
+nodes) that keeps its control inputs and those of its constant inputs (so a folded node
+inside a cond branch stays in the branch). It also materializes ``Shape``/``Size``/``Rank`` of
+tensors whose shape is fully known. Results over 10 MB are not folded (``kMaxConstantSize``).
+
+jitsim evaluates with the numpy kernels of encapsulation's constant folding
+(:mod:`jitsim.passes.encapsulate`, checked against ``tf.raw_ops``); shapes are known from a
+producer's ``_output_shapes`` attribute, a ``Placeholder``'s ``shape`` or a ``Const``'s value.
+Nodes it cannot evaluate are left alone and counted by :func:`foldable_candidates`.
+
+Not simulated: the arithmetic simplifications constant folding also makes (``x * 1``,
+``x + 0``, partial folding of ``AddN``/``Concat``, moving constants through associative ops).
+"""
+
+from __future__ import annotations
+
+from jitsim.graph.model import Graph, parse_input
+from jitsim.passes.grappler import RewriteRecord, preserved
+from jitsim.passes.graphedit import EditGraph, topological_order
+
+MAX_CONSTANT_BYTES = 10 * 1024 * 1024
+SHAPE_OPS = frozenset({"Shape", "Size", "Rank"})
+NEVER_FOLD = frozenset({"Const", "HostConst", "Placeholder", "PlaceholderWithDefault", "_Arg", "_Retval",
+                        "Identity", "IdentityN", "NoOp", "Enter", "Exit", "Switch", "Merge", "NextIteration",
+                        "LoopCond", "RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
+
+
+def _known_shape(nd, port: int):
+    """A fully known static shape of output ``port`` of ``nd``, or None."""
+    from jitsim.passes.encapsulate import tensor_proto_to_numpy
+
+    if nd.op in ("Const", "HostConst") and port == 0:
+        try:
+            return list(tensor_proto_to_numpy(nd.attr["value"].tensor).shape)
+        except Exception:
+            return None
+    shp = None
+    if "_output_shapes" in nd.attr and port < len(nd.attr["_output_shapes"].list.shape):
+        shp = nd.attr["_output_shapes"].list.shape[port]
+    elif nd.op == "Placeholder" and "shape" in nd.attr:
+        shp = nd.attr["shape"].shape
+    if shp is None or shp.unknown_rank:
+        return None
+    dims = [d.size for d in shp.dim]
+    return dims if all(d >= 0 for d in dims) else None
+
+
+def fold_constants(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    from jitsim.passes.encapsulate import _NP_DTYPES, _OPS, _np, _to_tensor_proto, tensor_proto_to_numpy
+    from jitsim.passes.optypes import output_types
+
+    np = _np()
+    rec = RewriteRecord("constant_folding")
+    keep_set = preserved(eg, keep)
+    for name in topological_order(eg):
+        if name not in eg or name in keep_set:
+            continue
+        nd = eg[name]
+        if nd.op in NEVER_FOLD or "_noinline" in nd.attr:
+            continue
+        data = [parse_input(r) for r in nd.input if not r.startswith("^")]
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        if not data or any(src not in eg for src, _ in data):
+            continue
+        outs_t = output_types(nd, None)
+        if not outs_t or len(outs_t) != 1 or outs_t[0] not in _NP_DTYPES:
+            continue
+        value = None
+        if nd.op in SHAPE_OPS:
+            src, port = data[0]
+            shp = _known_shape(eg[src], port)
+            if shp is None:
+                continue
+            value = np.array(shp if nd.op == "Shape" else (int(np.prod(shp)) if nd.op == "Size" else len(shp)))
+            kind = f"{nd.op} of a static shape"
+        else:
+            if not all(eg[src].op in ("Const", "HostConst") for src, _ in data):
+                continue
+            fn = _OPS.get(nd.op)
+            if fn is None:
+                continue
+            try:
+                ins = [tensor_proto_to_numpy(eg[src].attr["value"].tensor) for src, _ in data]
+                value = fn(np, ins, nd)[0]
+            except Exception:
+                continue
+            kind = f"{nd.op} of constants"
+            for src, _ in data:
+                ctrl.extend(r for r in eg[src].input if r.startswith("^"))
+        try:
+            arr = np.asarray(value).astype(_NP_DTYPES[outs_t[0]])
+        except Exception:
+            continue
+        if arr.nbytes > MAX_CONSTANT_BYTES:
+            continue
+        device = nd.device
+        nd.op = "Const"
+        for k in list(nd.attr):
+            if k != "_class":
+                del nd.attr[k]
+        nd.attr["dtype"].type = outs_t[0]
+        _to_tensor_proto(arr, outs_t[0], nd.attr["value"].tensor)
+        nd.device = device
+        eg.set_inputs(name, ctrl)
+        rec.add(name, kind)
+    return rec
+
+
+def foldable_candidates(g: Graph) -> int:
+    """Nodes of a prepared graph TF's constant folding could still fold: non-constant,
+    stateless-looking nodes whose data inputs are all ``Const``, and shape queries."""
+    n = 0
+    for node in g:
+        if node.op in NEVER_FOLD:
+            continue
+        ins = [e for e in g.in_edges(node.name) if not e.is_control]
+        if not ins:
+            continue
+        if node.op in SHAPE_OPS or all(g[e.src].op == "Const" for e in ins):
+            n += 1
+    return n

@@ -1,0 +1,300 @@
+"""Grappler's remapper, the CPU fusions TF 2.21 makes (oneDNN on, the x86 Linux default).
+
+``Remapper`` (``grappler/optimizers/remapper.cc``) visits the graph from its last node to its
+first and replaces, at each root not already fused, the largest pattern that matches:
+
+* ``MatMul`` | ``Conv2D`` | ``DepthwiseConv2dNative`` -> ``BiasAdd`` [-> activation] becomes
+  ``_FusedMatMul`` / ``_FusedConv2D`` / ``_FusedDepthwiseConv2dNative`` with
+  ``fused_ops = ["BiasAdd"(, act)]``; activations: ``Relu``, ``Relu6``, ``Elu``, ``LeakyRelu``,
+  ``Tanh``, ``Sigmoid`` (``Relu``/``Relu6``/``Elu`` only after a depthwise convolution);
+* ``Conv2D`` -> ``FusedBatchNorm``/``V2``/``V3`` (inference: ``is_training = false``)
+  [-> activation] becomes ``_FusedConv2D`` with ``fused_ops = ["FusedBatchNorm"(, act)]``;
+* ``MatMul -> BiasAdd -> 0.5 * x * erfc(-x / sqrt(2))`` (Keras' exact GELU) becomes
+  ``_FusedMatMul`` with ``fused_ops = ["BiasAdd", "GeluExact"]`` (oneDNN);
+* ``Sigmoid(x)`` and ``Mul(x, Sigmoid(x))`` (swish) becomes ``_MklSwish`` (oneDNN only);
+
+The fused node takes the root's name and place (its consumers are untouched). Every
+intermediate node must have that single consumer, not be a fetch/preserved node, and be on a
+CPU; data types ``float`` or ``bfloat16``; convolutions in ``NHWC``. Of these ops only
+``_FusedConv2D`` for int8 has an XLA kernel: a fused op splits the XLA cluster it would have
+been in, which is why TF's clusters of a CNN end at every convolution with a bias.
+
+Not simulated (recorded as a caveat by :mod:`jitsim.frontend.prepare`): the fusions with a
+residual ``Add``, approximate (tanh) GELU, LayerNorm / InstanceNorm, ``_FusedBatchNormEx``, batch-matmul and
+the quantized/int8 patterns.
+"""
+
+from __future__ import annotations
+
+from jitsim.graph import protos
+from jitsim.graph.model import CONTROL, parse_input
+from jitsim.passes.grappler import RewriteRecord, preserved
+from jitsim.passes.graphedit import EditGraph, topological_order
+
+DT_FLOAT, DT_BFLOAT16 = 1, 14
+CONTRACTIONS = {"MatMul": "_FusedMatMul", "Conv2D": "_FusedConv2D",
+                "DepthwiseConv2dNative": "_FusedDepthwiseConv2dNative"}
+ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid"})
+DEPTHWISE_ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu"})
+BATCH_NORMS = frozenset({"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"})
+# attributes the fused op keeps from the contraction
+KEEP_ATTRS = {
+    "MatMul": ("T", "transpose_a", "transpose_b"),
+    "Conv2D": ("T", "strides", "padding", "explicit_paddings", "data_format", "dilations", "use_cudnn_on_gpu"),
+    "DepthwiseConv2dNative": ("T", "strides", "padding", "explicit_paddings", "data_format", "dilations"),
+}
+
+
+class _Matcher:
+    def __init__(self, eg: EditGraph, keep: set[str]):
+        self.eg = eg
+        self.keep = keep
+
+    def cpu(self, nd) -> bool:
+        return "GPU" not in nd.device.upper()
+
+    def dtype_ok(self, nd) -> bool:
+        return "T" in nd.attr and nd.attr["T"].type in (DT_FLOAT, DT_BFLOAT16)
+
+    def single_use(self, name: str, by: str) -> bool:
+        """``name`` is an intermediate: not preserved, read only by ``by``, data output 0 only."""
+        if name in self.keep:
+            return False
+        cons = self.eg.out_refs(name)
+        return len(cons) == 1 and cons[0][0] == by and cons[0][2] == 0
+
+    def data_input(self, name: str, i: int = 0) -> tuple[str, int] | None:
+        data = [r for r in self.eg[name].input if not r.startswith("^")]
+        return parse_input(data[i]) if i < len(data) else None
+
+    def contraction(self, name: str, by: str):
+        nd = self.eg[name] if name in self.eg else None
+        if nd is None or nd.op not in CONTRACTIONS or not self.cpu(nd) or not self.dtype_ok(nd):
+            return None
+        if nd.op != "MatMul" and nd.attr["data_format"].s not in (b"NHWC", b""):
+            return None
+        return nd if self.single_use(name, by) else None
+
+
+def _ctrl(nd) -> list[str]:
+    return [r for r in nd.input if r.startswith("^")]
+
+
+def _fuse(eg: EditGraph, root: str, contraction, extra_inputs: list[str], fused_ops: list[str],
+          absorbed: list[str], *, epsilon: float | None = None, alpha: float | None = None) -> None:
+    rnd = eg[root]
+    fused_op = CONTRACTIONS[contraction.op]
+    cdata = [r for r in contraction.input if not r.startswith("^")]
+    ctrl: list[str] = []
+    for n in [contraction.name] + absorbed:
+        ctrl.extend(_ctrl(eg[n]))
+    new = protos.NodeDef(name=root, op=fused_op, device=rnd.device)
+    new.input.extend(cdata[:2] + extra_inputs + ctrl)
+    for k in KEEP_ATTRS[contraction.op]:
+        if k in contraction.attr:
+            new.attr[k].CopyFrom(contraction.attr[k])
+    t = contraction.attr["T"].type
+    if fused_op != "_FusedMatMul":
+        new.attr["TArgs"].list.type.extend([t] * len(extra_inputs))
+        new.attr["num_host_args"].i = 0
+    new.attr["num_args"].i = len(extra_inputs)
+    new.attr["fused_ops"].list.s.extend(s.encode() for s in fused_ops)
+    new.attr["epsilon"].f = epsilon if epsilon is not None else 0.0
+    new.attr["leakyrelu_alpha"].f = alpha if alpha is not None else 0.2
+    if "_class" in rnd.attr:
+        new.attr["_class"].CopyFrom(rnd.attr["_class"])
+    # the root keeps its name and consumers; intermediates go
+    eg.set_inputs(root, [])
+    rnd.Clear()
+    rnd.CopyFrom(new)
+    eg.set_inputs(root, list(new.input))
+    pending = [contraction.name] + [a for a in absorbed if a != root]
+    changed = True
+    while changed:  # intermediates go once nothing reads them (their own Const operands too)
+        changed = False
+        for n in list(pending):
+            if n in eg and not eg.consumers(n):
+                consts = [parse_input(r)[0] for r in eg[n].input if not r.startswith("^")]
+                eg.remove(n)
+                pending.remove(n)
+                changed = True
+                for k in consts:
+                    if k in eg and eg[k].op == "Const" and not eg.consumers(k):
+                        eg.remove(k)
+
+
+def _try_bias(m: _Matcher, bias_add: str, by: str | None):
+    """``contraction -> BiasAdd`` with the BiasAdd read only by ``by`` (None: it is the root)."""
+    eg = m.eg
+    if bias_add not in eg:
+        return None
+    bnd = eg[bias_add]
+    if bnd.op != "BiasAdd" or not m.cpu(bnd):
+        return None
+    if by is not None and not m.single_use(bias_add, by):
+        return None
+    src = m.data_input(bias_add, 0)
+    if src is None or src[1] != 0:
+        return None
+    c = m.contraction(src[0], bias_add)
+    if c is None:
+        return None
+    bias = [r for r in bnd.input if not r.startswith("^")][1]
+    return c, bias
+
+
+def _try_batch_norm(m: _Matcher, bn: str, by: str | None):
+    eg = m.eg
+    if bn not in eg:
+        return None
+    nd = eg[bn]
+    if nd.op not in BATCH_NORMS or not m.cpu(nd) or ("is_training" in nd.attr and nd.attr["is_training"].b):
+        return None
+    # only output 0 may be used, by `by` when the BN is not the root
+    outs = eg.out_refs(bn)
+    if any(p != 0 for _, _, p in outs):
+        return None
+    if by is not None and not m.single_use(bn, by):
+        return None
+    src = m.data_input(bn, 0)
+    if src is None or src[1] != 0:
+        return None
+    c = m.contraction(src[0], bn)
+    if c is None or c.op != "Conv2D":
+        return None
+    data = [r for r in nd.input if not r.startswith("^")]
+    return c, data[1:5], nd.attr["epsilon"].f if "epsilon" in nd.attr else 0.0001
+
+
+def _const_input(m: _Matcher, name: str):
+    """(the Const input, the other input) of a two-input node with one ``Const`` input."""
+    data = [r for r in m.eg[name].input if not r.startswith("^")]
+    if len(data) != 2:
+        return None
+    a, b = parse_input(data[0]), parse_input(data[1])
+    if a[0] in m.eg and m.eg[a[0]].op == "Const":
+        return a, b
+    if b[0] in m.eg and m.eg[b[0]].op == "Const":
+        return b, a
+    return None
+
+
+def _match_gelu_exact(m: _Matcher, root: str):
+    """``Mul(Mul(0.5, x), Erfc(Mul(Neg(x), 1/sqrt(2))))`` with ``x = BiasAdd(MatMul)``: what Keras'
+    exact GELU is on TF, fused into ``_FusedMatMul(fused_ops=[BiasAdd, GeluExact])``."""
+    eg = m.eg
+    data = [parse_input(r) for r in eg[root].input if not r.startswith("^")]
+    if len(data) != 2:
+        return None
+    for half_mul, erfc in ((data[0], data[1]), (data[1], data[0])):
+        if half_mul[0] not in eg or erfc[0] not in eg:
+            continue
+        if eg[half_mul[0]].op != "Mul" or eg[erfc[0]].op != "Erfc":
+            continue
+        hm = _const_input(m, half_mul[0])
+        if hm is None:
+            continue
+        x = hm[1]
+        inner = m.data_input(erfc[0], 0)
+        if inner is None or inner[0] not in eg or eg[inner[0]].op != "Mul":
+            continue
+        sc = _const_input(m, inner[0])
+        if sc is None or sc[1][0] not in eg or eg[sc[1][0]].op != "Neg":
+            continue
+        neg = sc[1][0]
+        if m.data_input(neg, 0) != x or x[1] != 0:
+            continue
+        for a, b in ((half_mul[0], root), (erfc[0], root), (inner[0], erfc[0]), (neg, inner[0])):
+            if not m.single_use(a, b):
+                break
+        else:
+            bias_add = x[0]
+            users = {c for c, _, _ in eg.out_refs(bias_add)}
+            if users != {half_mul[0], neg} or bias_add in m.keep:
+                continue
+            if eg[bias_add].op != "BiasAdd":
+                continue
+            src = m.data_input(bias_add, 0)
+            if src is None or src[1] != 0:
+                continue
+            c = m.contraction(src[0], bias_add)
+            if c is None or c.op != "MatMul":
+                continue
+            bias = [r for r in eg[bias_add].input if not r.startswith("^")][1]
+            return c, bias, [bias_add, half_mul[0], erfc[0], inner[0], neg, root]
+    return None
+
+
+def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True) -> RewriteRecord:
+    """Apply the CPU fusions (see the module docstring); edits ``eg`` in place."""
+    rec = RewriteRecord("remapper")
+    m = _Matcher(eg, preserved(eg, keep))
+    for root in reversed(topological_order(eg)):
+        if root not in eg:
+            continue
+        nd = eg[root]
+        if not m.cpu(nd):
+            continue
+        op = nd.op
+        if op in ACTIVATIONS:
+            src = m.data_input(root, 0)
+            if src is None or src[1] != 0:
+                continue
+            alpha = nd.attr["alpha"].f if op == "LeakyRelu" and "alpha" in nd.attr else None
+            hit = _try_bias(m, src[0], root)
+            if hit is not None:
+                c, bias = hit
+                if c.op == "DepthwiseConv2dNative" and op not in DEPTHWISE_ACTIVATIONS:
+                    hit = None
+                else:
+                    kind = f"{c.op}+BiasAdd+{op}"
+                    _fuse(eg, root, c, [bias], ["BiasAdd", op], [src[0], root], alpha=alpha)
+                    rec.add(root, kind)
+                    continue
+            bn = _try_batch_norm(m, src[0], root)
+            if bn is not None:
+                c, args, eps = bn
+                _fuse(eg, root, c, args, ["FusedBatchNorm", op], [src[0], root], epsilon=eps, alpha=alpha)
+                rec.add(root, f"Conv2D+FusedBatchNorm+{op}")
+                continue
+        if op == "BiasAdd":
+            hit = _try_bias(m, root, None)
+            if hit is not None:
+                c, bias = hit
+                _fuse(eg, root, c, [bias], ["BiasAdd"], [root])
+                rec.add(root, f"{c.op}+BiasAdd")
+                continue
+        if op in BATCH_NORMS:
+            bn = _try_batch_norm(m, root, None)
+            if bn is not None:
+                c, args, eps = bn
+                _fuse(eg, root, c, args, ["FusedBatchNorm"], [root], epsilon=eps)
+                rec.add(root, "Conv2D+FusedBatchNorm")
+                continue
+        if op == "Mul" and onednn and m.dtype_ok(nd):
+            gelu = _match_gelu_exact(m, root)
+            if gelu is not None:
+                c, bias, absorbed = gelu
+                _fuse(eg, root, c, [bias], ["BiasAdd", "GeluExact"], absorbed)
+                rec.add(root, "MatMul+BiasAdd+GeluExact")
+                continue
+            data = [parse_input(r) for r in nd.input if not r.startswith("^")]
+            if len(data) == 2:
+                for a, b in ((0, 1), (1, 0)):
+                    sig, x = data[a], data[b]
+                    if sig[0] in eg and eg[sig[0]].op == "Sigmoid" and sig[1] == 0 and m.single_use(sig[0], root):
+                        sx = m.data_input(sig[0], 0)
+                        if sx == x:
+                            ctrl = _ctrl(nd) + _ctrl(eg[sig[0]])
+                            x_ref = [r for r in nd.input if not r.startswith("^")][b]
+                            attrs = {"T": nd.attr["T"]}
+                            eg.set_inputs(root, [x_ref] + ctrl)
+                            nd.op = "_MklSwish"
+                            for k in list(nd.attr):
+                                if k not in ("T", "_class"):
+                                    del nd.attr[k]
+                            nd.attr["T"].CopyFrom(attrs["T"])
+                            eg.remove(sig[0])
+                            rec.add(root, "Sigmoid+Mul (swish)")
+                            break
+    return rec

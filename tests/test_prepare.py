@@ -1,0 +1,426 @@
+"""prepare_without_tf and the TF-free rewrites it runs, on tiny hand-made graphs.
+
+One behaviour per test, each with the TF behaviour it follows (in the manner of TF's
+mark_for_compilation_pass_test.cc). Expected names and shapes come from TF 2.21's dumps of
+the same constructs (fixtures/models/build_models.py harvests them).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jitsim.frontend.prepare import prepare_without_tf
+from jitsim.graph import protos
+from jitsim.graph.model import Graph
+from jitsim.passes.flags import DEFAULT_FLAGS, parse_tf_xla_flags
+from jitsim.passes.function_inlining import inline_call
+from jitsim.passes.graphedit import DT_FLOAT, DT_RESOURCE, EditGraph
+from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
+from jitsim.passes.grappler.constant_folding import fold_constants
+from jitsim.passes.grappler.dependency_optimizer import optimize_dependencies
+from jitsim.passes.grappler.remapper import remap
+from jitsim.passes.lower_functional_ops import lower_functional_ops
+from jitsim.passes.pipeline import run_pipeline
+from jitsim.passes.placement import place
+
+CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def fdef(name, inputs, outputs, nodes, *, control_ret=(), attrs=None):
+    """A FunctionDef: ``inputs``/``outputs`` = [(arg name, dtype)], ``outputs`` read from
+    ``ret`` given as (name, dtype, tensor); ``nodes`` = [(name, op, [inputs], {attr: value})]."""
+    f = protos.FunctionDef()
+    f.signature.name = name
+    for a, t in inputs:
+        f.signature.input_arg.add(name=a, type=t)
+    for a, t, src in outputs:
+        f.signature.output_arg.add(name=a, type=t)
+        f.ret[a] = src
+    for item in nodes:
+        nd = f.node_def.add(name=item[0], op=item[1])
+        nd.input.extend(item[2])
+        for k, v in (item[3] if len(item) > 3 else {}).items():
+            _set(nd.attr[k], v)
+    for c in control_ret:
+        f.control_ret[c] = c
+    for k, v in (attrs or {}).items():
+        _set(f.attr[k], v)
+    return f
+
+
+def _set(av, v):
+    if isinstance(v, protos.AttrValue):
+        av.CopyFrom(v)
+    elif isinstance(v, bool):
+        av.b = v
+    elif isinstance(v, int):
+        av.i = v
+    elif isinstance(v, float):
+        av.f = v
+    elif isinstance(v, str) and v.startswith("DT_"):
+        av.type = protos.DataType.values_by_name[v].number
+    elif isinstance(v, str):
+        av.s = v.encode()
+    elif isinstance(v, list) and v and isinstance(v[0], str) and v[0].startswith("DT_"):
+        av.list.type.extend(protos.DataType.values_by_name[x].number for x in v)
+    else:
+        raise TypeError(v)
+
+
+def func_attr(name):
+    av = protos.AttrValue()
+    av.func.name = name
+    return av
+
+
+def const(value, dtype="DT_FLOAT"):
+    av = protos.AttrValue()
+    t = av.tensor
+    t.dtype = protos.DataType.values_by_name[dtype].number
+    t.tensor_shape.SetInParent()
+    if dtype == "DT_FLOAT":
+        t.float_val.append(value)
+    else:
+        t.int_val.append(value)
+    return av
+
+
+def graph(nodes, library=()):
+    gd = protos.GraphDef()
+    for item in nodes:
+        nd = gd.node.add(name=item[0], op=item[1])
+        nd.input.extend(item[2])
+        for k, v in (item[3] if len(item) > 3 else {}).items():
+            _set(nd.attr[k], v)
+    for f in library:
+        gd.library.function.add().CopyFrom(f)
+    return Graph(gd, validate=False)
+
+
+def clusters_of(g: Graph) -> dict[str, set[str]]:
+    res = run_pipeline(g, parse_tf_xla_flags(DEFAULT_FLAGS), until="decluster", input_stage="graphdef", device="cpu")
+    out: dict[str, set[str]] = {}
+    for n in res.graph.op_nodes():
+        a = n.nodedef.attr
+        if "_XlaCluster" in a:
+            out.setdefault(a["_XlaCluster"].s.decode(), set()).add(n.name)
+    return out
+
+
+def signature_graph(body):
+    """What jitsim.graph.io.load_saved_model gives for a signature: _Arg -> a
+    StatefulPartitionedCall of the traced function -> Identity -> _Retval."""
+    return graph([
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+        ("StatefulPartitionedCall", "StatefulPartitionedCall", ["x"],
+         {"f": func_attr(body.signature.name), "Tin": ["DT_FLOAT"], "Tout": ["DT_FLOAT"]}),
+        ("Identity", "Identity", ["StatefulPartitionedCall"], {"T": "DT_FLOAT"}),
+        ("identity_RetVal", "_Retval", ["Identity"], {"T": "DT_FLOAT", "index": 0}),
+    ], [body])
+
+
+ELEMENTWISE = fdef("body", [("x", DT_FLOAT)], [("y", DT_FLOAT, "neg:y:0")], [
+    ("relu", "Relu", ["x"], {"T": "DT_FLOAT"}),
+    ("two", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
+    ("mul", "Mul", ["relu:activations:0", "two:output:0"], {"T": "DT_FLOAT"}),
+    ("tanh", "Tanh", ["mul:z:0"], {"T": "DT_FLOAT"}),
+    ("neg", "Neg", ["tanh:y:0"], {"T": "DT_FLOAT"}),
+])
+
+
+# -- function inlining ---------------------------------------------------------------------
+
+
+def test_signature_wrapper_clusters_only_after_inlining():
+    # A SavedModel signature is one StatefulPartitionedCall: no XLA kernel, nothing to
+    # cluster. TF's function runtime inlines it first (LowerFunctionalOpsPass), so the body's
+    # elementwise ops cluster together (4 of them: --tf_xla_min_cluster_size=4 is met).
+    g = signature_graph(ELEMENTWISE)
+    assert clusters_of(g) == {}
+    p = prepare_without_tf(g)
+    (members,) = clusters_of(p.graph).values()
+    assert {f"StatefulPartitionedCall/{n}" for n in ("relu", "mul", "tanh", "neg")} <= members
+
+
+def test_inlining_names_nodes_as_tf_does():
+    # InlineFunctionBody: one Func/<caller>/input/_N Identity per argument, the body copied as
+    # <caller>/<node>, one Func/<caller>/output/_N Identity per result, an output-control NoOp,
+    # and the caller replaced by a NoOp of its name (kept targetable in a function graph).
+    eg = EditGraph.from_graph(signature_graph(ELEMENTWISE))
+    rec = inline_call(eg, "StatefulPartitionedCall")
+    assert rec.inlined and rec.body_nodes == 5
+    assert eg["Func/StatefulPartitionedCall/input/_0"].op == "Identity"
+    assert list(eg["Func/StatefulPartitionedCall/input/_0"].input) == ["x"]
+    assert list(eg["StatefulPartitionedCall/relu"].input) == ["Func/StatefulPartitionedCall/input/_0"]
+    assert list(eg["Func/StatefulPartitionedCall/output/_1"].input) == ["StatefulPartitionedCall/neg"]
+    assert list(eg["Identity"].input) == ["Func/StatefulPartitionedCall/output/_1"]
+    assert eg["Func/StatefulPartitionedCall/output_control_node/_2"].op == "NoOp"
+    assert eg["StatefulPartitionedCall"].op == "NoOp"
+    assert list(eg["StatefulPartitionedCall"].input) == ["^Func/StatefulPartitionedCall/output_control_node/_2"]
+
+
+def test_control_inputs_of_the_caller_reach_body_nodes_without_inputs():
+    # A body node with no inputs (the Const) would otherwise run even if the call never
+    # would: TF gives it a control edge from Func/<caller>/input_control_node.
+    g = graph([
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+        ("gate", "NoOp", []),
+        ("call", "PartitionedCall", ["x", "^gate"], {"f": func_attr("body"), "Tin": ["DT_FLOAT"],
+                                                      "Tout": ["DT_FLOAT"]}),
+        ("out", "_Retval", ["call"], {"T": "DT_FLOAT", "index": 0}),
+    ], [ELEMENTWISE])
+    eg = EditGraph.from_graph(g)
+    inline_call(eg, "call")
+    icn = "Func/call/input_control_node/_0"
+    assert list(eg[icn].input) == ["^gate"]
+    assert f"^{icn}" in eg["call/two"].input
+    assert f"^{icn}" in eg["Func/call/input/_1"].input
+
+
+def test_noinline_function_is_not_inlined():
+    # ValidateNoInline: a function marked _noinline stays a call (and is recorded as such).
+    body = fdef("body", [("x", DT_FLOAT)], [("y", DT_FLOAT, "relu:activations:0")],
+                [("relu", "Relu", ["x"], {"T": "DT_FLOAT"})], attrs={"_noinline": True})
+    p = prepare_without_tf(signature_graph(body))
+    assert p.graph["StatefulPartitionedCall"].op == "StatefulPartitionedCall"
+    assert any("_noinline" in c for c in p.caveats)
+
+
+def test_nested_calls_are_inlined_recursively():
+    # Nodes an inlining adds get later ids and the same walk reaches them.
+    inner = fdef("inner", [("a", DT_FLOAT)], [("b", DT_FLOAT, "neg:y:0")], [("neg", "Neg", ["a"], {"T": "DT_FLOAT"})])
+    outer = fdef("body", [("x", DT_FLOAT)], [("y", DT_FLOAT, "call:output:0")], [
+        ("call", "PartitionedCall", ["x"], {"f": func_attr("inner"), "Tin": ["DT_FLOAT"], "Tout": ["DT_FLOAT"]}),
+    ])
+    g = signature_graph(outer)
+    g.graphdef.library.function.add().CopyFrom(inner)
+    res = lower_functional_ops(g, fetchable=False)
+    assert "StatefulPartitionedCall/call/neg" in res.graph
+    assert res.counts()["inlined_calls"] == 2
+
+
+# -- functional control flow -----------------------------------------------------------------
+
+
+def _if_graph(lower: bool):
+    then_f = fdef("then", [("a", DT_FLOAT)], [("o", DT_FLOAT, "r:activations:0")], [("r", "Relu", ["a"], {"T": "DT_FLOAT"})])
+    else_f = fdef("else", [("a", DT_FLOAT)], [("o", DT_FLOAT, "t:y:0")], [("t", "Tanh", ["a"], {"T": "DT_FLOAT"})])
+    attrs = {"then_branch": func_attr("then"), "else_branch": func_attr("else"), "Tcond": "DT_BOOL",
+             "Tin": ["DT_FLOAT"], "Tout": ["DT_FLOAT"]}
+    if lower:
+        attrs["_lower_using_switch_merge"] = True
+    return graph([
+        ("p", "_Arg", [], {"T": "DT_BOOL", "index": 0}),
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+        ("cond", "StatelessIf", ["p", "x"], attrs),
+        ("out", "_Retval", ["cond"], {"T": "DT_FLOAT", "index": 0}),
+    ], [then_f, else_f])
+
+
+def test_if_is_lowered_to_switch_merge_with_tfs_names():
+    # lower_if_op.cc: then/else calls named first, then switch_pred, pivot_f, pivot_t, one
+    # Switch per input named after it, one Merge per output, branch_executed.
+    res = lower_functional_ops(_if_graph(True), fetchable=False)
+    g = res.graph
+    assert g["cond/switch_pred/_2"].op == "Switch"
+    assert g["cond/pivot_f/_3"].op == "Identity" and g["cond/pivot_t/_4"].op == "Identity"
+    assert g["cond/x/_5"].op == "Switch"
+    assert g["cond/output/_6"].op == "Merge"
+    assert g["cond/branch_executed/_7"].op == "Merge"
+    assert "cond/then/_0/r" in g and "cond/else/_1/t" in g
+    assert [e.src for e in g.in_edges("out")] == ["cond/output/_6"]
+
+
+def test_if_without_lowering_attribute_is_kept():
+    # Only ops carrying _lower_using_switch_merge=true are lowered.
+    res = lower_functional_ops(_if_graph(False), fetchable=False)
+    assert res.graph["cond"].op == "StatelessIf"
+    assert res.counts()["functional_ops_kept"] == 1
+
+
+def test_while_is_lowered_and_passthrough_resources_get_only_a_constant_enter():
+    # lower_while_op.cc: Enter/Merge/Switch/Exit/NextIteration per loop variable, one LoopCond;
+    # a resource the body returns unchanged (a Keras LSTM's weights) gets a constant Enter only.
+    cond_f = fdef("c", [("i", DT_FLOAT), ("v", DT_RESOURCE)], [("o", 10, "l:z:0")], [
+        ("k", "Const", [], {"dtype": "DT_FLOAT", "value": const(3.0)}),
+        ("l", "Less", ["i", "k:output:0"], {"T": "DT_FLOAT"}),
+    ])
+    body_f = fdef("b", [("i", DT_FLOAT), ("v", DT_RESOURCE)], [("o", DT_FLOAT, "a:z:0"), ("w", DT_RESOURCE, "v")], [
+        ("r", "ReadVariableOp", ["v"], {"dtype": "DT_FLOAT"}),
+        ("a", "AddV2", ["i", "r:value:0"], {"T": "DT_FLOAT"}),
+    ])
+    g = graph([
+        ("i0", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+        ("var", "_Arg", [], {"T": "DT_RESOURCE", "index": 1}),
+        ("loop", "While", ["i0", "var"], {"cond": func_attr("c"), "body": func_attr("b"),
+                                          "T": ["DT_FLOAT", "DT_RESOURCE"], "parallel_iterations": 10,
+                                          "_lower_using_switch_merge": True}),
+        ("out", "_Retval", ["loop"], {"T": "DT_FLOAT", "index": 0}),
+    ], [cond_f, body_f])
+    res = lower_functional_ops(g, fetchable=False)
+    hist = res.graph.op_histogram()
+    assert hist["Enter"] == 2
+    assert (hist["Merge"], hist["Switch"], hist["Exit"], hist["NextIteration"], hist["LoopCond"]) == (1, 1, 1, 1, 1)
+    assert res.graph["loop/enter/_3"].get_attr("is_constant") is True
+    # the body's variable read is fed by the constant Enter (through the inliner's Identity)
+    ident = [e.src for e in res.graph.in_edges("loop/body/_1/r") if not e.is_control][0]
+    assert res.graph[ident].op == "Identity"
+    assert [e.src for e in res.graph.in_edges(ident) if not e.is_control] == ["loop/enter/_3"]
+    assert [e.src for e in res.graph.in_edges("out")] == ["loop/exit/_8"]
+
+
+# -- placement -----------------------------------------------------------------------------
+
+
+def test_unplaced_nodes_go_to_the_cpu():
+    # TF's pass fails on unplaced nodes; the placer would have put them on the only device.
+    g = graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}), ("y", "Relu", ["x"], {"T": "DT_FLOAT"})])
+    res = place(g, "cpu")
+    assert g["y"].device == CPU and res.placed == {CPU: 2}
+
+
+def test_gpu_placement_falls_back_to_cpu_without_a_gpu_kernel():
+    # Soft placement: an op TF has no GPU kernel for (StringJoin) stays on the CPU.
+    g = graph([("s", "Const", [], {"dtype": "DT_STRING"}), ("j", "StringJoin", ["s"], {"N": 1}),
+               ("x", "Const", [], {"dtype": "DT_FLOAT", "value": const(1.0)}),
+               ("y", "Relu", ["x"], {"T": "DT_FLOAT"})])
+    res = place(g, "gpu")
+    assert g["j"].device == CPU
+    assert g["y"].device.endswith("GPU:0")
+    assert "j" in res.cpu_fallback
+
+
+# -- Grappler ------------------------------------------------------------------------------
+
+
+def _dense(act="Relu", extra_consumer=False):
+    nodes = [
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+        ("w", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+        ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 2}),
+        ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT", "transpose_a": False, "transpose_b": False}),
+        ("ba", "BiasAdd", ["mm", "b"], {"T": "DT_FLOAT", "data_format": "NHWC"}),
+        ("act", act, ["ba"], {"T": "DT_FLOAT"}),
+        ("sq", "Square", ["act"], {"T": "DT_FLOAT"}),
+        ("neg", "Neg", ["x"], {"T": "DT_FLOAT"}),
+        ("add", "AddV2", ["sq", "neg"], {"T": "DT_FLOAT"}),
+        ("exp", "Exp", ["add"], {"T": "DT_FLOAT"}),
+        ("out", "_Retval", ["exp"], {"T": "DT_FLOAT", "index": 0}),
+    ]
+    if extra_consumer:
+        nodes.append(("out2", "_Retval", ["mm"], {"T": "DT_FLOAT", "index": 1}))
+    g = graph(nodes)
+    place(g, "cpu")
+    return g
+
+
+def test_matmul_biasadd_relu_become_one_fused_matmul_named_after_the_relu():
+    # Remapper: the largest pattern at the root (the activation); the fused op keeps the root's
+    # name, reads the MatMul's inputs and the bias.
+    eg = EditGraph.from_graph(_dense())
+    rec = remap(eg)
+    assert rec.by_kind == {"MatMul+BiasAdd+Relu": 1}
+    assert eg["act"].op == "_FusedMatMul"
+    assert list(eg["act"].input) == ["x", "w", "b"]
+    assert [s.decode() for s in eg["act"].attr["fused_ops"].list.s] == ["BiasAdd", "Relu"]
+    assert "mm" not in eg and "ba" not in eg
+
+
+def test_no_fusion_when_the_matmul_has_another_consumer():
+    # Every intermediate of a pattern must have the next node of the pattern as only consumer.
+    eg = EditGraph.from_graph(_dense(extra_consumer=True))
+    assert remap(eg).count == 0
+
+
+def test_fused_matmul_splits_the_cluster_it_sits_in():
+    # _FusedMatMul has no XLA kernel: with it, the elementwise ops after it cluster apart from
+    # it; without the fusion, the MatMul and BiasAdd would join the cluster.
+    raw = clusters_of(_dense())
+    assert any({"mm", "ba", "act"} <= c for c in raw.values())
+    p = prepare_without_tf(_dense())
+    prepared = clusters_of(p.graph)
+    assert all("act" not in c for c in prepared.values())
+    assert any({"sq", "neg", "add", "exp"} <= c for c in prepared.values())
+
+
+def test_swish_becomes_mkl_swish():
+    # oneDNN remapper: Mul(x, Sigmoid(x)) -> _MklSwish(x), which has no XLA kernel.
+    g = graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+               ("s", "Sigmoid", ["x"], {"T": "DT_FLOAT"}),
+               ("m", "Mul", ["x", "s"], {"T": "DT_FLOAT"}),
+               ("out", "_Retval", ["m"], {"T": "DT_FLOAT", "index": 0})])
+    eg = EditGraph.from_graph(g)
+    remap(eg)
+    assert eg["m"].op == "_MklSwish" and list(eg["m"].input) == ["x"] and "s" not in eg
+
+
+def test_identity_is_bypassed_but_a_cond_pivot_is_kept():
+    # DependencyOptimizer: an Identity is removed when safe; an Identity reading a Switch that a
+    # consumer depends on by a control edge is a cond pivot and stays.
+    g = graph([("p", "_Arg", [], {"T": "DT_BOOL", "index": 0}),
+               ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+               ("id", "Identity", ["x"], {"T": "DT_FLOAT"}),
+               ("sw", "Switch", ["p", "p"], {"T": "DT_BOOL"}),
+               ("pivot", "Identity", ["sw:1"], {"T": "DT_BOOL"}),
+               ("c", "Const", ["^pivot"], {"dtype": "DT_FLOAT", "value": const(1.0)}),
+               ("a", "AddV2", ["id", "c"], {"T": "DT_FLOAT"}),
+               ("out", "_Retval", ["a"], {"T": "DT_FLOAT", "index": 0})])
+    eg = EditGraph.from_graph(g)
+    optimize_dependencies(eg)
+    assert "id" not in eg and list(eg["a"].input)[0] == "x"
+    assert "pivot" in eg
+
+
+def test_constant_subgraph_folds_into_a_const_of_the_same_name():
+    # ConstantFolding: a stateless node whose inputs are all constants becomes a Const.
+    g = graph([("a", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
+               ("b", "Const", [], {"dtype": "DT_FLOAT", "value": const(3.0)}),
+               ("m", "Mul", ["a", "b"], {"T": "DT_FLOAT"}),
+               ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+               ("y", "AddV2", ["x", "m"], {"T": "DT_FLOAT"}),
+               ("out", "_Retval", ["y"], {"T": "DT_FLOAT", "index": 0})])
+    eg = EditGraph.from_graph(g)
+    rec = fold_constants(eg)
+    assert rec.nodes == ["m"] and eg["m"].op == "Const"
+    assert eg["m"].attr["value"].tensor.float_val[0] == pytest.approx(6.0)
+
+
+def test_identical_constants_are_merged():
+    # CommonSubgraphElimination: two equal Consts become one; the consumer reads the first.
+    g = graph([("a", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
+               ("b", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
+               ("m", "Mul", ["a", "b"], {"T": "DT_FLOAT"}),
+               ("out", "_Retval", ["m"], {"T": "DT_FLOAT", "index": 0})])
+    eg = EditGraph.from_graph(g)
+    rec = eliminate_common_subgraphs(eg)
+    assert rec.nodes == ["b"] and list(eg["m"].input) == ["a", "a"]
+
+
+def test_dead_nodes_of_a_concrete_function_graphdef_are_pruned():
+    # A GraphDef from cf.graph.as_graph_def() has no _Retval: its outputs are the Identity
+    # nodes TF names Identity, Identity_1...; nodes that reach none of them (dead code) are
+    # pruned as TF prunes them from the function.
+    g = graph([("x", "Placeholder", [], {"dtype": "DT_FLOAT"}),
+               ("r", "Relu", ["x"], {"T": "DT_FLOAT"}),
+               ("dead", "Tanh", ["x"], {"T": "DT_FLOAT"}),
+               ("Identity", "Identity", ["r"], {"T": "DT_FLOAT"})])
+    p = prepare_without_tf(g)
+    assert "dead" not in p.graph and "r" in p.graph
+
+
+def test_steps_and_caveats_say_what_was_done():
+    p = prepare_without_tf(signature_graph(ELEMENTWISE))
+    steps = {s[0]: s for s in p.steps}
+    assert steps["inline_and_lower"][1] == 1
+    assert steps["dependency_optimizer"][1] >= 2  # the Func/ input and output Identities
+    assert any("not simulated" in c for c in p.caveats)
+
+
+def test_skip_leaves_a_step_out():
+    p = prepare_without_tf(_dense(), skip=("remapper",))
+    assert p.graph["act"].op == "Relu"
+    with pytest.raises(ValueError):
+        prepare_without_tf(_dense(), skip=("nope",))

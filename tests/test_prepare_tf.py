@@ -1,0 +1,48 @@
+"""prepare_without_tf on a real SavedModel against TF's own clusters (needs TF: marked `tf`).
+
+A small Keras CNN with BatchNormalization (fixtures/models/build_models.py ``cnn_bn``) is
+saved and its signature called under real TF with dumps. jitsim, from the SavedModel alone
+and without TF, must find TF's clusters: same number, same clustered nodes (by TF's
+post-inlining names), where the raw signature graph clusters nothing.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.tf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("models")
+    env = {**os.environ, "JITSIM_BUILD_ONE": "cnn_bn", "PYTHONPATH": str(ROOT / "src")}
+    subprocess.run([sys.executable, str(ROOT / "fixtures/models/build_models.py"), str(out)], check=True, env=env,
+                   capture_output=True, timeout=300)
+    from jitsim.crosscheck.harvest import harvest
+
+    harvest(out / "cnn_bn" / "saved_model", out / "cnn_bn" / "truth")
+    return out / "cnn_bn"
+
+
+def test_saved_model_prediction_matches_tf(model):
+    sys.path.insert(0, str(ROOT / "fixtures/models"))
+    try:
+        from measure_no_tf import measure
+    finally:
+        sys.path.pop(0)
+    r = measure(model)
+    tf = r["tf"]
+    assert tf["clusters"] >= 1
+    raw, prepared = r["saved_model_raw"], r["saved_model_prepared"]
+    assert raw["clusters"] == 0  # the signature's call is one opaque node
+    assert prepared["clusters"] == tf["clusters"]
+    assert prepared["clustered"] == tf["clustered"]
+    assert prepared["agreement"] == 1.0
+    # the GraphDef of the same function, exported from Python, gives the same partition
+    assert r["graphdef_prepared"]["clusters"] == tf["clusters"]
