@@ -94,10 +94,18 @@ def test_index_of_unknown_dir_is_one_line(tmp_path):
     _one_error_line(jitsim("crosscheck", "index", tmp_path / "nowhere"), "nowhere", "no such dump directory")
 
 
-def test_cluster_unknown_op_is_one_line(tmp_path):
+def test_cluster_unknown_op_is_a_custom_op(tmp_path):
+    """An op TF core does not register is accepted as TF with the op's library loaded would
+    take it (no XLA kernel), and the output says so."""
     p = tmp_path / "g.pbtxt"
     p.write_text('node { name: "a" op: "NoSuchOp" device: "/device:CPU:0" }\n')
-    _one_error_line(jitsim("cluster", p), "g.pbtxt", "'NoSuchOp'", "does not register")
+    r = jitsim("cluster", p, "--tf", "never", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["route"]["method"] == "no-tf" and rep["route"]["exact"] is False
+    g = rep["graphs"][0]
+    assert g["nodes"]["a"]["code"] == "CUSTOM_OP"
+    assert any("NoSuchOp" in n and "does not register" in n for n in g["notes"])
 
 
 def test_cluster_cyclic_graph_is_one_line(tmp_path):

@@ -1,8 +1,9 @@
 """``jitsim.cluster`` straight on a tf.function / ConcreteFunction (needs TF: marked `tf`).
 
 Ground truth: the same functions run as a program under real TF with dumps
-(tests/data/tf_functions.py). jitsim builds the function body as TF's function runtime
-does (``_Arg``/``_Retval``, Grappler run in-process) and must give TF's partition.
+(tests/data/tf_functions.py). jitsim gets the pass input by calling the function once under
+TF in a fresh process, compiling nothing (jitsim.frontend.capture), and must give TF's
+partition; with ``tf="never"`` it simulates TF's rewrites itself (approximate).
 """
 
 import importlib.util
@@ -57,7 +58,7 @@ def test_concrete_functions_cluster_like_tf(harvested, module):
     seen = []
     for fn, spec in module.FUNCS:
         c = jitsim.cluster(fn.get_concrete_function(*spec))
-        assert any("Grappler" in n for n in c.notes)
+        assert c.route.method == "tf-capture" and c.route.exact
         names = set(c.nodes)
         # TF's graph for this function: the dump sharing most node names
         tf_names, tf_labels = max(harvested, key=lambda t: len(t[0] & names) / len(t[0] | names))
@@ -80,14 +81,19 @@ def test_explain_on_a_tf_function(module):
     assert fused, "Grappler's remapper fuses MatMul+BiasAdd+Relu on CPU"
     ex = c.explain(fused[0])
     assert ex.code == "UNSUPPORTED_OP" and ex.evidence["kernel"] is False and "remapper" in ex.evidence["origin"]
-    # without Grappler the body keeps MatMul/BiasAdd/Relu, which XLA compiles
-    raw = jitsim.cluster(fn.get_concrete_function(*spec), grappler=False)
-    assert raw.clusters and not any(r.op == "_FusedMatMul" for r in raw.nodes.values())
+    # without TF, jitsim simulates the remapper's fusion itself (approximate route)
+    raw = jitsim.cluster(fn.get_concrete_function(*spec), tf="never")
+    assert raw.route.method == "no-tf" and not raw.route.exact
+    assert [r.op for r in raw.nodes.values() if r.op.startswith("_Fused")] == ["_FusedMatMul"]
 
 
-def test_tf_function_needing_arguments_gets_a_clear_error(module):
+def test_tf_function_needing_arguments_gets_a_clear_error():
+    """A tf.function without an input_signature that was never traced has no graph yet."""
+    import tensorflow as tf
+
     import jitsim
     from jitsim.errors import JitsimError
 
+    untraced = tf.function(lambda x: x * 2.0)
     with pytest.raises(JitsimError, match="get_concrete_function"):
-        jitsim.cluster(module.dense)
+        jitsim.cluster(untraced)

@@ -452,7 +452,7 @@ def harvest(
 def _library_op_defs(all_ops: Path, out: Path) -> list[str]:
     """Keep the OpDefs of the run's ops that TF core does not register (loaded op libraries,
     e.g. tensorflow_text) in ``out`` (``op_defs.pb``), so that jitsim can read graphs using
-    them (:func:`jitsim.registry.load_op_library_defs`). Returns their names."""
+    them (:func:`jitsim.registry.custom_ops.harvest_op_library`). Returns their names."""
     from jitsim.graph import protos
     from jitsim.registry import op_defs
 

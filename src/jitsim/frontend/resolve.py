@@ -28,7 +28,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jitsim.errors import GraphError, JitsimError
+from jitsim.errors import GraphError, HarvestError, JitsimError
 
 TF_MODES = ("auto", "always", "never")
 KIND_WORDS = {
@@ -138,20 +138,38 @@ def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None =
             return PassInput(Route("dump-file", "dump", True, f"TF's own graph ({stage}; {words}TF's node and edge ids "
                                    "reconstructed)"), [(Path(target).name, graph, stage)])
     use_tf = tf == "always" or (tf == "auto" and have_tensorflow())
+    fallback = None
     if use_tf:
         if not have_tensorflow():
             raise JitsimError("--tf always: TensorFlow is not importable here (pip install 'jitsim[tf]')")
-        return _captured(target, kind, flags, signature, cache_dir, progress)
-    if kind in ("program", "keras", "function"):
+        try:
+            return _captured(target, kind, flags, signature, cache_dir, progress)
+        except HarvestError as e:
+            # TF cannot run the call (an op library it lacks, inputs it cannot generate...): in
+            # auto mode a SavedModel or GraphDef is still predicted, without TF, and says why
+            if tf == "always" or kind not in ("saved_model", "graphdef"):
+                raise
+            fallback = f"TensorFlow could not run the call ({_short(e.message)}): predicted without TensorFlow"
+    if kind == "function":  # a live object with tf="never": its function body, predicted without running TF
+        return _prepared(_function_graph(target), kind, device)
+    if kind in ("program", "keras"):
         what = {"program": "a Python program runs only under TensorFlow",
                 "keras": "a .keras file holds a model's configuration and weights, not a graph: tracing it needs "
-                         "TensorFlow and Keras",
-                "function": "a live TF object needs TensorFlow"}[kind]
+                         "TensorFlow and Keras"}[kind]
         raise JitsimError(f"{what} (pip install 'jitsim[tf]'), or give a SavedModel or GraphDef to predict without "
-                          "TensorFlow", target if kind != "function" else None)
+                          "TensorFlow", target)
     if graph is None:
         graph = load(target, signature=signature, validate=True)
-    return _prepared(graph, kind, device)
+    pin = _prepared(graph, kind, device)
+    if fallback:
+        pin.notes.insert(0, fallback)
+        pin.route.detail = fallback + "; " + pin.route.detail
+    return pin
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _captured(target, kind: str, flags: str, signature, cache_dir, progress) -> PassInput:
@@ -190,3 +208,23 @@ def _prepared(graph, kind: str, device: str | None) -> PassInput:
               "this may differ from TF")
     return PassInput(Route(kind, "no-tf", False, detail), [(Path(graph.source or "graph").name, prep.graph, RAW)],
                      notes=list(prep.caveats))
+
+
+def _function_graph(obj):
+    """The body of a live tf.function / ConcreteFunction / Keras model's call as TF's function
+    runtime instantiates it (``_Arg``/``_Retval``, library attached), before any rewrite."""
+    from jitsim.frontend.capture import concrete_function
+    from jitsim.graph import protos
+    from jitsim.graph.functions import function_to_graphdef
+    from jitsim.graph.model import Graph
+
+    cf = concrete_function(obj)
+    lib = protos.FunctionDefLibrary()
+    lib.ParseFromString(cf.graph.as_graph_def().library.SerializeToString())
+    fdef = protos.FunctionDef()
+    fdef.ParseFromString(cf.function_def.SerializeToString())
+    if fdef.signature.name not in {f.signature.name for f in lib.function}:
+        lib.function.add().CopyFrom(fdef)
+    gd = function_to_graphdef(lib, fdef.signature.name, source=f"tf.function {fdef.signature.name}")
+    gd.library.CopyFrom(lib)
+    return Graph(gd, source=f"<tf.function {fdef.signature.name}>")
