@@ -319,7 +319,7 @@ def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
     if device:
         p.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
     p.add_argument("--input-stage", choices=_INPUT_STAGES,
-                   help="what the input is (default: from the file name)")
+                   help="what a graph file is, taken as it is: no TF capture, no simulated rewrites (default: decided from its content)")
     p.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     _tf_arg(p)
     p.add_argument("--cluster-number-start", type=int, default=0, help="first cluster number")
@@ -621,7 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "harvest's recorded flags, else --tf_xla_auto_jit=2 --tf_xla_cpu_global_jit)")
     cl.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
     cl.add_argument("--input-stage", choices=_INPUT_STAGES,
-                    help="what the input is (default: from the file name)")
+                    help="what a graph file is, taken as it is: no TF capture, no simulated rewrites (default: decided from its content)")
     cl.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     _tf_arg(cl)
     cl.add_argument("--cluster-number-start", type=int, default=0,

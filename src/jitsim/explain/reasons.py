@@ -425,6 +425,8 @@ def _example_section(store, ex) -> list[str]:
                 f"graph [`{case.hand}`]({rel}{case.hand})). {case.why}", ""]
     cmd = f"jitsim explain {graph_file} {ex.node}" + (f" {ex.other}" if ex.other else "")
     cmd += f" --tf-xla-flags \"{case.flags}\"" + "".join(f" --exclude-op {op}" for op in ex.exclude_ops)
+    if case.hand:
+        cmd += " --input-stage graphdef"
     if ex.other:
         text = str(c.explain(ex.node, ex.other))
     elif ex.node in c.nodes:

@@ -112,8 +112,8 @@ def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None =
 
     ``flags``: the TF_XLA_FLAGS the simulation will use (a capture runs TF with them, fuel 0);
     ``tf``: ``auto`` (capture with TF when it is importable), ``always`` or ``never``;
-    ``device``: placement for the TF-free route (default CPU); ``input_stage``: override what a
-    graph file is."""
+    ``device``: placement for the TF-free route (default CPU); ``input_stage``: what a graph file
+    is, taken as it is without a capture or simulated rewrites (``graphdef``: approximate)."""
     from jitsim.graph.io import load, load_dump_dir
     from jitsim.passes.pipeline import RAW, detect_input_stage
 
@@ -132,7 +132,12 @@ def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None =
     graph = None
     if kind == "graphdef":
         graph = load(target, validate=True)
-        stage = input_stage or detect_input_stage(graph)
+        if input_stage is not None:  # the user says what the graph is: take it as it is
+            exact = input_stage != RAW
+            detail = (f"taken as TF's pass input (--input-stage {input_stage})" if exact else
+                      "taken as it is (--input-stage graphdef): not TF's pass input, so approximate")
+            return PassInput(Route("graphdef", "as-given", exact, detail), [(Path(target).name, graph, input_stage)])
+        stage = detect_input_stage(graph)
         if stage != RAW:
             words = "folded back TF's constant clones, " if stage != "before_clone_constants_for_better_clustering" else ""
             return PassInput(Route("dump-file", "dump", True, f"TF's own graph ({stage}; {words}TF's node and edge ids "

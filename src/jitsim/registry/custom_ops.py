@@ -191,8 +191,9 @@ def infer_op_library(graph, source: str | None = None) -> InferredOps | None:
         missing += [f"{c} (nodes disagree on its dtype)" for c in sorted(conflicts.get(op, ()))]
         if missing:
             undetermined[op] = missing
-    src = source or getattr(graph, "source", None) or "the graph"
-    lib = OpLibrary(defs, source=f"inferred from {src}", inferred=True)
+    src = source or getattr(graph, "source", None)
+    lib = OpLibrary(defs, source=f"inferred from {'the graph ' + Path(src).name if src else 'the graph'}",
+                    inferred=True)
     return InferredOps(lib, unknown, undetermined)
 
 
