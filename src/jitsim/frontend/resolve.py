@@ -108,6 +108,18 @@ def target_kind(target) -> str:
 
 def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None = None, device: str | None = None,
                 input_stage: str | None = None, cache_dir=None, progress=None) -> PassInput:
+    """TF's pass input for ``target``; see :func:`_pass_inputs`. Errors name the target."""
+    try:
+        return _pass_inputs(target, flags=flags, tf=tf, signature=signature, device=device, input_stage=input_stage,
+                            cache_dir=cache_dir, progress=progress)
+    except JitsimError as e:
+        if e.path is None and isinstance(target, (str, Path)):
+            e.path = str(target)
+        raise
+
+
+def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: str | None,
+                 input_stage: str | None, cache_dir, progress) -> PassInput:
     """TF's pass input for ``target`` (a path or a live TF object); see the module docstring.
 
     ``flags``: the TF_XLA_FLAGS the simulation will use (a capture runs TF with them, fuel 0);
