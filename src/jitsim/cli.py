@@ -259,7 +259,9 @@ def cmd_rewrite(args) -> int:
     from jitsim.passes.pipeline import resolve_flags, run_pipeline
 
     path = Path(args.graph)
-    if path.is_dir() and not ((path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists()):
+    from jitsim.graph.io import is_saved_model_dir
+
+    if path.is_dir() and not is_saved_model_dir(path):
         raise JitsimError("rewrite takes one graph file (a dump file of a harvest, or a GraphDef)", path)
     choice = resolve_flags(args.tf_xla_flags, None)
     state = ProcessState()
@@ -360,7 +362,9 @@ def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=()
 
 def _single_graph(path: str) -> None:
     p = Path(path)
-    if p.is_dir() and not ((p / "saved_model.pb").exists() or (p / "saved_model.pbtxt").exists()):
+    from jitsim.graph.io import is_saved_model_dir
+
+    if p.is_dir() and not is_saved_model_dir(p):
         raise JitsimError("takes one graph file; for a harvest, name one of its dumps "
                           "(best: dumps/before_clone_constants_for_better_clustering_N.pbtxt; "
                           "`jitsim crosscheck index` lists them)", p)

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
 from jitsim.errors import HarvestError
+from jitsim.graph.io import is_saved_model_dir
 from jitsim.registry import OP_LIBRARY_FILE
 
 DEFAULT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
@@ -217,7 +218,7 @@ FUNCTION_BUNDLE = "function.json"
 
 def target_kind(target: Path) -> str:
     if target.is_dir():
-        if (target / "saved_model.pb").exists() or (target / "saved_model.pbtxt").exists():
+        if is_saved_model_dir(target):
             return "saved_model"
         if (target / FUNCTION_BUNDLE).exists():
             return "function"

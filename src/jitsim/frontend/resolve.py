@@ -87,23 +87,19 @@ def have_tensorflow() -> bool:
 def target_kind(target) -> str:
     """What ``target`` is: ``dump-dir``, ``saved_model``, ``keras``, ``program``, ``graphdef``
     (a GraphDef file; whether it is a TF dump is decided from its content later), or
-    ``function`` for a live TF object."""
+    ``function`` for a live TF object (or a function bundle directory)."""
+    from jitsim.crosscheck.harvest import FUNCTION_BUNDLE
+    from jitsim.crosscheck.harvest import target_kind as harvest_kind
+    from jitsim.graph.io import is_saved_model_dir
+
     if not isinstance(target, (str, Path)):
         return "function"
     p = Path(target)
-    if p.is_dir():
-        if (p / "saved_model.pb").exists() or (p / "saved_model.pbtxt").exists():
-            return "saved_model"
+    if p.is_dir() and not is_saved_model_dir(p) and not (p / FUNCTION_BUNDLE).exists():
         return "dump-dir"
     if p.name in ("saved_model.pb", "saved_model.pbtxt"):
         return "saved_model"
-    if not p.exists():
-        raise GraphError("no such file or directory", p)
-    if p.suffix == ".keras":
-        return "keras"
-    if p.suffix == ".py":
-        return "program"
-    return "graphdef"
+    return harvest_kind(p)
 
 
 def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None = None, device: str | None = None,

@@ -71,6 +71,12 @@ def read_graphdef(path: Path | str):
     return gd
 
 
+def is_saved_model_dir(path: Path | str) -> bool:
+    """A directory holding a SavedModel (``saved_model.pb`` or ``saved_model.pbtxt``)."""
+    path = Path(path)
+    return path.is_dir() and ((path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists())
+
+
 def load(path: Path | str, *, signature: str | None = None, validate: bool = True) -> Graph:
     """Load one graph from a GraphDef file, a dump file or a SavedModel directory.
 
@@ -81,7 +87,7 @@ def load(path: Path | str, *, signature: str | None = None, validate: bool = Tru
     """
     path = Path(path)
     if path.is_dir():
-        if (path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists():
+        if is_saved_model_dir(path):
             return load_saved_model(path, signature=signature, validate=validate)
         graphs = load_dump_dir(path, validate=validate)
         if len(graphs) == 1:
