@@ -50,7 +50,7 @@ MAKE = textwrap.dedent(
     tf.saved_model.save(m, str(out / "sm_other"), signatures={"predict": f.get_concrete_function(),
                                                                "embed": f.get_concrete_function()})
     x = keras.Input((6,), name="x")
-    h = keras.layers.Dense(8, activation="relu")(x)
+    h = keras.layers.LayerNormalization()(keras.layers.Dense(8, activation="gelu")(x))
     keras.Model(x, keras.layers.Dense(3, activation="softmax")(h)).save(str(out / "m.keras"))
     @tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32, name="x")])
     def g(x):

@@ -122,6 +122,8 @@ _GRAPHDEF_RUNNER = _INPUT_GEN + textwrap.dedent(
     for op in g.get_operations():
         if op.type == "Placeholder":
             t = op.outputs[0]
+            if t.dtype in (tf.variant, tf.resource) and not t.consumers():
+                continue  # e.g. a frozen while loop's unused_control_flow_input: nothing to feed
             dims = t.shape.as_list() if t.shape.rank is not None else [2]
             feeds[t] = _gen(t.dtype, dims)
         elif not any(c for o in op.outputs for c in o.consumers()) and not op._control_outputs:
@@ -180,7 +182,7 @@ _FUNCTION_RUNNER = _INPUT_GEN + textwrap.dedent(
     if spec.get("grappler"):
         tf.config.optimizer.set_experimental_options(spec["grappler"])
     if spec.get("jit") is not None:
-        tf.config.optimizer.set_jit(spec["jit"])
+        tf.config.optimizer.set_jit("autoclustering" if spec["jit"] else False)
     lib = function_pb2.FunctionDefLibrary()
     lib.ParseFromString(open(os.path.join(d, "library.pb"), "rb").read())
     ctx = context.context()
@@ -196,7 +198,7 @@ _FUNCTION_RUNNER = _INPUT_GEN + textwrap.dedent(
             tp.ParseFromString(open(os.path.join(d, a["file"]), "rb").read())
             args.append(tf.constant(tf.make_ndarray(tp)))
         elif a["kind"] == "variable":
-            v = tf.Variable(tf.zeros([max(x, 1) if x is not None else 1 for x in a["shape"]], a["dtype"]))
+            v = tf.Variable(tf.zeros([1 if x is None or x < 0 else x for x in a["shape"]], a["dtype"]))
             keep.append(v)
             args.append(v.handle)
         elif a["kind"] == "table":

@@ -73,6 +73,7 @@ class Capture:
     user_flags: str = ""
     auto_jit_added: bool = False
     notes: list[str] = field(default_factory=list)
+    session_jit: bool | None = None  # a live object's process: set_jit on (True), off (False), never set (None)
 
     @property
     def index(self) -> dict:
@@ -206,14 +207,17 @@ def _resource_input(placeholder, value) -> dict:
                        "lookup table): capture a SavedModel of the object instead")
 
 
-def _session_jit():
-    """The process's ``tf.config.optimizer.get_jit()`` as ``set_jit`` takes it (None: default)."""
+def _session_jit() -> bool | None:
+    """The process's jit setting (``tf.config.optimizer.set_jit``): True (autoclustering),
+    False (explicitly off) or None (never set). ``get_jit()`` says "" for both of the last
+    two, which TF's ConfigProto tells apart (OFF vs DEFAULT), so read the context's value."""
     import tensorflow as tf
+    from tensorflow.python.eager import context
 
-    jit = tf.config.optimizer.get_jit()
-    if jit in ("", None, False):
-        return None
-    return jit if isinstance(jit, str) else bool(jit)
+    v = getattr(context.context(), "_optimizer_jit", None)
+    if v is None and tf.config.optimizer.get_jit():
+        v = True
+    return None if v is None else bool(v)
 
 
 def write_function_bundle(obj, directory: Path) -> dict:
@@ -281,18 +285,18 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
         if isinstance(target, (str, os.PathLike)):
             path = Path(target).resolve()
             kind = _harvest.target_kind(path)
-            session_jit = False
+            session_jit = None
         else:
             bundle_tmp = Path(tempfile.mkdtemp(prefix="jitsim-function-"))
             spec = write_function_bundle(target, bundle_tmp)
             path, kind = bundle_tmp, "function"
-            session_jit = spec["jit"] is not None
+            session_jit = spec["jit"]
             notes.append(f"function {spec['name']} called by name in a fresh process")
         if signature is not None and kind != "saved_model":
             raise HarvestError("a signature applies to SavedModels only", path)
         if kind == "saved_model":
             _harvest.check_signature(path, signature)
-        tf_flags, added = capture_flags(flags, session_jit_on=session_jit)
+        tf_flags, added = capture_flags(flags, session_jit_on=session_jit is True)
         if added:
             notes.append("the flags leave auto-clustering off: captured with --tf_xla_auto_jit=2 added")
         key = cache_key(path, kind, signature, tf_flags)
@@ -301,7 +305,8 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
                              "auto_jit_added": added, "notes": notes}}
         if (out / "index.json").exists():
             idx = json.loads((out / "index.json").read_text())
-            return Capture(out, kind, 0.0, True, key, idx.get("main_graph"), tf_flags, flags, added, notes)
+            return Capture(out, kind, 0.0, True, key, idx.get("main_graph"), tf_flags, flags, added, notes,
+                           session_jit)
         t0 = time.monotonic()
         # harvest assembles the directory under a temporary name next to `out` and renames it
         # at the end: a concurrent or failed capture never leaves a half-written entry
@@ -316,7 +321,7 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
             else:
                 raise
         return Capture(out, kind, round(time.monotonic() - t0, 3), False, key, idx.get("main_graph"),
-                       tf_flags, flags, added, notes)
+                       tf_flags, flags, added, notes, session_jit)
     finally:
         if bundle_tmp is not None:
             shutil.rmtree(bundle_tmp, ignore_errors=True)
@@ -324,9 +329,14 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
 
 def simulate(cap: Capture, flags: str | None = None, *, session=None):
     """jitsim on every graph of a capture, one simulated process (``cluster_dump_dir``), with
-    the user's flags (``flags`` overrides them): ``[(DumpGraph, ClusterResult)]``."""
-    from jitsim.passes.flags import parse_tf_xla_flags
+    the user's flags (``flags`` overrides them) and, for a live object, its process's jit
+    setting (``session`` overrides it): ``[(DumpGraph, ClusterResult)]``."""
+    from jitsim.passes.flags import ON_1, OFF, parse_tf_xla_flags
+    from jitsim.passes.mark_for_compilation import SessionConfig
     from jitsim.passes.pipeline import cluster_dump_dir
+
+    if session is None and cap.session_jit is not None:
+        session = SessionConfig(global_jit_level=ON_1 if cap.session_jit else OFF)
 
     return cluster_dump_dir(cap.dump_dir, parse_tf_xla_flags(cap.user_flags if flags is None else flags),
                             session=session)
