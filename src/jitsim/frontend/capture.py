@@ -40,6 +40,7 @@ import os
 import shutil
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,13 +157,22 @@ def _is_keras_model(obj) -> bool:
     return isinstance(obj, keras.Model)
 
 
+_KERAS_CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def concrete_function(obj):
-    """The ConcreteFunction a live object stands for (see the module docstring)."""
+    """The ConcreteFunction a live object stands for (see the module docstring). A Keras
+    model's call is traced once per model and reused, so that capturing the same model again
+    serializes the same function (same names: a cache hit); the traced function refers to the
+    model, so a captured model lives as long as the process."""
     if _is_keras_model(obj):
         from jitsim.frontend.keras_call import keras_call
 
-        fn, _ = keras_call(obj)
-        return fn.get_concrete_function()
+        cf = _KERAS_CALLS.get(obj)
+        if cf is None:
+            fn, _ = keras_call(obj)
+            cf = _KERAS_CALLS[obj] = fn.get_concrete_function()
+        return cf
     if hasattr(obj, "function_def") and hasattr(obj, "graph"):
         return obj
     if hasattr(obj, "get_concrete_function"):
