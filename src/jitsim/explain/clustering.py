@@ -388,6 +388,9 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
 
         pin = pass_inputs(graph, flags=choice.flags.text, tf=tf, signature=signature, device=device,
                           input_stage=input_stage)
+        if pin.session_jit is not None and not session_jit_level:  # the caller's set_jit, as TF would see it
+            session_jit_level = 1 if pin.session_jit else -1
+            session = SessionConfig(session_jit_level, session_cpu_global_jit)
         # the graphs TF instantiated before the call's own advance the process's counters
         for _, before, stage in pin.graphs[:pin.main]:
             cluster_graph(before, choice.flags, session=session, state=state, input_stage=stage, device=device,

@@ -74,6 +74,7 @@ class PassInput:
     notes: list[str] = field(default_factory=list)
     recorded_flags: str | None = None
     op_libraries: tuple = ()  # ops of libraries TF's run loaded (a capture or harvest's op_defs.pb)
+    session_jit: bool | None = None  # a live object's process: tf.config.optimizer.set_jit on/off, None: never set
 
     @property
     def main_graph(self):
@@ -201,7 +202,8 @@ def _captured(target, kind: str, flags: str, signature, cache_dir, progress) -> 
     detail = (f"TensorFlow built the pass input{sig} in one run of the call that compiled nothing "
               f"(--tf_xla_clustering_fuel=0; {cost}; {cap.dump_dir})")
     return PassInput(Route(cap.kind if kind != "function" else "function", "tf-capture", True, detail), graphs, main,
-                     notes=list(cap.notes), op_libraries=_recorded_libraries(cap.dump_dir))
+                     notes=list(cap.notes), op_libraries=_recorded_libraries(cap.dump_dir),
+                     session_jit=getattr(cap, "session_jit", None))
 
 
 def _recorded_libraries(root) -> tuple:
