@@ -424,3 +424,20 @@ def test_skip_leaves_a_step_out():
     assert p.graph["act"].op == "Relu"
     with pytest.raises(ValueError):
         prepare_without_tf(_dense(), skip=("nope",))
+
+
+def test_times_one_is_removed_so_the_swish_fuses():
+    # Keras' silu is x * sigmoid(1.0 * x). Constant folding turns 1.0 * x into Identity(x) (the
+    # constant kept as a control input), the dependency optimizer drops the Identity, and the
+    # remapper then sees Mul(x, Sigmoid(x)): _MklSwish, which has no XLA kernel.
+    g = graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+               ("beta", "Const", [], {"dtype": "DT_FLOAT", "value": const(1.0)}),
+               ("bx", "Mul", ["beta", "x"], {"T": "DT_FLOAT"}),
+               ("s", "Sigmoid", ["bx"], {"T": "DT_FLOAT"}),
+               ("m", "Mul", ["x", "s"], {"T": "DT_FLOAT"}),
+               ("out", "_Retval", ["m"], {"T": "DT_FLOAT", "index": 0})])
+    p = prepare_without_tf(g)
+    assert p.graph["m"].op == "_MklSwish"
+    assert [e.src for e in p.graph.in_edges("m") if not e.is_control] == ["x"]
+    without = prepare_without_tf(g, skip=("constant_folding",))
+    assert without.graph["m"].op == "Mul"
