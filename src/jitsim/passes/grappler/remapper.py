@@ -5,8 +5,10 @@ first and replaces, at each root not already fused, the largest pattern that mat
 
 * ``MatMul`` | ``Conv2D`` | ``DepthwiseConv2dNative`` -> ``BiasAdd`` [-> activation] becomes
   ``_FusedMatMul`` / ``_FusedConv2D`` / ``_FusedDepthwiseConv2dNative`` with
-  ``fused_ops = ["BiasAdd"(, act)]``; activations: ``Relu``, ``Relu6``, ``Elu``, ``LeakyRelu``,
-  ``Tanh``, ``Sigmoid`` (``Relu``/``Relu6``/``Elu`` only after a depthwise convolution);
+  ``fused_ops = ["BiasAdd"(, act)]``; activations: ``Relu``, ``Relu6``, ``Elu``, ``LeakyRelu``
+  (``Relu``/``Relu6``/``Elu`` only after a depthwise convolution). TF 2.21 on CPU leaves a
+  ``Sigmoid`` after ``Conv2D + BiasAdd`` unfused (EfficientNet's squeeze-excite blocks in
+  TF's dumps); ``Tanh`` is treated alike;
 * ``Conv2D`` -> ``FusedBatchNorm``/``V2``/``V3`` (inference: ``is_training = false``)
   [-> activation] becomes ``_FusedConv2D`` with ``fused_ops = ["FusedBatchNorm"(, act)]``;
 * ``MatMul -> BiasAdd -> 0.5 * x * erfc(-x / sqrt(2))`` (Keras' exact GELU) becomes
@@ -34,7 +36,7 @@ from jitsim.passes.graphedit import EditGraph, topological_order
 DT_FLOAT, DT_BFLOAT16 = 1, 14
 CONTRACTIONS = {"MatMul": "_FusedMatMul", "Conv2D": "_FusedConv2D",
                 "DepthwiseConv2dNative": "_FusedDepthwiseConv2dNative"}
-ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid"})
+ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "LeakyRelu"})
 DEPTHWISE_ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu"})
 BATCH_NORMS = frozenset({"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"})
 # attributes the fused op keeps from the contraction
