@@ -180,8 +180,9 @@ def _caveats(g: Graph, skip) -> list[str]:
                    "TF may fold into them (oneDNN)")
     gelu_ln = sum(hist.get(o, 0) for o in ("Erf", "Pow", "SquaredDifference"))
     if gelu_ln:
-        out.append(f"remapper's GELU/LayerNorm/InstanceNorm fusions not simulated ({gelu_ln} Erf/Pow/SquaredDifference "
-                   "node(s) could be part of such patterns; the fused ops have no XLA kernel and would split clusters)")
+        out.append(f"remapper fusions other than jitsim's (LayerNorm, InstanceNorm, GELU forms other than Keras' "
+                   f"erfc one) are not simulated: {gelu_ln} Erf/Pow/SquaredDifference node(s) could belong to such "
+                   "a pattern; where TF fuses one, the fused op has no XLA kernel and splits the cluster")
     bn = sum(hist.get(o, 0) for o in ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"))
     if bn:
         out.append(f"{bn} FusedBatchNorm node(s) not fused: TF may make _FusedBatchNormEx of those followed by an activation")
