@@ -304,9 +304,9 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
         eg.add(name, "NoOp", [f"^{executed}"], device=dev)
     for c in ctl_consumers:
         eg.add_control_input(c, name)
-    # inline cond and body now, as TF's LowerWhileHelper does
-    inline_call(eg, cond_name)
-    inline_call(eg, body_name)
+    # the cond and body calls carry _lower_as_multi_device_function: the walk inlines them when
+    # it reaches their ids, after every node that existed before them (TF 2.21's numbering: a
+    # second While lowered before the first one's body is inlined)
     return len(eg) - before + 1
 
 
