@@ -444,3 +444,29 @@ def test_times_one_is_removed_so_the_swish_fuses():
     assert [e.src for e in p.graph.in_edges("m") if not e.is_control] == ["x"]
     without = prepare_without_tf(g, skip=("constant_folding",))
     assert without.graph["m"].op == "Mul"
+
+
+def test_add_of_a_bias_shaped_tensor_fuses_like_a_biasadd():
+    # oneDNN's IsBiasSemanticAdd: MatMul (output [2, 48]) + a 1-D [48] tensor is a bias add (a
+    # Keras GRU cell's MatMul + Squeeze(bias)); shapes come from _output_shapes. A [2, 48]
+    # operand is not a bias: no fusion.
+    def shapes(*dims):
+        av = protos.AttrValue()
+        s = av.list.shape.add()
+        for d in dims:
+            s.dim.add(size=d)
+        return av
+
+    def g(bias_dims):
+        return graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+                      ("w", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+                      ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 2, "_output_shapes": shapes(*bias_dims)}),
+                      ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT", "_output_shapes": shapes(2, 48)}),
+                      ("add", "AddV2", ["mm", "b"], {"T": "DT_FLOAT"}),
+                      ("out", "_Retval", ["add"], {"T": "DT_FLOAT", "index": 0})])
+
+    eg = EditGraph.from_graph(g((48,)))
+    remap(eg)
+    assert eg["add"].op == "_FusedMatMul" and list(eg["add"].input) == ["x", "w", "b"]
+    eg = EditGraph.from_graph(g((2, 48)))
+    assert remap(eg).count == 0
