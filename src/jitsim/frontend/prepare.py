@@ -183,6 +183,14 @@ def _caveats(g: Graph, skip) -> list[str]:
         out.append(f"remapper fusions other than jitsim's (LayerNorm, InstanceNorm, GELU forms other than Keras' "
                    f"erfc one) are not simulated: {gelu_ln} Erf/Pow/SquaredDifference node(s) could belong to such "
                    "a pattern; where TF fuses one, the fused op has no XLA kernel and splits the cluster")
+    if not any("_output_shapes" in n.attr for n in g):
+        add_after = sum(1 for n in g if n.op in ("Add", "AddV2")
+                        and any(g[e.src].op in ("MatMul", "Conv2D", "DepthwiseConv2dNative")
+                                for e in g.in_edges(n.name) if not e.is_control))
+        if add_after:
+            out.append(f"the graph records no shapes (_output_shapes): {add_after} Add node(s) after a MatMul/Conv "
+                       "may be bias adds TF fuses into it (oneDNN), which jitsim cannot tell; export with "
+                       "as_graph_def(add_shapes=True) or use the SavedModel")
     bn = sum(hist.get(o, 0) for o in ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"))
     if bn:
         out.append(f"{bn} FusedBatchNorm node(s) not fused: TF may make _FusedBatchNormEx of those followed by an activation")
