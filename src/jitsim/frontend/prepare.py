@@ -160,6 +160,10 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     sort_topologically(eg)
     out.graph = eg.to_graph(graph.source)
     out.caveats.extend(_caveats(out.graph, skip))
+    if device.lower() != "cpu" and "remapper" not in skip:
+        out.caveats.append("the remapper's GPU fusions (cuDNN Conv2D+BiasAdd+Relu, cuBLASLt MatMul+BiasAdd...) are "
+                           "not simulated: GPU nodes are left unfused, so TF may split GPU clusters where jitsim "
+                           "does not")
     return out
 
 
