@@ -32,7 +32,7 @@ the quantized/int8 patterns.
 from __future__ import annotations
 
 from jitsim.graph import protos
-from jitsim.graph.model import CONTROL, parse_input
+from jitsim.graph.model import parse_input
 from jitsim.passes.grappler import RewriteRecord, preserved
 from jitsim.passes.graphedit import EditGraph, topological_order
 
