@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from jitsim.graph.model import Graph
 from jitsim.passes.graphedit import EditGraph, sort_topologically
 
-STEPS = ("inline_and_lower", "placement", "model_pruner", "common_subgraph_elimination", "constant_folding", "remapper", "dependency_optimizer")
+STEPS = ("inline_and_lower", "placement", "model_pruner", "common_subgraph_elimination", "arithmetic_optimizer",
+         "constant_folding", "remapper", "dependency_optimizer")
 
 
 @dataclass
@@ -82,6 +83,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     clustering it (module docstring). ``graph`` is not modified. ``skip`` names steps of
     :data:`STEPS` to leave out (to measure what each is worth). ``onednn``: TF's default on
     x86 Linux (``TF_ENABLE_ONEDNN_OPTS``), which enables the oneDNN-only fusions."""
+    from jitsim.passes.grappler.arithmetic_optimizer import remove_redundant_reshapes
     from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
     from jitsim.passes.grappler.constant_folding import fold_constants
     from jitsim.passes.grappler.dependency_optimizer import optimize_dependencies
@@ -126,7 +128,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                                f"(e.g. {pr.cpu_fallback[0]!r}); TF's placer may colocate some of them differently")
         eg = EditGraph.from_graph(g)
 
-    grappler = [s for s in ("model_pruner", "common_subgraph_elimination", "constant_folding", "remapper", "dependency_optimizer") if s not in skip]
+    grappler = [s for s in ("model_pruner", "common_subgraph_elimination", "arithmetic_optimizer", "constant_folding", "remapper", "dependency_optimizer") if s not in skip]
     # Grappler's meta optimizer runs its optimizers twice over; the second round matters when
     # a removal exposes a new pattern.
     for round_ in range(2):
@@ -140,6 +142,8 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                     rec.by_kind[k] = rec.by_kind.get(k, 0) + v
             elif step == "common_subgraph_elimination":
                 rec = eliminate_common_subgraphs(eg, keep)
+            elif step == "arithmetic_optimizer":
+                rec = remove_redundant_reshapes(eg, keep)
             elif step == "constant_folding":
                 rec = fold_constants(eg, keep)
             elif step == "remapper":
@@ -175,8 +179,8 @@ def _caveats(g: Graph, skip) -> list[str]:
     hist = g.op_histogram()
     adds = sum(hist.get(o, 0) for o in ("Add", "AddV2"))
     if adds:
-        out.append(f"arithmetic optimizer not simulated: TF may merge some of the {adds} Add/AddV2 nodes into AddN "
-                   "(the cluster keeps them) or rewrite other arithmetic")
+        out.append(f"arithmetic optimizer simulated for Reshapes only: TF may merge some of the {adds} Add/AddV2 "
+                   "nodes into AddN (the cluster keeps them, renamed) or rewrite other arithmetic")
     fused_add = sum(1 for n in g if n.op in ("_FusedConv2D", "_FusedMatMul")
                     and any(g[e.dst].op in ("Add", "AddV2") for e in g.out_edges(n.name)))
     if fused_add:
