@@ -470,3 +470,28 @@ def test_add_of_a_bias_shaped_tensor_fuses_like_a_biasadd():
     assert eg["add"].op == "_FusedMatMul" and list(eg["add"].input) == ["x", "w", "b"]
     eg = EditGraph.from_graph(g((2, 48)))
     assert remap(eg).count == 0
+
+
+def test_reshape_of_a_reshape_collapses():
+    # ArithmeticOptimizer (RemoveRedundantReshape): Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)
+    # when the inner one has no other reader (tf.tensordot's reshape back, then a head split).
+    from jitsim.passes.grappler.arithmetic_optimizer import remove_redundant_reshapes
+
+    def shape_const(*vals):
+        av = protos.AttrValue()
+        t = av.tensor
+        t.dtype = protos.DataType.values_by_name["DT_INT32"].number
+        t.tensor_shape.dim.add(size=len(vals))
+        t.int_val.extend(vals)
+        return av
+
+    g = graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+               ("s1", "Const", [], {"dtype": "DT_INT32", "value": shape_const(2, 2, 16)}),
+               ("s2", "Const", [], {"dtype": "DT_INT32", "value": shape_const(2, 2, 4, 4)}),
+               ("r1", "Reshape", ["x", "s1"], {"T": "DT_FLOAT", "Tshape": "DT_INT32"}),
+               ("r2", "Reshape", ["r1", "s2"], {"T": "DT_FLOAT", "Tshape": "DT_INT32"}),
+               ("out", "_Retval", ["r2"], {"T": "DT_FLOAT", "index": 0})])
+    eg = EditGraph.from_graph(g)
+    rec = remove_redundant_reshapes(eg)
+    assert rec.nodes == ["r2"] and list(eg["r2"].input) == ["x", "s2"]
+    assert not eg.consumers("r1")  # the model pruner drops it next
