@@ -62,6 +62,7 @@ def fold_constants(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     np = _np()
     rec = simplify_neutral_operands(eg, keep)
     keep_set = preserved(eg, keep)
+    touched: set[str] = set()
     for name in topological_order(eg):
         if name not in eg or name in keep_set:
             continue
@@ -113,6 +114,19 @@ def fold_constants(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         nd.device = device
         eg.set_inputs(name, ctrl)
         rec.add(name, kind)
+        touched.update(src for src, _ in data)
+    # what folding leaves unread goes (TF's ConstantFolding deletes the nodes it made useless)
+    while touched:
+        n = touched.pop()
+        nd = eg.nodes.get(n)
+        if nd is None or n in keep_set or nd.op not in ("Const", "HostConst") or eg.consumers(n):
+            continue
+        ins = [parse_input(r)[0] for r in nd.input]
+        eg.remove(n)
+        touched.update(ins)
+    for n in rec.nodes:
+        if n in eg and n not in keep_set and not eg.consumers(n):
+            eg.remove(n)
     return rec
 
 
