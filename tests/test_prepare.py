@@ -495,3 +495,25 @@ def test_reshape_of_a_reshape_collapses():
     rec = remove_redundant_reshapes(eg)
     assert rec.nodes == ["r2"] and list(eg["r2"].input) == ["x", "s2"]
     assert not eg.consumers("r1")  # the model pruner drops it next
+
+
+def test_case_is_lowered_to_switchn_and_merges():
+    # lower_case_op.cc: branch calls named first, then branch_index (_SwitchN of the index with
+    # itself), one pivot per branch, one _SwitchN per input, one Merge per output, branch_executed.
+    b0 = fdef("b0", [("a", DT_FLOAT)], [("o", DT_FLOAT, "r:activations:0")], [("r", "Relu", ["a"], {"T": "DT_FLOAT"})])
+    b1 = fdef("b1", [("a", DT_FLOAT)], [("o", DT_FLOAT, "t:y:0")], [("t", "Tanh", ["a"], {"T": "DT_FLOAT"})])
+    branches = protos.AttrValue()
+    branches.list.func.add(name="b0")
+    branches.list.func.add(name="b1")
+    g = graph([("i", "_Arg", [], {"T": "DT_INT32", "index": 0}),
+               ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+               ("case", "Case", ["i", "x"], {"branches": branches, "Tin": ["DT_FLOAT"], "Tout": ["DT_FLOAT"],
+                                              "_lower_using_switch_merge": True}),
+               ("out", "_Retval", ["case"], {"T": "DT_FLOAT", "index": 0})], [b0, b1])
+    res = lower_functional_ops(g, fetchable=False)
+    out = res.graph
+    assert out["case/branch_index/_2"].op == "_SwitchN"
+    assert out["case/pivot_0/_3"].op == "Identity" and out["case/pivot_1/_4"].op == "Identity"
+    assert out["case/x/_5"].op == "_SwitchN"
+    assert out["case/merge/_6"].op == "Merge" and out["case/branch_executed/_7"].op == "Merge"
+    assert "case/branch0/_0/r" in out and "case/branch1/_1/t" in out
