@@ -517,3 +517,22 @@ def test_case_is_lowered_to_switchn_and_merges():
     assert out["case/x/_5"].op == "_SwitchN"
     assert out["case/merge/_6"].op == "Merge" and out["case/branch_executed/_7"].op == "Merge"
     assert "case/branch0/_0/r" in out and "case/branch1/_1/t" in out
+
+
+def test_relu_of_every_concat_input_moves_after_the_concat():
+    # ArithmeticOptimizer (HoistCWiseUnaryChains): Concat(Relu(a), Relu(b)) -> Relu(Concat(a, b)),
+    # the first input's Relu kept (Inception's mixed blocks in TF's dumps).
+    from jitsim.passes.grappler.arithmetic_optimizer import hoist_unary_out_of_concat
+
+    g = graph([("a", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+               ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+               ("ra", "Relu", ["a"], {"T": "DT_FLOAT"}),
+               ("rb", "Relu", ["b"], {"T": "DT_FLOAT"}),
+               ("axis", "Const", [], {"dtype": "DT_INT32", "value": const(0, "DT_INT32")}),
+               ("c", "ConcatV2", ["ra", "rb", "axis"], {"T": "DT_FLOAT", "N": 2, "Tidx": "DT_INT32"}),
+               ("out", "_Retval", ["c"], {"T": "DT_FLOAT", "index": 0})])
+    eg = EditGraph.from_graph(g)
+    rec = hoist_unary_out_of_concat(eg)
+    assert rec.count == 1 and "rb" not in eg
+    assert list(eg["c"].input) == ["a", "b", "axis"]
+    assert list(eg["ra"].input) == ["c"] and list(eg["out"].input) == ["ra"]

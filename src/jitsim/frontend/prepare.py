@@ -83,7 +83,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     clustering it (module docstring). ``graph`` is not modified. ``skip`` names steps of
     :data:`STEPS` to leave out (to measure what each is worth). ``onednn``: TF's default on
     x86 Linux (``TF_ENABLE_ONEDNN_OPTS``), which enables the oneDNN-only fusions."""
-    from jitsim.passes.grappler.arithmetic_optimizer import remove_redundant_reshapes
+    from jitsim.passes.grappler.arithmetic_optimizer import hoist_unary_out_of_concat, remove_redundant_reshapes
     from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
     from jitsim.passes.grappler.constant_folding import fold_constants
     from jitsim.passes.grappler.dependency_optimizer import optimize_dependencies
@@ -144,6 +144,11 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                 rec = eliminate_common_subgraphs(eg, keep)
             elif step == "arithmetic_optimizer":
                 rec = remove_redundant_reshapes(eg, keep)
+                hoisted = hoist_unary_out_of_concat(eg, keep)
+                rec.count += hoisted.count
+                rec.nodes.extend(hoisted.nodes)
+                for k, v in hoisted.by_kind.items():
+                    rec.by_kind[k] = rec.by_kind.get(k, 0) + v
             elif step == "constant_folding":
                 rec = fold_constants(eg, keep)
             elif step == "remapper":
