@@ -55,6 +55,19 @@ def _known_shape(nd, port: int):
     return dims if all(d >= 0 for d in dims) else None
 
 
+def _einsum(np, ins, nd):
+    return [np.einsum(nd.attr["equation"].s.decode(), *ins)]
+
+
+def _pow(np, ins, nd):
+    return [np.power(ins[0], ins[1])]
+
+
+# kernels beyond encapsulation's table that TF's folding meets in Keras/KerasHub models
+# (rotary position embeddings: Einsum of constant positions and frequencies, then Cos/Sin)
+EXTRA_OPS = {"Einsum": _einsum, "Pow": _pow}
+
+
 def fold_constants(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     from jitsim.passes.encapsulate import _NP_DTYPES, _OPS, _np, _to_tensor_proto, tensor_proto_to_numpy
     from jitsim.passes.optypes import output_types
@@ -87,7 +100,7 @@ def fold_constants(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         else:
             if not all(eg[src].op in ("Const", "HostConst") for src, _ in data):
                 continue
-            fn = _OPS.get(nd.op)
+            fn = _OPS.get(nd.op) or EXTRA_OPS.get(nd.op)
             if fn is None:
                 continue
             try:
