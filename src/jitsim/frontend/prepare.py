@@ -184,8 +184,8 @@ def _caveats(g: Graph, skip) -> list[str]:
     hist = g.op_histogram()
     adds = sum(hist.get(o, 0) for o in ("Add", "AddV2"))
     if adds:
-        out.append(f"arithmetic optimizer simulated for Reshapes only: TF may merge some of the {adds} Add/AddV2 "
-                   "nodes into AddN (the cluster keeps them, renamed) or rewrite other arithmetic")
+        out.append(f"arithmetic optimizer simulated for Reshapes and Concat-hoisting only: TF may merge some of the "
+                   f"{adds} Add/AddV2 nodes into AddN (the cluster keeps them, renamed) or rewrite other arithmetic")
     fused_add = sum(1 for n in g if n.op in ("_FusedConv2D", "_FusedMatMul")
                     and any(g[e.dst].op in ("Add", "AddV2") for e in g.out_edges(n.name)))
     if fused_add:
