@@ -389,14 +389,17 @@ def test_constant_subgraph_folds_into_a_const_of_the_same_name():
 
 
 def test_identical_constants_are_merged():
-    # CommonSubgraphElimination: two equal Consts become one; the consumer reads the first.
+    # CommonSubgraphElimination: two equal Consts become one, which the consumer reads twice
+    # (which one survives follows the visiting order; see _lifo_order).
     g = graph([("a", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
                ("b", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
                ("m", "Mul", ["a", "b"], {"T": "DT_FLOAT"}),
                ("out", "_Retval", ["m"], {"T": "DT_FLOAT", "index": 0})])
     eg = EditGraph.from_graph(g)
     rec = eliminate_common_subgraphs(eg)
-    assert rec.nodes == ["b"] and list(eg["m"].input) == ["a", "a"]
+    assert rec.count == 1
+    (kept,) = [n for n in ("a", "b") if n in eg]
+    assert list(eg["m"].input) == [kept, kept]
 
 
 def test_dead_nodes_of_a_concrete_function_graphdef_are_pruned():
@@ -424,3 +427,112 @@ def test_skip_leaves_a_step_out():
     assert p.graph["act"].op == "Relu"
     with pytest.raises(ValueError):
         prepare_without_tf(_dense(), skip=("nope",))
+
+
+def test_times_one_is_removed_so_the_swish_fuses():
+    # Keras' silu is x * sigmoid(1.0 * x). Constant folding turns 1.0 * x into Identity(x) (the
+    # constant kept as a control input), the dependency optimizer drops the Identity, and the
+    # remapper then sees Mul(x, Sigmoid(x)): _MklSwish, which has no XLA kernel.
+    g = graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+               ("beta", "Const", [], {"dtype": "DT_FLOAT", "value": const(1.0)}),
+               ("bx", "Mul", ["beta", "x"], {"T": "DT_FLOAT"}),
+               ("s", "Sigmoid", ["bx"], {"T": "DT_FLOAT"}),
+               ("m", "Mul", ["x", "s"], {"T": "DT_FLOAT"}),
+               ("out", "_Retval", ["m"], {"T": "DT_FLOAT", "index": 0})])
+    p = prepare_without_tf(g)
+    assert p.graph["m"].op == "_MklSwish"
+    assert [e.src for e in p.graph.in_edges("m") if not e.is_control] == ["x"]
+    without = prepare_without_tf(g, skip=("constant_folding",))
+    assert without.graph["m"].op == "Mul"
+
+
+def test_add_of_a_bias_shaped_tensor_fuses_like_a_biasadd():
+    # oneDNN's IsBiasSemanticAdd: MatMul (output [2, 48]) + a 1-D [48] tensor is a bias add (a
+    # Keras GRU cell's MatMul + Squeeze(bias)); shapes come from _output_shapes. A [2, 48]
+    # operand is not a bias: no fusion.
+    def shapes(*dims):
+        av = protos.AttrValue()
+        s = av.list.shape.add()
+        for d in dims:
+            s.dim.add(size=d)
+        return av
+
+    def g(bias_dims):
+        return graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+                      ("w", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+                      ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 2, "_output_shapes": shapes(*bias_dims)}),
+                      ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT", "_output_shapes": shapes(2, 48)}),
+                      ("add", "AddV2", ["mm", "b"], {"T": "DT_FLOAT"}),
+                      ("out", "_Retval", ["add"], {"T": "DT_FLOAT", "index": 0})])
+
+    eg = EditGraph.from_graph(g((48,)))
+    remap(eg)
+    assert eg["add"].op == "_FusedMatMul" and list(eg["add"].input) == ["x", "w", "b"]
+    eg = EditGraph.from_graph(g((2, 48)))
+    assert remap(eg).count == 0
+
+
+def test_reshape_of_a_reshape_collapses():
+    # ArithmeticOptimizer (RemoveRedundantReshape): Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)
+    # when the inner one has no other reader (tf.tensordot's reshape back, then a head split).
+    from jitsim.passes.grappler.arithmetic_optimizer import remove_redundant_reshapes
+
+    def shape_const(*vals):
+        av = protos.AttrValue()
+        t = av.tensor
+        t.dtype = protos.DataType.values_by_name["DT_INT32"].number
+        t.tensor_shape.dim.add(size=len(vals))
+        t.int_val.extend(vals)
+        return av
+
+    g = graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+               ("s1", "Const", [], {"dtype": "DT_INT32", "value": shape_const(2, 2, 16)}),
+               ("s2", "Const", [], {"dtype": "DT_INT32", "value": shape_const(2, 2, 4, 4)}),
+               ("r1", "Reshape", ["x", "s1"], {"T": "DT_FLOAT", "Tshape": "DT_INT32"}),
+               ("r2", "Reshape", ["r1", "s2"], {"T": "DT_FLOAT", "Tshape": "DT_INT32"}),
+               ("out", "_Retval", ["r2"], {"T": "DT_FLOAT", "index": 0})])
+    eg = EditGraph.from_graph(g)
+    rec = remove_redundant_reshapes(eg)
+    assert rec.nodes == ["r2"] and list(eg["r2"].input) == ["x", "s2"]
+    assert not eg.consumers("r1")  # the model pruner drops it next
+
+
+def test_case_is_lowered_to_switchn_and_merges():
+    # lower_case_op.cc: branch calls named first, then branch_index (_SwitchN of the index with
+    # itself), one pivot per branch, one _SwitchN per input, one Merge per output, branch_executed.
+    b0 = fdef("b0", [("a", DT_FLOAT)], [("o", DT_FLOAT, "r:activations:0")], [("r", "Relu", ["a"], {"T": "DT_FLOAT"})])
+    b1 = fdef("b1", [("a", DT_FLOAT)], [("o", DT_FLOAT, "t:y:0")], [("t", "Tanh", ["a"], {"T": "DT_FLOAT"})])
+    branches = protos.AttrValue()
+    branches.list.func.add(name="b0")
+    branches.list.func.add(name="b1")
+    g = graph([("i", "_Arg", [], {"T": "DT_INT32", "index": 0}),
+               ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+               ("case", "Case", ["i", "x"], {"branches": branches, "Tin": ["DT_FLOAT"], "Tout": ["DT_FLOAT"],
+                                              "_lower_using_switch_merge": True}),
+               ("out", "_Retval", ["case"], {"T": "DT_FLOAT", "index": 0})], [b0, b1])
+    res = lower_functional_ops(g, fetchable=False)
+    out = res.graph
+    assert out["case/branch_index/_2"].op == "_SwitchN"
+    assert out["case/pivot_0/_3"].op == "Identity" and out["case/pivot_1/_4"].op == "Identity"
+    assert out["case/x/_5"].op == "_SwitchN"
+    assert out["case/merge/_6"].op == "Merge" and out["case/branch_executed/_7"].op == "Merge"
+    assert "case/branch0/_0/r" in out and "case/branch1/_1/t" in out
+
+
+def test_relu_of_every_concat_input_moves_after_the_concat():
+    # ArithmeticOptimizer (HoistCWiseUnaryChains): Concat(Relu(a), Relu(b)) -> Relu(Concat(a, b)),
+    # the first input's Relu kept (Inception's mixed blocks in TF's dumps).
+    from jitsim.passes.grappler.arithmetic_optimizer import hoist_unary_out_of_concat
+
+    g = graph([("a", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+               ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+               ("ra", "Relu", ["a"], {"T": "DT_FLOAT"}),
+               ("rb", "Relu", ["b"], {"T": "DT_FLOAT"}),
+               ("axis", "Const", [], {"dtype": "DT_INT32", "value": const(0, "DT_INT32")}),
+               ("c", "ConcatV2", ["ra", "rb", "axis"], {"T": "DT_FLOAT", "N": 2, "Tidx": "DT_INT32"}),
+               ("out", "_Retval", ["c"], {"T": "DT_FLOAT", "index": 0})])
+    eg = EditGraph.from_graph(g)
+    rec = hoist_unary_out_of_concat(eg)
+    assert rec.count == 1 and "rb" not in eg
+    assert list(eg["c"].input) == ["a", "b", "axis"]
+    assert list(eg["ra"].input) == ["c"] and list(eg["out"].input) == ["ra"]

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from jitsim.graph.model import Graph
 from jitsim.passes.graphedit import EditGraph, sort_topologically
 
-STEPS = ("inline_and_lower", "placement", "model_pruner", "common_subgraph_elimination", "constant_folding", "remapper", "dependency_optimizer")
+STEPS = ("inline_and_lower", "placement", "model_pruner", "common_subgraph_elimination", "arithmetic_optimizer",
+         "constant_folding", "remapper", "dependency_optimizer")
 
 
 @dataclass
@@ -82,6 +83,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     clustering it (module docstring). ``graph`` is not modified. ``skip`` names steps of
     :data:`STEPS` to leave out (to measure what each is worth). ``onednn``: TF's default on
     x86 Linux (``TF_ENABLE_ONEDNN_OPTS``), which enables the oneDNN-only fusions."""
+    from jitsim.passes.grappler.arithmetic_optimizer import hoist_unary_out_of_concat, remove_redundant_reshapes
     from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
     from jitsim.passes.grappler.constant_folding import fold_constants
     from jitsim.passes.grappler.dependency_optimizer import optimize_dependencies
@@ -126,7 +128,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                                f"(e.g. {pr.cpu_fallback[0]!r}); TF's placer may colocate some of them differently")
         eg = EditGraph.from_graph(g)
 
-    grappler = [s for s in ("model_pruner", "common_subgraph_elimination", "constant_folding", "remapper", "dependency_optimizer") if s not in skip]
+    grappler = [s for s in ("model_pruner", "common_subgraph_elimination", "arithmetic_optimizer", "constant_folding", "remapper", "dependency_optimizer") if s not in skip]
     # Grappler's meta optimizer runs its optimizers twice over; the second round matters when
     # a removal exposes a new pattern.
     for round_ in range(2):
@@ -140,6 +142,13 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                     rec.by_kind[k] = rec.by_kind.get(k, 0) + v
             elif step == "common_subgraph_elimination":
                 rec = eliminate_common_subgraphs(eg, keep)
+            elif step == "arithmetic_optimizer":
+                rec = remove_redundant_reshapes(eg, keep)
+                hoisted = hoist_unary_out_of_concat(eg, keep)
+                rec.count += hoisted.count
+                rec.nodes.extend(hoisted.nodes)
+                for k, v in hoisted.by_kind.items():
+                    rec.by_kind[k] = rec.by_kind.get(k, 0) + v
             elif step == "constant_folding":
                 rec = fold_constants(eg, keep)
             elif step == "remapper":
@@ -160,6 +169,10 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     sort_topologically(eg)
     out.graph = eg.to_graph(graph.source)
     out.caveats.extend(_caveats(out.graph, skip))
+    if device.lower() != "cpu" and "remapper" not in skip:
+        out.caveats.append("the remapper's GPU fusions (cuDNN Conv2D+BiasAdd+Relu, cuBLASLt MatMul+BiasAdd...) are "
+                           "not simulated: GPU nodes are left unfused, so TF may split GPU clusters where jitsim "
+                           "does not")
     return out
 
 
@@ -171,8 +184,8 @@ def _caveats(g: Graph, skip) -> list[str]:
     hist = g.op_histogram()
     adds = sum(hist.get(o, 0) for o in ("Add", "AddV2"))
     if adds:
-        out.append(f"arithmetic optimizer not simulated: TF may merge some of the {adds} Add/AddV2 nodes into AddN "
-                   "(the cluster keeps them) or rewrite other arithmetic")
+        out.append(f"arithmetic optimizer simulated for Reshapes and Concat-hoisting only: TF may merge some of the "
+                   f"{adds} Add/AddV2 nodes into AddN (the cluster keeps them, renamed) or rewrite other arithmetic")
     fused_add = sum(1 for n in g if n.op in ("_FusedConv2D", "_FusedMatMul")
                     and any(g[e.dst].op in ("Add", "AddV2") for e in g.out_edges(n.name)))
     if fused_add:
@@ -180,8 +193,17 @@ def _caveats(g: Graph, skip) -> list[str]:
                    "TF may fold into them (oneDNN)")
     gelu_ln = sum(hist.get(o, 0) for o in ("Erf", "Pow", "SquaredDifference"))
     if gelu_ln:
-        out.append(f"remapper's GELU/LayerNorm/InstanceNorm fusions not simulated ({gelu_ln} Erf/Pow/SquaredDifference "
-                   "node(s) could be part of such patterns; the fused ops have no XLA kernel and would split clusters)")
+        out.append(f"remapper fusions other than jitsim's (LayerNorm, InstanceNorm, GELU forms other than Keras' "
+                   f"erfc one) are not simulated: {gelu_ln} Erf/Pow/SquaredDifference node(s) could belong to such "
+                   "a pattern; where TF fuses one, the fused op has no XLA kernel and splits the cluster")
+    if not any("_output_shapes" in n.attr for n in g):
+        add_after = sum(1 for n in g if n.op in ("Add", "AddV2")
+                        and any(g[e.src].op in ("MatMul", "Conv2D", "DepthwiseConv2dNative")
+                                for e in g.in_edges(n.name) if not e.is_control))
+        if add_after:
+            out.append(f"the graph records no shapes (_output_shapes): {add_after} Add node(s) after a MatMul/Conv "
+                       "may be bias adds TF fuses into it (oneDNN), which jitsim cannot tell; export with "
+                       "as_graph_def(add_shapes=True) or use the SavedModel")
     bn = sum(hist.get(o, 0) for o in ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"))
     if bn:
         out.append(f"{bn} FusedBatchNorm node(s) not fused: TF may make _FusedBatchNormEx of those followed by an activation")

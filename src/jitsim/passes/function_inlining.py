@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from jitsim.graph import protos
 from jitsim.graph.model import CONTROL, Graph, parse_input
-from jitsim.passes.graphedit import DT_BOOL, DT_FLOAT, DT_INT32, DT_RESOURCE, EditGraph, ref
+from jitsim.passes.graphedit import DT_FLOAT, EditGraph, ref
 
 CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 LOWER_AS_MULTI_DEVICE = "_lower_as_multi_device_function"
@@ -192,15 +192,13 @@ def inline_call(eg: EditGraph, caller: str, *, fetchable: bool = False, fns=None
                + [_prefixed(prefix, c, body_names, arg_map) for c in ctrl], attrs={"T": _type_attr(t)})
         outputs.append(name)
 
-    output_control = None
     # LowerFunctionalOps always keeps the caller (targetable or fetchable), so the
     # output-control node is always made
-    if True:
-        output_control = eg.new_name(f"Func/{caller}/output_control_node")
-        ctl = ["^" + prefix + c for c in control_rets if c in body_names]
-        if not ctl and input_control is not None:
-            ctl = ["^" + input_control]
-        eg.add(output_control, "NoOp", ctl, device=device)
+    output_control = eg.new_name(f"Func/{caller}/output_control_node")
+    ctl = ["^" + prefix + c for c in control_rets if c in body_names]
+    if not ctl and input_control is not None:
+        ctl = ["^" + input_control]
+    eg.add(output_control, "NoOp", ctl, device=device)
 
     # rewire the caller's consumers, then replace the caller by its substitute
     for port in sorted({p for _, _, p in eg.out_refs(caller) if p != CONTROL}):

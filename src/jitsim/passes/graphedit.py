@@ -26,6 +26,11 @@ class EditGraph:
         for nd in self.graphdef.node:
             self.nodes[nd.name] = nd
         self.counter = 0
+        self._seq = 0  # position of each node in creation order, for consumers()
+        self._pos: dict[str, int] = {}
+        for n in self.nodes:
+            self._pos[n] = self._seq
+            self._seq += 1
         self._consumers: dict[str, set[str]] = {n: set() for n in self.nodes}
         for nd in self.nodes.values():
             for ref in nd.input:
@@ -82,8 +87,7 @@ class EditGraph:
         cs = self._consumers.get(name, set())
         if len(cs) <= 1:
             return list(cs)
-        order = {n: i for i, n in enumerate(self.nodes)}
-        return sorted(cs, key=order.__getitem__)
+        return sorted(cs, key=self._pos.__getitem__)
 
     def data_inputs(self, name: str) -> list[tuple[str, int]]:
         return [parse_input(r) for r in self.nodes[name].input if not r.startswith("^")]
@@ -124,6 +128,8 @@ class EditGraph:
         if nd.name in self.nodes:
             raise ValueError(f"duplicate node name {nd.name!r}")
         self.nodes[nd.name] = nd
+        self._pos[nd.name] = self._seq
+        self._seq += 1
         self._consumers.setdefault(nd.name, set())
         for ref in nd.input:
             self._consumers.setdefault(parse_input(ref)[0], set()).add(nd.name)
@@ -221,3 +227,5 @@ def sort_topologically(eg: EditGraph) -> None:
     nodes ids in that order when it rebuilds the graph)."""
     order = topological_order(eg)
     eg.nodes = {n: eg.nodes[n] for n in order}
+    eg._pos = {n: i for i, n in enumerate(order)}
+    eg._seq = len(order)

@@ -21,9 +21,11 @@ Lowered nodes are named by the graph's ``NewName`` counter, as in TF's dumps:
   (Merge of the pivots with control edges from both calls), then ``I`` itself as a NoOp (an
   IdentityN of the Merges when kept fetchable) depending on ``branch_executed``. Control
   inputs go to ``switch_pred``; control consumers to ``branch_executed``.
-* **Case** ``C`` (``lower_case_op.cc``): ``C/branch<i>/_k`` calls, a ``_SwitchN`` of the branch
-  index with itself, one Identity pivot per branch, one ``_SwitchN`` per input, Merges per
-  result and ``branch_executed``, as for If.
+* **Case** ``C`` (``lower_case_op.cc``): ``C/branch<i>/_k`` calls (named first), a
+  ``C/branch_index/_k`` ``_SwitchN`` of the branch index with itself, one ``C/pivot_<i>/_k``
+  Identity per branch, one ``C/<input node name>/_k`` ``_SwitchN`` per input, one
+  ``C/merge/_k`` Merge per result and ``C/branch_executed/_k``, as for If (names from TF's
+  source; no Case was harvested).
 * **While** ``W`` (``lower_while_op.cc``): ``W/cond/_a``, ``W/body/_b`` calls, one
   ``W/enter/_k`` Enter per input (``frame_name`` = ``W``); inputs that the body passes through
   unchanged and that are resources get only a constant Enter (``is_constant``) and no
@@ -195,7 +197,7 @@ def lower_case(eg: EditGraph, name: str, *, fetchable: bool) -> int:
         _call_node(eg, calls[i], branches[i].name, branch_in[i] + [f"^{pivots[i]}"], dev, branches[i])
     merges = []
     for j, t in enumerate(types):
-        m = eg.new_name(f"{name}/output")
+        m = eg.new_name(f"{name}/merge")
         eg.add(m, "Merge", [ref(c, j) for c in calls], device=dev, attrs={"T": _type_attr(t), "N": k})
         merges.append(m)
     executed = eg.new_name(f"{name}/branch_executed")
@@ -304,9 +306,9 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
         eg.add(name, "NoOp", [f"^{executed}"], device=dev)
     for c in ctl_consumers:
         eg.add_control_input(c, name)
-    # inline cond and body now, as TF's LowerWhileHelper does
-    inline_call(eg, cond_name)
-    inline_call(eg, body_name)
+    # the cond and body calls carry _lower_as_multi_device_function: the walk inlines them when
+    # it reaches their ids, after every node that existed before them (TF 2.21's numbering: a
+    # second While lowered before the first one's body is inlined)
     return len(eg) - before + 1
 
 

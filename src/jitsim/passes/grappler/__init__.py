@@ -12,7 +12,10 @@ loop... twice over). jitsim simulates the parts that decide clusters, each a pur
 * :mod:`.remapper`: the CPU fusions into ``_FusedMatMul`` / ``_FusedConv2D`` /
   ``_FusedDepthwiseConv2dNative`` / ``_MklSwish`` / ``_FusedBatchNormEx``, which split XLA
   clusters because most of them have no XLA kernel;
-* :mod:`.constant_folding`: constant subgraphs and shape queries with static answers.
+* :mod:`.common_subgraph_elimination`: identical nodes merged;
+* :mod:`.arithmetic_optimizer`: redundant Reshapes, unary ops hoisted out of Concats;
+* :mod:`.constant_folding`: constant subgraphs, shape queries with static answers, neutral
+  operands (``x * 1``).
 """
 
 from __future__ import annotations

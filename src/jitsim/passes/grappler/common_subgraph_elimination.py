@@ -4,6 +4,7 @@
 the graph in topological order and, for each node it may deduplicate, looks for an earlier
 node with the same op, device, attributes, data inputs (in order; sorted for commutative ops)
 and control inputs; the later node's consumers then read the earlier one and it is removed.
+(The order is :func:`_lifo_order`'s: it picks the survivors TF's dumps show more often.)
 Deduplicable: nodes free of side effects that are not preserved (fetches, control outputs,
 feeds), not ``Enter``/``Exit``/``Merge``/``Switch``/``NextIteration``, not placeholders.
 Identical ``Const``s (same value) merge, so do the NoOps function inlining leaves with the
@@ -12,9 +13,9 @@ same control inputs, and Keras' duplicated shape computations (an LSTM's two ``z
 
 from __future__ import annotations
 
-from jitsim.graph.model import CONTROL
+from jitsim.graph.model import CONTROL, parse_input
 from jitsim.passes.grappler import RewriteRecord, preserved
-from jitsim.passes.graphedit import EditGraph, topological_order
+from jitsim.passes.graphedit import EditGraph
 
 COMMUTATIVE = frozenset({"Add", "AddV2", "Mul", "Maximum", "Minimum", "LogicalAnd", "LogicalOr", "Equal",
                          "NotEqual", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "SquaredDifference"})
@@ -40,7 +41,7 @@ def eliminate_common_subgraphs(eg: EditGraph, keep=frozenset()) -> RewriteRecord
     rec = RewriteRecord("common_subgraph_elimination")
     keep_set = preserved(eg, keep)
     seen: dict[tuple, str] = {}
-    for name in topological_order(eg):
+    for name in _lifo_order(eg):
         if name not in eg or name in keep_set:
             continue
         nd = eg[name]
@@ -63,3 +64,29 @@ def eliminate_common_subgraphs(eg: EditGraph, keep=frozenset()) -> RewriteRecord
         eg.remove(name)
         rec.add(name, f"{nd.op} deduplicated")
     return rec
+
+
+def _lifo_order(eg: EditGraph) -> list[str]:
+    """A topological order taking the most recently readied node first. With it, the
+    duplicates jitsim keeps are those TF's dumps show (of an LSTM's ``zeros`` and ``zeros_1``,
+    ``zeros_1``; of equal Consts, mostly the later one; of the NoOps inlining leaves, the
+    body's), better than with a first-in-first-out order; TF's own order is not reproduced."""
+    indeg = {n: 0 for n in eg.nodes}
+    succ = {n: [] for n in eg.nodes}
+    for n, nd in eg.nodes.items():
+        for r in nd.input:
+            src = parse_input(r)[0]
+            if src in eg and eg[src].op not in ("NextIteration", "RefNextIteration"):
+                indeg[n] += 1
+                succ[src].append(n)
+    ready = [n for n in eg.nodes if indeg[n] == 0]
+    out = []
+    while ready:
+        n = ready.pop()
+        out.append(n)
+        for s in succ[n]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    seen = set(out)
+    return out + [n for n in eg.nodes if n not in seen]

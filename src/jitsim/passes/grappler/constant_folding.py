@@ -13,8 +13,13 @@ jitsim evaluates with the numpy kernels of encapsulation's constant folding
 producer's ``_output_shapes`` attribute, a ``Placeholder``'s ``shape`` or a ``Const``'s value.
 Nodes it cannot evaluate are left alone and counted by :func:`foldable_candidates`.
 
-Not simulated: the arithmetic simplifications constant folding also makes (``x * 1``,
-``x + 0``, partial folding of ``AddN``/``Concat``, moving constants through associative ops).
+Of the arithmetic simplifications constant folding also makes, jitsim simulates the
+neutral-element ones with a scalar constant (``x * 1``, ``1 * x``, ``x / 1``, ``x + 0``, ``0 + x``,
+``x - 0`` become ``Identity(x)`` with a control edge from the constant, as TF's
+``ReplaceOperationWithIdentity`` does). They matter: Keras' ``swish``/``silu`` computes
+``x * sigmoid(1.0 * x)``, and only once ``1.0 * x`` is gone does the remapper see the swish
+pattern it turns into ``_MklSwish`` (no XLA kernel): EfficientNet's clusters split there.
+Not simulated: partial folding of ``AddN``/``Concat``, moving constants through associative ops.
 """
 
 from __future__ import annotations
@@ -50,13 +55,27 @@ def _known_shape(nd, port: int):
     return dims if all(d >= 0 for d in dims) else None
 
 
+def _einsum(np, ins, nd):
+    return [np.einsum(nd.attr["equation"].s.decode(), *ins)]
+
+
+def _pow(np, ins, nd):
+    return [np.power(ins[0], ins[1])]
+
+
+# kernels beyond encapsulation's table that TF's folding meets in Keras/KerasHub models
+# (rotary position embeddings: Einsum of constant positions and frequencies, then Cos/Sin)
+EXTRA_OPS = {"Einsum": _einsum, "Pow": _pow}
+
+
 def fold_constants(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     from jitsim.passes.encapsulate import _NP_DTYPES, _OPS, _np, _to_tensor_proto, tensor_proto_to_numpy
     from jitsim.passes.optypes import output_types
 
     np = _np()
-    rec = RewriteRecord("constant_folding")
+    rec = simplify_neutral_operands(eg, keep)
     keep_set = preserved(eg, keep)
+    touched: set[str] = set()
     for name in topological_order(eg):
         if name not in eg or name in keep_set:
             continue
@@ -81,7 +100,7 @@ def fold_constants(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         else:
             if not all(eg[src].op in ("Const", "HostConst") for src, _ in data):
                 continue
-            fn = _OPS.get(nd.op)
+            fn = _OPS.get(nd.op) or EXTRA_OPS.get(nd.op)
             if fn is None:
                 continue
             try:
@@ -108,6 +127,65 @@ def fold_constants(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         nd.device = device
         eg.set_inputs(name, ctrl)
         rec.add(name, kind)
+        touched.update(src for src, _ in data)
+    # what folding leaves unread goes (TF's ConstantFolding deletes the nodes it made useless)
+    while touched:
+        n = touched.pop()
+        nd = eg.nodes.get(n)
+        if nd is None or n in keep_set or nd.op not in ("Const", "HostConst") or eg.consumers(n):
+            continue
+        ins = [parse_input(r)[0] for r in nd.input]
+        eg.remove(n)
+        touched.update(ins)
+    for n in rec.nodes:
+        if n in eg and n not in keep_set and not eg.consumers(n):
+            eg.remove(n)
+    return rec
+
+
+NEUTRAL = {  # op -> (neutral value, operand positions the constant may take)
+    "Mul": (1.0, (0, 1)), "MulNoNan": (1.0, (1,)), "Div": (1.0, (1,)), "RealDiv": (1.0, (1,)),
+    "Add": (0.0, (0, 1)), "AddV2": (0.0, (0, 1)), "Sub": (0.0, (1,)),
+}
+
+
+def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """``x op c`` with ``c`` a scalar neutral constant becomes ``Identity(x)`` (``^c`` kept)."""
+    from jitsim.passes.encapsulate import tensor_proto_to_numpy
+
+    rec = RewriteRecord("constant_folding")
+    keep_set = preserved(eg, keep)
+    for name in topological_order(eg):
+        nd = eg.nodes.get(name)
+        if nd is None or name in keep_set or nd.op not in NEUTRAL:
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        if len(data) != 2:
+            continue
+        neutral, positions = NEUTRAL[nd.op]
+        for pos in positions:
+            c = parse_input(data[pos])[0]
+            other = data[1 - pos]
+            cnd = eg.nodes.get(c)
+            if cnd is None or cnd.op != "Const" or parse_input(other)[0] == c:
+                continue
+            try:
+                v = tensor_proto_to_numpy(cnd.attr["value"].tensor)
+            except Exception:
+                continue
+            if v.ndim != 0 or float(v) != neutral:
+                continue
+            t = nd.attr["T"] if "T" in nd.attr else None
+            ctrl = [r for r in nd.input if r.startswith("^")]
+            nd.op = "Identity"
+            for k in list(nd.attr):
+                if k not in ("T", "_class"):
+                    del nd.attr[k]
+            if t is None:
+                del nd.attr["T"]
+            eg.set_inputs(name, [other, "^" + c] + ctrl)
+            rec.add(name, f"{'x * 1' if neutral == 1.0 else 'x + 0'} to Identity")
+            break
     return rec
 
 

@@ -2,7 +2,9 @@
 
 ``DependencyOptimizer::OptimizeNode`` (``grappler/optimizers/dependency_optimizer.cc``) removes
 a NoOp, Identity or IdentityN node that is not to be preserved when doing so does not add
-edges: with ``i`` inputs (data and control) and ``o`` consumers it requires ``i * o <= i + o``.
+edges: with ``i`` control inputs (all of a NoOp's inputs) and ``o`` consumers it requires
+``i * o <= i + o`` (an Identity's data input moves to each consumer one for one; TF's dumps show
+every Keras custom-gradient ``IdentityN`` gone, whatever its number of inputs).
 Each consumer then reads the Identity's input directly (control consumers depend on the
 removed node's inputs), and the removed node's control inputs become control inputs of its
 consumers. An Identity is kept when it is not safe to remove (``SafeToRemoveIdentity``):
@@ -143,8 +145,11 @@ def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool 
                     continue
                 if nd.op == "IdentityN" and not eg.consumers(name):
                     continue
-            n_in, n_out = len(nd.input), len(eg.consumers(name))
-            if n_in * n_out > n_in + n_out:
+            n_out = len(eg.consumers(name))
+            # an Identity's data inputs move to its consumers one for one; only the control
+            # inputs it would copy to every consumer count (all of a NoOp's inputs are control)
+            n_in = sum(1 for r in nd.input if r.startswith("^")) if nd.op != "NoOp" else len(nd.input)
+            if n_in and n_in * n_out > n_in + n_out:
                 continue
             if nd.op != "NoOp" and any(eg[c].device != nd.device for c in eg.consumers(name)):
                 continue

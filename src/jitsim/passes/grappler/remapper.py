@@ -5,8 +5,13 @@ first and replaces, at each root not already fused, the largest pattern that mat
 
 * ``MatMul`` | ``Conv2D`` | ``DepthwiseConv2dNative`` -> ``BiasAdd`` [-> activation] becomes
   ``_FusedMatMul`` / ``_FusedConv2D`` / ``_FusedDepthwiseConv2dNative`` with
-  ``fused_ops = ["BiasAdd"(, act)]``; activations: ``Relu``, ``Relu6``, ``Elu``, ``LeakyRelu``,
-  ``Tanh``, ``Sigmoid`` (``Relu``/``Relu6``/``Elu`` only after a depthwise convolution);
+  ``fused_ops = ["BiasAdd"(, act)]``; activations: ``Relu``, ``Relu6``, ``Elu``, ``LeakyRelu``
+  (``Relu``/``Relu6``/``Elu`` only after a depthwise convolution). TF 2.21 on CPU leaves a
+  ``Sigmoid`` after ``Conv2D + BiasAdd`` unfused (EfficientNet's squeeze-excite blocks in
+  TF's dumps); ``Tanh`` is treated alike;
+  With oneDNN an ``Add``/``AddV2`` of a 1-D tensor as long as the contraction output's last
+  dimension counts as a ``BiasAdd`` (``IsBiasSemanticAdd``; a Keras GRU cell's
+  ``MatMul + Squeeze(bias)``), shapes read from ``_output_shapes``;
 * ``Conv2D`` -> ``FusedBatchNorm``/``V2``/``V3`` (inference: ``is_training = false``)
   [-> activation] becomes ``_FusedConv2D`` with ``fused_ops = ["FusedBatchNorm"(, act)]``;
 * ``MatMul -> BiasAdd -> 0.5 * x * erfc(-x / sqrt(2))`` (Keras' exact GELU) becomes
@@ -27,14 +32,14 @@ the quantized/int8 patterns.
 from __future__ import annotations
 
 from jitsim.graph import protos
-from jitsim.graph.model import CONTROL, parse_input
+from jitsim.graph.model import parse_input
 from jitsim.passes.grappler import RewriteRecord, preserved
 from jitsim.passes.graphedit import EditGraph, topological_order
 
 DT_FLOAT, DT_BFLOAT16 = 1, 14
 CONTRACTIONS = {"MatMul": "_FusedMatMul", "Conv2D": "_FusedConv2D",
                 "DepthwiseConv2dNative": "_FusedDepthwiseConv2dNative"}
-ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid"})
+ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "LeakyRelu"})
 DEPTHWISE_ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu"})
 BATCH_NORMS = frozenset({"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"})
 # attributes the fused op keeps from the contraction
@@ -123,24 +128,56 @@ def _fuse(eg: EditGraph, root: str, contraction, extra_inputs: list[str], fused_
                         eg.remove(k)
 
 
-def _try_bias(m: _Matcher, bias_add: str, by: str | None):
-    """``contraction -> BiasAdd`` with the BiasAdd read only by ``by`` (None: it is the root)."""
+def _shape(nd, port: int = 0):
+    """The recorded static shape of output ``port`` (``_output_shapes``): dims (-1 unknown), or None."""
+    if "_output_shapes" not in nd.attr or port >= len(nd.attr["_output_shapes"].list.shape):
+        return None
+    shp = nd.attr["_output_shapes"].list.shape[port]
+    return None if shp.unknown_rank else [d.size for d in shp.dim]
+
+
+def _bias_semantic(m: _Matcher, contraction, bias_ref: str) -> bool:
+    """oneDNN's ``IsBiasSemanticAdd``: the other operand of an ``Add`` is a 1-D tensor as long as
+    the contraction output's last dimension."""
+    src, port = parse_input(bias_ref)
+    if src not in m.eg:
+        return False
+    bshape = _shape(m.eg[src], port)
+    if bshape is None or len(bshape) != 1 or bshape[0] < 0:
+        return False
+    cshape = _shape(contraction)
+    want_rank = 2 if contraction.op == "MatMul" else 4
+    return cshape is not None and len(cshape) == want_rank and cshape[-1] == bshape[0]
+
+
+def _try_bias(m: _Matcher, bias_add: str, by: str | None, onednn: bool = True):
+    """``contraction -> BiasAdd`` (with oneDNN also ``contraction -> Add(bias-like)``), the
+    BiasAdd read only by ``by`` (None: it is the root)."""
     eg = m.eg
     if bias_add not in eg:
         return None
     bnd = eg[bias_add]
-    if bnd.op != "BiasAdd" or not m.cpu(bnd):
+    if not m.cpu(bnd):
+        return None
+    if bnd.op not in ("BiasAdd",) and not (onednn and bnd.op in ("Add", "AddV2")):
         return None
     if by is not None and not m.single_use(bias_add, by):
         return None
-    src = m.data_input(bias_add, 0)
-    if src is None or src[1] != 0:
+    data = [r for r in bnd.input if not r.startswith("^")]
+    if len(data) != 2:
         return None
-    c = m.contraction(src[0], bias_add)
-    if c is None:
-        return None
-    bias = [r for r in bnd.input if not r.startswith("^")][1]
-    return c, bias
+    orders = ((0, 1),) if bnd.op == "BiasAdd" else ((0, 1), (1, 0))
+    for ci, bi in orders:
+        src = parse_input(data[ci])
+        if src[1] != 0:
+            continue
+        c = m.contraction(src[0], bias_add)
+        if c is None:
+            continue
+        if bnd.op != "BiasAdd" and not _bias_semantic(m, c, data[bi]):
+            continue
+        return c, data[bi]
+    return None
 
 
 def _try_batch_norm(m: _Matcher, bn: str, by: str | None):
@@ -241,7 +278,7 @@ def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True) -> RewriteRec
             if src is None or src[1] != 0:
                 continue
             alpha = nd.attr["alpha"].f if op == "LeakyRelu" and "alpha" in nd.attr else None
-            hit = _try_bias(m, src[0], root)
+            hit = _try_bias(m, src[0], root, onednn)
             if hit is not None:
                 c, bias = hit
                 if c.op == "DepthwiseConv2dNative" and op not in DEPTHWISE_ACTIVATIONS:
@@ -257,8 +294,8 @@ def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True) -> RewriteRec
                 _fuse(eg, root, c, args, ["FusedBatchNorm", op], [src[0], root], epsilon=eps, alpha=alpha)
                 rec.add(root, f"Conv2D+FusedBatchNorm+{op}")
                 continue
-        if op == "BiasAdd":
-            hit = _try_bias(m, root, None)
+        if op in ("BiasAdd", "Add", "AddV2"):
+            hit = _try_bias(m, root, None, onednn)
             if hit is not None:
                 c, bias = hit
                 _fuse(eg, root, c, [bias], ["BiasAdd"], [root])
