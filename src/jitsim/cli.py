@@ -10,10 +10,11 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from jitsim import __version__
-from jitsim.errors import JitsimError
+from jitsim.errors import JitsimError, JitsimWarning
 
 
 def _stderr_is_tty() -> bool:
@@ -49,7 +50,7 @@ def _emit_json(obj) -> None:
 def cmd_show(args) -> int:
     from jitsim.graph import load
 
-    g = load(args.graph, signature=args.signature)
+    g = load(args.graph, signature=args.signature)  # a summary: odd nodes are shown, not refused
     s = g.summary()
     if args.format == "json":
         _emit_json({"schema": "jitsim.show/1", **s})
@@ -265,7 +266,7 @@ def cmd_rewrite(args) -> int:
     state = ProcessState()
     if args.cluster_number_start:
         state.counters[0] = args.cluster_number_start
-    g = load(path, signature=args.signature)
+    g = load(path, signature=args.signature, check_ops=True)
     res = run_pipeline(g, choice.flags, until=args.until, session=_session(args), state=state,
                        input_stage=args.input_stage, device=args.device)
     save(res.to_graphdef(), args.output)
@@ -820,15 +821,52 @@ def _op_libraries(paths) -> list:
     return [read_op_library(p) for p in paths]
 
 
+def _show_warning(message) -> None:
+    if isinstance(message, JitsimWarning):
+        where = f"{message.path}: " if message.path else ""
+        print(f"jitsim: {where}note: {message.message}", file=sys.stderr)
+    else:
+        print(f"jitsim: warning: {message}", file=sys.stderr)
+
+
+# (command, subcommand) -> how its -o is used: "file", "dir", or "file-or-dir" (cluster)
+_OUTPUT_KIND = {"cluster": "file-or-dir", "rewrite": "file", "render": "file", "report": "dir",
+                "registry": "file", "harvest": "dir", "index": "file", "fuzz": "dir"}
+
+
+def _check_outputs(args) -> None:
+    """One rule for every command's ``-o``: checked before any work (graph/io.check_output)."""
+    out = getattr(args, "output", None)
+    if out is None:
+        return
+    from jitsim.graph.io import check_output
+
+    key = getattr(args, "crosscheck_command", None) or args.command
+    kind = _OUTPUT_KIND.get(key, "file")
+    if kind == "file-or-dir":
+        check_output(out, directory=Path(out).is_dir())
+    else:
+        check_output(out, directory=kind == "dir")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
+    notes: list = []
     try:
-        libraries = _op_libraries(getattr(args, "op_defs", None) or ())
-        from jitsim.registry import using_op_libraries
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always", JitsimWarning)
+            _check_outputs(args)
+            libraries = _op_libraries(getattr(args, "op_defs", None) or ())
+            from jitsim.registry import using_op_libraries
 
-        with using_op_libraries(*libraries):
-            return args.func(args)
+            with using_op_libraries(*libraries):
+                rc = args.func(args)
+        # what jitsim assumed to accept the input: said once the command succeeded (a failing
+        # command prints its one error line only)
+        for w in notes:
+            _show_warning(w.message)
+        return rc
     except JitsimError as e:
         print(f"jitsim: {e}", file=sys.stderr)
         return e.exit_code
