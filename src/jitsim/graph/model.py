@@ -155,6 +155,8 @@ class Graph:
         self.source = source
         self.nodes: dict[str, Node] = {}
         for i, nd in enumerate(graphdef.node):
+            if not nd.name:
+                raise GraphError(f"node #{i} ({nd.op or 'no op'}) has an empty name", source)
             if nd.name in self.nodes:
                 raise GraphError(f"duplicate node name {nd.name!r}", source)
             self.nodes[nd.name] = Node(nd, i)

@@ -23,7 +23,6 @@ def _where(nd) -> str:
 def check_nodes(graph, source=None) -> None:
     """Raise :class:`GraphError` (naming node, op and field) on the first node TF would refuse."""
     from jitsim.passes.devices import parse_device_name
-    from jitsim.passes.optypes import output_types
     from jitsim.registry import op_def
 
     source = source if source is not None else graph.source
@@ -50,12 +49,15 @@ def check_nodes(graph, source=None) -> None:
                 if fname and fname not in fns and op_def(fname) is None:
                     raise GraphError(f"{_where(nd)}: attr {key!r} calls function {fname!r}, which the graph's "
                                      "function library does not hold", source)
-        if od is not None or nd.op in fns:
-            try:
-                types = output_types(nd, fns)
-            except Exception:  # an attr of the wrong kind: leave it to the passes' own checks
-                types = None
-            n_out[nd.name] = None if types is None else len(types)
+        sig = fns[nd.op].signature if nd.op in fns else od
+        if sig is not None:
+            n_in = _arg_count(nd, sig.input_arg, od, "input", source)
+            have = sum(1 for ref in nd.input if not ref.startswith("^"))
+            if n_in is not None and have != n_in:
+                raise GraphError(f"{_where(nd)}: {have} data input{'s' if have != 1 else ''} given, but the op takes "
+                                 f"{n_in} with these attrs", source)
+            n_out[nd.name] = _arg_count(nd, sig.output_arg, od, "output", source)
+    _check_recursion(fns, source)
     for nd in gd.node:
         for ref in nd.input:
             src, slot = parse_input(ref)
@@ -67,3 +69,78 @@ def check_nodes(graph, source=None) -> None:
                 has = "no outputs" if count == 0 else f"{count} output{'s' if count != 1 else ''} (0..{count - 1})"
                 raise GraphError(f"{_where(nd)}: input {ref!r} names output {slot} of {src!r}, but {op} has "
                                  f"{has}", source)
+
+
+def _attr_of(nd, od, name):
+    if name in nd.attr:
+        return nd.attr[name]
+    if od is not None:
+        for a in od.attr:
+            if a.name == name and a.HasField("default_value"):
+                return a.default_value
+    return None
+
+
+def _arg_count(nd, args, od, what: str, source=None) -> int | None:
+    """How many tensors ``args`` (an OpDef's input or output args) expand to for ``nd``,
+    counted without building them (a mutated ``N`` may be huge); None when an attr is missing
+    or of the wrong kind (the attr check above names the missing ones)."""
+    total = 0
+    for arg in args:
+        if arg.type_list_attr:
+            av = _attr_of(nd, od, arg.type_list_attr)
+            if av is None or av.WhichOneof("value") not in ("list", None):
+                return None
+            total += len(av.list.type)
+        elif arg.number_attr:
+            av = _attr_of(nd, od, arg.number_attr)
+            if av is None or av.WhichOneof("value") != "i":
+                return None
+            if av.i < 0:
+                raise GraphError(f"{_where(nd)}: attr {arg.number_attr!r} = {av.i}, but it counts {what}s (0 or more)", source)
+            total += av.i
+        else:
+            total += 1
+    return total
+
+
+def _calls(fdef, fns) -> list[str]:
+    out = []
+    for nd in fdef.node_def:
+        if nd.op in fns:
+            out.append(nd.op)
+        for av in nd.attr.values():
+            kind = av.WhichOneof("value")
+            if kind == "func" and av.func.name in fns:
+                out.append(av.func.name)
+            elif kind == "list":
+                out += [f.name for f in av.list.func if f.name in fns]
+    return out
+
+
+def _check_recursion(fns: dict, source) -> None:
+    """TF cannot instantiate a function that calls itself, directly or through others."""
+    calls = {name: _calls(f, fns) for name, f in fns.items()}
+    state: dict[str, int] = {}
+    for root in sorted(calls):
+        if state.get(root):
+            continue
+        stack = [(root, iter(calls[root]))]
+        path = [root]
+        state[root] = 1
+        while stack:
+            name, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[name] = 2
+                stack.pop()
+                path.pop()
+                continue
+            if state.get(nxt) == 1:
+                loop = path[path.index(nxt):] + [nxt]
+                raise GraphError(f"function {nxt!r} calls itself ({' -> '.join(loop)}): TensorFlow cannot "
+                                 "instantiate recursive functions", source)
+            if not state.get(nxt):
+                state[nxt] = 1
+                stack.append((nxt, iter(calls[nxt])))
+                path.append(nxt)
