@@ -923,12 +923,18 @@ def _op_libraries(paths) -> list:
     return [read_op_library(p) for p in paths]
 
 
+def _one_line(text: str) -> str:
+    """A message as one line: control characters (a newline in a node name, a byte quoted
+    from a garbled file) are written as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _show_warning(message) -> None:
     if isinstance(message, JitsimWarning):
         where = f"{message.path}: " if message.path else ""
-        print(f"jitsim: {where}note: {message.message}", file=sys.stderr)
+        print(_one_line(f"jitsim: {where}note: {message.message}"), file=sys.stderr)
     else:
-        print(f"jitsim: warning: {message}", file=sys.stderr)
+        print(_one_line(f"jitsim: warning: {message}"), file=sys.stderr)
 
 
 # (command, subcommand) -> how its -o is used: "file", "dir", or "file-or-dir" (cluster)
@@ -971,7 +977,7 @@ def main(argv: list[str] | None = None) -> int:
             _show_warning(w.message)
         return rc
     except JitsimError as e:
-        print(f"jitsim: {e}", file=sys.stderr)
+        print(f"jitsim: {_one_line(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("jitsim: interrupted", file=sys.stderr)
