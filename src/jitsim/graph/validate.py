@@ -2,10 +2,11 @@
 
 TF refuses a GraphDef whose nodes it cannot build: a node without a name, an attr the op
 requires (no default) missing, an input naming an output slot the op does not have, a device
-string it cannot parse, a call of a function the library does not hold. jitsim refuses the
+string it cannot parse, a function that calls itself. jitsim refuses the
 same graphs when it loads a user's file (:func:`jitsim.graph.io.load`), naming the node, its
 op and the field, instead of failing later deep inside a pass. Ops nobody registers are
-custom ops (their signature is inferred later) and are not checked here.
+custom ops (their signature is inferred later) and are not checked here; a call of a function
+the library lacks is imported by TF too (mark-for-compilation then gives it a reason code).
 """
 
 from __future__ import annotations
@@ -42,13 +43,6 @@ def check_nodes(graph, source=None) -> None:
                 if a.name not in nd.attr and not a.HasField("default_value"):
                     raise GraphError(f"{_where(nd)}: missing attr {a.name!r}, which the op requires (no default)",
                                      source)
-        for key, av in nd.attr.items():
-            names = [av.func.name] if av.WhichOneof("value") == "func" else (
-                [f.name for f in av.list.func] if av.WhichOneof("value") == "list" else [])
-            for fname in names:
-                if fname and fname not in fns and op_def(fname) is None:
-                    raise GraphError(f"{_where(nd)}: attr {key!r} calls function {fname!r}, which the graph's "
-                                     "function library does not hold", source)
         sig = fns[nd.op].signature if nd.op in fns else od
         if sig is not None:
             n_in = _arg_count(nd, sig.input_arg, od, "input", source)
