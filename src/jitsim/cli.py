@@ -445,7 +445,17 @@ def _check_ops_exist(c, ops, option: str) -> None:
     """A what-if op no node has changes nothing: say so, with the op names it may have meant."""
     import difflib
 
-    have = sorted({rec.op for rec in c.nodes.values()} if isinstance(c.nodes, dict) else {n.op for n in c.nodes})
+    have = {rec.op for rec in c.nodes.values()}
+    if all(op in have for op in ops):
+        return
+    snap = getattr(c, "_input_snapshot", None)
+    if snap:  # ops inside library functions count too (what-if knobs apply inside calls)
+        from jitsim.graph import protos
+
+        gd = protos.GraphDef()
+        gd.ParseFromString(snap[0])
+        have |= {nd.op for f in gd.library.function for nd in f.node_def}
+    have = sorted(have)
     for op in ops:
         if op in have:
             continue

@@ -1,15 +1,20 @@
 """Loading graphs from files and writing them back.
 
-Accepted inputs (detected from the path):
+Accepted inputs:
 
-* ``*.pbtxt`` / ``*.pbtext`` / ``*.txt``: text ``GraphDef`` (TF's graph dumps are these);
-* ``*.pb`` (any other extension): binary ``GraphDef``;
+* a GraphDef file, text or binary: by name (``.pbtxt``/``.pbtext``/``.txt``/``.prototxt`` text,
+  ``.pb``/``.binpb``/``.graphdef`` binary) and, where the name is missing, ambiguous or wrong,
+  by content (a note says what was assumed); gzip-compressed files (``.pbtxt.gz``, ``.pb.gz``,
+  any gzip content) and a UTF-8 byte-order mark are read transparently, UTF-16 text with a
+  byte-order mark with a note. Only regular files are read, at most 2 GiB;
 * a SavedModel directory (``saved_model.pb`` or ``saved_model.pbtxt`` inside): the graph of
   one signature's function, with the library attached (see :func:`load_saved_model`);
 * a TF dump directory (``TF_DUMP_GRAPH_PREFIX``): one graph per instantiated function,
   see :mod:`jitsim.crosscheck.dumps`.
 
-Writing picks text or binary from the extension and never leaves a half-written file.
+Writing picks text or binary from the extension (gzip for ``.gz``), checks the path first
+(:func:`check_output`, which every command calls for its ``-o`` before any work) and never
+leaves a half-written file.
 """
 
 from __future__ import annotations
@@ -263,7 +268,8 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
 
 
 def save(graph: Graph | object, path: Path | str) -> Path:
-    """Write a Graph (or any GraphDef proto) to ``path``: text for .pbtxt, else binary.
+    """Write a Graph (or any GraphDef proto) to ``path``: text for .pbtxt, else binary
+(gzip-compressed when the name ends in ``.gz``).
 
     The file is written to a temporary name in the same directory and renamed, so a
     failure never leaves a half-written output.
@@ -274,6 +280,10 @@ def save(graph: Graph | object, path: Path | str) -> Path:
         data = to_text(gd).encode()
     else:
         data = gd.SerializeToString(deterministic=True)
+    if path.name.lower().endswith(".gz"):
+        import gzip
+
+        data = gzip.compress(data, mtime=0)
     write_atomic(path, data)
     return path
 
