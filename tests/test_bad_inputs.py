@@ -50,7 +50,10 @@ def test_bad_input(case, cases_dir, tmp_path, capsys, monkeypatch):
             a = a.replace(k, v)
         argv.append(a)
     before = sorted(p.name for p in cases_dir.rglob("*"))
-    rc = main(argv)
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse's usage errors
+        rc = e.code
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert rc == case["exit"], err

@@ -700,8 +700,15 @@ def cmd_fuzz(args) -> int:
 # -- parser -------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line too (``jitsim: jitsim cluster: ...``), exit 2, like bad input."""
+
+    def error(self, message: str):
+        self.exit(2, f"jitsim: {_one_line(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="jitsim",
         description="Predict and explain TensorFlow's XLA auto-clustering without running the model.",
     )
@@ -961,6 +968,12 @@ def _check_outputs(args) -> None:
 
     key = getattr(args, "crosscheck_command", None) or args.command
     kind = _OUTPUT_KIND.get(key, "file")
+    if key == "render":
+        from jitsim.explain.render import FORMATS
+
+        ext = Path(out).suffix.lower()
+        if ext not in FORMATS:
+            raise JitsimError(f"unknown picture format {ext or '(no extension)'!r}; use .dot, .svg or .png", out)
     if kind == "file-or-dir":
         check_output(out, directory=Path(out).is_dir())
     else:

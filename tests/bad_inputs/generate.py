@@ -335,6 +335,16 @@ def cases() -> list[dict]:
          argv=["whatif", "{CASE}", *NEVER, "--exclude-op", "Matmul"], error=["'Matmul'", "did you mean MatMul"])
     case("whatif_unknown_force", "whatif --force-compilable of an op no node has", gtext,
          argv=["whatif", "{CASE}", *NEVER, "--force-compilable", "_FusedConv2D"], error=["'_FusedConv2D'", "change nothing"])
+    case("usage_missing_value", "--tf-xla-flags without its value (a usage error, one line too)", gtext,
+         argv=["cluster", "{CASE}", "--tf-xla-flags"], error=["--tf-xla-flags", "expected one argument"])
+    case("usage_unknown_option", "an option jitsim does not have", gtext, argv=["cluster", "{CASE}", "--no-such-option"],
+         error=["unrecognized arguments", "--no-such-option"])
+    case("usage_bad_choice", "--tf with a value it does not take", gtext, argv=["cluster", "{CASE}", "--tf", "sometimes"],
+         error=["--tf", "invalid choice"])
+    case("render_bad_format", "render -o with a picture format it cannot write", gtext,
+         argv=["render", "{CASE}", *NEVER, "-o", "{DIR}/x.jpg"], error=["x.jpg", "unknown picture format"])
+    case("index_of_a_file", "crosscheck index given a file", gtext, argv=["crosscheck", "index", "{CASE}"],
+         error=["index_of_a_file.pbtxt", "not a dump directory"])
     case("op_defs_missing", "--op-defs naming no file", gtext,
          argv=["cluster", "{CASE}", *NEVER, "--op-defs", "{DIR}/no_ops.json"], error=["no_ops.json", "no such file"])
 

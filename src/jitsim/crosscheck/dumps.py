@@ -109,7 +109,7 @@ def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph
     :class:`~jitsim.errors.JitsimWarning` saying so."""
     root = Path(root)
     if not root.is_dir():
-        raise JitsimError("no such dump directory", root)
+        raise JitsimError("is a file, not a dump directory" if root.exists() else "no such dump directory", root)
     files = {p.name: p for p in root.iterdir() if p.suffix == ".pbtxt" and p.is_file()}
     order = None
     if log_text:
