@@ -996,8 +996,11 @@ def main(argv: list[str] | None = None) -> int:
                 rc = args.func(args)
         # what jitsim assumed to accept the input: said once the command succeeded (a failing
         # command prints its one error line only)
+        seen = set()
         for w in notes:
-            _show_warning(w.message)
+            if str(w.message) not in seen:
+                seen.add(str(w.message))
+                _show_warning(w.message)
         return rc
     except JitsimError as e:
         print(f"jitsim: {_one_line(str(e))}", file=sys.stderr)
