@@ -194,6 +194,14 @@ def cases() -> list[dict]:
          error=["node 'r' (Relu)", "'m:7'", "MatMul has 1 output"])
     case("negative_slot", "an input with a negative slot", _text(_edit(lambda g: g.node[3].input.__setitem__(0, "m:-1"))),
          error=["node 'r'", "names no node"])
+    case("too_many_inputs", "Relu given two data inputs", _text(_edit(lambda g: g.node[3].input.append("x"))),
+         error=["node 'r' (Relu)", "2 data inputs given", "takes 1"])
+    case("addn_count_mismatch", "AddN with N=3 and two inputs",
+         _text(_edit(lambda g: _node(g, "a3", "AddN", ["h", "m"], T=("type", F32), N=3))),
+         error=["node 'a3' (AddN)", "takes 3"])
+    case("negative_count", "AddN with N=-1",
+         _text(_edit(lambda g: _node(g, "an", "AddN", ["h", "m"], T=("type", F32), N=-1))),
+         error=["node 'an' (AddN)", "'N' = -1"])
     case("dangling_input", "an input naming no node", _text(_edit(lambda g: g.node[3].input.__setitem__(0, "nope"))),
          error=["node 'r'", "'nope'", "names no node"])
     case("dangling_control", "a control input naming no node", _text(_edit(lambda g: g.node[3].input.append("^ghost"))),
