@@ -1,7 +1,10 @@
 """The ``jitsim`` command line. Thin: parsing and printing; the work is in the library.
 
-Exit codes: 0 success (for ``compare``: partitions identical), 1 ``compare`` found
-differences, 2 bad input or usage (one ``jitsim: ...`` line on stderr), 130 interrupted.
+Exit codes (docs/cli.md): 0 success (``compare``/``verify``/``diff``: identical), 1 differences
+found, 2 bad input or usage (exactly one ``jitsim: ...`` line on stderr, no traceback, no output
+file), 130 interrupted. Notes on what jitsim assumed to accept an odd input go to stderr after a
+successful run. Every ``-o`` is checked before any work (:func:`_check_outputs`); every
+``--*tf-xla-flags`` option follows one rule (:func:`_flags_choice`).
 """
 
 from __future__ import annotations
