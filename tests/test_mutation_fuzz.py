@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from jitsim.graph import protos
@@ -186,11 +186,22 @@ def _check(tmp_path, capsys, data: bytes, suffix: str, extra=()):
     rc = main(["cluster", str(f), "--tf", "never", "-o", str(out), *extra])
     err = capsys.readouterr().err
     assert rc in (0, 2), (rc, err)
+    event(f"exit {rc}")  # --hypothesis-show-statistics counts them
     if rc == 2:
+        event("refused: " + _kind(err))
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("jitsim: "), err
         assert not out.exists()
     assert not [p for p in d.iterdir() if p.name.startswith(".")], "temporary file left behind"
+
+
+def _kind(err: str) -> str:
+    """The kind of refusal, for the statistics: the message without path, names and numbers."""
+    import re
+
+    msg = err.strip().split(": ", 2)[-1]
+    msg = re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "_", msg)
+    return msg[:60]
 
 
 @pytest.fixture(autouse=True)
