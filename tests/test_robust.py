@@ -153,6 +153,33 @@ def test_dumps_sharing_one_mtime_are_paired_by_content(corpus, tmp_path):
     assert strip(got) == strip(truth)
 
 
+def test_dumps_with_misleading_mtimes_are_paired_by_content(corpus, tmp_path):
+    """Distinct modification times in the wrong order (files copied one by one): the content
+    (a before_mark dump holds its before_clone dump's nodes) overrules them."""
+    import warnings
+
+    from jitsim.crosscheck.dumps import group_dumps
+
+    d = corpus.extract("cnn_inference")
+    truth = group_dumps(d / "dumps", (d / "log.txt").read_text())
+    copy = tmp_path / "dumps"
+    shutil.copytree(d / "dumps", copy)
+    files = sorted(copy.iterdir())
+    for i, p in enumerate(files):
+        os.utime(p, ns=(10**18 + i * 1000, 10**18 + i * 1000))
+    marks = [p for p in files if p.name.startswith("before_mark")]
+    times = [p.stat().st_mtime_ns for p in marks]
+    for p, t in zip(marks, reversed(times)):
+        os.utime(p, ns=(t, t))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = group_dumps(copy)
+    assert any("nodes differ" in str(x.message) for x in w)
+    keep = ("before_clone_constants_for_better_clustering", "before_mark_for_compilation", "mark_for_compilation")
+    strip = lambda gs: [f for f in ({k: v for k, v in g.files.items() if k in keep} for g in gs) if f]  # noqa: E731
+    assert strip(got) == strip(truth)
+
+
 def test_log_without_dump_lines_is_said(corpus, tmp_path, capsys):
     d = corpus.extract("cycle_avoidance")
     log = tmp_path / "log.txt"

@@ -150,7 +150,33 @@ def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph
 
     if log_text:
         _attach_run_times(graphs, log_text, files)
+    elif not _content_agrees(root, graphs):
+        # the modification times pair dumps whose nodes say they are not one graph: they were
+        # not written in TF's order (copied one by one, touched...); content decides
+        try:
+            return _group_by_content(root, files, why="their modification times pair dumps whose nodes differ")
+        except JitsimError as e:
+            _note(f"the pairing by modification time looks wrong ({e.message}); kept it: give TF's log with --log",
+                  root)
     return graphs
+
+
+def _content_agrees(root: Path, graphs: list[DumpGraph]) -> bool:
+    """Whether every graph's ``before_mark`` dump holds its ``before_clone`` dump's nodes
+    (TF's constant clones aside): what TF's pipeline guarantees for one graph."""
+    any_clone = any("before_clone_constants_for_better_clustering" in g.files for g in graphs)
+    for g in graphs:
+        a = g.files.get("before_clone_constants_for_better_clustering")
+        b = g.files.get("before_mark_for_compilation")
+        m = g.files.get("mark_for_compilation")
+        if b and any_clone and not a:  # with auto-jit on, TF dumps before_clone for every graph
+            return False
+        names_b = set(scan_node_names(root / b)) if b else None
+        if a and b and not set(scan_node_names(root / a)) <= names_b:
+            return False
+        if b and m and set(scan_node_names(root / m)) != names_b:
+            return False
+    return True
 
 
 def _note(message: str, path) -> None:
@@ -168,7 +194,8 @@ _SAME_GRAPHS = {"after_clone_constants_for_better_clustering": "before_clone_con
                 "mark_for_compilation_annotated": "before_mark_for_compilation"}
 
 
-def _group_by_content(root: Path, files: dict) -> list[DumpGraph]:
+def _group_by_content(root: Path, files: dict, why: str = "several dump files share one modification time "
+                      "(copied or unpacked?)") -> list[DumpGraph]:
     """Pairing when modification times cannot order the files: each stage's files in suffix
     order are in TF's order; a ``before_mark`` graph is the ``before_clone`` graph whose node
     names it holds (plus TF's constant clones ``X/clone_k``), matched in order; ``after_clone``
@@ -186,7 +213,7 @@ def _group_by_content(root: Path, files: dict) -> list[DumpGraph]:
     marks = by_stage.get("before_mark_for_compilation", [])
     for stage, partner in _SAME_GRAPHS.items():
         if stage in by_stage and len(by_stage[stage]) != len(by_stage.get(partner, [])):
-            raise JitsimError(f"modification times cannot order these dumps (several files share one) and their "
+            raise JitsimError(f"modification times cannot order these dumps ({why}) and their "
                               f"content does not pair them: {len(by_stage[stage])} {stage} files but "
                               f"{len(by_stage.get(partner, []))} {partner} files; give TF's log with --log", root)
     graphs = [DumpGraph(id=i, files={"before_clone_constants_for_better_clustering": n}) for i, n in enumerate(clones)]
@@ -199,7 +226,7 @@ def _group_by_content(root: Path, files: dict) -> list[DumpGraph]:
             while j < len(clones) and not (base <= names[j] and len(names[j] - set(mnames)) == 0):
                 j += 1
             if j == len(clones):
-                raise JitsimError(f"modification times cannot order these dumps (several files share one) and no "
+                raise JitsimError(f"modification times cannot order these dumps ({why}) and no "
                                   f"before_clone dump has the nodes of {m}; give TF's log with --log", root)
             graphs[j].files["before_mark_for_compilation"] = m
             j += 1
@@ -211,7 +238,7 @@ def _group_by_content(root: Path, files: dict) -> list[DumpGraph]:
             owner.files[stage] = n
     later = sorted(n for st, lst in by_stage.items() if st not in _SAME_GRAPHS and st not in (
         "before_clone_constants_for_better_clustering", "before_mark_for_compilation") for n in lst)
-    _note(f"several dump files share one modification time (copied or unpacked?): graphs paired by content "
+    _note(f"{why}: graphs paired by content "
           f"({len(graphs)} graphs)" + (f"; {len(later)} later-stage files (encapsulate, build_xla_ops) left out: only "
                                        "TF's log (--log) orders them" if later else ""), root)
     return graphs
