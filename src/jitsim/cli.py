@@ -248,7 +248,7 @@ def _flags_choice(args, *parts, recorded=None, warn: bool = True):
     """The one rule for every command's flag options: ``parts`` (the command's --*-tf-xla-flags,
     in order) on top of the base flags, later flags winning, as in TF; ``--no-default-flags``
     starts from nothing. Warns when the result leaves auto-clustering off."""
-    from jitsim.passes.pipeline import auto_clustering_off, resolve_flags
+    from jitsim.passes.pipeline import resolve_flags
 
     given = " ".join(x for x in parts if x)
     choice = resolve_flags(given or None, recorded, additive=True,
@@ -259,7 +259,6 @@ def _flags_choice(args, *parts, recorded=None, warn: bool = True):
 
 
 def _warn_if_off(choice, args) -> None:
-    from jitsim.errors import JitsimWarning
     from jitsim.passes.pipeline import auto_clustering_off
 
     level = _JIT_LEVELS.get(getattr(args, "session_jit_level", "default"), 0)
