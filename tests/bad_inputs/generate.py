@@ -270,6 +270,25 @@ def cases() -> list[dict]:
     case("deep_chain", "a 10,000-node chain (no recursion limit may be hit)", gzip.compress(_bin(chain(10_000)), mtime=0),
          name="deep_chain.pb.gz", exit=0, argv=["cluster", "{CASE}", *NEVER, "--format", "json"])
 
+    depth = 3000
+    nested = (b'node { name: "a" op: "NoOp" attr { key: "k" value { ' + b'func { name: "f" attr { key: "k" value { ' * depth
+              + b"} } } " * depth + b"} }\n")
+    case("deep_nesting_text", f"attr values nested {depth} deep (text)", nested, error=["deep_nesting_text.pbtxt"])
+
+    def nested_bin(levels):
+        av = protos.AttrValue()
+        inner = av
+        for _ in range(levels):
+            inner = inner.func.attr["k"]
+        gd = protos.GraphDef()
+        gd.node.add(name="a", op="NoOp").attr["k"].CopyFrom(av)
+        return gd
+
+    case("deep_nesting_binary_ok", "attr values nested 30 deep (binary; 90 message levels, under protobuf's 100)",
+         _bin(nested_bin(30)), name="deep_nesting_binary_ok.pb", exit=0)
+    case("deep_nesting_binary", "attr values nested 40 deep (binary; 120 message levels: TF refuses it too)",
+         _bin(nested_bin(40)), name="deep_nesting_binary.pb", error=["deep_nesting_binary.pb", "nested too deeply"])
+
     def recursive(g):
         f = g.library.function.add()
         f.signature.name = "rec"

@@ -151,6 +151,9 @@ def _parse(msg, data: bytes, path: Path, text: bool, what: str):
     except text_format.ParseError as e:
         raise GraphError(f"malformed text {what}: {e}", path) from None
     except _message.DecodeError as e:
+        if "recursion" in str(e).lower() or "depth" in str(e).lower() or "Exceeded" in str(e):
+            raise GraphError(f"binary {what} is nested too deeply (more than protobuf's 100 levels, which TF "
+                             "refuses too)", path) from None
         raise GraphError(f"not a valid binary {what} (truncated or corrupt: {e})", path) from None
     except RecursionError:
         raise GraphError(f"{what} is nested too deeply to parse", path) from None
