@@ -299,6 +299,15 @@ def cases() -> list[dict]:
         f.ret["y"] = "again:y:0"
         _node(g, "c", "rec", ["x"])
 
+    def op_named_function(g):
+        f = g.library.function.add()
+        f.signature.name = "Neg"
+        f.signature.input_arg.add(name="x", type=F32)
+        f.signature.output_arg.add(name="y", type=F32)
+        f.ret["y"] = "x"
+
+    case("function_named_like_op", "a library function named like a TF op (Neg)", _text(_edit(op_named_function)),
+         error=["'Neg'", "name of a TensorFlow op"])
     case("recursive_function", "a function that calls itself", _text(_edit(recursive)),
          error=["recursive_function.pbtxt", "'rec'", "calls itself"])
 

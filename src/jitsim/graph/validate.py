@@ -29,6 +29,12 @@ def check_nodes(graph, source=None) -> None:
     source = source if source is not None else graph.source
     gd = graph.graphdef
     fns = {f.signature.name: f for f in gd.library.function}
+    from jitsim.registry import op_defs
+
+    for name in fns:
+        if name in op_defs():
+            raise GraphError(f"library function {name!r} has the name of a TensorFlow op (TF refuses to add it to "
+                             "the library)", source)
     n_out: dict[str, int | None] = {}
     for i, nd in enumerate(gd.node):
         if not nd.name:
