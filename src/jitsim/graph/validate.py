@@ -2,7 +2,8 @@
 
 TF refuses a GraphDef whose nodes it cannot build: a node without a name, an attr the op
 requires (no default) missing, an input naming an output slot the op does not have, a device
-string it cannot parse, a function that calls itself. jitsim refuses the
+string it cannot parse, a data-input count the op does not take, a function that calls itself
+or is named like an op. jitsim refuses the
 same graphs when it loads a user's file (:func:`jitsim.graph.io.load`), naming the node, its
 op and the field, instead of failing later deep inside a pass. Ops nobody registers are
 custom ops (their signature is inferred later) and are not checked here; a call of a function
@@ -24,13 +25,11 @@ def _where(nd) -> str:
 def check_nodes(graph, source=None) -> None:
     """Raise :class:`GraphError` (naming node, op and field) on the first node TF would refuse."""
     from jitsim.passes.devices import parse_device_name
-    from jitsim.registry import op_def
+    from jitsim.registry import op_def, op_defs
 
     source = source if source is not None else graph.source
     gd = graph.graphdef
     fns = {f.signature.name: f for f in gd.library.function}
-    from jitsim.registry import op_defs
-
     for name in fns:
         if name in op_defs():
             raise GraphError(f"library function {name!r} has the name of a TensorFlow op (TF refuses to add it to "
