@@ -3,7 +3,7 @@
 import pytest
 from google.protobuf import text_format
 
-from jitsim.errors import GraphError
+from jitsim.errors import GraphError, JitsimError
 from jitsim.graph import CONTROL, Graph, load, protos, save
 from jitsim.graph.io import read_graphdef
 
@@ -102,7 +102,7 @@ def test_duplicate_node_name(tmp_path):
 
 def test_failed_save_leaves_no_file(tmp_path):
     g = Graph(_graphdef())
-    with pytest.raises(GraphError, match="output directory does not exist"):
+    with pytest.raises(JitsimError, match="output directory does not exist"):
         save(g, tmp_path / "missing" / "out.pb")
     assert list(tmp_path.iterdir()) == []
 

@@ -283,7 +283,7 @@ def test_cli_explain_reports_the_code(store, ex, capsys):
     from jitsim.cli import main
 
     argv = ["explain", str(store.input_path(ex)), ex.node] + ([ex.other] if ex.other else [])
-    argv += ["--tf-xla-flags", CASES[ex.case].flags, "--format", "json"]
+    argv += ["--no-default-flags", "--tf-xla-flags", CASES[ex.case].flags, "--format", "json"]
     if CASES[ex.case].hand:  # a hand-built graph stands for TF's pass input: taken as it is
         argv += ["--input-stage", X.HAND_INPUT_STAGE]
     for op in ex.exclude_ops:

@@ -1,7 +1,10 @@
 """The ``jitsim`` command line. Thin: parsing and printing; the work is in the library.
 
-Exit codes: 0 success (for ``compare``: partitions identical), 1 ``compare`` found
-differences, 2 bad input or usage (one ``jitsim: ...`` line on stderr), 130 interrupted.
+Exit codes (docs/cli.md): 0 success (``compare``/``verify``/``diff``: identical), 1 differences
+found, 2 bad input or usage (exactly one ``jitsim: ...`` line on stderr, no traceback, no output
+file), 130 interrupted. Notes on what jitsim assumed to accept an odd input go to stderr after a
+successful run. Every ``-o`` is checked before any work (:func:`_check_outputs`); every
+``--*tf-xla-flags`` option follows one rule (:func:`_flags_choice`).
 """
 
 from __future__ import annotations
@@ -10,10 +13,11 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from jitsim import __version__
-from jitsim.errors import JitsimError
+from jitsim.errors import JitsimError, JitsimWarning
 
 
 def _stderr_is_tty() -> bool:
@@ -49,7 +53,7 @@ def _emit_json(obj) -> None:
 def cmd_show(args) -> int:
     from jitsim.graph import load
 
-    g = load(args.graph, signature=args.signature)
+    g = load(args.graph, signature=args.signature)  # a summary: odd nodes are shown, not refused
     s = g.summary()
     if args.format == "json":
         _emit_json({"schema": "jitsim.show/1", **s})
@@ -173,11 +177,11 @@ def cmd_cluster(args) -> int:
     from jitsim.frontend.resolve import pass_inputs, target_kind
     from jitsim.graph.io import save
     from jitsim.passes.mark_for_compilation import ProcessState
-    from jitsim.passes.pipeline import cluster_graph, resolve_flags
+    from jitsim.passes.pipeline import cluster_graph
 
     path = Path(args.graph)
     kind = target_kind(path)
-    choice = resolve_flags(args.tf_xla_flags, recorded_flags(path) if kind == "dump-dir" else None)
+    choice = _flags_choice(args, args.tf_xla_flags, recorded=recorded_flags(path) if kind == "dump-dir" else None)
     session = _session(args)
     state = ProcessState()
     if args.cluster_number_start:
@@ -235,6 +239,63 @@ def cmd_cluster(args) -> int:
     return 0
 
 
+FLAGS_RULE = ("added on top of the base flags (a harvest's recorded flags, else $TF_XLA_FLAGS, else jitsim's "
+              "default --tf_xla_auto_jit=2 --tf_xla_cpu_global_jit); later flags win, as in TF. "
+              "--no-default-flags: start from nothing (TF's own defaults: auto-clustering off)")
+
+
+def _flags_choice(args, *parts, recorded=None, warn: bool = True):
+    """The one rule for every command's flag options: ``parts`` (the command's --*-tf-xla-flags,
+    in order) on top of the base flags, later flags winning, as in TF; ``--no-default-flags``
+    starts from nothing. Warns when the result leaves auto-clustering off."""
+    from jitsim.passes.pipeline import resolve_flags
+
+    given = " ".join(x for x in parts if x)
+    choice = resolve_flags(given or None, recorded, additive=True,
+                           no_defaults=getattr(args, "no_default_flags", False))
+    if warn:
+        _warn_if_off(choice, args)
+    return choice
+
+
+def _warn_if_off(choice, args) -> None:
+    from jitsim.passes.pipeline import auto_clustering_off
+
+    level = _JIT_LEVELS.get(getattr(args, "session_jit_level", "default"), 0)
+    if auto_clustering_off(choice.flags, level):
+        warnings.warn(JitsimWarning(f'TF_XLA_FLAGS="{choice.flags.text}" ({choice.origin}) leave auto-clustering off '
+                                    "(no --tf_xla_auto_jit=1|2|fusible): only nodes that ask for XLA themselves are "
+                                    "compiled"))
+
+
+def _check_device(value, option: str = "--device") -> None:
+    from jitsim.passes.pipeline import DEVICES
+
+    if value is None or value in DEVICES or value.startswith("/"):
+        if value is not None and value.startswith("/"):
+            from jitsim.passes.devices import parse_device_name
+
+            if parse_device_name(value) is None:
+                raise JitsimError(f"{option} {value!r}: not a device name (cpu, gpu, or a full name such as "
+                                  "/job:localhost/replica:0/task:0/device:CPU:0)")
+        return
+    raise JitsimError(f"{option} {value!r}: use cpu or gpu (or a full device name such as "
+                      "/job:localhost/replica:0/task:0/device:GPU:0)")
+
+
+def _check_common(args) -> None:
+    """Option values argparse cannot check by itself, refused before any work."""
+    for opt in ("device", "baseline_device", "a_device", "b_device"):
+        _check_device(getattr(args, opt, None), "--" + opt.replace("_", "-"))
+    n = getattr(args, "cluster_number_start", None)
+    if n is not None and n < 0:
+        raise JitsimError(f"--cluster-number-start {n}: TF's cluster counter starts at 0 and only grows; give 0 or more")
+    for opt in ("top", "limit", "max_nodes"):
+        v = getattr(args, opt, None)
+        if v is not None and v < 0:
+            raise JitsimError(f"--{opt.replace('_', '-')} {v}: give 0 or more")
+
+
 _INPUT_STAGES = ("before_clone_constants_for_better_clustering", "before_mark_for_compilation", "graphdef")
 _JIT_LEVELS = {"default": 0, "off": -1, "on": 1, "1": 1, "2": 2}
 
@@ -256,18 +317,18 @@ def _add_session_args(p) -> None:
 def cmd_rewrite(args) -> int:
     from jitsim.graph.io import load, save
     from jitsim.passes.mark_for_compilation import ProcessState
-    from jitsim.passes.pipeline import resolve_flags, run_pipeline
+    from jitsim.passes.pipeline import run_pipeline
 
     path = Path(args.graph)
     from jitsim.graph.io import is_saved_model_dir
 
     if path.is_dir() and not is_saved_model_dir(path):
         raise JitsimError("rewrite takes one graph file (a dump file of a harvest, or a GraphDef)", path)
-    choice = resolve_flags(args.tf_xla_flags, None)
+    choice = _flags_choice(args, args.tf_xla_flags)
     state = ProcessState()
     if args.cluster_number_start:
         state.counters[0] = args.cluster_number_start
-    g = load(path, signature=args.signature)
+    g = load(path, signature=args.signature, check_ops=True)
     res = run_pipeline(g, choice.flags, until=args.until, session=_session(args), state=state,
                        input_stage=args.input_stage, device=args.device)
     save(res.to_graphdef(), args.output)
@@ -279,9 +340,8 @@ def cmd_rewrite(args) -> int:
 
 def cmd_verify(args) -> int:
     from jitsim.crosscheck.fidelity import recorded_flags, verify_dir
-    from jitsim.passes.pipeline import resolve_flags
 
-    choice = resolve_flags(args.tf_xla_flags, recorded_flags(Path(args.dir)))
+    choice = _flags_choice(args, args.tf_xla_flags, recorded=recorded_flags(Path(args.dir)))
 
     def progress(i, n):
         _progress_line(f"simulating graph {i + 1}/{n}")
@@ -292,8 +352,9 @@ def cmd_verify(args) -> int:
     finally:
         _progress_done()
     if args.format == "json":
-        _emit_json(result.to_dict())
+        _emit_json({"tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, **result.to_dict()})
     else:
+        sys.stdout.write(f"jitsim simulating with {choice.describe()}\n")
         sys.stdout.write(result.format_text(limit=args.limit) + "\n")
     return 0 if result.all_same_names else 1
 
@@ -316,17 +377,23 @@ def cmd_registry_export(args) -> int:
 def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
     """Options of one simulation (explain, render, report; the baseline of whatif)."""
     if flags:
-        p.add_argument("--tf-xla-flags", help="a TF_XLA_FLAGS string, verbatim (default: $TF_XLA_FLAGS, else "
-                       "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit)")
+        p.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS " + FLAGS_RULE)
     if device:
         p.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
     p.add_argument("--input-stage", choices=_INPUT_STAGES,
                    help="what a graph file is, taken as it is: no TF capture, no simulated rewrites (default: decided from its content)")
     p.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     _tf_arg(p)
-    p.add_argument("--cluster-number-start", type=int, default=0, help="first cluster number")
+    _no_defaults_arg(p)
+    p.add_argument("--cluster-number-start", type=int, default=0, help="first cluster number (0 or more)")
     _add_session_args(p)
     _op_defs_arg(p)
+
+
+def _no_defaults_arg(p) -> None:
+    p.add_argument("--no-default-flags", action="store_true",
+                   help="start the TF_XLA_FLAGS from nothing (TF's own defaults) instead of the base flags; the "
+                        "--*tf-xla-flags options then give all of them")
 
 
 def _tf_arg(p) -> None:
@@ -373,8 +440,35 @@ def _single_graph(path: str) -> None:
 def _simulate_given(args):
     """One graph simulated with the command's options and what-if knobs (explain, render, report)."""
     _single_graph(args.graph)
-    return _simulate(args, flags=args.tf_xla_flags, device=args.device, exclude=args.exclude_op,
-                     force=args.force_compilable)
+    flags = _flags_choice(args, args.tf_xla_flags).flags.text
+    c = _simulate(args, flags=flags, device=args.device, exclude=args.exclude_op, force=args.force_compilable)
+    _check_ops_exist(c, args.exclude_op, "--exclude-op")
+    _check_ops_exist(c, args.force_compilable, "--force-compilable")
+    return c
+
+
+def _check_ops_exist(c, ops, option: str) -> None:
+    """A what-if op no node has changes nothing: say so, with the op names it may have meant."""
+    import difflib
+
+    have = {rec.op for rec in c.nodes.values()}
+    if all(op in have for op in ops):
+        return
+    snap = getattr(c, "_input_snapshot", None)
+    if snap:  # ops inside library functions count too (what-if knobs apply inside calls)
+        from jitsim.graph import protos
+
+        gd = protos.GraphDef()
+        gd.ParseFromString(snap[0])
+        have |= {nd.op for f in gd.library.function for nd in f.node_def}
+    have = sorted(have)
+    for op in ops:
+        if op in have:
+            continue
+        close = [h for h in have if h.lower() == op.lower()] or difflib.get_close_matches(op, have, n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise JitsimError(f"{option} {op}: no node of this graph has op {op!r}, so it would change nothing{hint}",
+                          c.source if getattr(c, "source", None) else None)
 
 
 def cmd_explain(args) -> int:
@@ -391,7 +485,14 @@ def cmd_whatif(args) -> int:
     _single_graph(args.graph)
     if not (args.tf_xla_flags or args.device or args.exclude_op or args.force_compilable):
         raise JitsimError("what if what? give --tf-xla-flags, --device, --exclude-op or --force-compilable")
-    base = _simulate(args, flags=args.baseline_tf_xla_flags, device=args.baseline_device)
+    base_choice = _flags_choice(args, args.baseline_tf_xla_flags, warn=False)
+    base = _simulate(args, flags=base_choice.flags.text, device=args.baseline_device)
+    _check_ops_exist(base, args.exclude_op, "--exclude-op")
+    _check_ops_exist(base, args.force_compilable, "--force-compilable")
+    if args.tf_xla_flags:  # on top of the baseline's, as every --*tf-xla-flags
+        _flags_choice(args, args.baseline_tf_xla_flags, args.tf_xla_flags)
+    else:
+        _warn_if_off(base_choice, args)
     var = base.whatif(flags=args.tf_xla_flags, device=args.device, exclude_ops=args.exclude_op,
                       force_compilable=args.force_compilable)
     d = base.diff(var)
@@ -406,14 +507,16 @@ def cmd_diff(args) -> int:
     _single_graph(args.graph)
     if args.other:
         _single_graph(args.other)
-    fa = args.a_tf_xla_flags if args.a_tf_xla_flags is not None else args.tf_xla_flags
-    fb = args.b_tf_xla_flags if args.b_tf_xla_flags is not None else args.tf_xla_flags
+    fa = _flags_choice(args, args.tf_xla_flags, args.a_tf_xla_flags).flags.text
+    fb = _flags_choice(args, args.tf_xla_flags, args.b_tf_xla_flags).flags.text
     da, db = args.a_device or args.device, args.b_device or args.device
     if not args.other and fa == fb and da == db and not (args.b_exclude_op or args.b_force_compilable):
         raise JitsimError("nothing to compare: give a second graph, or --a-/--b- flags or devices that differ")
     a = _simulate(args, flags=fa, device=da, move_devices=bool(args.a_device))
     b = _simulate(args, args.other, flags=fb, device=db, exclude=args.b_exclude_op, force=args.b_force_compilable,
                   move_devices=bool(args.b_device))
+    _check_ops_exist(b, args.b_exclude_op, "--b-exclude-op")
+    _check_ops_exist(b, args.b_force_compilable, "--b-force-compilable")
     la = (Path(args.graph).name + " " if args.other else "") + a.options.describe()
     lb = (Path(args.other).name + " " if args.other else "") + b.options.describe()
     from jitsim.explain.diff import diff_clusterings
@@ -449,7 +552,11 @@ def cmd_report(args) -> int:
 def cmd_harvest(args) -> int:
     from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest
 
-    flags = args.tf_xla_flags if args.tf_xla_flags is not None else os.environ.get("TF_XLA_FLAGS", DEFAULT_FLAGS)
+    from jitsim.passes.flags import parse_tf_xla_flags
+
+    base = "" if args.no_default_flags else os.environ.get("TF_XLA_FLAGS", DEFAULT_FLAGS)
+    flags = f"{base} {args.tf_xla_flags or ''}".strip()  # on top of the base, later flags win (one rule)
+    parse_tf_xla_flags(flags)  # TF would abort on a bad flag: say so now, not after starting TF
 
     def progress(elapsed, ndumps):
         _progress_line(f"running TensorFlow on {args.target}: {elapsed:5.1f} s, {ndumps} dump files")
@@ -599,8 +706,15 @@ def cmd_fuzz(args) -> int:
 # -- parser -------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line too (``jitsim: jitsim cluster: ...``), exit 2, like bad input."""
+
+    def error(self, message: str):
+        self.exit(2, f"jitsim: {_one_line(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="jitsim",
         description="Predict and explain TensorFlow's XLA auto-clustering without running the model.",
     )
@@ -621,8 +735,8 @@ def build_parser() -> argparse.ArgumentParser:
     cl = sub.add_parser("cluster", help="predict TF's XLA clusters for a graph (mark-for-compilation)")
     cl.add_argument("graph", help="TF dump file (best: before_clone_constants_for_better_clustering_N.pbtxt), "
                     "dump/harvest directory, .pbtxt/.pb GraphDef, or SavedModel directory")
-    cl.add_argument("--tf-xla-flags", help="a TF_XLA_FLAGS string, verbatim (default: $TF_XLA_FLAGS, else the "
-                    "harvest's recorded flags, else --tf_xla_auto_jit=2 --tf_xla_cpu_global_jit)")
+    cl.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS " + FLAGS_RULE)
+    _no_defaults_arg(cl)
     cl.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
     cl.add_argument("--input-stage", choices=_INPUT_STAGES,
                     help="what a graph file is, taken as it is: no TF capture, no simulated rewrites (default: decided from its content)")
@@ -648,7 +762,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "stage: mark_for_compilation, encapsulate_subgraphs_before, encapsulate_subgraphs_after, "
                          "build_xla_ops")
     rw.add_argument("-o", "--output", required=True, help="output GraphDef (.pbtxt text, else binary)")
-    rw.add_argument("--tf-xla-flags", help="a TF_XLA_FLAGS string, verbatim (default as for cluster)")
+    rw.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS " + FLAGS_RULE)
+    _no_defaults_arg(rw)
     rw.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
     rw.add_argument("--input-stage", choices=_INPUT_STAGES)
     rw.add_argument("--signature", help="SavedModel signature (default: serving_default)")
@@ -670,10 +785,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     wi = sub.add_parser("whatif", help="rerun with changed flags / device / op lists and show the cluster diff")
     wi.add_argument("graph", help="one graph (as for explain)")
-    wi.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS to add to the baseline's (later flags win, as in TF)")
+    wi.add_argument("--tf-xla-flags", help="the variant: TF_XLA_FLAGS added on top of the baseline's (later flags "
+                    "win, as in TF)")
     wi.add_argument("--device", help="re-place the graph on cpu or gpu (nodes with a kernel there; approximate)")
     _whatif_args(wi)
-    wi.add_argument("--baseline-tf-xla-flags", help="the baseline's TF_XLA_FLAGS (default as for cluster)")
+    wi.add_argument("--baseline-tf-xla-flags", help="the baseline: TF_XLA_FLAGS " + FLAGS_RULE)
     wi.add_argument("--baseline-device", help="the baseline's --device (raw GraphDefs)")
     _sim_args(wi, flags=False, device=False)
     wi.add_argument("--limit", type=int, default=20, help="changes listed (default 20)")
@@ -685,8 +801,10 @@ def build_parser() -> argparse.ArgumentParser:
     df.add_argument("graph", help="the baseline graph")
     df.add_argument("other", nargs="?", help="the variant graph (default: the same graph)")
     _sim_args(df)
-    df.add_argument("--a-tf-xla-flags", help="TF_XLA_FLAGS of the baseline (default --tf-xla-flags)")
-    df.add_argument("--b-tf-xla-flags", help="TF_XLA_FLAGS of the variant (default --tf-xla-flags)")
+    df.add_argument("--a-tf-xla-flags", help="the baseline: TF_XLA_FLAGS added on top of the base flags and "
+                    "--tf-xla-flags (later flags win)")
+    df.add_argument("--b-tf-xla-flags", help="the variant: TF_XLA_FLAGS added on top of the base flags and "
+                    "--tf-xla-flags (later flags win)")
     df.add_argument("--a-device", help="re-place the baseline on cpu or gpu")
     df.add_argument("--b-device", help="re-place the variant on cpu or gpu")
     _whatif_args(df, "b-")
@@ -734,8 +852,10 @@ def build_parser() -> argparse.ArgumentParser:
     h = ccs.add_parser("harvest", help="run a TF program / GraphDef / SavedModel under real TF and collect its JIT dumps")
     h.add_argument("target", help="a .py program, a .pb/.pbtxt GraphDef, or a SavedModel directory")
     h.add_argument("-o", "--output", required=True, help="output directory (dumps/, log.txt, index.json)")
-    h.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS for the run (default: $TF_XLA_FLAGS, else "
-                   "'--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug')")
+    h.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS for the run, added on top of the base ($TF_XLA_FLAGS, else "
+                   "'--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug'); later flags win, as "
+                   "in TF; --no-default-flags starts from nothing")
+    _no_defaults_arg(h)
     h.add_argument("--signature", help="SavedModel signature to call (default: serving_default)")
     h.add_argument("--python", help="Python interpreter with TensorFlow (default: this one)")
     h.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is killed (default 600)")
@@ -755,7 +875,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--input-stage", default="before_clone_constants_for_better_clustering",
                    choices=("before_clone_constants_for_better_clustering", "before_mark_for_compilation"),
                    help="which TF dump jitsim starts from (default: before_clone_...)")
-    v.add_argument("--tf-xla-flags", help="override the flags recorded by the harvest")
+    v.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS added on top of the flags the harvest recorded (else "
+                   "$TF_XLA_FLAGS, else jitsim's default); later flags win, as in TF")
+    _no_defaults_arg(v)
     _add_session_args(v)
     v.add_argument("--limit", type=int, default=30, help="differing nodes listed per graph")
     v.add_argument("--format", **fmt)
@@ -824,17 +946,70 @@ def _op_libraries(paths) -> list:
     return [read_op_library(p) for p in paths]
 
 
+def _one_line(text: str) -> str:
+    """A message as one line: control characters (a newline in a node name, a byte quoted
+    from a garbled file) are written as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _show_warning(message) -> None:
+    if isinstance(message, JitsimWarning):
+        where = f"{message.path}: " if message.path else ""
+        print(_one_line(f"jitsim: {where}note: {message.message}"), file=sys.stderr)
+    else:
+        print(_one_line(f"jitsim: warning: {message}"), file=sys.stderr)
+
+
+# (command, subcommand) -> how its -o is used: "file", "dir", or "file-or-dir" (cluster)
+_OUTPUT_KIND = {"cluster": "file-or-dir", "rewrite": "file", "render": "file", "report": "dir",
+                "registry": "file", "harvest": "dir", "index": "file", "fuzz": "dir"}
+
+
+def _check_outputs(args) -> None:
+    """One rule for every command's ``-o``: checked before any work (graph/io.check_output)."""
+    out = getattr(args, "output", None)
+    if out is None:
+        return
+    from jitsim.graph.io import check_output
+
+    key = getattr(args, "crosscheck_command", None) or args.command
+    kind = _OUTPUT_KIND.get(key, "file")
+    if key == "render":
+        from jitsim.explain.render import FORMATS
+
+        ext = Path(out).suffix.lower()
+        if ext not in FORMATS:
+            raise JitsimError(f"unknown picture format {ext or '(no extension)'!r}; use .dot, .svg or .png", out)
+    if kind == "file-or-dir":
+        check_output(out, directory=Path(out).is_dir())
+    else:
+        check_output(out, directory=kind == "dir")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
+    notes: list = []
     try:
-        libraries = _op_libraries(getattr(args, "op_defs", None) or ())
-        from jitsim.registry import using_op_libraries
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always", JitsimWarning)
+            _check_outputs(args)
+            _check_common(args)
+            libraries = _op_libraries(getattr(args, "op_defs", None) or ())
+            from jitsim.registry import using_op_libraries
 
-        with using_op_libraries(*libraries):
-            return args.func(args)
+            with using_op_libraries(*libraries):
+                rc = args.func(args)
+        # what jitsim assumed to accept the input: said once the command succeeded (a failing
+        # command prints its one error line only)
+        seen = set()
+        for w in notes:
+            if str(w.message) not in seen:
+                seen.add(str(w.message))
+                _show_warning(w.message)
+        return rc
     except JitsimError as e:
-        print(f"jitsim: {e}", file=sys.stderr)
+        print(f"jitsim: {_one_line(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("jitsim: interrupted", file=sys.stderr)

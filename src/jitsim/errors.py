@@ -27,3 +27,16 @@ class GraphError(JitsimError):
 
 class HarvestError(JitsimError):
     """Running real TensorFlow to collect ground truth failed."""
+
+
+class JitsimWarning(UserWarning):
+    """What jitsim assumed to accept an odd input (TF would accept it too). The CLI prints it
+    as one ``jitsim: <path>: note: <message>`` line on stderr."""
+
+    def __init__(self, message: str, path: object | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = None if path is None else str(path)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message

@@ -101,16 +101,33 @@ def _order_from_log(log_text: str, names: set[str]) -> list[str]:
 
 
 def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph]:
-    """Pair the dump files of ``root`` into per-graph records (see the module docstring)."""
+    """Pair the dump files of ``root`` into per-graph records (see the module docstring).
+
+    Without a log, the order is the files' modification times; when several files share one
+    (after ``cp``, ``git checkout`` or unpacking an archive) that order says nothing, and the
+    pairing is decided from content instead (:func:`_group_by_content`), with a
+    :class:`~jitsim.errors.JitsimWarning` saying so."""
     root = Path(root)
     if not root.is_dir():
-        raise JitsimError("no such dump directory", root)
-    files = {p.name: p for p in root.iterdir() if p.suffix == ".pbtxt"}
+        raise JitsimError("is a file, not a dump directory" if root.exists() else "no such dump directory", root)
+    files = {p.name: p for p in root.iterdir() if p.suffix == ".pbtxt" and p.is_file()}
+    order = None
     if log_text:
         order = _order_from_log(log_text, set(files))
-        missing = sorted(set(files) - set(order), key=lambda n: files[n].stat().st_mtime_ns)
-        order += missing
-    else:
+        if not order and any(parse_stage(n) for n in files):
+            _note("the log has no 'Dumped Graph to' line naming a file of this directory (not TF's stderr of the "
+                  "run that wrote it?): ignored; files ordered by modification time", root)
+            log_text = None
+            order = None
+        elif order:
+            missing = sorted(set(files) - set(order), key=lambda n: files[n].stat().st_mtime_ns)
+            order += missing
+    if order is None:
+        staged = [n for n in files if parse_stage(n)]
+        mtimes = [files[n].stat().st_mtime_ns for n in staged]
+        if len(set(mtimes)) < len(mtimes):
+            return _group_by_content(root, files)
+
         def key(n):
             st = parse_stage(n)
             return (files[n].stat().st_mtime_ns, RANK[st[0]] if st else 99, st[1] if st else 0)
@@ -133,7 +150,101 @@ def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph
 
     if log_text:
         _attach_run_times(graphs, log_text, files)
+    elif not _content_agrees(root, graphs):
+        # the modification times pair dumps whose nodes say they are not one graph: they were
+        # not written in TF's order (copied one by one, touched...); content decides
+        try:
+            return _group_by_content(root, files, why="their modification times pair dumps whose nodes differ")
+        except JitsimError as e:
+            _note(f"the pairing by modification time looks wrong ({e.message}); kept it: give TF's log with --log",
+                  root)
     return graphs
+
+
+def _content_agrees(root: Path, graphs: list[DumpGraph]) -> bool:
+    """Whether every graph's ``before_mark`` dump holds its ``before_clone`` dump's nodes
+    (TF's constant clones aside): what TF's pipeline guarantees for one graph."""
+    any_clone = any("before_clone_constants_for_better_clustering" in g.files for g in graphs)
+    for g in graphs:
+        a = g.files.get("before_clone_constants_for_better_clustering")
+        b = g.files.get("before_mark_for_compilation")
+        m = g.files.get("mark_for_compilation")
+        if b and any_clone and not a:  # with auto-jit on, TF dumps before_clone for every graph
+            return False
+        names_b = set(scan_node_names(root / b)) if b else None
+        if a and b and not set(scan_node_names(root / a)) <= names_b:
+            return False
+        if b and m and set(scan_node_names(root / m)) != names_b:
+            return False
+    return True
+
+
+def _note(message: str, path) -> None:
+    import warnings
+
+    from jitsim.errors import JitsimWarning
+
+    warnings.warn(JitsimWarning(message, path), stacklevel=3)
+
+
+# the stages whose k-th file belongs to the graph of the k-th file of another stage: TF writes
+# them together (same counter progression), so pairing by suffix order is exact
+_SAME_GRAPHS = {"after_clone_constants_for_better_clustering": "before_clone_constants_for_better_clustering",
+                "mark_for_compilation": "before_mark_for_compilation",
+                "mark_for_compilation_annotated": "before_mark_for_compilation"}
+
+
+def _group_by_content(root: Path, files: dict, why: str = "several dump files share one modification time "
+                      "(copied or unpacked?)") -> list[DumpGraph]:
+    """Pairing when modification times cannot order the files: each stage's files in suffix
+    order are in TF's order; a ``before_mark`` graph is the ``before_clone`` graph whose node
+    names it holds (plus TF's constant clones ``X/clone_k``), matched in order; ``after_clone``
+    and ``mark_for_compilation`` files follow their stage's partner one for one. Later stages
+    (encapsulate, build_xla_ops) cannot be told apart by content and are left out, said in a
+    note. A pairing the content contradicts is refused."""
+    by_stage: dict[str, list[str]] = {}
+    for n in files:
+        st = parse_stage(n)
+        if st:
+            by_stage.setdefault(st[0], []).append(n)
+    for lst in by_stage.values():
+        lst.sort(key=lambda n: parse_stage(n)[1])
+    clones = by_stage.get("before_clone_constants_for_better_clustering", [])
+    marks = by_stage.get("before_mark_for_compilation", [])
+    for stage, partner in _SAME_GRAPHS.items():
+        if stage in by_stage and len(by_stage[stage]) != len(by_stage.get(partner, [])):
+            raise JitsimError(f"modification times cannot order these dumps ({why}) and their "
+                              f"content does not pair them: {len(by_stage[stage])} {stage} files but "
+                              f"{len(by_stage.get(partner, []))} {partner} files; give TF's log with --log", root)
+    graphs = [DumpGraph(id=i, files={"before_clone_constants_for_better_clustering": n}) for i, n in enumerate(clones)]
+    if clones and marks:
+        names = [set(scan_node_names(root / n)) for n in clones]
+        j = 0
+        for m in marks:
+            mnames = scan_node_names(root / m)
+            base = {n for n in mnames if not _CLONE_RE.match(n)}
+            while j < len(clones) and not (base <= names[j] and len(names[j] - set(mnames)) == 0):
+                j += 1
+            if j == len(clones):
+                raise JitsimError(f"modification times cannot order these dumps ({why}) and no "
+                                  f"before_clone dump has the nodes of {m}; give TF's log with --log", root)
+            graphs[j].files["before_mark_for_compilation"] = m
+            j += 1
+    elif marks:
+        graphs = [DumpGraph(id=i, files={"before_mark_for_compilation": n}) for i, n in enumerate(marks)]
+    for stage, partner in _SAME_GRAPHS.items():
+        for k, n in enumerate(by_stage.get(stage, [])):
+            owner = next(g for g in graphs if g.files.get(partner) == by_stage[partner][k])
+            owner.files[stage] = n
+    later = sorted(n for st, lst in by_stage.items() if st not in _SAME_GRAPHS and st not in (
+        "before_clone_constants_for_better_clustering", "before_mark_for_compilation") for n in lst)
+    _note(f"{why}: graphs paired by content "
+          f"({len(graphs)} graphs)" + (f"; {len(later)} later-stage files (encapsulate, build_xla_ops) left out: only "
+                                       "TF's log (--log) orders them" if later else ""), root)
+    return graphs
+
+
+_CLONE_RE = re.compile(r"^.*/clone_\d+$")
 
 
 def _attach_run_times(graphs: list[DumpGraph], log_text: str, files) -> None:
@@ -187,7 +298,11 @@ def index_dump_dir(root: Path | str, log_text: str | None = None) -> list[dict]:
     """One JSON-ready record per graph: its files, sizes, TF's clusters and pass time."""
     root = Path(root)
     out = []
-    for g in group_dumps(root, log_text):
+    graphs = group_dumps(root, log_text)
+    if not graphs:
+        raise JitsimError("holds no TF dump files (files named like before_clone_constants_for_better_clustering_N"
+                          ".pbtxt, written with TF_DUMP_GRAPH_PREFIX)", root)
+    for g in graphs:
         first = next(iter(g.files.values()))
         info = scan_dump(root / first)
         rec = {"id": g.id, "files": g.files, "nodes": info["nodes"], "input_stage": g.input_stage}

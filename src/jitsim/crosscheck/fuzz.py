@@ -357,6 +357,8 @@ def run_batch(programs: list[tuple[int, str]], flags: str, devices: int, root: P
     ``ex<id>.py``, ``dumps/`` and ``log.txt``."""
     from jitsim.testing.program import header_source
 
+    # absolute: the runner runs with cwd=root, so a relative root would be joined twice
+    root = Path(root).absolute()
     root.mkdir(parents=True, exist_ok=True)
     dumps = root / "dumps"
     if dumps.exists():
@@ -1088,7 +1090,7 @@ def campaign(n: int, seed: int = 0, *, out: Path | str = "fuzz-out", batch_size:
     if tf_reruns < 0:
         raise JitsimError("--tf-reruns must be 0 or more")
     t0 = time.monotonic()
-    out = Path(out)
+    out = Path(out).absolute()  # every path below is used from TF processes that run elsewhere
     out.mkdir(parents=True, exist_ok=True)
     examples = draw_examples(n, seed, batch_size=batch_size, profile=profile)
     work = Path(tempfile.mkdtemp(prefix="jitsim-fuzz-", dir=out))

@@ -32,9 +32,9 @@ class ClusterChange:
         return {"kind": self.kind, "baseline": self.a, "variant": self.b, "size_baseline": self.size_a,
                 "size_variant": self.size_b, "added": self.added, "removed": self.removed}
 
-    def sentence(self) -> str:
-        a = " and ".join(self.a) if len(self.a) <= 2 else ", ".join(self.a[:-1]) + " and " + self.a[-1]
-        b = " and ".join(self.b) if len(self.b) <= 2 else ", ".join(self.b[:-1]) + " and " + self.b[-1]
+    def sentence(self, limit: int | None = None) -> str:
+        """One sentence; ``limit``: at most that many cluster names per side, then "and N more"."""
+        a, b = _names(self.a, limit), _names(self.b, limit)
         delta = ""
         if self.added or self.removed:
             delta = " (" + ", ".join(x for x in (f"+{_n(len(self.added))}" if self.added else "",
@@ -52,6 +52,16 @@ class ClusterChange:
         if self.kind == "new":
             return f"new cluster {b} ({_n(self.size_b)})"
         return f"{a} disappears ({_n(self.size_a)} no longer compiled)"
+
+
+def _names(names: list[str], limit: int | None = None) -> str:
+    """``a``, ``a and b``, ``a, b and c``; beyond ``limit`` names: ``a, b, c and 97 more``."""
+    if limit is not None and len(names) > limit:
+        return ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+    return " and ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+HEADLINE_NAMES = 3  # cluster names per change in a headline (ResNet-50 merges hundreds)
 
 
 @dataclass
@@ -84,14 +94,15 @@ class ClusterDiff:
             by_kind.setdefault(c.kind, []).append(c)
         for kind in ("merge", "split", "reshuffle"):
             for c in by_kind.get(kind, [])[:3]:
-                parts.append(c.sentence().split(" (")[0].replace(" into ", " (into ", 1) + (")" if " into " in c.sentence() else ""))
+                text = c.sentence(HEADLINE_NAMES)
+                parts.append(text.split(" (")[0].replace(" into ", " (into ", 1) + (")" if " into " in text else ""))
             if len(by_kind.get(kind, [])) > 3:
                 parts.append(f"{len(by_kind[kind]) - 3} more {kind}s")
         for kind, verb in (("grown", "grow"), ("shrunk", "shrink"), ("changed", "change members"),
                            ("new", "new"), ("gone", "disappear")):
             cs = by_kind.get(kind, [])
             if len(cs) == 1:
-                parts.append(cs[0].sentence().split(" (")[0])
+                parts.append(cs[0].sentence(HEADLINE_NAMES).split(" (")[0])
             elif cs:
                 parts.append(f"{len(cs)} new clusters" if kind == "new" else f"{len(cs)} clusters {verb}")
         d = self.compiled_b - self.compiled_a
@@ -120,7 +131,7 @@ class ClusterDiff:
         if changed:
             out.append("")
             for c in changed[:limit]:
-                out.append("  " + c.sentence())
+                out.append("  " + c.sentence(12))
             if len(changed) > limit:
                 out.append(f"  ... {len(changed) - limit} more (--format json lists all)")
         same = sum(1 for c in self.changes if c.kind == "same")

@@ -424,7 +424,7 @@ def _example_section(store, ex) -> list[str]:
         out += [f"**Example** (hand-derived: TF on a CPU build does not make this decision; "
                 f"graph [`{case.hand}`]({rel}{case.hand})). {case.why}", ""]
     cmd = f"jitsim explain {graph_file} {ex.node}" + (f" {ex.other}" if ex.other else "")
-    cmd += f" --tf-xla-flags \"{case.flags}\"" + "".join(f" --exclude-op {op}" for op in ex.exclude_ops)
+    cmd += f" --no-default-flags --tf-xla-flags \"{case.flags}\"" + "".join(f" --exclude-op {op}" for op in ex.exclude_ops)
     if case.hand:
         cmd += " --input-stage graphdef"
     if ex.other:

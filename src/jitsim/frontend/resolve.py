@@ -140,7 +140,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
                          op_libraries=_recorded_libraries(target))
     graph = None
     if kind == "graphdef":
-        graph = load(target, validate=True)
+        graph = load(target, validate=True, check_ops=True)
         if input_stage is not None:  # the user says what the graph is: take it as it is
             exact = input_stage != RAW
             detail = (f"taken as TF's pass input (--input-stage {input_stage})" if exact else
@@ -173,7 +173,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
         raise JitsimError(f"{what} (pip install 'jitsim[tf]'), or give a SavedModel or GraphDef to predict without "
                           "TensorFlow", target)
     if graph is None:
-        graph = load(target, signature=signature, validate=True)
+        graph = load(target, signature=signature, validate=True, check_ops=True)
     pin = _prepared(graph, kind, device)
     if fallback:
         pin.notes.insert(0, fallback)

@@ -1,72 +1,214 @@
 """Loading graphs from files and writing them back.
 
-Accepted inputs (detected from the path):
+Accepted inputs:
 
-* ``*.pbtxt`` / ``*.pbtext`` / ``*.txt``: text ``GraphDef`` (TF's graph dumps are these);
-* ``*.pb`` (any other extension): binary ``GraphDef``;
+* a GraphDef file, text or binary: by name (``.pbtxt``/``.pbtext``/``.txt``/``.prototxt`` text,
+  ``.pb``/``.binpb``/``.graphdef`` binary) and, where the name is missing, ambiguous or wrong,
+  by content (a note says what was assumed); gzip-compressed files (``.pbtxt.gz``, ``.pb.gz``,
+  any gzip content) and a UTF-8 byte-order mark are read transparently, UTF-16 text with a
+  byte-order mark with a note. Only regular files are read, at most 2 GiB;
 * a SavedModel directory (``saved_model.pb`` or ``saved_model.pbtxt`` inside): the graph of
   one signature's function, with the library attached (see :func:`load_saved_model`);
 * a TF dump directory (``TF_DUMP_GRAPH_PREFIX``): one graph per instantiated function,
   see :mod:`jitsim.crosscheck.dumps`.
 
-Writing picks text or binary from the extension and never leaves a half-written file.
+Writing picks text or binary from the extension (gzip for ``.gz``), checks the path first
+(:func:`check_output`, which every command calls for its ``-o`` before any work) and never
+leaves a half-written file.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 import tempfile
+import warnings
+import zlib
 from pathlib import Path
 
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
-from jitsim.errors import GraphError
+from jitsim.errors import GraphError, JitsimError, JitsimWarning
 from jitsim.graph import protos
 from jitsim.graph.model import Graph
 
 TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
+BINARY_SUFFIXES = (".pb", ".binpb", ".graphdef")
+# protobuf refuses messages of 2 GiB and more; nothing bigger can be a graph
+MAX_INPUT_BYTES = 2**31 - 1
+_GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _strip_gz(path: Path | str) -> str:
+    name = str(path).lower()
+    return name[:-3] if name.endswith(".gz") else name
 
 
 def is_text_path(path: Path | str) -> bool:
-    return str(path).lower().endswith(TEXT_SUFFIXES)
+    return _strip_gz(path).endswith(TEXT_SUFFIXES)
 
 
-def read_bytes(path: Path) -> bytes:
+def is_binary_path(path: Path | str) -> bool:
+    return _strip_gz(path).endswith(BINARY_SUFFIXES)
+
+
+def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file, at most ``limit`` of them (a device such as /dev/zero, a
+    pipe or a socket is refused: reading one may never end)."""
+    path = Path(path)
     try:
-        return path.read_bytes()
+        st = path.stat()
     except FileNotFoundError:
         raise GraphError("no such file or directory", path) from None
-    except IsADirectoryError:
-        raise GraphError("is a directory, not a graph file", path) from None
+    except NotADirectoryError:
+        raise GraphError("no such file (a part of the path is a file, not a directory)", path) from None
     except OSError as e:
         raise GraphError(f"cannot read: {e.strerror}", path) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise GraphError("is a directory, not a graph file", path)
+    if not stat.S_ISREG(st.st_mode):
+        raise GraphError("is not a regular file (a device, pipe or socket); give a graph file", path)
+    if st.st_size > limit:
+        raise GraphError(f"is {st.st_size} bytes, more than any protobuf message can hold ({limit})", path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise GraphError(f"cannot read: {e.strerror}", path) from None
+    if len(data) > limit:
+        raise GraphError(f"more than {limit} bytes, more than any protobuf message can hold", path)
+    return data
 
 
-def parse_message(msg, data: bytes, path: Path, *, text: bool, what: str):
-    """Fill ``msg`` from ``data``; any parse failure becomes one :class:`GraphError` line."""
+def assume(message: str, path=None) -> None:
+    """Say what jitsim assumed to accept an odd input (the CLI prints it as one
+    ``jitsim: FILE: note: ...`` line on stderr; Python callers get a :class:`JitsimWarning`)."""
+    warnings.warn(JitsimWarning(message, path), stacklevel=2)
+
+
+def _gunzip(data: bytes, path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(data, limit + 1)
+    except zlib.error as e:
+        raise GraphError(f"gzip data is corrupt: {e}", path) from None
+    if len(out) > limit:
+        raise GraphError(f"decompresses to more than {limit} bytes, more than any protobuf message can hold", path)
+    if not d.eof:
+        raise GraphError("gzip data is truncated", path)
+    return out
+
+
+def _decode_text(data: bytes, path: Path, what: str) -> str:
+    """Text of a text-format file: UTF-8 (a byte-order mark is dropped); UTF-16 with its
+    byte-order mark is decoded too, and said."""
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM):]
+    elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError:
+            raise GraphError(f"not a text {what}: UTF-16 byte-order mark but invalid UTF-16 data", path) from None
+        assume(f"read as UTF-16 text (byte-order mark); TensorFlow reads text protos as UTF-8 only", path)
+        return text
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GraphError(f"not a text {what}: byte {e.start} is not UTF-8 (binary data in a text file?)", path) from None
+    if "\0" in text:
+        raise GraphError(f"not a text {what}: NUL characters (UTF-16 text without a byte-order mark? save it as "
+                         "UTF-8)", path)
+    return text
+
+
+def looks_like_text(data: bytes) -> bool:
+    """Whether ``data`` is plausibly a text-format proto (by content, for ambiguous names)."""
+    if data.startswith((_UTF8_BOM, b"\xff\xfe", b"\xfe\xff")):
+        return True
+    head = data[:4096]
+    if b"\0" in head:
+        return False
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:  # not just a character cut at the 4 kB boundary
+            return False
+        text = head[:e.start].decode("utf-8")
+    stripped = text.lstrip()
+    return not stripped or stripped[0].isalpha() or stripped[0] == "#"
+
+
+def _parse(msg, data: bytes, path: Path, text: bool, what: str):
     try:
         if text:
-            text_format.Parse(data.decode("utf-8"), msg, allow_unknown_field=False)
+            text_format.Parse(_decode_text(data, path, what), msg, allow_unknown_field=False)
         else:
             msg.ParseFromString(data)
-    except UnicodeDecodeError:
-        raise GraphError(f"not a text {what} (binary data in a text file; use a .pb extension?)", path) from None
     except text_format.ParseError as e:
         raise GraphError(f"malformed text {what}: {e}", path) from None
     except _message.DecodeError as e:
+        if "recursion" in str(e).lower() or "depth" in str(e).lower() or "Exceeded" in str(e):
+            raise GraphError(f"binary {what} is nested too deeply (more than protobuf's 100 levels, which TF "
+                             "refuses too)", path) from None
         raise GraphError(f"not a valid binary {what} (truncated or corrupt: {e})", path) from None
+    except RecursionError:
+        raise GraphError(f"{what} is nested too deeply to parse", path) from None
     return msg
 
 
-def read_graphdef(path: Path | str):
-    """The ``GraphDef`` proto in ``path`` (text or binary by extension)."""
+def parse_message(msg, data: bytes, path: Path, *, text: bool | None, what: str):
+    """Fill ``msg`` from ``data``; any parse failure becomes one :class:`GraphError` line.
+
+    gzip data is decompressed. ``text``: the format the file name says (None: unknown); the
+    content decides when the name is ambiguous or wrong: a file named as text that holds
+    binary data (or the other way round) is read as what it holds, and that is said."""
+    path = Path(path)
+    if data.startswith(_GZIP_MAGIC):
+        data = _gunzip(data, path)
+    sniff = looks_like_text(data)
+    if text is None:
+        text = sniff
+    if text == sniff or not data:
+        return _parse(msg, data, path, text, what)
+    try:
+        return _parse(msg, data, path, text, what)
+    except GraphError as first:
+        try:
+            other = type(msg)()
+            _parse(other, data, path, sniff, what)
+        except GraphError:
+            raise first from None
+        msg.CopyFrom(other)
+        assume(f"read as {'text' if sniff else 'binary'} {what}: the file name says "
+               f"{'text' if text else 'binary'} but the content is {'text' if sniff else 'binary'}", path)
+        return msg
+
+
+def _format_of(path: Path) -> bool | None:
+    """True: text by name, False: binary by name, None: decide by content."""
+    if is_text_path(path):
+        return True
+    if is_binary_path(path):
+        return False
+    return None
+
+
+def read_graphdef(path: Path | str, *, allow_empty: bool = False):
+    """The ``GraphDef`` proto in ``path`` (text or binary: by name, else by content;
+    gzip-compressed files are read transparently). A graph without nodes is refused unless
+    ``allow_empty``."""
     path = Path(path)
     data = read_bytes(path)
-    gd = parse_message(protos.GraphDef(), data, path, text=is_text_path(path), what="GraphDef")
-    if data and not gd.node and not gd.library.function:
+    gd = parse_message(protos.GraphDef(), data, path, text=_format_of(path), what="GraphDef")
+    if not gd.node and not allow_empty:
+        if not data.strip():
+            raise GraphError("is empty: a graph needs at least one node", path)
+        if gd.library.function:
+            raise GraphError("holds a function library but no graph nodes: nothing to cluster", path)
         raise GraphError("contains no graph nodes (is it a GraphDef?)", path)
     return gd
 
@@ -77,8 +219,12 @@ def is_saved_model_dir(path: Path | str) -> bool:
     return path.is_dir() and ((path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists())
 
 
-def load(path: Path | str, *, signature: str | None = None, validate: bool = True) -> Graph:
+def load(path: Path | str, *, signature: str | None = None, validate: bool = True, check_ops: bool = False) -> Graph:
     """Load one graph from a GraphDef file, a dump file or a SavedModel directory.
+
+    ``validate``: refuse a cycle and an empty graph; ``check_ops`` (the CLI's and
+    :func:`jitsim.cluster`'s route to a user's file): also nodes TF cannot build
+    (:func:`jitsim.graph.validate.check_nodes`).
 
     >>> load("missing.pbtxt")
     Traceback (most recent call last):
@@ -88,7 +234,7 @@ def load(path: Path | str, *, signature: str | None = None, validate: bool = Tru
     path = Path(path)
     if path.is_dir():
         if is_saved_model_dir(path):
-            return load_saved_model(path, signature=signature, validate=validate)
+            return load_saved_model(path, signature=signature, validate=validate, check_ops=check_ops)
         graphs = load_dump_dir(path, validate=validate)
         if len(graphs) == 1:
             return graphs[0][1]
@@ -98,8 +244,8 @@ def load(path: Path | str, *, signature: str | None = None, validate: bool = Tru
             path,
         )
     if path.name in ("saved_model.pb", "saved_model.pbtxt"):
-        return load_saved_model(path.parent, signature=signature, validate=validate)
-    return Graph(read_graphdef(path), source=str(path), validate=validate)
+        return load_saved_model(path.parent, signature=signature, validate=validate, check_ops=check_ops)
+    return _checked(Graph(read_graphdef(path), source=str(path), validate=validate), validate, check_ops)
 
 
 def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool = True) -> list[tuple[object, Graph]]:
@@ -131,7 +277,8 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
 
 
 def save(graph: Graph | object, path: Path | str) -> Path:
-    """Write a Graph (or any GraphDef proto) to ``path``: text for .pbtxt, else binary.
+    """Write a Graph (or any GraphDef proto) to ``path``: text for .pbtxt, else binary
+(gzip-compressed when the name ends in ``.gz``).
 
     The file is written to a temporary name in the same directory and renamed, so a
     failure never leaves a half-written output.
@@ -142,6 +289,10 @@ def save(graph: Graph | object, path: Path | str) -> Path:
         data = to_text(gd).encode()
     else:
         data = gd.SerializeToString(deterministic=True)
+    if path.name.lower().endswith(".gz"):
+        import gzip
+
+        data = gzip.compress(data, mtime=0)
     write_atomic(path, data)
     return path
 
@@ -181,23 +332,83 @@ def to_text(msg) -> str:
     return text
 
 
+def check_output(path: Path | str, *, directory: bool = False) -> Path:
+    """Check, before any work, that ``path`` can be written: a file whose directory exists and
+    is writable (``directory``: a directory that exists or can be created). Every command that
+    writes calls this first, so a bad ``-o`` is one clear line, never a traceback or a
+    half-written file."""
+    path = Path(path)
+    if str(path) in ("", "."):
+        if directory:
+            return path
+        raise JitsimError("an output file needs a name", path)
+    if directory:
+        if path.exists():
+            if not path.is_dir():
+                raise JitsimError("exists and is not a directory", path)
+            _probe(path, path, "directory is not writable")
+            return path
+        parent = _existing_ancestor(path)
+        if not parent.is_dir():
+            raise JitsimError(f"cannot create the directory: {parent} is a file", path)
+        _probe(parent, path, f"cannot create the directory: {parent} is not writable")
+        return path
+    if path.is_dir():
+        raise JitsimError("is a directory; name an output file", path)
+    if path.exists() and not path.is_file():
+        raise JitsimError("exists and is not a regular file", path)
+    parent = path.parent
+    if not parent.exists():
+        anc = _existing_ancestor(parent)
+        if anc.exists() and not anc.is_dir():
+            raise JitsimError(f"cannot write: {anc} is a file, not a directory", path)
+        raise JitsimError("cannot write: the output directory does not exist", path)
+    if not parent.is_dir():
+        raise JitsimError(f"cannot write: {parent} is not a directory", path)
+    _probe(parent, path, "cannot write: the output directory is not writable")
+    return path
+
+
+def _probe(directory: Path, path: Path, problem: str) -> None:
+    """Create and remove a temporary file in ``directory`` (permissions alone do not tell:
+    root may write anywhere but /proc, a read-only mount refuses everyone)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".jitsim-probe.", dir=directory)
+    except OSError as e:
+        raise JitsimError(f"{problem} ({e.strerror})", path) from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _existing_ancestor(path: Path) -> Path:
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and a rename: never a half-written
-    file. The file gets the usual permissions (0666 minus the umask), not mkstemp's 0600."""
+    file. The file gets the usual permissions (0666 minus the umask), not mkstemp's 0600.
+    Any failure is one :class:`JitsimError` naming ``path``."""
     path = Path(path)
-    if path.parent and not path.parent.exists():
-        raise GraphError("output directory does not exist", path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    check_output(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    except OSError as e:
+        raise JitsimError(f"cannot write: {e.strerror}", path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             os.fchmod(f.fileno(), 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise JitsimError(f"cannot write: {e.strerror or e}", path) from None
         raise
 
 
@@ -217,7 +428,8 @@ def read_saved_model(path: Path):
     return parse_message(protos.SavedModel(), read_bytes(pbtxt), pbtxt, text=True, what="SavedModel")
 
 
-def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str = "serve", validate: bool = True) -> Graph:
+def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str = "serve", validate: bool = True,
+                     check_ops: bool = False) -> Graph:
     """The function graph behind one signature of a TF2 SavedModel.
 
     The signature's outputs name a ``(Stateful)PartitionedCall`` in the MetaGraph; the
@@ -232,12 +444,19 @@ def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str
         raise GraphError("SavedModel has no MetaGraph", path)
     meta = metas[0]
     sigs = sorted(meta.signature_def)
+    # TF's own internal signatures (__saved_model_init_op) are not a model's calls
+    usable = [s for s in sigs if not s.startswith("__")]
     if signature is None:
-        signature = "serving_default" if "serving_default" in sigs else (sigs[0] if sigs else None)
-    if signature is None:
-        return Graph.from_graphdef(meta.graph_def, source=str(path), validate=validate)
+        if not sigs:  # a TF1 SavedModel without signatures: its whole graph
+            return _checked(Graph.from_graphdef(meta.graph_def, source=str(path), validate=validate), validate, check_ops)
+        if "serving_default" not in sigs:
+            if not usable:
+                raise GraphError(f"SavedModel has no usable signature (only TF's internal {', '.join(sigs)})", path)
+            raise GraphError(f"SavedModel has no 'serving_default' signature; usable signatures: {', '.join(usable)} "
+                             "(pass one with --signature NAME)", path)
+        signature = "serving_default"
     if signature not in meta.signature_def:
-        raise GraphError(f"no signature {signature!r}; available: {', '.join(sigs) or 'none'}", path)
+        raise GraphError(f"no signature {signature!r}; usable signatures: {', '.join(usable) or 'none'}", path)
     sig = meta.signature_def[signature]
     gd = meta.graph_def
     by_name = {n.name: n for n in gd.node}
@@ -248,9 +467,22 @@ def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str
             fname = node.attr["f"].func.name
             break
     if fname is None:
-        return Graph.from_graphdef(gd, source=f"{path}[{signature}]", validate=validate)
+        return _checked(Graph.from_graphdef(gd, source=f"{path}[{signature}]", validate=validate), validate, check_ops)
     from jitsim.graph.functions import function_to_graphdef
 
+    if fname not in {f.signature.name for f in gd.library.function}:
+        raise GraphError(f"signature {signature!r} calls function {fname!r}, which the SavedModel's library does not "
+                         "hold", path)
     fgd = function_to_graphdef(gd.library, fname, source=path)
     fgd.versions.CopyFrom(gd.versions)
-    return Graph(fgd, source=f"{path}[{signature}]", validate=validate)
+    return _checked(Graph(fgd, source=f"{path}[{signature}]", validate=validate), validate, check_ops)
+
+
+def _checked(graph: Graph, validate: bool, check_ops: bool) -> Graph:
+    if validate and not graph.nodes:
+        raise GraphError("the graph has no nodes: nothing to cluster", graph.source)
+    if validate and check_ops:
+        from jitsim.graph.validate import check_nodes
+
+        check_nodes(graph)
+    return graph

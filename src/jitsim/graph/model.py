@@ -155,6 +155,8 @@ class Graph:
         self.source = source
         self.nodes: dict[str, Node] = {}
         for i, nd in enumerate(graphdef.node):
+            if not nd.name:
+                raise GraphError(f"node #{i} ({nd.op or 'no op'}) has an empty name", source)
             if nd.name in self.nodes:
                 raise GraphError(f"duplicate node name {nd.name!r}", source)
             self.nodes[nd.name] = Node(nd, i)
@@ -295,10 +297,18 @@ class Graph:
         if seen == len(self.nodes):
             return
         rest = {n for n, d in indeg.items() if d > 0}
-        sub = nx.DiGraph((u, v) for u in rest for v in succ[u] if v in rest)
+        sub = nx.DiGraph()
+        sub.add_nodes_from(n for n in self.nodes if n in rest)  # file order: the same message every run
+        sub.add_edges_from((u, v) for u in self.nodes if u in rest for v in succ[u] if v in rest)
         cycle = nx.find_cycle(sub)
         path = " -> ".join([cycle[0][0]] + [e[1] for e in cycle])
-        raise GraphError(f"graph has a cycle not closed by a NextIteration: {path}", self.source)
+        # name the edge that closes it, as TF's importer does: the last one, with its input slot
+        src, dst = cycle[-1][0], cycle[-1][1]
+        ref = next((e for e in self._in[dst] if e.src == src), None)
+        where = "" if ref is None else (f" (control input of {dst!r})" if ref.is_control
+                                        else f" (input {ref.dst_input} of {dst!r})")
+        raise GraphError(f"graph has a cycle not closed by a NextIteration: {path}; the edge {src} -> {dst}{where} "
+                         "closes it", self.source)
 
     # -- writing -----------------------------------------------------------------------
     def to_graphdef(self):

@@ -501,9 +501,11 @@ class _Analysis:
             p = pm.get((e.src, e.src_output))
             if p is None:
                 src = self.nodes[e.src].name
+                why = _missing_slot(self.nodes[e.src], e.src_output)
                 raise GraphError(
-                    f"Could not find input {src}:{e.src_output} to {n.name} when visiting the "
-                    "graph in post-order. Most likely indicates a bug in deadness analysis."
+                    f"node {n.name!r}: input {src}:{e.src_output} " + (why or
+                    "was not found when visiting the graph in post-order (TF: most likely a bug in deadness "
+                    "analysis)")
                 )
             out.append(p)
         return out
@@ -824,3 +826,21 @@ __all__ = [
     "deadness_analysis",
     "num_outputs",
 ]
+
+
+def _missing_slot(node, slot: int) -> str | None:
+    """Why input ``node:slot`` has no predicate when the op has no such output (a graph that
+    skipped jitsim's load-time validation, e.g. built in Python)."""
+    from jitsim.passes.optypes import output_types
+
+    nodedef = getattr(node, "nodedef", None)
+    if nodedef is None:
+        return None
+    try:
+        types = output_types(nodedef)
+    except Exception:
+        return None
+    if types is None or slot < len(types):
+        return None
+    return (f"names output {slot} of {node.name!r}, but {nodedef.op} has {len(types)} output"
+            f"{'s' if len(types) != 1 else ''}")

@@ -76,16 +76,37 @@ class FlagsChoice:
         return f'TF_XLA_FLAGS="{self.flags.text}" ({self.origin})'
 
 
-def resolve_flags(cli_value: str | None = None, recorded: str | None = None, env=None) -> FlagsChoice:
-    """``--tf-xla-flags`` > ``$TF_XLA_FLAGS`` > flags recorded by a harvest > jitsim's default."""
+def resolve_flags(cli_value: str | None = None, recorded: str | None = None, env=None, *, additive: bool = False,
+                  no_defaults: bool = False) -> FlagsChoice:
+    """The TF_XLA_FLAGS of a run, and where they came from.
+
+    The base: flags recorded by a harvest (what TF ran with) > ``$TF_XLA_FLAGS`` > jitsim's
+    default (``no_defaults``: nothing, TF's own defaults: auto-clustering off).
+    ``additive`` (the CLI's one rule): ``cli_value`` goes on top of the base, later flags
+    winning as in TF. Otherwise (the Python API's ``flags=``) ``cli_value`` replaces the base."""
     env = os.environ if env is None else env
-    if cli_value is not None:
+    if no_defaults:
+        base, origin = "", "no defaults (--no-default-flags)"
+    elif cli_value is not None and not additive:
         return FlagsChoice(parse_tf_xla_flags(cli_value), "--tf-xla-flags")
-    if "TF_XLA_FLAGS" in env:
-        return FlagsChoice(parse_tf_xla_flags(env["TF_XLA_FLAGS"]), "TF_XLA_FLAGS environment variable")
-    if recorded is not None:
-        return FlagsChoice(parse_tf_xla_flags(recorded), "recorded by the harvest")
-    return FlagsChoice(parse_tf_xla_flags(DEFAULT_FLAGS), "jitsim default: auto-jit on, CPU global jit")
+    elif recorded is not None:
+        base, origin = recorded, "recorded by the harvest"
+    elif "TF_XLA_FLAGS" in env:
+        base, origin = env["TF_XLA_FLAGS"], "TF_XLA_FLAGS environment variable"
+    else:
+        base, origin = DEFAULT_FLAGS, "jitsim default: auto-jit on, CPU global jit"
+    if cli_value:
+        parse_tf_xla_flags(cli_value)  # its own errors first, naming only what the user typed
+        return FlagsChoice(parse_tf_xla_flags(f"{base} {cli_value}".strip()), f"{origin} + --tf-xla-flags")
+    return FlagsChoice(parse_tf_xla_flags(base), origin)
+
+
+def auto_clustering_off(flags: XlaFlags, session_jit_level: int = 0) -> bool:
+    """Whether these flags (and the session's jit level) leave auto-clustering off for every
+    device: TF's global jit level is then off and no node is marked unless it asks for XLA itself."""
+    level = flags.auto_jit_general if flags.auto_jit_general != 0 else session_jit_level
+    gpu = flags.auto_jit_single_gpu if flags.auto_jit_single_gpu != 0 else session_jit_level
+    return level <= 0 and gpu <= 0
 
 
 @dataclass

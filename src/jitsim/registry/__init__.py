@@ -190,14 +190,37 @@ def kernel_mismatch(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str =
     types the kernel accepts (``{"op", "attr", "type", "allowed"}``); ``{}`` when a kernel matches."""
     from jitsim.graph.protos import dtype_name
 
+    out = _kernel_mismatch(nodedef, device_type, tf_version)
+    if out:
+        origin = fused_op_origin(nodedef.op)
+        if origin:
+            out["origin"] = origin
+    return out
+
+
+# what Grappler's remapper fuses into each kind of op it makes (the rest: a generic sentence)
+_FUSED_FROM = (("MatMul", "MatMul+BiasAdd+Relu"), ("Conv2D", "Conv2D+BiasAdd+Relu or Conv2D+FusedBatchNorm"),
+               ("Conv3D", "Conv3D+BiasAdd+Relu"), ("DepthwiseConv2d", "DepthwiseConv2dNative+BiasAdd+Relu"),
+               ("BatchNorm", "FusedBatchNorm+Add+Relu"), ("Mish", "Softplus+Tanh+Mul"))
+
+
+def fused_op_origin(op: str) -> str | None:
+    """For an op only Grappler's remapper creates (``_Fused*``, ``_MklFused*``,
+    ``_MklNativeFused*``, ``_Mkl*WithFused*``): where it came from and how to keep the original,
+    clusterable ops; else None."""
+    if not op.startswith("_") or "Fused" not in op:
+        return None
+    what = next((f for key, f in _FUSED_FROM if key in op), "several ops")
+    return (f"Grappler's remapper made it by fusing ops (e.g. {what}) before clustering; to keep the original, "
+            "clusterable ops: tf.config.optimizer.set_experimental_options({'remapping': False})")
+
+
+def _kernel_mismatch(nodedef, device_type: str, tf_version: str) -> dict:
+    from jitsim.graph.protos import dtype_name
+
     kernels = xla_kernels_for(nodedef.op, device_type, tf_version)
     if not kernels:
-        out = {"op": nodedef.op, "kernel": False}
-        if nodedef.op.startswith("_Fused"):
-            out["origin"] = ("Grappler's remapper made it by fusing ops (e.g. MatMul+BiasAdd+Relu) before "
-                             "clustering; to keep the original, clusterable ops: "
-                             "tf.config.optimizer.set_experimental_options({'remapping': False})")
-        return out
+        return {"op": nodedef.op, "kernel": False}
     label = nodedef.attr["_kernel"].s.decode() if "_kernel" in nodedef.attr else ""
     opdef = op_def(nodedef.op, tf_version)
     first: dict | None = None

@@ -1,0 +1,448 @@
+"""Writes the malformed and odd inputs of ``tests/bad_inputs/`` and their manifest.
+
+    python3 tests/bad_inputs/generate.py [DEST]     # write DEST/cases/ and DEST/manifest.json
+    python3 tests/bad_inputs/generate.py --check    # exit 1 if the checked-in manifest is out of date
+
+Deterministic: the same files and manifest every run (no randomness, no clock). Each case is
+one jitsim command line over one input (``{CASE}`` is the case's file, ``{OUT}`` an output
+path in a fresh temporary directory) with its documented outcome: ``exit`` 0 (accepted;
+``notes`` are the fragments of what jitsim says it assumed, on stderr) or 2 (refused: exactly
+one ``jitsim: FILE: problem`` line holding every fragment of ``error``). Truncation and
+garbling positions are chosen where protobuf itself refuses the prefix, so the outcome does not
+depend on where a message boundary happens to fall. tests/test_bad_inputs.py runs them all.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from google.protobuf import text_format  # noqa: E402
+
+from jitsim.graph import protos  # noqa: E402
+from jitsim.graph.io import to_text  # noqa: E402
+
+CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
+F32 = 1
+NEVER = ["--tf", "never"]
+
+
+def _node(gd, name, op, inputs=(), device="", **attrs):
+    nd = gd.node.add(name=name, op=op, device=device)
+    nd.input.extend(inputs)
+    for k, v in attrs.items():
+        if isinstance(v, tuple) and v[0] == "type":
+            nd.attr[k].type = v[1]
+        elif isinstance(v, tuple) and v[0] == "func":
+            nd.attr[k].func.name = v[1]
+        elif isinstance(v, tuple) and v[0] == "types":
+            nd.attr[k].list.type.extend(v[1])
+        elif isinstance(v, tuple) and v[0] == "shape":
+            for d in v[1]:
+                nd.attr[k].shape.dim.add(size=d)
+        elif isinstance(v, tuple) and v[0] == "tensor":
+            t = nd.attr[k].tensor
+            t.dtype = F32
+            for d in v[1]:
+                t.tensor_shape.dim.add(size=d)
+            t.float_val.append(1.0)
+        elif isinstance(v, bool):
+            nd.attr[k].b = v
+        elif isinstance(v, int):
+            nd.attr[k].i = v
+        elif isinstance(v, str):
+            nd.attr[k].s = v.encode()
+    return nd
+
+
+def valid_graph(device: str = "") -> "protos.GraphDef":
+    """x @ w, relu, tanh, add: a small graph TF runs, with every required attr."""
+    gd = protos.GraphDef()
+    t = ("type", F32)
+    _node(gd, "x", "Placeholder", device=device, dtype=t, shape=("shape", [2, 2]))
+    _node(gd, "w", "Const", device=device, dtype=t, value=("tensor", [2, 2]))
+    _node(gd, "m", "MatMul", ["x", "w"], device=device, T=t)
+    _node(gd, "r", "Relu", ["m"], device=device, T=t)
+    _node(gd, "h", "Tanh", ["r"], device=device, T=t)
+    _node(gd, "s", "AddV2", ["h", "m"], device=device, T=t)
+    _node(gd, "out", "Identity", ["s"], device=device, T=t)
+    gd.versions.producer = 2160
+    return gd
+
+
+def _text(gd) -> bytes:
+    return to_text(gd).encode()
+
+
+def _bin(gd) -> bytes:
+    return gd.SerializeToString(deterministic=True)
+
+
+def _edit(fn):
+    gd = valid_graph()
+    fn(gd)
+    return gd
+
+
+def _binary_refused(data: bytes) -> bool:
+    try:
+        protos.GraphDef().ParseFromString(data)
+    except Exception:
+        return True
+    return False
+
+
+def _text_refused(data: bytes) -> bool:
+    try:
+        text_format.Parse(data.decode("utf-8"), protos.GraphDef())
+    except Exception:
+        return True
+    return False
+
+
+def _positions(data: bytes, refused, count: int) -> list[int]:
+    """``count`` cut/garble positions spread over ``data`` where ``refused`` holds."""
+    n = len(data)
+    out = []
+    for k in range(count):
+        start = max(1, (n * (k + 1)) // (count + 1))
+        for pos in list(range(start, n)) + list(range(1, start)):
+            if pos not in out and refused(pos):
+                out.append(pos)
+                break
+    return sorted(out)
+
+
+def _saved_model(sigs: dict[str, str | None], fn_body=True, missing_fn: bool = False) -> bytes:
+    """A binary SavedModel: one MetaGraph (tag serve) whose signatures call a function."""
+    sm = protos.SavedModel()
+    sm.saved_model_schema_version = 1
+    mg = sm.meta_graphs.add()
+    mg.meta_info_def.tags.append("serve")
+    gd = mg.graph_def
+    f = gd.library.function.add()
+    f.signature.name = "f_body"
+    a = f.signature.input_arg.add(name="x", type=F32)
+    o = f.signature.output_arg.add(name="y", type=F32)
+    del a, o
+    n = f.node_def.add(name="t", op="Tanh")
+    n.input.append("x")
+    n.attr["T"].type = F32
+    f.ret["y"] = "t:y:0"
+    _node(gd, "p", "Placeholder", dtype=("type", F32))
+    _node(gd, "call", "StatefulPartitionedCall", ["p"], f=("func", "missing_fn" if missing_fn else "f_body"),
+          Tin=("types", [F32]), Tout=("types", [F32]))
+    for sig, out in sigs.items():
+        sd = mg.signature_def[sig]
+        if out:
+            sd.outputs["y"].name = out
+    return sm.SerializeToString(deterministic=True)
+
+
+def cases() -> list[dict]:
+    """Every case: ``id``, ``files`` (name -> bytes, or a directory as {name: bytes}), ``argv``,
+    ``exit``, ``error`` / ``notes`` fragments, ``what``."""
+    out: list[dict] = []
+
+    def case(id_, what, data, argv=None, exit=2, error=(), notes=(), name=None, files=None):
+        name = name or f"{id_}.pbtxt"
+        out.append({"id": id_, "what": what, "files": files if files is not None else {name: data},
+                    "input": name, "argv": argv or ["cluster", "{CASE}", *NEVER], "exit": exit,
+                    "error": list(error), "notes": list(notes)})
+
+    good = valid_graph()
+    gtext, gbin = _text(good), _bin(good)
+
+    # -- empty and not-a-graph inputs
+    case("empty", "an empty file", b"", error=["empty.pbtxt", "is empty"])
+    case("whitespace", "only whitespace", b"\n  \n\t\n", error=["whitespace.pbtxt", "is empty"])
+    case("comment_only", "only a text-format comment", b"# nothing here\n", error=["no graph nodes"])
+    case("empty_pb", "an empty binary file", b"", name="empty_pb.pb", error=["empty_pb.pb", "is empty"])
+    case("library_only", "a function library and no nodes",
+         _text(_edit(lambda g: (g.ClearField("node"), g.library.function.add().signature.__setattr__("name", "f")))),
+         error=["no graph nodes", "function library"])
+    case("versions_only", "a GraphDef with only versions", b"versions { producer: 2160 }\n", error=["no graph nodes"])
+    case("dev_null", "/dev/null", None, files={}, argv=["cluster", "/dev/null", *NEVER], error=["/dev/null", "not a regular file"])
+    case("dev_zero", "/dev/zero (would never end)", None, files={}, argv=["cluster", "/dev/zero", *NEVER],
+         error=["/dev/zero", "not a regular file"])
+    case("missing_file", "a path that does not exist", None, files={}, argv=["cluster", "{DIR}/nope.pbtxt", *NEVER],
+         error=["nope.pbtxt", "no such file"])
+    case("empty_dir", "a directory that is neither a SavedModel nor a dump directory", None,
+         files={"empty_dir": {}}, argv=["cluster", "{DIR}/empty_dir", *NEVER], error=["empty_dir", "no TF dump files"])
+
+    # -- what TF's importer refuses
+    case("matmul_no_T", "MatMul without its required T attr",
+         _text(_edit(lambda g: g.node[2].attr.pop("T"))), error=["node 'm' (MatMul)", "missing attr 'T'"])
+    case("placeholder_no_dtype", "Placeholder without dtype",
+         _text(_edit(lambda g: g.node[0].attr.pop("dtype"))), error=["node 'x' (Placeholder)", "'dtype'"])
+    case("empty_name", "a node with an empty name",
+         _text(_edit(lambda g: setattr(g.node[4], "name", ""))), error=["node #4", "empty name"])
+    case("no_op", "a node without an op", b'node { name: "a" }\n', error=["node 'a'", "no op"])
+    case("garbage_device", "a device string TF cannot parse",
+         _text(_edit(lambda g: setattr(g.node[2], "device", "garbage!!"))), error=["node 'm'", "malformed device 'garbage!!'"])
+    case("device_half", "a device string cut in the middle",
+         _text(_edit(lambda g: setattr(g.node[2], "device", "/job:localhost/repl"))), error=["node 'm'", "malformed device"])
+    case("missing_slot", "an input naming output 7 of a one-output op",
+         _text(_edit(lambda g: g.node[3].input.__setitem__(0, "m:7"))),
+         error=["node 'r' (Relu)", "'m:7'", "MatMul has 1 output"])
+    case("negative_slot", "an input with a negative slot", _text(_edit(lambda g: g.node[3].input.__setitem__(0, "m:-1"))),
+         error=["node 'r'", "names no node"])
+    case("too_many_inputs", "Relu given two data inputs", _text(_edit(lambda g: g.node[3].input.append("x"))),
+         error=["node 'r' (Relu)", "2 data inputs given", "takes 1"])
+    case("addn_count_mismatch", "AddN with N=3 and two inputs",
+         _text(_edit(lambda g: _node(g, "a3", "AddN", ["h", "m"], T=("type", F32), N=3))),
+         error=["node 'a3' (AddN)", "takes 3"])
+    case("negative_count", "AddN with N=-1",
+         _text(_edit(lambda g: _node(g, "an", "AddN", ["h", "m"], T=("type", F32), N=-1))),
+         error=["node 'an' (AddN)", "'N' = -1"])
+    case("dangling_input", "an input naming no node", _text(_edit(lambda g: g.node[3].input.__setitem__(0, "nope"))),
+         error=["node 'r'", "'nope'", "names no node"])
+    case("dangling_control", "a control input naming no node", _text(_edit(lambda g: g.node[3].input.append("^ghost"))),
+         error=["'^ghost'", "names no node"])
+    case("duplicate_name", "two nodes with one name", _text(_edit(lambda g: setattr(g.node[4], "name", "r"))),
+         error=["duplicate node name 'r'"])
+    case("cycle", "a data cycle", _text(_edit(lambda g: g.node[2].input.__setitem__(0, "h"))),
+         error=["cycle", "closes it"])
+    case("self_loop", "a node feeding itself", _text(_edit(lambda g: g.node[3].input.__setitem__(0, "r"))),
+         error=["cycle", "r -> r", "closes it"])
+    case("control_cycle", "a cycle through a control edge", _text(_edit(lambda g: g.node[2].input.append("^out"))),
+         error=["cycle", "control input of 'm'"])
+    case("missing_function", "a call of a function the library does not hold (TF imports it too; the call gets a "
+         "reason code)", _text(_edit(lambda g: _node(g, "c", "PartitionedCall", ["x"], f=("func", "not_there"),
+                                                      Tin=("types", [F32]), Tout=("types", [F32])))), exit=0)
+    case("bad_float", "a number out of range for its field", b'node { name: "a" op: "NoOp" attr { key: "i" value { i: 99999999999999999999999 } } }\n',
+         error=["malformed text GraphDef"])
+    case("unknown_field", "a field GraphDef does not have", b'node { name: "a" op: "NoOp" colour: "red" }\n',
+         error=["malformed text GraphDef", "colour"])
+    case("wrong_message_text", "an OpList (another message type) in text", b'op { name: "MyOp" output_arg { name: "y" type: DT_FLOAT } }\n',
+         error=["malformed text GraphDef"])
+    case("saved_model_as_graph", "a SavedModel proto given as a GraphDef file", _saved_model({"serving_default": "call:0"}),
+         name="saved_model_as_graph.pb", error=["saved_model_as_graph.pb"])
+    case("non_utf8", "Latin-1 bytes in a text file", b'node { name: "caf\xe9" op: "NoOp" }\n', error=["non_utf8.pbtxt", "not UTF-8"])
+    case("nul_bytes", "NUL bytes in a text file", b'node { name: "a" op: "NoOp" }\n\x00\x00\x00', error=["nul_bytes.pbtxt"])
+    case("utf16_no_bom", "UTF-16 text without a byte-order mark", gtext.decode().encode("utf-16-le"),
+         error=["utf16_no_bom.pbtxt", "UTF-16"])
+    case("binary_garbage", "random-looking bytes named .pb", bytes((i * 73 + 41) % 256 for i in range(300)),
+         name="binary_garbage.pb", error=["binary_garbage.pb"])
+    case("gzip_truncated", "a gzip file cut short", gzip.compress(gtext, mtime=0)[:60], name="gzip_truncated.pbtxt.gz",
+         error=["gzip_truncated.pbtxt.gz", "truncated"])
+    case("gzip_corrupt", "a gzip header over garbage", b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"garbage" * 10,
+         name="gzip_corrupt.pb.gz", error=["gzip_corrupt.pb.gz", "gzip"])
+
+    # -- odd inputs TF would take: accepted, with what was assumed said
+    case("valid", "the reference graph", gtext, exit=0)
+    case("utf8_bom", "UTF-8 with a byte-order mark", b"\xef\xbb\xbf" + gtext, exit=0)
+    case("utf16_bom", "UTF-16 with a byte-order mark", gtext.decode().encode("utf-16"), exit=0, notes=["UTF-16"])
+    case("gzip_text", "gzip-compressed text dump", gzip.compress(gtext, mtime=0), name="gzip_text.pbtxt.gz", exit=0)
+    case("gzip_binary", "gzip-compressed binary GraphDef", gzip.compress(gbin, mtime=0), name="gzip_binary.pb.gz", exit=0)
+    case("text_named_pb", "text format in a .pb file", gtext, name="text_named_pb.pb", exit=0, notes=["content is text"])
+    case("binary_named_pbtxt", "binary format in a .pbtxt file", gbin, exit=0, notes=["content is binary"])
+    case("binary_no_ext", "binary GraphDef without an extension", gbin, name="binary_no_ext", exit=0)
+    case("text_no_ext", "text GraphDef without an extension", gtext, name="text_no_ext", exit=0)
+    case("crlf", "Windows line ends", gtext.replace(b"\n", b"\r\n"), exit=0)
+    case("huge_name", "a 100,000-character node name",
+         _text(_edit(lambda g: (setattr(g.node[4], "name", "n" * 100_000), g.node[5].input.__setitem__(0, "n" * 100_000)))),
+         exit=0)
+    case("unicode_name", "non-ASCII node names", _text(_edit(lambda g: (setattr(g.node[4], "name", "tanh_ü_λ"),
+                                                                          g.node[5].input.__setitem__(0, "tanh_ü_λ")))),
+         exit=0)
+    case("custom_op", "an op TF core does not register (a custom op)",
+         _text(_edit(lambda g: _node(g, "tok", "MyLib>Tokenize", ["x"]))), exit=0)
+    case("auto_jit_off", "flags that leave auto-clustering off", gtext, exit=0,
+         argv=["cluster", "{CASE}", *NEVER, "--no-default-flags", "--tf-xla-flags", "--tf_xla_min_cluster_size=1"],
+         notes=["auto-clustering off"])
+
+    def chain(n):
+        gd = protos.GraphDef()
+        _node(gd, "n0", "_Arg", device=CPU, T=("type", F32), index=0)
+        for i in range(1, n):
+            _node(gd, f"n{i}", "Neg", [f"n{i - 1}"], device=CPU, T=("type", F32))
+        _node(gd, "ret", "_Retval", [f"n{n - 1}"], device=CPU, T=("type", F32), index=0)
+        return gd
+
+    case("deep_chain", "a 10,000-node chain (no recursion limit may be hit)", gzip.compress(_bin(chain(10_000)), mtime=0),
+         name="deep_chain.pb.gz", exit=0, argv=["cluster", "{CASE}", *NEVER, "--format", "json"])
+
+    depth = 3000
+    nested = (b'node { name: "a" op: "NoOp" attr { key: "k" value { ' + b'func { name: "f" attr { key: "k" value { ' * depth
+              + b"} } } " * depth + b"} }\n")
+    case("deep_nesting_text", f"attr values nested {depth} deep (text)", nested, error=["deep_nesting_text.pbtxt"])
+
+    def nested_bin(levels):
+        av = protos.AttrValue()
+        inner = av
+        for _ in range(levels):
+            inner = inner.func.attr["k"]
+        gd = protos.GraphDef()
+        gd.node.add(name="a", op="NoOp").attr["k"].CopyFrom(av)
+        return gd
+
+    case("deep_nesting_binary_ok", "attr values nested 30 deep (binary; 90 message levels, under protobuf's 100)",
+         _bin(nested_bin(30)), name="deep_nesting_binary_ok.pb", exit=0)
+    case("deep_nesting_binary", "attr values nested 40 deep (binary; 120 message levels: TF refuses it too)",
+         _bin(nested_bin(40)), name="deep_nesting_binary.pb", error=["deep_nesting_binary.pb", "nested too deeply"])
+
+    def recursive(g):
+        f = g.library.function.add()
+        f.signature.name = "rec"
+        f.signature.input_arg.add(name="x", type=F32)
+        f.signature.output_arg.add(name="y", type=F32)
+        n = f.node_def.add(name="again", op="rec")
+        n.input.append("x")
+        f.ret["y"] = "again:y:0"
+        _node(g, "c", "rec", ["x"])
+
+    def op_named_function(g):
+        f = g.library.function.add()
+        f.signature.name = "Neg"
+        f.signature.input_arg.add(name="x", type=F32)
+        f.signature.output_arg.add(name="y", type=F32)
+        f.ret["y"] = "x"
+
+    case("function_named_like_op", "a library function named like a TF op (Neg)", _text(_edit(op_named_function)),
+         error=["'Neg'", "name of a TensorFlow op"])
+    case("recursive_function", "a function that calls itself", _text(_edit(recursive)),
+         error=["recursive_function.pbtxt", "'rec'", "calls itself"])
+
+    # -- truncated and garbled files, at positions where protobuf itself refuses them
+    for pos in _positions(gbin, lambda k: _binary_refused(gbin[:k]), 8):
+        case(f"pb_cut_{pos}", f"binary GraphDef cut at byte {pos}", gbin[:pos], name=f"pb_cut_{pos}.pb",
+             error=[f"pb_cut_{pos}.pb", "truncated or corrupt"])
+    for pos in _positions(gtext, lambda k: _text_refused(gtext[:k]), 8):
+        case(f"pbtxt_cut_{pos}", f"text GraphDef cut at byte {pos}", gtext[:pos], error=[f"pbtxt_cut_{pos}.pbtxt", "malformed"])
+
+    def garble_bin(k):
+        return gbin[:k] + bytes([gbin[k] ^ 0xFF]) + gbin[k + 1:]
+
+    for pos in _positions(gbin[:-1], lambda k: _binary_refused(garble_bin(k)), 6):
+        case(f"pb_flip_{pos}", f"binary GraphDef with byte {pos} inverted", garble_bin(pos), name=f"pb_flip_{pos}.pb",
+             error=[f"pb_flip_{pos}.pb"])
+
+    def garble_text(k):
+        return gtext[:k] + b"}{" + gtext[k + 2:]
+
+    for pos in _positions(gtext[:-2], lambda k: _text_refused(garble_text(k)), 6):
+        case(f"pbtxt_garble_{pos}", f"text GraphDef with '}}{{' at byte {pos}", garble_text(pos), error=[f"pbtxt_garble_{pos}.pbtxt", "malformed"])
+
+    # -- SavedModels
+    sm_files = lambda data: {"saved_model.pb": data, "variables": {}}  # noqa: E731
+    case("sm_garbage", "a SavedModel directory whose saved_model.pb is garbage", None,
+         files={"sm_garbage": sm_files(b"\x0a\xff\xff\xff")}, argv=["cluster", "{DIR}/sm_garbage", *NEVER],
+         error=["saved_model.pb", "not a valid binary SavedModel"])
+    case("sm_no_serving_default", "a SavedModel without serving_default (only TF's init op and 'predict')", None,
+         files={"sm_no_serving_default": sm_files(_saved_model({"__saved_model_init_op": None, "predict": "call:0"}))},
+         argv=["cluster", "{DIR}/sm_no_serving_default", *NEVER],
+         error=["sm_no_serving_default", "no 'serving_default'", "predict"])
+    case("sm_only_init_op", "a SavedModel whose only signature is TF's init op", None,
+         files={"sm_only_init_op": sm_files(_saved_model({"__saved_model_init_op": None}))},
+         argv=["cluster", "{DIR}/sm_only_init_op", *NEVER], error=["sm_only_init_op", "no usable signature"])
+    case("sm_missing_function", "a SavedModel whose signature calls a function it does not hold", None,
+         files={"sm_missing_function": sm_files(_saved_model({"serving_default": "call:0"}, missing_fn=True))},
+         argv=["cluster", "{DIR}/sm_missing_function", *NEVER], error=["sm_missing_function", "'missing_fn'"])
+    case("sm_bad_signature", "a SavedModel asked for a signature it lacks", None,
+         files={"sm_bad_signature": sm_files(_saved_model({"serving_default": "call:0"}))},
+         argv=["cluster", "{DIR}/sm_bad_signature", *NEVER, "--signature", "nope"],
+         error=["sm_bad_signature", "'nope'", "serving_default"])
+    case("sm_valid", "a minimal valid SavedModel", None,
+         files={"sm_valid": sm_files(_saved_model({"serving_default": "call:0"}))},
+         argv=["cluster", "{DIR}/sm_valid", *NEVER], exit=0)
+
+    # -- bad flags and option values
+    flag_cases = [
+        ("flag_unknown", ["--tf-xla-flags", "--tf_xla_bogus=1"], ["--tf_xla_bogus"]),
+        ("flag_bad_value", ["--tf-xla-flags", "--tf_xla_auto_jit=banana"], ["banana"]),
+        ("flag_unbalanced_quote", ["--tf-xla-flags", "--tf_xla_ops_to_cluster='FUSIBLE"], ["cannot split"]),
+        ("flag_no_dashes", ["--tf-xla-flags", "tf_xla_auto_jit=2"], ["does not start with --"]),
+        ("device_banana", ["--device", "banana"], ["--device 'banana'"]),
+        ("device_bad_full", ["--device", "/job:x/nonsense"], ["--device"]),
+        ("cluster_number_negative", ["--cluster-number-start", "-5"], ["--cluster-number-start -5"]),
+        ("top_negative", ["--top", "-1"], ["--top -1"]),
+    ]
+    for id_, extra, frag in flag_cases:
+        case(id_, f"cluster {' '.join(extra)}", gtext, argv=["cluster", "{CASE}", *NEVER, *extra], error=frag)
+    case("whatif_misspelt_op", "whatif --exclude-op Matmul (the op is MatMul)", gtext,
+         argv=["whatif", "{CASE}", *NEVER, "--exclude-op", "Matmul"], error=["'Matmul'", "did you mean MatMul"])
+    case("whatif_unknown_force", "whatif --force-compilable of an op no node has", gtext,
+         argv=["whatif", "{CASE}", *NEVER, "--force-compilable", "_FusedConv2D"], error=["'_FusedConv2D'", "change nothing"])
+    case("usage_missing_value", "--tf-xla-flags without its value (a usage error, one line too)", gtext,
+         argv=["cluster", "{CASE}", "--tf-xla-flags"], error=["--tf-xla-flags", "expected one argument"])
+    case("usage_unknown_option", "an option jitsim does not have", gtext, argv=["cluster", "{CASE}", "--no-such-option"],
+         error=["unrecognized arguments", "--no-such-option"])
+    case("usage_bad_choice", "--tf with a value it does not take", gtext, argv=["cluster", "{CASE}", "--tf", "sometimes"],
+         error=["--tf", "invalid choice"])
+    case("render_bad_format", "render -o with a picture format it cannot write", gtext,
+         argv=["render", "{CASE}", *NEVER, "-o", "{DIR}/x.jpg"], error=["x.jpg", "unknown picture format"])
+    case("index_of_a_file", "crosscheck index given a file", gtext, argv=["crosscheck", "index", "{CASE}"],
+         error=["index_of_a_file.pbtxt", "not a dump directory"])
+    case("op_defs_missing", "--op-defs naming no file", gtext,
+         argv=["cluster", "{CASE}", *NEVER, "--op-defs", "{DIR}/no_ops.json"], error=["no_ops.json", "no such file"])
+
+    # -- bad output paths (checked before any work; nothing written)
+    out_cases = [
+        ("out_proc", ["cluster", "{CASE}", *NEVER, "-o", "/proc/x.pbtxt"], ["/proc/x.pbtxt", "cannot write"]),
+        ("out_under_file", ["cluster", "{CASE}", *NEVER, "-o", "{CASE}/x.pbtxt"], ["x.pbtxt", "not a directory"]),
+        ("out_no_dir", ["cluster", "{CASE}", *NEVER, "-o", "{DIR}/no/such/x.pbtxt"], ["does not exist"]),
+        ("out_is_dir", ["rewrite", "{CASE}", *NEVER, "-o", "{DIR}"], ["is a directory"]),
+        ("out_render_proc", ["render", "{CASE}", *NEVER, "-o", "/proc/x.dot"], ["/proc/x.dot", "cannot write"]),
+        ("out_rewrite_under_file", ["rewrite", "{CASE}", *NEVER, "-o", "{CASE}/x.pbtxt"], ["not a directory"]),
+        ("out_report_file", ["report", "{CASE}", *NEVER, "-o", "{CASE}"], ["not a directory"]),
+        ("out_index_proc", ["crosscheck", "index", "{DIR}", "-o", "/proc/i.json"], ["/proc/i.json", "cannot write"]),
+    ]
+    for id_, argv, frag in out_cases:
+        case(id_, "output " + " ".join(argv[argv.index("-o"):]), gtext, argv=argv, error=frag)
+    return out
+
+
+def _write_tree(root: Path, files: dict) -> None:
+    for name, content in files.items():
+        if isinstance(content, dict):
+            (root / name).mkdir(parents=True, exist_ok=True)
+            _write_tree(root / name, content)
+        elif content is not None:
+            (root / name).write_bytes(content)
+
+
+def write(dest: Path) -> list[dict]:
+    """Write every case's files under ``dest/cases`` and ``dest/manifest.json``; returns the manifest."""
+    cases_dir = dest / "cases"
+    if cases_dir.exists():
+        shutil.rmtree(cases_dir)
+    cases_dir.mkdir(parents=True)
+    manifest = []
+    for c in cases():
+        _write_tree(cases_dir, c["files"])
+        manifest.append({k: v for k, v in c.items() if k != "files"} | {"files": sorted(_names(c["files"]))})
+    (dest / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+    return manifest
+
+
+def _names(files: dict, prefix: str = "") -> list[str]:
+    out = []
+    for name, content in files.items():
+        if isinstance(content, dict):
+            out.append(prefix + name + "/")
+            out += _names(content, prefix + name + "/")
+        elif content is not None:
+            out.append(prefix + name)
+    return out
+
+
+if __name__ == "__main__":
+    if "--check" in sys.argv:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            write(Path(tmp))
+            same = (Path(tmp) / "manifest.json").read_text() == (HERE / "manifest.json").read_text()
+        print("up to date" if same else "out of date: run python3 tests/bad_inputs/generate.py")
+        sys.exit(0 if same else 1)
+    dest = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
+    m = write(dest)
+    print(f"{len(m)} cases written to {dest / 'cases'} (not checked in: tests/test_bad_inputs.py writes them afresh)")
