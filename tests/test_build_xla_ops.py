@@ -379,6 +379,26 @@ def test_int32_predication_follows_memory_types():
         "early_1/int32_id_n", "shape", "late_1/merge_oidx_0", "x"]
 
 
+def test_gpu_int32_from_a_read_variable_is_predicated():
+    """TF's own build_xla_ops_pass_test ``NoDeviceToHostCopiesForClustersWithInt32Inputs``
+    (CUDA builds): on a GPU, a cluster whose input is the int32 value of a ReadVariableOp is
+    fed through ``int32_id_n``. ReadVariableOp has no GPU kernel of its own in TF 2.21; its
+    DEFAULT kernel declares only the resource input ``HostMemory``, so the value is in device
+    memory. A GPU Shape's int32 output, declared HostMemory by its GPU kernel, is not."""
+    gpu = "/job:worker/replica:0/task:0/device:GPU:0"
+    tg = make_graph([
+        ("var", "VarHandleOp", [], {"dtype": ("type", I32)}),
+        ("int32_on_device", "ReadVariableOp", ["var"], {"dtype": ("type", I32)}),
+        ("x", "_Arg", [], {"T": ("type", F32), "index": 0}),
+        ("shape", "Shape", ["x"], {"T": ("type", F32), "out_type": ("type", I32)}),
+        ("C", "cluster_int32", ["int32_on_device", "shape"], {}),
+        ("o", "_Retval", ["C"], {"T": ("type", I32), "index": 0}),
+    ], {"cluster_int32": ([I32, I32], [I32], 0, 0)}, device=gpu, fn_device=gpu)
+    build_xla_ops(tg, LAZY)
+    assert _inputs(tg, "C_1/int32_id_n") == ["int32_on_device", "^C_1/data_as_ctrl"]
+    assert _inputs(tg, "C_1/stateful_partitioned_call")[:2] == ["C_1/int32_id_n", "shape"]
+
+
 def test_int32_from_an_already_rewritten_cluster_is_predicated():
     """Same producer/consumer, ids swapped: the producer cluster is rewritten first, so the
     consumer's fallback sees an _XlaMerge (it has a CPU kernel) and predicates it."""

@@ -46,6 +46,7 @@ from jitsim.graph import protos
 from jitsim.passes import optypes
 from jitsim.passes.encapsulate import nodes_related_to_ref_variables  # noqa: F401 (also re-exported)
 from jitsim.passes.devices import ALWAYS, parse_device_name, pick_device_for_xla, registrations
+from jitsim.passes.partially_decluster import find_kernel
 from jitsim.passes.tfgraph import (
     ENTER_OPS,
     EXIT_OPS,
@@ -276,9 +277,14 @@ def output_in_host_memory(g: TfGraph, nid: int, slot: int, lib_fns: dict) -> boo
     in device memory unless its kernel says ``HostMemory``; function calls (library functions,
     ``PartitionedCall``...) have no kernel, so their int32 outputs are host memory unless
     ``_XlaMustCompile`` is set. Strings and resources always live on the host; the
-    ``_output_hostmem`` attr adds more. Exact on the CPU; on other devices jitsim lacks the
-    kernels' ``HostMemory`` table and assumes int32 kernel outputs live on the host there
-    (what most GPU int32 kernel registrations do).
+    ``_output_hostmem`` attr adds more. On other devices than the CPU, a kernel's outputs are in
+    device memory unless its registration says ``HostMemory``: jitsim looks the kernel up in the
+    shipped CPU/GPU kernel table, falling back to the op's ``DEFAULT`` kernel as TF does (e.g. the
+    GPU ``ReadVariableOp`` of an int32 variable: only its resource input is host memory, so the
+    value is on the device, as TF's build_xla_ops test
+    ``NoDeviceToHostCopiesForClustersWithInt32Inputs`` expects). Only for an op the table has no
+    kernel for at all does jitsim assume an int32 output lives on the host (what most GPU int32
+    kernel registrations do).
     """
     node = g.nodes[nid]
     nd = node.nodedef
@@ -300,7 +306,11 @@ def output_in_host_memory(g: TfGraph, nid: int, slot: int, lib_fns: dict) -> boo
             if names and slot in _output_arg_slots(nd, od, names):
                 host = True
         elif dtype == DT_INT32 and dev.type != "TPU":
-            host = True  # approximation, see above
+            kdef = find_kernel(nd, dev.type)
+            if kdef is None:
+                host = True  # no kernel in jitsim's table: approximation, see above
+            else:
+                host = slot in _output_arg_slots(nd, od, set(kdef.host_memory_arg))
     if "_output_hostmem" in nd.attr and slot in list(nd.attr["_output_hostmem"].list.i):
         host = True
     return host
