@@ -64,6 +64,17 @@ def test_failed_program_leaves_no_output(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["bad.py"]
 
 
+def test_program_without_tf_graphs_is_one_clear_error(tmp_path):
+    """A program that never runs a TF graph: TF writes no dump, and the error says why
+    (not that some temporary dumps directory is empty)."""
+    prog = tmp_path / "plain.py"
+    prog.write_text("print(1 + 1)\n")
+    with pytest.raises(HarvestError, match="wrote no graph dumps") as e:
+        harvest(prog, tmp_path / "out")
+    assert e.value.path == str(prog)
+    assert not (tmp_path / "out").exists()
+
+
 def _saved_model(tmp_path):
     import subprocess
     import sys

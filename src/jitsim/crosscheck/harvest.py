@@ -424,6 +424,9 @@ def harvest(
             raise HarvestError(
                 f"TensorFlow run failed (exit {proc.returncode}): {_last_error_line(log_text)}", target
             )
+        if not any(dumps.iterdir()):
+            raise HarvestError("TensorFlow ran but wrote no graph dumps: no function or session graph reached its "
+                               "optimization passes (does the program call a tf.function or run a session?)", target)
         index = {
             "schema": INDEX_SCHEMA,
             "target": str(target),
