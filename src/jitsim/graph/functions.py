@@ -34,6 +34,13 @@ def _output_sizes(node, op_def, library_fns) -> list[tuple[str, int]]:
     return sizes
 
 
+def body_references(fdef) -> list[str]:
+    """Every tensor reference of a function body in a fixed order: the nodes' inputs in node
+    order, then the returned tensors in the signature's output order."""
+    refs = [r for nd in fdef.node_def for r in nd.input]
+    return refs + [fdef.ret[a.name] for a in fdef.signature.output_arg if a.name in fdef.ret]
+
+
 def function_to_graphdef(library, name: str, *, source=None):
     """A ``GraphDef`` for function ``name`` of ``library`` (a ``FunctionDefLibrary``)."""
     from jitsim.registry import op_def
@@ -63,22 +70,17 @@ def function_to_graphdef(library, name: str, *, source=None):
             pos += n
         offsets[node.name] = table
     if unknown:
-        # without an OpDef, a body that reads one output argument of the op reads its first
-        # tensors; several argument names have an order no graph can tell
+        # without an OpDef, the output arguments a body reads are numbered in the order the body
+        # first reads them: exact for one argument; for several, a guess that
+        # jitsim.registry.custom_ops reports ("could not determine the order of output arguments")
         read: dict[str, list[str]] = {}
-        refs = [r for nd in fdef.node_def for r in nd.input] + list(fdef.ret.values())
+        refs = body_references(fdef)
         for ref in refs:
             parts = ref.split(":")
             if len(parts) == 3 and parts[0] in unknown and parts[1] not in read.setdefault(parts[0], []):
                 read[parts[0]].append(parts[1])
         for node_name, names in read.items():
-            if len(names) == 1:
-                offsets[node_name] = {names[0]: 0}
-            else:
-                raise GraphError(
-                    f"function {name!r}: node {node_name!r} has op {unknown[node_name]!r}, which TensorFlow 2.21 "
-                    f"core does not register, and the body reads its outputs {', '.join(names)}, whose order "
-                    "only the op's OpDef tells: give it with --op-defs FILE (from `jitsim registry export`)", source)
+            offsets[node_name] = {arg: i for i, arg in enumerate(names)}
 
     def convert(ref: str) -> str:
         if ref.startswith("^"):

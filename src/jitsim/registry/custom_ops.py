@@ -36,6 +36,7 @@ from pathlib import Path
 
 from jitsim.errors import GraphError
 from jitsim.graph import protos
+from jitsim.graph.functions import body_references
 from jitsim.graph.model import CONTROL, parse_input
 from jitsim.passes import optypes
 from jitsim.registry import OpLibrary, op_def, using_op_libraries
@@ -171,13 +172,12 @@ def infer_op_library(graph, source: str | None = None) -> InferredOps | None:
     body_outputs: dict[str, list[str]] = {}
     for f in library.function:
         ops_in_body = {b.name: b.op for b in f.node_def}
-        for nd in f.node_def:
-            for ref in list(nd.input):
-                parts = ref.split(":")
-                if not ref.startswith("^") and len(parts) == 3 and ops_in_body.get(parts[0]) in unknown:
-                    names = body_outputs.setdefault(ops_in_body[parts[0]], [])
-                    if parts[1] not in names:
-                        names.append(parts[1])
+        for ref in body_references(f):
+            parts = ref.split(":")
+            if not ref.startswith("^") and len(parts) == 3 and ops_in_body.get(parts[0]) in unknown:
+                names = body_outputs.setdefault(ops_in_body[parts[0]], [])
+                if parts[1] not in names:
+                    names.append(parts[1])
     undetermined: dict[str, list[str]] = {}
     defs = {}
     for op in unknown:
