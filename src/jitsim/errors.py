@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 
-class JitsimError(Exception):
-    """A problem with the user's input or environment.
-
-    The CLI prints ``jitsim: <path>: <message>`` on stderr and exits non-zero.
-    ``path`` names the file or directory concerned, when there is one.
-    """
-
-    exit_code = 2
+class _MessageAboutPath:
+    """One line about one file: ``<path>: <message>`` (just the message without a path)."""
 
     def __init__(self, message: str, path: object | None = None):
         super().__init__(message)
@@ -19,6 +13,16 @@ class JitsimError(Exception):
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class JitsimError(_MessageAboutPath, Exception):
+    """A problem with the user's input or environment.
+
+    The CLI prints ``jitsim: <path>: <message>`` on stderr and exits non-zero.
+    ``path`` names the file or directory concerned, when there is one.
+    """
+
+    exit_code = 2
 
 
 class GraphError(JitsimError):
@@ -29,14 +33,6 @@ class HarvestError(JitsimError):
     """Running real TensorFlow to collect ground truth failed."""
 
 
-class JitsimWarning(UserWarning):
+class JitsimWarning(_MessageAboutPath, UserWarning):
     """What jitsim assumed to accept an odd input (TF would accept it too). The CLI prints it
     as one ``jitsim: <path>: note: <message>`` line on stderr."""
-
-    def __init__(self, message: str, path: object | None = None):
-        super().__init__(message)
-        self.message = message
-        self.path = None if path is None else str(path)
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
