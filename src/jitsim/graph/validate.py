@@ -70,20 +70,12 @@ def check_nodes(graph, source=None) -> None:
                                  f"{has}", source)
 
 
-def _attr_of(nd, od, name):
-    if name in nd.attr:
-        return nd.attr[name]
-    if od is not None:
-        for a in od.attr:
-            if a.name == name and a.HasField("default_value"):
-                return a.default_value
-    return None
-
-
 def _arg_count(nd, args, od, what: str, source=None) -> int | None:
     """How many tensors ``args`` (an OpDef's input or output args) expand to for ``nd``,
     counted without building them (a mutated ``N`` may be huge); None when an attr is missing
     or of the wrong kind (the attr check above names the missing ones)."""
+    from jitsim.passes.optypes import attr_or_default as _attr_of
+
     total = 0
     for arg in args:
         if arg.type_list_attr:

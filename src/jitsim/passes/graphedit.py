@@ -196,9 +196,9 @@ def ref(name: str, port: int = 0) -> str:
 DT_FLOAT, DT_INT32, DT_BOOL, DT_RESOURCE = 1, 3, 10, 20
 
 
-def topological_order(eg: EditGraph) -> list[str]:
-    """A topological order (data and control edges, NextIteration back edges ignored),
-    ties in node order, as Grappler sorts a graph before optimizing it."""
+def dependencies(eg: EditGraph) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Per node, the number of its inputs (data and control; NextIteration back edges
+    ignored) and its consumers in node order: what a topological sort starts from."""
     indeg = {n: 0 for n in eg.nodes}
     succ: dict[str, list[str]] = {n: [] for n in eg.nodes}
     for n, nd in eg.nodes.items():
@@ -207,6 +207,13 @@ def topological_order(eg: EditGraph) -> list[str]:
             if src in eg and eg[src].op not in ("NextIteration", "RefNextIteration"):
                 indeg[n] += 1
                 succ[src].append(n)
+    return indeg, succ
+
+
+def topological_order(eg: EditGraph) -> list[str]:
+    """A topological order (data and control edges, NextIteration back edges ignored),
+    ties in node order, as Grappler sorts a graph before optimizing it."""
+    indeg, succ = dependencies(eg)
     order = []
     ready = [n for n in eg.nodes if indeg[n] == 0]
     ready.reverse()

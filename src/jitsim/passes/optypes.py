@@ -18,7 +18,8 @@ DT_INT64 = 9
 DT_BOOL = 10
 
 
-def _attr(nodedef, opdef, name):
+def attr_or_default(nodedef, opdef, name):
+    """The node's attr ``name``, else the OpDef's default for it; None if neither exists."""
     if name in nodedef.attr:
         return nodedef.attr[name]
     if opdef is not None:
@@ -32,17 +33,17 @@ def _expand(args, nodedef, opdef) -> list[int]:
     out: list[int] = []
     for arg in args:
         if arg.type_list_attr:
-            av = _attr(nodedef, opdef, arg.type_list_attr)
+            av = attr_or_default(nodedef, opdef, arg.type_list_attr)
             types = list(av.list.type) if av is not None else []
         else:
             if arg.type_attr:
-                av = _attr(nodedef, opdef, arg.type_attr)
+                av = attr_or_default(nodedef, opdef, arg.type_attr)
                 t = av.type if av is not None else 0
             else:
                 t = arg.type
             n = 1
             if arg.number_attr:
-                av = _attr(nodedef, opdef, arg.number_attr)
+                av = attr_or_default(nodedef, opdef, arg.number_attr)
                 n = av.i if av is not None else 0
             types = [t] * n
         if arg.is_ref:

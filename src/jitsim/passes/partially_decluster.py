@@ -232,10 +232,10 @@ def _name_ranges(args, nodedef, opdef) -> dict[str, tuple[int, int]]:
     out, start = {}, 0
     for a in args:
         if a.number_attr:
-            av = optypes._attr(nodedef, opdef, a.number_attr)
+            av = optypes.attr_or_default(nodedef, opdef, a.number_attr)
             n = av.i if av is not None else 0
         elif a.type_list_attr:
-            av = optypes._attr(nodedef, opdef, a.type_list_attr)
+            av = optypes.attr_or_default(nodedef, opdef, a.type_list_attr)
             n = len(av.list.type) if av is not None else 0
         else:
             n = 1

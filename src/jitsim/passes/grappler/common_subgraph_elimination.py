@@ -13,9 +13,9 @@ same control inputs, and Keras' duplicated shape computations (an LSTM's two ``z
 
 from __future__ import annotations
 
-from jitsim.graph.model import CONTROL, parse_input
+from jitsim.graph.model import CONTROL
 from jitsim.passes.grappler import RewriteRecord, preserved
-from jitsim.passes.graphedit import EditGraph
+from jitsim.passes.graphedit import EditGraph, dependencies
 
 COMMUTATIVE = frozenset({"Add", "AddV2", "Mul", "Maximum", "Minimum", "LogicalAnd", "LogicalOr", "Equal",
                          "NotEqual", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "SquaredDifference"})
@@ -71,14 +71,7 @@ def _lifo_order(eg: EditGraph) -> list[str]:
     duplicates jitsim keeps are those TF's dumps show (of an LSTM's ``zeros`` and ``zeros_1``,
     ``zeros_1``; of equal Consts, mostly the later one; of the NoOps inlining leaves, the
     body's), better than with a first-in-first-out order; TF's own order is not reproduced."""
-    indeg = {n: 0 for n in eg.nodes}
-    succ = {n: [] for n in eg.nodes}
-    for n, nd in eg.nodes.items():
-        for r in nd.input:
-            src = parse_input(r)[0]
-            if src in eg and eg[src].op not in ("NextIteration", "RefNextIteration"):
-                indeg[n] += 1
-                succ[src].append(n)
+    indeg, succ = dependencies(eg)
     ready = [n for n in eg.nodes if indeg[n] == 0]
     out = []
     while ready:
