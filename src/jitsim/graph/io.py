@@ -32,7 +32,7 @@ from google.protobuf import message as _message
 from google.protobuf import text_format
 
 from jitsim.errors import GraphError, JitsimError, JitsimWarning
-from jitsim.graph import protos
+from jitsim.graph import protos, textproto
 from jitsim.graph.model import Graph
 
 TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
@@ -145,7 +145,7 @@ def looks_like_text(data: bytes) -> bool:
 def _parse(msg, data: bytes, path: Path, text: bool, what: str):
     try:
         if text:
-            text_format.Parse(_decode_text(data, path, what), msg, allow_unknown_field=False)
+            textproto.parse(_decode_text(data, path, what), msg)
         else:
             msg.ParseFromString(data)
     except text_format.ParseError as e:
@@ -297,39 +297,10 @@ def save(graph: Graph | object, path: Path | str) -> Path:
     return path
 
 
-_FLOAT_LINE = re.compile(r"^(\s*(?:f|float_val|scomplex_val): )(\S+)$", re.M)
-_DOUBLE_LINE = re.compile(r"^(\s*(?:double_val|dcomplex_val): )(\S+)$", re.M)
-_INT_KEY_MAP = re.compile(r"^(\s*)(arg_attr|resource_arg_unique_id) \{\n(?!\1  key:)", re.M)
-_UNIQUE_ID_NO_VALUE = re.compile(r"^(\s*)resource_arg_unique_id \{\n(\1  key: \d+\n)(?=\1\})", re.M)
-
-
-def _c_float(text: str, digits: tuple[int, int], single: bool) -> str:
-    """A number as C++ ``SimpleFtoa``/``SimpleDtoa`` prints it: ``%.6g`` (``%.15g`` for
-    doubles) when that round-trips, else ``%.9g`` (``%.17g``)."""
-    try:
-        v = float(text)
-    except ValueError:
-        return text
-    if v != v or v in (float("inf"), float("-inf")):
-        return text
-    if single:
-        v = struct.unpack("f", struct.pack("f", v))[0]
-    short = "%.*g" % (digits[0], v)
-    back = float(short)
-    if single:
-        back = struct.unpack("f", struct.pack("f", back))[0]
-    return short if back == v else "%.*g" % (digits[1], v)
-
-
 def to_text(msg) -> str:
     """Text format exactly as TensorFlow's C++ writes it (float digits, integer map keys),
     so a graph written by jitsim diffs cleanly against TF's own dumps."""
-    text = text_format.MessageToString(msg)
-    text = _FLOAT_LINE.sub(lambda m: m.group(1) + _c_float(m.group(2), (6, 9), True), text)
-    text = _DOUBLE_LINE.sub(lambda m: m.group(1) + _c_float(m.group(2), (15, 17), False), text)
-    text = _INT_KEY_MAP.sub(lambda m: m.group(0) + f"{m.group(1)}  key: 0\n", text)
-    text = _UNIQUE_ID_NO_VALUE.sub(lambda m: m.group(0) + f"{m.group(1)}  value: 0\n", text)
-    return text
+    return textproto.print_message(msg)
 
 
 def check_output(path: Path | str, *, directory: bool = False) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 ALWAYS, IF_ENABLED_GLOBALLY, IF_EXPLICITLY_REQUESTED = "always", "if_enabled_globally", "if_explicitly_requested"
 
@@ -26,8 +27,10 @@ class ParsedName:
 _PART = re.compile(r"/(job|replica|task|device|cpu|gpu|CPU|GPU):?([^/]*)")
 
 
+@lru_cache(maxsize=4096)
 def parse_device_name(name: str) -> ParsedName | None:
-    """``/job:localhost/replica:0/task:0/device:CPU:0`` -> fields; None if unparsable.
+    """``/job:localhost/replica:0/task:0/device:CPU:0`` -> fields; None if unparsable
+    (memoized: a graph names a handful of devices on thousands of nodes).
 
     >>> parse_device_name("/job:localhost/replica:0/task:0/device:GPU:1").type
     'GPU'
