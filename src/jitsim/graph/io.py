@@ -20,9 +20,7 @@ leaves a half-written file.
 from __future__ import annotations
 
 import os
-import re
 import stat
-import struct
 import tempfile
 import warnings
 import zlib
@@ -113,7 +111,7 @@ def _decode_text(data: bytes, path: Path, what: str) -> str:
             text = data.decode("utf-16")
         except UnicodeDecodeError:
             raise GraphError(f"not a text {what}: UTF-16 byte-order mark but invalid UTF-16 data", path) from None
-        assume(f"read as UTF-16 text (byte-order mark); TensorFlow reads text protos as UTF-8 only", path)
+        assume("read as UTF-16 text (byte-order mark); TensorFlow reads text protos as UTF-8 only", path)
         return text
     try:
         text = data.decode("utf-8")
