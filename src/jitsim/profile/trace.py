@@ -50,6 +50,7 @@ def xspace_to_trace(logdir: Path) -> dict:
     trace = json.loads(data)
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         raise JitsimError("xprof's trace has no traceEvents list", files[0])
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e]  # xprof ends the list with an empty {}
     return trace
 
 
