@@ -601,7 +601,7 @@ def cmd_profile(args) -> int:
     print(f"step time  XLA on:  median {ms(st['on']['median_s'])} (IQR {ms(st['on']['iqr_s'])}), "
           f"{s['xla_launches_per_step']['on']} XLA launches + {s['tf_ops_per_step']['on']} TF ops/step")
     print(f"step_time_ratio (off/on) {ratio}; XLA compile {ms(s['compile_s'])} once "
-          f"({s['compilations']} HLO modules compiled)")
+          f"({s['compilations']} HLO module{'' if s['compilations'] == 1 else 's'} compiled)")
     for c in s["clusters"]:
         print(f"  {c['cluster']}: {c['nodes']} TF nodes, predicted {c['predicted_cluster'] or '-'} ({c['prediction']}), "
               f"HLO {c['hlo_module'] or '-'}, {c['fusions'] if c['fusions'] is not None else '-'} fusions, "

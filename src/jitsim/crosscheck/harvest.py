@@ -226,6 +226,7 @@ _PROGRAM_STEP_RUNNER = _INPUT_GEN + textwrap.dedent(
     import runpy, sys
     _prog = os.environ["JITSIM_PROGRAM"]
     sys.path.insert(0, os.path.dirname(_prog))
+    sys.argv = [_prog]
     _ns = runpy.run_path(_prog, run_name="__jitsim_step__")
     _step = _ns.get("%s")
     if not callable(_step):
