@@ -273,3 +273,25 @@ def test_profile_page_in_browser(mnist_profile, browser):
 def test_profile_mnist_20_steps(tmp_path_factory):
     """The issue's acceptance command: `jitsim profile examples/mnist_softmax/mnist_softmax_xla.py --steps 20`."""
     _check_profile(_run(tmp_path_factory, 20), 20)
+
+
+@pytest.mark.tf
+def test_profile_graphdef_session(tmp_path):
+    """A GraphDef target: its placeholders fed generated data, the step is one session run."""
+    pytest.importorskip("xprof", reason="xprof is not installed (pip install -e '.[profile]')")
+    import tensorflow as tf
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [16, 32], name="x")
+        y = tf.nn.relu(tf.matmul(x, tf.constant(0.1, shape=[32, 8])) * 2.0 + 1.0)
+        tf.reduce_sum(tf.tanh(y) * y, name="out")
+    tf.io.write_graph(g.as_graph_def(), str(tmp_path), "g.pbtxt")
+    out = tmp_path / "prof"
+    assert main(["profile", str(tmp_path / "g.pbtxt"), "--steps", "2", "--warmup", "1", "-o", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["kind"] == "graphdef" and s["xla_launches_per_step"] == {"off": 0, "on": 1}
+    (c,) = s["clusters"]
+    assert c["prediction"] == "exact" and c["tf_ops"].get("MatMul") == 1 and c["hlo_module"].startswith(c["cluster"])
+    off = tr.read_trace(out / "trace_xla_off.json")
+    assert any("MatMul" in op for op in tr.step_counts(off)["op_types"])
