@@ -1,5 +1,7 @@
 import importlib.util
 import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +47,43 @@ def pytest_runtest_makereport(item, call):
         if "not installed" in reason:
             rep.outcome = "failed"
             rep.longrepr = f"JITSIM_CI=1 but {reason}"
+
+
+# -- a headless browser (Debian chromium + chromedriver, driven by selenium) for the HTML tests
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium; skips when selenium or chromium is not installed."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip("Debian chromium + chromium-driver are not installed (.ci/run installs them: "
+                    "apt-get install chromium chromium-driver)")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = str(CHROMIUM)
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    yield driver
+    driver.quit()
+
+
+def wait_until(predicate, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def severe_browser_errors(driver):
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+

@@ -16,10 +16,11 @@ from jitsim.explain.clustering import cluster
 from jitsim.explain.reasons import REASONS
 from jitsim.explain.report import explanations, write_report
 
+from conftest import severe_browser_errors as _severe, wait_until as _wait
+
 ROOT = Path(__file__).resolve().parents[1]
 MNIST = ROOT / "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt"
 FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 SCRIPT_NAME = "</script><script>window.pwned=1</script>"
 RENAMED = {"add": SCRIPT_NAME, "mul": 'a"b\\c <b>&amp;ü→', "x": "it's"}
@@ -182,38 +183,6 @@ def test_linear_time_on_big_clusters(monkeypatch):
 
 
 # -- in a real browser ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser():
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("Debian chromium + chromium-driver are not installed (.ci/run installs them: "
-                    "apt-get install chromium chromium-driver)")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = str(CHROMIUM)
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
-    yield driver
-    driver.quit()
-
-
-def _wait(predicate, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
-def _severe(driver):
-    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
 def test_in_browser_search_finds_a_node(browser, mnist_page):

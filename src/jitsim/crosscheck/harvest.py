@@ -128,12 +128,12 @@ _GRAPHDEF_RUNNER = _INPUT_GEN + textwrap.dedent(
             feeds[t] = _gen(t.dtype, dims)
         elif not any(c for o in op.outputs for c in o.consumers()) and not op._control_outputs:
             fetches.extend(op.outputs or [op])
-    with tf.compat.v1.Session(graph=g) as sess:
-        init = [op for op in g.get_operations() if op.name == "init"]
-        if init:
-            sess.run(init, feed_dict=feeds)
-        _mark_call()
-        sess.run(fetches, feed_dict=feeds)
+    sess = tf.compat.v1.Session(graph=g)
+    init = [op for op in g.get_operations() if op.name == "init"]
+    if init:
+        sess.run(init, feed_dict=feeds)
+    def _step():
+        return sess.run(fetches, feed_dict=feeds)
     """
 )
 
@@ -149,8 +149,8 @@ _SAVED_MODEL_RUNNER = _INPUT_GEN + textwrap.dedent(
     _, kwargs = f.structured_input_signature
     args = {k: tf.constant(_gen(s.dtype, s.shape.as_list() if s.shape.rank is not None else [2]))
             for k, s in kwargs.items()}
-    _mark_call()
-    f(**args)
+    def _step():
+        return f(**args)
     """
 )
 
@@ -164,8 +164,8 @@ _KERAS_RUNNER = _INPUT_GEN + textwrap.dedent(
     fn, specs = keras_call(model)
     args = [tf.constant(_gen(s.dtype, s.shape.as_list())) for s in specs]
     fn.get_concrete_function()
-    _mark_call()
-    fn(*args)
+    def _step():
+        return fn(*args)
     """
 )
 
@@ -208,9 +208,32 @@ _FUNCTION_RUNNER = _INPUT_GEN + textwrap.dedent(
             args.append(t.resource_handle)
         else:
             raise SystemExit("JITSIM_ERROR: unsupported input kind %r" % a["kind"])
-    _mark_call()
-    ctx.call_function(spec["name"].encode(), args, spec["num_outputs"])
+    def _step():
+        return ctx.call_function(spec["name"].encode(), args, spec["num_outputs"])
     """
+)
+
+# Every runner above defines ``_step()``, *the call*; a harvest makes it once, after the mark.
+# ``harvest(..., tail=CODE)`` appends CODE instead (``jitsim profile`` times and profiles it).
+CALL_ONCE = "_mark_call()\n_step()\n"
+
+# A program as a step function (``harvest(..., tail=...)`` only): the program is run under
+# the name ``__jitsim_step__`` (its ``if __name__ == "__main__":`` block is skipped) and must
+# define ``jitsim_step()``, one step of its workload.
+STEP_FUNCTION = "jitsim_step"
+_PROGRAM_STEP_RUNNER = _INPUT_GEN + textwrap.dedent(
+    """
+    import runpy, sys
+    _prog = os.environ["JITSIM_PROGRAM"]
+    sys.path.insert(0, os.path.dirname(_prog))
+    sys.argv = [_prog]
+    _ns = runpy.run_path(_prog, run_name="__jitsim_step__")
+    _step = _ns.get("%s")
+    if not callable(_step):
+        raise SystemExit("JITSIM_ERROR: the program defines no %s() function (one step of its workload, "
+                         "called by jitsim profile; see docs/cli.md)")
+    """
+    % (STEP_FUNCTION, STEP_FUNCTION)
 )
 
 RUNNERS = {"graphdef": _GRAPHDEF_RUNNER, "saved_model": _SAVED_MODEL_RUNNER, "keras": _KERAS_RUNNER,
@@ -306,13 +329,15 @@ def runner_imports(target: Path, kind: str) -> list[str]:
     return []
 
 
-def _command(target: Path, kind: str, signature: str | None, python: str, workdir: Path) -> list[str]:
+def _command(target: Path, kind: str, signature: str | None, python: str, workdir: Path,
+             tail: str | None = None) -> list[str]:
     boot = workdir / "_jitsim_bootstrap.py"
     boot.write_text(_BOOTSTRAP)
-    if kind == "program":
+    if kind == "program" and tail is None:
         return [python, str(boot), str(target)]
     runner = workdir / f"_jitsim_{kind}_runner.py"
-    runner.write_text(RUNNERS[kind])
+    body = _PROGRAM_STEP_RUNNER if kind == "program" else RUNNERS[kind]
+    runner.write_text(body + (CALL_ONCE if tail is None else tail))
     args = [python, str(boot), str(runner), str(target)]
     if kind == "saved_model":
         args.append(signature or "")
@@ -364,12 +389,19 @@ def harvest(
     progress=None,
     overwrite: bool = False,
     extra: dict | None = None,
+    env_extra: dict | None = None,
+    tail: str | None = None,
+    require_dumps: bool = True,
 ) -> dict:
     """Run ``target`` under real TF with the dump flags; write ``out/`` and return its index.
 
     ``progress``, if given, is called about twice a second with
     ``(elapsed_seconds, number_of_dump_files)`` while TF runs. ``extra`` entries are added
     to ``index.json`` (the capture front end records its own facts there).
+    ``env_extra``: more environment variables for TF's process. ``tail``: Python code run
+    instead of the one call (it finds the runner's ``_step()``; a program target must then
+    define ``jitsim_step()``, see :data:`STEP_FUNCTION`). ``require_dumps=False``: a run
+    that dumped no graph (auto-clustering off) is no error.
     """
     target = Path(target).resolve()
     out = Path(out).resolve()  # TF runs in a scratch cwd: the dump prefix must be absolute
@@ -384,8 +416,11 @@ def harvest(
         dumps = work / "dumps"
         dumps.mkdir()
         runtmp = Path(tempfile.mkdtemp(prefix="jitsim-run-"))
-        cmd = _command(target, kind, signature, python or sys.executable, runtmp)
+        cmd = _command(target, kind, signature, python or sys.executable, runtmp, tail)
         env = harvest_env(dumps, flags)
+        env.update(env_extra or {})
+        if kind == "program" and tail is not None:
+            env["JITSIM_PROGRAM"] = str(target)
         imports = runner_imports(target, kind)
         if imports:
             env["JITSIM_RUNNER_IMPORTS"] = ",".join(imports)
@@ -424,7 +459,7 @@ def harvest(
             raise HarvestError(
                 f"TensorFlow run failed (exit {proc.returncode}): {_last_error_line(log_text)}", target
             )
-        if not any(dumps.iterdir()):
+        if require_dumps and not any(dumps.iterdir()):
             raise HarvestError("TensorFlow ran but wrote no graph dumps: no function or session graph reached its "
                                "optimization passes (does the program call a tf.function or run a session?)", target)
         index = {
