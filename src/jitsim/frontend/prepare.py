@@ -137,6 +137,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     # Grappler's meta optimizer runs its optimizers twice over; the second round matters when
     # a removal exposes a new pattern.
     inferring = infer_shapes and not records_shapes(eg)
+    assumed: list[str] = []
     if inferring and any(s in grappler for s in ("arithmetic_optimizer", "constant_folding", "remapper")):
         out.steps.append(("shape_inference", 0, "the graph records no _output_shapes: shapes inferred "
                           "(jitsim.passes.shape_inference) for the shape-dependent rewrites"))
@@ -166,6 +167,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                 rec = fold_constants(eg, keep, sv)
             elif step == "remapper":
                 rec = remap(eg, keep, onednn=onednn, shapes=sv)
+                assumed.extend(sv.assumed)
             else:
                 rec = optimize_dependencies(eg, keep, fetch_known=fetch_known)
             if round_ == 0:
@@ -182,6 +184,11 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     sort_topologically(eg)
     out.graph = eg.to_graph(graph.source)
     out.caveats.extend(_caveats(out.graph, skip, inferring))
+    if assumed:
+        out.caveats.append(f"{len(assumed)} Add(s) of a contraction and a tensor whose shape depends on a variable the graph "
+                           f"does not give the shape of (e.g. {assumed[0]!r}) were taken for bias adds and fused, as TF does "
+                           "when the bias is 1-D and as long as the contraction output's last dimension (Keras' GRU cell, "
+                           "MatMul + bias of a shapeless weight)")
     if device.lower() != "cpu" and "remapper" not in skip:
         out.caveats.append("the remapper's GPU fusions (cuDNN Conv2D+BiasAdd+Relu, cuBLASLt MatMul+BiasAdd...) are "
                            "not simulated: GPU nodes are left unfused, so TF may split GPU clusters where jitsim "

@@ -12,7 +12,7 @@ exported with ``cf.graph.as_graph_def()`` does not. :func:`infer_shapes` recompu
   ``shape``, ``Const`` values, and any node's own ``_output_shapes``;
 * resources: a variable's shape is its ``VarHandleOp``'s ``shape``, a handle's ``_handle_shapes``
   or, where neither is in the graph (a ConcreteFunction captures variables as shapeless resource
-  ``Placeholder``\\ s), the shape of a fully known value written to it by ``AssignVariableOp``/
+  ``Placeholder`` nodes), the shape of a fully known value written to it by ``AssignVariableOp``/
   ``AssignAddVariableOp``/``AssignSubVariableOp`` (TF's variable has that shape in the real run:
   a Keras/``tf.Variable`` write keeps the variable's shape). ``ReadVariableOp`` reads it through
   ``Identity``/``Enter``/``Switch``... of the handle;
@@ -59,6 +59,10 @@ BINARY = frozenset({
 })
 REDUCTIONS = frozenset({"Sum", "Mean", "Max", "Min", "Prod", "All", "Any", "EuclideanNorm"})
 WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
+# ops that take a part of a tensor without computing on it
+SLICING = frozenset({"Identity", "Snapshot", "Cast", "Split", "SplitV", "Squeeze", "Unpack", "StridedSlice",
+                     "Slice", "GatherV2", "Gather", "Reshape", "ExpandDims", "Transpose", "Enter", "Switch",
+                     "Merge", "Exit"})
 # ops that pass a resource handle (or any tensor) from input 0 to their output(s) unchanged
 PASS_THROUGH = frozenset({"Identity", "Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "Switch",
                           "RefSwitch", "Merge", "RefMerge", "Snapshot"})
@@ -752,6 +756,7 @@ class ShapeView:
         self.inferred: dict = {}
         self.inferring = False
         self.literals = literals
+        self.assumed: list[str] = []  # nodes a rewrite took for what their unknown shape hid
         if eg is not None and infer and not records_shapes(eg):
             self.inferred = infer_shapes(eg)
             self.inferring = True
@@ -766,6 +771,29 @@ class ShapeView:
             if nd.op == "Placeholder" and port == 0 and "shape" in nd.attr:
                 return _proto_shape(nd.attr["shape"].shape)
         return self.inferred.get((nd.name, port))
+
+    def unknown_variable_slice(self, eg, ref) -> bool:
+        """Whether tensor ``ref`` (a ``(node, port)``) is a variable's value, or a slice of it
+        taken by shape-only ops (``Split``, ``Squeeze``, ``Unpack``, ``StridedSlice``, ``Gather``,
+        ``Identity``, ``Cast``...), whose shape is unknown only because the graph does not say the
+        variable's shape (a ConcreteFunction's captured variables are shapeless resource
+        ``Placeholder`` nodes). Only when inferring; the caller decides what to assume of it."""
+        if not self.inferring:
+            return False
+        name, port = ref
+        for _ in range(16):
+            nd = eg.nodes.get(name)
+            if nd is None or self.shape(nd, port) is not None and nd.op != "ReadVariableOp":
+                return False
+            if nd.op == "ReadVariableOp":
+                return self.shape(nd, 0) is None
+            if nd.op not in SLICING:
+                return False
+            data = [parse_input(r) for r in nd.input if not r.startswith("^")]
+            if not data:
+                return False
+            name, port = data[1] if nd.op == "Split" else data[0]
+        return False
 
     def known(self, nd, port: int = 0):
         """The shape if every dimension is known, else None."""

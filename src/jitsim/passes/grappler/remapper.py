@@ -138,12 +138,26 @@ def _bias_semantic(m: _Matcher, contraction, bias_ref: str) -> bool:
     src, port = parse_input(bias_ref)
     if src not in m.eg:
         return False
+    if m.shapes.unknown_variable_slice(m.eg, (src, port)) and contraction.op == "MatMul":
+        # a GraphDef that does not say its variables' shapes: a slice of a weight added to a
+        # MatMul is taken for its bias (a Keras GRU cell's `MatMul + Squeeze(Split(bias))`),
+        # which TF, knowing the variable's shape, fuses (Prepared.caveats says so)
+        m.shapes.assumed.append(src)
+        return True
     bshape = m.shapes.shape(m.eg[src], port)
     if bshape is None or len(bshape) != 1 or bshape[0] < 0:
         return False
     cshape = m.shapes.shape(contraction)
     want_rank = 2 if contraction.op == "MatMul" else 4
-    return cshape is not None and len(cshape) == want_rank and cshape[-1] == bshape[0]
+    if cshape is None or len(cshape) != want_rank:
+        return False
+    if cshape[-1] < 0 and m.shapes.inferring and bshape[0] > 1:
+        # the contraction's width is unknown only because its weight is a variable whose shape
+        # the graph does not say; an Add with a [n > 1] operand is valid only if it is n (or 1,
+        # which no layer does): taken as n, as TF, knowing the weight, sees it
+        m.shapes.assumed.append(src)
+        return True
+    return cshape[-1] == bshape[0]
 
 
 def _try_bias(m: _Matcher, bias_add: str, by: str | None, onednn: bool = True):
