@@ -329,3 +329,19 @@ def test_tf_exported_graphdef_without_shapes_fuses_like_with_shapes():
         p = prepare_without_tf(g)
         fused[add_shapes] = sorted(n.name for n in p.graph if n.op == "_FusedMatMul")
     assert fused[True] and fused[False] == fused[True]
+
+
+def test_an_add_to_a_matmul_of_a_shapeless_weight_is_a_bias_when_wider_than_one():
+    # MatMul(x[2,8], w) with w a variable the graph gives no shape of: output [2, ?]. Adding a
+    # [5] constant is valid only if ? is 5 or 1; taken as 5 (a bias add, fused as TF fuses it,
+    # knowing w is [8, 5]). A [1] operand could be anything's bias: not assumed.
+    def g(n):
+        return graph([ph("x", 2, 8), resource("w"),
+                      ("wr", "ReadVariableOp", ["w"], {"dtype": "DT_FLOAT"}),
+                      ("b", "Const", [], {"dtype": "DT_FLOAT", "value": floats(n)}),
+                      ("mm", "MatMul", ["x", "wr"], {"T": "DT_FLOAT"}),
+                      ("add", "AddV2", ["mm", "b"], {"T": "DT_FLOAT"}),
+                      ("Identity", "Identity", ["add"], {"T": "DT_FLOAT"})])
+
+    assert prepare_without_tf(g(5)).graph["add"].op == "_FusedMatMul"
+    assert prepare_without_tf(g(1)).graph["add"].op == "AddV2"

@@ -242,8 +242,12 @@ def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
             out.append(f"{cands} node(s) look foldable but jitsim's folding does not evaluate them (ops or shapes it "
                        "does not know); TF may fold them")
     if any(n.op in ("Shape", "Size", "Rank", "ShapeN") for n in g):
-        out.append("shapes are known only where the graph records them (_output_shapes, Placeholder shapes): TF's "
-                   "constant folding sees inferred shapes, so it may fold more Shape/Size/Rank nodes")
+        if inferred:
+            out.append("shapes are inferred for the ops jitsim has shape functions for (jitsim.passes.shape_inference): "
+                       "TF's constant folding, with every op's shape function, may fold more Shape/Size/Rank nodes")
+        else:
+            out.append("shapes are known only where the graph records them (_output_shapes, Placeholder shapes): TF's "
+                       "constant folding sees inferred shapes, so it may fold more Shape/Size/Rank nodes")
     out.append("layout, loop, memory, shape and implementation-selector optimizers are not simulated; node ids "
                "follow jitsim's topological order, not Grappler's, so cluster numbering may differ")
     return out
