@@ -78,11 +78,15 @@ def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
 
 
 def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ...] = (),
-                       onednn: bool = True) -> Prepared:
+                       onednn: bool = True, infer_shapes: bool = True) -> Prepared:
     """Simulate what TF 2.21 does to ``graph`` between instantiating it as a function and
     clustering it (module docstring). ``graph`` is not modified. ``skip`` names steps of
     :data:`STEPS` to leave out (to measure what each is worth). ``onednn``: TF's default on
-    x86 Linux (``TF_ENABLE_ONEDNN_OPTS``), which enables the oneDNN-only fusions."""
+    x86 Linux (``TF_ENABLE_ONEDNN_OPTS``), which enables the oneDNN-only fusions.
+    ``infer_shapes``: where the graph records no ``_output_shapes`` (a GraphDef exported with
+    ``cf.graph.as_graph_def()``), the shape-dependent rewrites read the shapes
+    :mod:`jitsim.passes.shape_inference` infers, as Grappler's read ``GraphProperties``; a graph
+    that records shapes is read as recorded either way."""
     from jitsim.passes.grappler.arithmetic_optimizer import hoist_unary_out_of_concat, remove_redundant_reshapes
     from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
     from jitsim.passes.grappler.constant_folding import fold_constants
@@ -91,6 +95,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     from jitsim.passes.grappler.remapper import remap
     from jitsim.passes.lower_functional_ops import _run as lower_and_inline
     from jitsim.passes.placement import place
+    from jitsim.passes.shape_inference import ShapeView, records_shapes
 
     unknown = set(skip) - set(STEPS)
     if unknown:
@@ -131,8 +136,17 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     grappler = [s for s in ("model_pruner", "common_subgraph_elimination", "arithmetic_optimizer", "constant_folding", "remapper", "dependency_optimizer") if s not in skip]
     # Grappler's meta optimizer runs its optimizers twice over; the second round matters when
     # a removal exposes a new pattern.
+    inferring = infer_shapes and not records_shapes(eg)
+    assumed: list[str] = []
+    if inferring and any(s in grappler for s in ("arithmetic_optimizer", "constant_folding", "remapper")):
+        out.steps.append(("shape_inference", 0, "the graph records no _output_shapes: shapes inferred "
+                          "(jitsim.passes.shape_inference) for the shape-dependent rewrites"))
     for round_ in range(2):
         for step in grappler:
+            # shapes as they stand before each shape-dependent rewrite (Grappler recomputes
+            # GraphProperties per optimizer)
+            sv = ShapeView(eg, infer=inferring) if step in ("arithmetic_optimizer", "constant_folding",
+                                                             "remapper") else None
             if step == "model_pruner":
                 rec = prune_unreachable(eg, keep, fetches)
                 trivial = remove_trivial_ops(eg, keep)
@@ -143,16 +157,17 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
             elif step == "common_subgraph_elimination":
                 rec = eliminate_common_subgraphs(eg, keep)
             elif step == "arithmetic_optimizer":
-                rec = remove_redundant_reshapes(eg, keep)
+                rec = remove_redundant_reshapes(eg, keep, sv)
                 hoisted = hoist_unary_out_of_concat(eg, keep)
                 rec.count += hoisted.count
                 rec.nodes.extend(hoisted.nodes)
                 for k, v in hoisted.by_kind.items():
                     rec.by_kind[k] = rec.by_kind.get(k, 0) + v
             elif step == "constant_folding":
-                rec = fold_constants(eg, keep)
+                rec = fold_constants(eg, keep, sv)
             elif step == "remapper":
-                rec = remap(eg, keep, onednn=onednn)
+                rec = remap(eg, keep, onednn=onednn, shapes=sv)
+                assumed.extend(sv.assumed)
             else:
                 rec = optimize_dependencies(eg, keep, fetch_known=fetch_known)
             if round_ == 0:
@@ -168,7 +183,12 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                 out.steps[i] = (step, prev.count, prev.summary())
     sort_topologically(eg)
     out.graph = eg.to_graph(graph.source)
-    out.caveats.extend(_caveats(out.graph, skip))
+    out.caveats.extend(_caveats(out.graph, skip, inferring))
+    if assumed:
+        out.caveats.append(f"{len(assumed)} Add(s) of a contraction and a tensor whose shape depends on a variable the graph "
+                           f"does not give the shape of (e.g. {assumed[0]!r}) were taken for bias adds and fused, as TF does "
+                           "when the bias is 1-D and as long as the contraction output's last dimension (Keras' GRU cell, "
+                           "MatMul + bias of a shapeless weight)")
     if device.lower() != "cpu" and "remapper" not in skip:
         out.caveats.append("the remapper's GPU fusions (cuDNN Conv2D+BiasAdd+Relu, cuBLASLt MatMul+BiasAdd...) are "
                            "not simulated: GPU nodes are left unfused, so TF may split GPU clusters where jitsim "
@@ -176,7 +196,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     return out
 
 
-def _caveats(g: Graph, skip) -> list[str]:
+def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
     """What the simulated Grappler leaves out, counted on the prepared graph."""
     from jitsim.passes.grappler.constant_folding import foldable_candidates
 
@@ -196,7 +216,11 @@ def _caveats(g: Graph, skip) -> list[str]:
         out.append(f"remapper fusions other than jitsim's (LayerNorm, InstanceNorm, GELU forms other than Keras' "
                    f"erfc one) are not simulated: {gelu_ln} Erf/Pow/SquaredDifference node(s) could belong to such "
                    "a pattern; where TF fuses one, the fused op has no XLA kernel and splits the cluster")
-    if not any("_output_shapes" in n.attr for n in g):
+    if inferred:
+        out.append("the graph records no shapes (_output_shapes): the remapper, arithmetic optimizer and constant "
+                   "folding read inferred shapes (Placeholder shapes, constants, variable writes); a variable never "
+                   "written in the graph has an unknown shape, so a bias-like Add of it is not fused as TF may")
+    elif not any("_output_shapes" in n.attr for n in g):
         add_after = sum(1 for n in g if n.op in ("Add", "AddV2")
                         and any(g[e.src].op in ("MatMul", "Conv2D", "DepthwiseConv2dNative")
                                 for e in g.in_edges(n.name) if not e.is_control))
@@ -218,8 +242,12 @@ def _caveats(g: Graph, skip) -> list[str]:
             out.append(f"{cands} node(s) look foldable but jitsim's folding does not evaluate them (ops or shapes it "
                        "does not know); TF may fold them")
     if any(n.op in ("Shape", "Size", "Rank", "ShapeN") for n in g):
-        out.append("shapes are known only where the graph records them (_output_shapes, Placeholder shapes): TF's "
-                   "constant folding sees inferred shapes, so it may fold more Shape/Size/Rank nodes")
+        if inferred:
+            out.append("shapes are inferred for the ops jitsim has shape functions for (jitsim.passes.shape_inference): "
+                       "TF's constant folding, with every op's shape function, may fold more Shape/Size/Rank nodes")
+        else:
+            out.append("shapes are known only where the graph records them (_output_shapes, Placeholder shapes): TF's "
+                       "constant folding sees inferred shapes, so it may fold more Shape/Size/Rank nodes")
     out.append("layout, loop, memory, shape and implementation-selector optimizers are not simulated; node ids "
                "follow jitsim's topological order, not Grappler's, so cluster numbering may differ")
     return out

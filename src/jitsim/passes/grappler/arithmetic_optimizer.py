@@ -10,7 +10,8 @@
 * a ``Reshape`` whose input already has the output shape (both fully known) is removed.
 
 Static shapes are what the graph records (``_output_shapes``, as SavedModel function bodies
-carry them).
+carry them), or for a GraphDef that records none what
+:mod:`jitsim.passes.shape_inference` infers (read through its ``ShapeView``).
 
 And the ``HoistCWiseUnaryChains`` stage for concatenations: when every input of a
 ``Concat``/``ConcatV2`` is the same element-wise unary op (read by the concat only), the op
@@ -27,20 +28,12 @@ from __future__ import annotations
 from jitsim.graph.model import parse_input
 from jitsim.passes.grappler import RewriteRecord, preserved
 from jitsim.passes.graphedit import EditGraph, topological_order
+from jitsim.passes.shape_inference import ShapeView
 
 
-def _shape(nd, port: int = 0):
-    if "_output_shapes" not in nd.attr or port >= len(nd.attr["_output_shapes"].list.shape):
-        return None
-    shp = nd.attr["_output_shapes"].list.shape[port]
-    if shp.unknown_rank:
-        return None
-    dims = [d.size for d in shp.dim]
-    return dims if all(d >= 0 for d in dims) else None
-
-
-def remove_redundant_reshapes(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+def remove_redundant_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
     rec = RewriteRecord("arithmetic_optimizer")
+    shapes = shapes if shapes is not None else ShapeView()
     keep_set = preserved(eg, keep)
     for name in topological_order(eg):
         nd = eg.nodes.get(name)
@@ -54,7 +47,7 @@ def remove_redundant_reshapes(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         if inner is None:
             continue
         # a no-op reshape: consumers read its input
-        out_shape, in_shape = _shape(nd), _shape(inner, port)
+        out_shape, in_shape = shapes.known(nd), shapes.known(inner, port)
         if out_shape is not None and out_shape == in_shape and not any(r.startswith("^") for r in nd.input):
             eg.replace_uses(name, 0, data[0])
             if not eg.consumers(name):

@@ -10,7 +10,9 @@ tensors whose shape is fully known. Results over 10 MB are not folded (``kMaxCon
 
 jitsim evaluates with the numpy kernels of encapsulation's constant folding
 (:mod:`jitsim.passes.encapsulate`, checked against ``tf.raw_ops``); shapes are known from a
-producer's ``_output_shapes`` attribute, a ``Placeholder``'s ``shape`` or a ``Const``'s value.
+producer's ``_output_shapes`` attribute, a ``Placeholder``'s ``shape`` or a ``Const``'s value, and in
+a GraphDef that records no shapes what :mod:`jitsim.passes.shape_inference` infers (TF folds
+with the shapes ``GraphProperties`` infers).
 Nodes it cannot evaluate are left alone and counted by :func:`foldable_candidates`.
 
 Of the arithmetic simplifications constant folding also makes, jitsim simulates the
@@ -27,32 +29,13 @@ from __future__ import annotations
 from jitsim.graph.model import Graph, parse_input
 from jitsim.passes.grappler import RewriteRecord, preserved
 from jitsim.passes.graphedit import EditGraph, topological_order
+from jitsim.passes.shape_inference import ShapeView
 
 MAX_CONSTANT_BYTES = 10 * 1024 * 1024
 SHAPE_OPS = frozenset({"Shape", "Size", "Rank"})
 NEVER_FOLD = frozenset({"Const", "HostConst", "Placeholder", "PlaceholderWithDefault", "_Arg", "_Retval",
                         "Identity", "IdentityN", "NoOp", "Enter", "Exit", "Switch", "Merge", "NextIteration",
                         "LoopCond", "RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
-
-
-def _known_shape(nd, port: int):
-    """A fully known static shape of output ``port`` of ``nd``, or None."""
-    from jitsim.passes.encapsulate import tensor_proto_to_numpy
-
-    if nd.op in ("Const", "HostConst") and port == 0:
-        try:
-            return list(tensor_proto_to_numpy(nd.attr["value"].tensor).shape)
-        except Exception:
-            return None
-    shp = None
-    if "_output_shapes" in nd.attr and port < len(nd.attr["_output_shapes"].list.shape):
-        shp = nd.attr["_output_shapes"].list.shape[port]
-    elif nd.op == "Placeholder" and "shape" in nd.attr:
-        shp = nd.attr["shape"].shape
-    if shp is None or shp.unknown_rank:
-        return None
-    dims = [d.size for d in shp.dim]
-    return dims if all(d >= 0 for d in dims) else None
 
 
 def _einsum(np, ins, nd):
@@ -68,11 +51,15 @@ def _pow(np, ins, nd):
 EXTRA_OPS = {"Einsum": _einsum, "Pow": _pow}
 
 
-def fold_constants(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
+    """Fold constant subgraphs and static shape queries (module docstring); edits ``eg``.
+    ``shapes``: what is statically known (default: recorded shapes, Const and Placeholder shapes)."""
     from jitsim.passes.encapsulate import _NP_DTYPES, _OPS, _np, _to_tensor_proto, tensor_proto_to_numpy
     from jitsim.passes.optypes import output_types
 
     np = _np()
+    shapes = shapes if shapes is not None else ShapeView(literals=True)
+    shapes.literals = True
     rec = simplify_neutral_operands(eg, keep)
     keep_set = preserved(eg, keep)
     touched: set[str] = set()
@@ -92,7 +79,7 @@ def fold_constants(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         value = None
         if nd.op in SHAPE_OPS:
             src, port = data[0]
-            shp = _known_shape(eg[src], port)
+            shp = shapes.known(eg[src], port)
             if shp is None:
                 continue
             value = np.array(shp if nd.op == "Shape" else (int(np.prod(shp)) if nd.op == "Size" else len(shp)))

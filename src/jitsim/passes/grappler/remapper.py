@@ -11,7 +11,9 @@ first and replaces, at each root not already fused, the largest pattern that mat
   TF's dumps); ``Tanh`` is treated alike;
   With oneDNN an ``Add``/``AddV2`` of a 1-D tensor as long as the contraction output's last
   dimension counts as a ``BiasAdd`` (``IsBiasSemanticAdd``; a Keras GRU cell's
-  ``MatMul + Squeeze(bias)``), shapes read from ``_output_shapes``;
+  ``MatMul + Squeeze(bias)``), shapes read through a
+  :class:`jitsim.passes.shape_inference.ShapeView` (recorded ``_output_shapes``, or inferred
+  for a GraphDef that records none);
 * ``Conv2D`` -> ``FusedBatchNorm``/``V2``/``V3`` (inference: ``is_training = false``)
   [-> activation] becomes ``_FusedConv2D`` with ``fused_ops = ["FusedBatchNorm"(, act)]``;
 * ``MatMul -> BiasAdd -> 0.5 * x * erfc(-x / sqrt(2))`` (Keras' exact GELU) becomes
@@ -35,6 +37,7 @@ from jitsim.graph import protos
 from jitsim.graph.model import parse_input
 from jitsim.passes.grappler import RewriteRecord, preserved
 from jitsim.passes.graphedit import EditGraph, topological_order
+from jitsim.passes.shape_inference import ShapeView
 
 DT_FLOAT, DT_BFLOAT16 = 1, 14
 CONTRACTIONS = {"MatMul": "_FusedMatMul", "Conv2D": "_FusedConv2D",
@@ -51,9 +54,10 @@ KEEP_ATTRS = {
 
 
 class _Matcher:
-    def __init__(self, eg: EditGraph, keep: set[str]):
+    def __init__(self, eg: EditGraph, keep: set[str], shapes: ShapeView | None = None):
         self.eg = eg
         self.keep = keep
+        self.shapes = shapes if shapes is not None else ShapeView()
 
     def cpu(self, nd) -> bool:
         return "GPU" not in nd.device.upper()
@@ -128,26 +132,32 @@ def _fuse(eg: EditGraph, root: str, contraction, extra_inputs: list[str], fused_
                         eg.remove(k)
 
 
-def _shape(nd, port: int = 0):
-    """The recorded static shape of output ``port`` (``_output_shapes``): dims (-1 unknown), or None."""
-    if "_output_shapes" not in nd.attr or port >= len(nd.attr["_output_shapes"].list.shape):
-        return None
-    shp = nd.attr["_output_shapes"].list.shape[port]
-    return None if shp.unknown_rank else [d.size for d in shp.dim]
-
-
 def _bias_semantic(m: _Matcher, contraction, bias_ref: str) -> bool:
     """oneDNN's ``IsBiasSemanticAdd``: the other operand of an ``Add`` is a 1-D tensor as long as
     the contraction output's last dimension."""
     src, port = parse_input(bias_ref)
     if src not in m.eg:
         return False
-    bshape = _shape(m.eg[src], port)
+    if m.shapes.unknown_variable_slice(m.eg, (src, port)) and contraction.op == "MatMul":
+        # a GraphDef that does not say its variables' shapes: a slice of a weight added to a
+        # MatMul is taken for its bias (a Keras GRU cell's `MatMul + Squeeze(Split(bias))`),
+        # which TF, knowing the variable's shape, fuses (Prepared.caveats says so)
+        m.shapes.assumed.append(src)
+        return True
+    bshape = m.shapes.shape(m.eg[src], port)
     if bshape is None or len(bshape) != 1 or bshape[0] < 0:
         return False
-    cshape = _shape(contraction)
+    cshape = m.shapes.shape(contraction)
     want_rank = 2 if contraction.op == "MatMul" else 4
-    return cshape is not None and len(cshape) == want_rank and cshape[-1] == bshape[0]
+    if cshape is None or len(cshape) != want_rank:
+        return False
+    if cshape[-1] < 0 and m.shapes.inferring and bshape[0] > 1:
+        # the contraction's width is unknown only because its weight is a variable whose shape
+        # the graph does not say; an Add with a [n > 1] operand is valid only if it is n (or 1,
+        # which no layer does): taken as n, as TF, knowing the weight, sees it
+        m.shapes.assumed.append(src)
+        return True
+    return cshape[-1] == bshape[0]
 
 
 def _try_bias(m: _Matcher, bias_add: str, by: str | None, onednn: bool = True):
@@ -262,10 +272,11 @@ def _match_gelu_exact(m: _Matcher, root: str):
     return None
 
 
-def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True) -> RewriteRecord:
-    """Apply the CPU fusions (see the module docstring); edits ``eg`` in place."""
+def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True, shapes: ShapeView | None = None) -> RewriteRecord:
+    """Apply the CPU fusions (see the module docstring); edits ``eg`` in place. ``shapes``: the
+    static shapes the bias-like ``Add`` check reads (default: recorded ``_output_shapes`` only)."""
     rec = RewriteRecord("remapper")
-    m = _Matcher(eg, preserved(eg, keep))
+    m = _Matcher(eg, preserved(eg, keep), shapes)
     for root in reversed(topological_order(eg)):
         if root not in eg:
             continue
