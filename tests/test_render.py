@@ -254,3 +254,27 @@ def test_readme_picture_is_current(mnist):
     texts = " ".join(t.text or "" for t in root.iter(ns + "text"))
     for name, members in mnist.clusters.items():
         assert f"{name} ({len(members)} nodes)" in texts
+
+
+def test_big_pictures_get_a_bounded_layout(mnist, monkeypatch):
+    # The MNIST full view has ~150 DOT statements: below the bound, dot's default layout.
+    src = to_dot(mnist, view="full")
+    assert "nslimit" not in src
+    # With the bound lowered under its size the same picture carries the bounded settings,
+    # which is what a collapsed ResNet-50 training step (~900 statements) gets.
+    monkeypatch.setattr(render, "BOUNDED_LAYOUT_STATEMENTS", 10)
+    src = to_dot(mnist, view="full")
+    for k, v in render.BOUNDED_LAYOUT.items():
+        assert f"{k}={v}" in src
+
+
+@needs_dot
+def test_dot_past_its_time_limit_leaves_the_dot_source(mnist, tmp_path, monkeypatch):
+    monkeypatch.setattr(render, "DOT_TIMEOUT_S", 0.001)
+    heard = []
+    with pytest.raises(JitsimError) as e:
+        render_to_file(mnist, tmp_path / "g.svg", view="full", progress=heard.append)
+    assert "did not finish within" in e.value.message and "g.dot" in e.value.message
+    assert not (tmp_path / "g.svg").exists()
+    assert (tmp_path / "g.dot").read_text().startswith("// jitsim render")
+    assert heard and "graphviz dot drawing" in heard[0]

@@ -532,7 +532,10 @@ def cmd_diff(args) -> int:
 def cmd_render(args) -> int:
     c = _simulate_given(args)
     view = "collapsed" if args.collapsed else ("full" if args.full else "auto")
-    msg = c.render(args.output, view=view, max_nodes=args.max_nodes)
+    try:
+        msg = c.render(args.output, view=view, max_nodes=args.max_nodes, progress=_progress_line)
+    finally:
+        _progress_done()
     if msg:
         print(msg, file=sys.stderr)
     return 0
@@ -540,7 +543,11 @@ def cmd_render(args) -> int:
 
 def cmd_report(args) -> int:
     c = _simulate_given(args)
-    msg = c.report(args.output)
+    _progress_line("writing the report (graphviz dot draws the picture)")
+    try:
+        msg = c.report(args.output)
+    finally:
+        _progress_done()
     if msg:
         print(msg, file=sys.stderr)
     return 0
