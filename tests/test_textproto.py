@@ -100,6 +100,15 @@ def test_whole_corpus_identical(corpus):
     'node { name: a }',                                            # unquoted string
     'node { name: "bad \\377 utf8" }',                             # invalid UTF-8 in a string field
     'node { name\n: "a" }',
+    # one item a line (the fast line reader) and what must leave it
+    'node {\n  name: "a: b {"\n  op: "X"\n}\n',
+    'node {\n  name: "a" op: "X"\n}\n',
+    'node {\n  name: "a\\"b"\n  op: "X"\n}\n',
+    'node {\n  name: "a"b"\n}\n',
+    'node {\n  name: "a\\\\"\n  op: "X"\n}\n',
+    'node {\n  name: "a" }\n',
+    'node {\n  attr {\n    key: "k"\n    value {\n      i: 3 }}\n  }\n}\n',
+    'node {\r\n  name: "crlf"\r\n}\r\n',
     'versions { producer: 1 min_consumer: -1 } library { function { signature { name: "f" } '
     'arg_attr { key: 0 value { } } resource_arg_unique_id { key: 0 value: 0 } } }',
     "",

@@ -228,18 +228,79 @@ def _to_wire(text: str, desc) -> bytes:
     return bytes(buf)
 
 
+_QUOTED = {'"': re.compile(r'"(?:[^"\\\n]|\\.)*"\Z'), "'": re.compile(r"'(?:[^'\\\n]|\\.)*'\Z")}
+
+
+def _to_wire_lines(text: str, desc) -> bytes:
+    """:func:`_to_wire` for text laid out one item a line, as protobuf's printers (C++ and
+    Python) write it: a string split instead of a regular expression scan, about twice as
+    fast. Any other layout raises :class:`_Fallback`."""
+    fields = _fields(desc)
+    buf = bytearray()
+    seen: set = set()
+    stack: list = []
+    for line in text.split("\n"):
+        item = line.strip()
+        if not item:
+            continue
+        if item[-1] == "{":
+            f = fields.get(item[:-1].rstrip())
+            if f is None or f.kind != _K_MSG:
+                raise _Fallback
+            if f.once is not None:
+                if f.once in seen or (f.oneof and f.oneof in seen):
+                    raise _Fallback
+                seen.add(f.once)
+                if f.oneof:
+                    seen.add(f.oneof)
+            stack.append((buf, fields, seen, f.tag))
+            buf = bytearray()
+            fields = _fields(f.message)
+            seen = set()
+        elif item == "}":
+            if not stack:
+                raise _Fallback
+            parent, fields, seen, tag = stack.pop()
+            parent += tag
+            parent += _varint(len(buf))
+            parent += buf
+            buf = parent
+        else:
+            name, sep, value = item.partition(": ")
+            f = fields.get(name)
+            if not sep or f is None or f.kind == _K_MSG or not value:
+                raise _Fallback
+            q = value[0]
+            if q == '"' or q == "'":  # exactly one complete string token
+                inner = value[1:-1]
+                if len(value) < 2 or value[-1] != q or (
+                        q in inner if "\\" not in inner else _QUOTED[q].match(value) is None):
+                    raise _Fallback
+            if f.once is not None:
+                if f.once in seen or (f.oneof and f.oneof in seen):
+                    raise _Fallback
+                seen.add(f.once)
+                if f.oneof:
+                    seen.add(f.oneof)
+            buf += f.tag
+            buf += _scalar(f, value)
+    if stack:
+        raise _Fallback
+    return bytes(buf)
+
+
 def parse(text: str, message):
     """Fill ``message`` (a fresh message) from its text format; returns it.
 
     Text outside the plain subset TF writes is read by ``text_format.Parse`` instead, so the
     result (or the ``text_format.ParseError``) is always what ``text_format`` gives.
     """
-    try:
-        wire = _to_wire(text, message.DESCRIPTOR)
-        message.MergeFromString(wire)
-        return message
-    except Exception:  # outside the subset, or upb refused the wire (depth, bad UTF-8)
-        message.Clear()
+    for to_wire in (_to_wire_lines, _to_wire):
+        try:
+            message.MergeFromString(to_wire(text, message.DESCRIPTOR))
+            return message
+        except Exception:  # outside the subset, or upb refused the wire (depth, bad UTF-8)
+            message.Clear()
     text_format.Parse(text, message, allow_unknown_field=False)
     return message
 
