@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import JitsimError
-from jitsim.passes.mark_for_compilation import MergeRefusal, NodeDecision
+from jitsim.passes.records import MergeRefusal, NodeDecision
 
 SCHEMA = "jitsim.clustering/1"
 # later passes that can take a node out of its cluster or rewrite it, in pipeline order

@@ -32,7 +32,7 @@ from jitsim.errors import GraphError
 from jitsim.graph import protos
 from jitsim.passes import optypes
 from jitsim.passes.devices import parse_device_name
-from jitsim.passes.force_constants_on_host import PassResult
+from jitsim.passes.records import PassResult
 from jitsim.passes.tfgraph import CONSTANT_OPS, TfGraph, TfNode
 from jitsim.registry.custom_ops import with_custom_op_signatures
 

@@ -22,6 +22,7 @@ from jitsim.passes.const_analysis import ConstAnalysis
 from jitsim.passes.devices import Registration, device_type, pick_device_for_xla, registrations, should_compile
 from jitsim.passes.flags import OFF, DEFAULT, XlaFlags, allow_where_op, ops_allowlist
 from jitsim.passes.graphcycles import GraphCycles, UnionFind
+from jitsim.passes.records import MergeRefusal, NodeDecision
 from jitsim.passes.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
 from jitsim.passes.tfgraph import (
     CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID,
@@ -67,37 +68,6 @@ def global_jit_level(flags: XlaFlags, session: SessionConfig, g: TfGraph) -> int
         return general
     gpus = {n.device for n in g.op_nodes() if n.device and device_type(n.device) == "GPU"}
     return single_gpu if len(gpus) == 1 else general
-
-
-# -- records ----------------------------------------------------------------------------------
-
-
-@dataclass
-class NodeDecision:
-    code: str
-    detail: str = ""
-    evidence: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {"code": self.code, "detail": self.detail, "evidence": self.evidence}
-
-
-@dataclass
-class MergeRefusal:
-    """A contraction TF attempted and refused: ``from_nodes`` -> ``to_nodes`` (representatives)."""
-
-    phase: int
-    from_node: str
-    to_node: str
-    from_size: int
-    to_size: int
-    code: str
-    detail: str = ""
-    evidence: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {"phase": self.phase, "from": self.from_node, "to": self.to_node, "from_size": self.from_size,
-                "to_size": self.to_size, "code": self.code, "detail": self.detail, "evidence": self.evidence}
 
 
 class Cluster:

@@ -40,8 +40,8 @@ from jitsim.errors import GraphError, JitsimError
 from jitsim.passes import optypes
 from jitsim.passes.const_analysis import ConstAnalysis
 from jitsim.passes.devices import ALWAYS, parse_device_name, registrations
-from jitsim.passes.force_constants_on_host import PassResult
 from jitsim.passes.increase_dynamism import CLUSTER_ATTR, cluster_of
+from jitsim.passes.records import PassResult
 from jitsim.passes.tfgraph import (
     CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order,
 )
