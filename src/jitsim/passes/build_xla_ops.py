@@ -45,8 +45,7 @@ from jitsim.errors import GraphError
 from jitsim.graph import protos
 from jitsim.passes import optypes
 from jitsim.passes.encapsulate import nodes_related_to_ref_variables  # noqa: F401 (also re-exported)
-from jitsim.passes.devices import ALWAYS, parse_device_name, pick_device_for_xla, registrations
-from jitsim.passes.partially_decluster import find_kernel
+from jitsim.passes.devices import ALWAYS, find_kernel, parse_device_name, pick_device_for_xla, registrations
 from jitsim.passes.tfgraph import (
     ENTER_OPS,
     EXIT_OPS,

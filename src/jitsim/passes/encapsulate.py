@@ -49,7 +49,7 @@ What jitsim cannot know
   clones, IncreaseDynamism's slices) the highest ids: :func:`tfgraph_from_dump` rebuilds
   that order (on the fixtures corpus it turns 7 mismatching graphs into exact ones).
 * Constant folding needs a CPU kernel for the op; TF's CPU kernel registry snapshot is used
-  when jitsim ships it (``partially_decluster.find_kernel``), else a kernel is assumed.
+  when jitsim ships it (``devices.find_kernel``), else a kernel is assumed.
 """
 
 from __future__ import annotations
@@ -705,7 +705,7 @@ def _cpu_kernel_available(nd) -> bool:
     """``KernelDefAvailable(DEVICE_CPU, node)``, from TF's CPU kernel registry snapshot when
     jitsim ships one (assumed available otherwise)."""
     try:
-        from jitsim.passes.partially_decluster import find_kernel
+        from jitsim.passes.devices import find_kernel
     except ImportError:  # pragma: no cover - registry snapshot not installed
         return True
     try:
