@@ -61,7 +61,7 @@ from typing import Callable, Iterable
 from jitsim.errors import GraphError
 from jitsim.graph import protos
 from jitsim.graph.model import CONTROL
-from jitsim.passes.optypes import DT_RESOURCE, DT_VARIANT, REF_OFFSET, input_types, output_types
+from jitsim.passes.optypes import DT_RESOURCE, DT_VARIANT, REF_OFFSET, NodeTypes
 from jitsim.passes.tfgraph import (
     CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID,
     SOURCE_ID, SWITCH_OPS, TfGraph, TfNode, dfs, post_order, reverse_post_order,
@@ -180,51 +180,6 @@ def call_order_from_graphdef(graphdef) -> list[str]:
 
 
 # -- node helpers -------------------------------------------------------------------------
-
-
-class _Types:
-    """Cached input/output dtypes (``*_REF`` = base + 100), statefulness and op defs."""
-
-    def __init__(self, library):
-        self.fns = {f.signature.name: f for f in library.function}
-        # id(NodeDef) -> (NodeDef, types); the NodeDef is kept so that its id stays unique
-        self._in: dict[int, tuple] = {}
-        self._out: dict[int, tuple] = {}
-
-    def inputs(self, nd) -> list[int]:
-        key = id(nd)
-        if key not in self._in:
-            self._in[key] = (nd, input_types(nd, self.fns) or [])
-        return self._in[key][1]
-
-    def outputs(self, nd) -> list[int]:
-        if nd.op == "_Arg":
-            return [nd.attr["T"].type]
-        key = id(nd)
-        if key not in self._out:
-            self._out[key] = (nd, output_types(nd, self.fns) or [])
-        return self._out[key][1]
-
-    def output_type(self, nd, slot: int) -> int:
-        outs = self.outputs(nd)
-        return outs[slot] if 0 <= slot < len(outs) else 0
-
-    def input_type(self, nd, slot: int) -> int:
-        ins = self.inputs(nd)
-        return ins[slot] if 0 <= slot < len(ins) else 0
-
-    def signature(self, op: str):
-        if op in self.fns:
-            return self.fns[op].signature
-        return op_def(op)
-
-    def is_stateful(self, op: str) -> bool:
-        sig = self.signature(op)
-        return bool(sig is not None and sig.is_stateful)
-
-    def is_commutative(self, op: str) -> bool:
-        od = op_def(op)
-        return bool(od is not None and od.is_commutative)
 
 
 def _is_ref(t: int) -> bool:
@@ -360,7 +315,7 @@ class _NameMapping:
         return self.mapping.get(name, "")
 
 
-def _output_ranges(nd, types: _Types) -> list[tuple[str, int, int]]:
+def _output_ranges(nd, types: NodeTypes) -> list[tuple[str, int, int]]:
     """(output arg name, first flat index, end) for a body node (``NameRangesForNode``)."""
     if nd.op in types.fns:
         return [(a.name, i, i + 1) for i, a in enumerate(types.fns[nd.op].signature.output_arg)]
@@ -393,7 +348,7 @@ def _default_attr(od, name):
     return None
 
 
-def _input_arg_name(nd, slot: int, types: _Types) -> str:
+def _input_arg_name(nd, slot: int, types: NodeTypes) -> str:
     """The OpDef name of flat input ``slot`` (for evidence messages)."""
     od = op_def(nd.op)
     if od is None:
@@ -439,7 +394,7 @@ def _new_name(g: TfGraph, prefix: str) -> str:
 
 
 class _Optimizer:
-    def __init__(self, g: TfGraph, types: _Types, flags, report: dict, warnings: list[str]):
+    def __init__(self, g: TfGraph, types: NodeTypes, flags, report: dict, warnings: list[str]):
         self.g = g
         self.types = types
         self.fold = not getattr(flags, "disable_constant_folding", False)
@@ -1388,7 +1343,7 @@ FOLDABLE_OPS = frozenset(_OPS)
 class _Evaluator:
     """Evaluates constant-foldable tensors (what TF's GraphRunner does on the CPU)."""
 
-    def __init__(self, g: TfGraph, types: _Types):
+    def __init__(self, g: TfGraph, types: NodeTypes):
         self.g = g
         self.types = types
         self.memo: dict[int, list] = {}
@@ -1447,7 +1402,7 @@ class _RefVars:
     """``GetNodesRelatedToRefVariables``: nodes forward- or backward-connected to a node with a
     ref-typed output or a callee (to depth 10) that has one; unknown callees count as yes."""
 
-    def __init__(self, library, types: _Types, bodies: dict[str, TfGraph] | None = None):
+    def __init__(self, library, types: NodeTypes, bodies: dict[str, TfGraph] | None = None):
         self.library = library
         self.types = types
         self.fns = types.fns
@@ -1534,13 +1489,13 @@ class _RefVars:
 def nodes_related_to_ref_variables(g: TfGraph) -> set[int]:
     """Ids of the nodes of ``g`` TF's ``GetNodesRelatedToRefVariables`` returns (the ones that
     get ``_XlaHasReferenceVars=true``)."""
-    return _RefVars(g.library, _Types(g.library)).related(g)
+    return _RefVars(g.library, NodeTypes(g.library)).related(g)
 
 
 # -- const-argument evidence -------------------------------------------------------------------
 
 
-def _const_reason(sg: TfGraph, arg: TfNode, must: bytearray, analysis, types: _Types) -> str:
+def _const_reason(sg: TfGraph, arg: TfNode, must: bytearray, analysis, types: NodeTypes) -> str:
     """A consumer chain showing why ``arg`` must be a compile-time constant."""
     from jitsim.passes.const_analysis import _traversable
 
@@ -1587,7 +1542,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
 
     library = protos.FunctionDefLibrary()
     library.CopyFrom(g.library)
-    types = _Types(library)
+    types = NodeTypes(library)
 
     # -- SplitIntoSubgraphs
     cluster_of: list[str] = [""] * g.num_node_ids
@@ -1725,7 +1680,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
 
     # -- _XlaHasReferenceVars on every node (after TF's encapsulate_subgraphs_after dump)
     # (the library now has the cluster functions; their bodies are the optimized subgraphs)
-    related = _RefVars(library, _Types(library), {name: sub.graph for name, sub in subgraphs.items()}).related(out)
+    related = _RefVars(library, NodeTypes(library), {name: sub.graph for name, sub in subgraphs.items()}).related(out)
     patches = []
     for n in out.op_nodes():
         old = None
@@ -1775,7 +1730,7 @@ def _mark_guaranteed_constants(g: TfGraph, src_arg_pairs: list[tuple[int, TfNode
             arg.attr[GUARANTEED_CONSTANT_ATTR].b = True
 
 
-def _build_function(sub: _Subgraph, types: _Types, flags, analysis):
+def _build_function(sub: _Subgraph, types: NodeTypes, flags, analysis):
     sg = sub.graph
     call = protos.NodeDef(name=sub.name, op=sub.name, device=sub.device)
     decision = ClusterDecision(name=sub.name, device=sub.device, members=list(sub.members))
@@ -1853,7 +1808,7 @@ def _build_function(sub: _Subgraph, types: _Types, flags, analysis):
     return fdef
 
 
-def _graph_to_function_def(sg: TfGraph, fname: str, control_names: set[str], types: _Types):
+def _graph_to_function_def(sg: TfGraph, fname: str, control_names: set[str], types: NodeTypes):
     """``GraphToFunctionDef(graph, name, control_ret)``; also returns arg/ret node -> signature name."""
     fdef = protos.FunctionDef()
     inputs: dict[int, TfNode] = {}
