@@ -21,7 +21,7 @@ from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
 from jitsim.passes.flags import XlaFlags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
-from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, cluster_graph
+from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, STAGE_DUMPS, cluster_graph, run_pipeline
 from jitsim.registry.custom_ops import harvest_op_library
 
 
@@ -92,7 +92,6 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
     from TF's ``before_clone...`` dump with one simulated process, and diff the result with
     TF's dump of that stage. Returns ``[(graph label, GraphDiff)]``."""
     from jitsim.crosscheck.graphdiff import diff_graphdefs
-    from jitsim.passes.pipeline import STAGE_DUMPS, run_pipeline
 
     root = Path(root)
     lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)

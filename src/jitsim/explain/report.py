@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import json
+import jitsim
 from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
@@ -96,8 +97,6 @@ def _node_link(name: str) -> str:
 
 
 def _summary(c) -> str:
-    import jitsim
-
     unclustered = sum(1 for r in c.nodes.values() if r.cluster is None)
     rows = [
         ("source", c.source or "<graph>"),

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from jitsim.registry import library_kernels_for
+from jitsim.registry import DEFAULT_TF_VERSION, data_file, library_kernels_for, op_def
 
 KERNELS_DATA = "kernels-cpu-gpu.binpb"
 KERNEL_DEVICE_TYPES = ("CPU", "GPU", "DEFAULT")
@@ -192,7 +192,6 @@ def replace_devices(graph, target: str):
 def tf_kernels(tf_version: str | None = None) -> dict[tuple[str, str], list]:
     """``(op, device type) -> [KernelDef]`` for TF's regular CPU, GPU and DEFAULT kernels."""
     from jitsim.graph import protos
-    from jitsim.registry import DEFAULT_TF_VERSION, data_file
 
     path = data_file(KERNELS_DATA, tf_version or DEFAULT_TF_VERSION)
     kl = protos.KernelList()
@@ -207,7 +206,6 @@ def _attr_value(nodedef, name: str):
     """The node's attr ``name``, or its OpDef default; None if neither exists."""
     if name in nodedef.attr:
         return nodedef.attr[name]
-    from jitsim.registry import op_def
 
     od = op_def(nodedef.op)
     if od is not None:

@@ -63,7 +63,8 @@ from typing import Iterable
 from jitsim.errors import GraphError
 from jitsim.graph import protos
 from jitsim.graph.function_def import arg_count, graph_to_function_def, merge_debug_info
-from jitsim.graph.model import CONTROL
+from jitsim.graph.functions import function_to_graphdef
+from jitsim.graph.model import CONTROL, Graph
 from jitsim.passes.function_optimizer import FunctionOptimizer, add_node, fixup_source_and_sink
 from jitsim.passes.optypes import DT_RESOURCE, NodeTypes, is_ref_type
 from jitsim.passes.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs, post_order, reverse_post_order
@@ -262,8 +263,6 @@ class _RefVars:
             key = (name, forward, depth)
             if key not in self._callee_cache:
                 self._callee_cache[key] = False
-                from jitsim.graph.functions import function_to_graphdef
-                from jitsim.graph.model import Graph
 
                 try:
                     body = self.bodies.get(name) or TfGraph.from_graph(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jitsim.errors import GraphError, JitsimError
 from jitsim.passes import optypes
 from jitsim.passes.compilability import CompilabilityChecker, OperationFilter
 from jitsim.passes.const_analysis import ConstAnalysis
@@ -28,6 +29,7 @@ from jitsim.passes.tfgraph import (
     CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID,
     SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info,
 )
+from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
 
 TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
@@ -187,7 +189,6 @@ class MarkForCompilation:
         f = self.fns.get(n.op)
         if f is not None:
             return f.signature.is_stateful
-        from jitsim.registry import op_def
 
         od = op_def(n.op)
         return bool(od and od.is_stateful)
@@ -317,8 +318,6 @@ class MarkForCompilation:
             if src.op in NEXT_ITERATION_OPS:
                 continue
             if not cycles.insert_edge(e.src, e.dst):
-                from jitsim.errors import GraphError
-
                 raise GraphError(f"cycle without control flow through {src.name} -> {dst.name}")
         return cycles
 
@@ -498,8 +497,6 @@ class MarkForCompilation:
         self.for_each_edge_in_post_order(2, lambda a, b: self.try_contract(2, a, b))
         n_refusals = len(self.result.refusals)
         if self.for_each_edge_in_post_order(3, lambda a, b: self.try_contract(3, a, b)):
-            from jitsim.errors import JitsimError
-
             raise JitsimError("internal: edge contraction did not reach a fixed point (TF would fail here too)")
         # the idempotence sweep repeats phase 2's refusals; keep only the real phases
         del self.result.refusals[n_refusals:]

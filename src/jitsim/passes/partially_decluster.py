@@ -42,6 +42,7 @@ from jitsim.passes.records import PassResult
 from jitsim.passes.tfgraph import (
     CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order,
 )
+from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
 
 HOST_MEMORY, DEVICE_MEMORY = "HOST_MEMORY", "DEVICE_MEMORY"
@@ -56,7 +57,6 @@ _FUNCTION_CALL_OPS = frozenset({"SymbolicGradient", "PartitionedCall", "Stateful
 def _signature(nodedef, fns):
     if fns and nodedef.op in fns:
         return fns[nodedef.op].signature, None
-    from jitsim.registry import op_def
 
     od = op_def(nodedef.op)
     return od, od
@@ -111,8 +111,6 @@ class MemoryTypes:
         op = nodedef.op
         names = self._key_attrs.get(op)
         if names is None:
-            from jitsim.registry import op_def
-
             od = None if op in self.fns else op_def(op)
             names = tuple(a.name for a in od.attr if a.type in _KEY_ATTR_KINDS) if od is not None else ()
             names = self._key_attrs[op] = names + _SPECIAL_ATTRS

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from jitsim.passes.devices import KERNEL_DEVICE_TYPES, KERNELS_DATA
-from jitsim.registry import DATA, XLA_DEVICE_TYPES, data_file
+from jitsim.registry import DATA, XLA_DEVICE_TYPES, data_file, op_defs
 
 
 def regenerate_op_defs() -> tuple[str, int]:
@@ -176,7 +176,6 @@ def export_op_library(modules=(), libraries=(), *, all_ops: bool = False) -> dic
 
     from jitsim.errors import JitsimError
     from jitsim.graph import protos
-    from jitsim.registry import op_defs
 
     for m in modules:
         try:
@@ -234,7 +233,6 @@ def regenerate_kernel_snapshot() -> tuple[str, int, int]:
     from tensorflow.python.framework import kernels as tf_kernel_lib
 
     from jitsim.graph import protos
-    from jitsim.registry import data_file
 
     version = ".".join(tf.__version__.split(".")[:2])
     found = []
