@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from jitsim.crosscheck.fuzz import _parse_log, check_dumps, check_fixture
+from jitsim.crosscheck.fuzz.check import check_dumps
+from jitsim.crosscheck.fuzz.reproducers import check_fixture
+from jitsim.crosscheck.fuzz.tf_runner import _parse_log
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted(p.parent.name for p in (ROOT / "fixtures" / "fuzz").glob("*/config.json"))
@@ -98,7 +100,7 @@ def test_graphs_tf_never_rebuilt_are_recognised(corpus, tmp_path):
     import tarfile
 
     from jitsim.crosscheck.dumps import group_dumps
-    from jitsim.crosscheck.fuzz import is_rebuilt
+    from jitsim.crosscheck.fuzz.check import is_rebuilt
     from jitsim.graph.io import read_graphdef
 
     d = corpus.extract("cond_compilable")
