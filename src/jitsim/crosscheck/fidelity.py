@@ -86,6 +86,19 @@ def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_C
     return CompareResult(rows)
 
 
+def pass_input_graphdef(dumps: Path, rec):
+    """TF's before_clone dump with the pass's function library (the dump carries the graph's own
+    pruned library; TF's later dumps of the same graph carry the full one)."""
+    gd = read_graphdef(dumps / rec.files[BEFORE_CLONE])
+    later = rec.files.get("encapsulate_subgraphs_before")
+    if later is not None:
+        have = {fn.signature.name for fn in gd.library.function}
+        for fn in read_graphdef(dumps / later).library.function:
+            if fn.signature.name not in have:
+                gd.library.function.add().CopyFrom(fn)
+    return gd
+
+
 def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, session: SessionConfig | None = None,
                         ignore_attrs=(), progress=None) -> list[tuple[str, object]]:
     """Run jitsim's whole pipeline up to ``until`` on every graph of a harvest, starting
@@ -107,15 +120,7 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
         if progress:
             progress(i, len(records))
         f = dumps / rec.files[BEFORE_CLONE]
-        gd = read_graphdef(f)
-        # TF writes this dump with the graph's own (pruned) library; the passes run with the
-        # pass's full function library, which TF's later dumps of the same graph carry.
-        later = rec.files.get("encapsulate_subgraphs_before")
-        if later is not None:
-            have = {fn.signature.name for fn in gd.library.function}
-            for fn in read_graphdef(dumps / later).library.function:
-                if fn.signature.name not in have:
-                    gd.library.function.add().CopyFrom(fn)
+        gd = pass_input_graphdef(dumps, rec)
         g = Graph(gd, source=str(f), validate=False)
         res = run_pipeline(g, flags, until=until, state=state, session=session, input_stage=BEFORE_CLONE,
                            op_libraries=libraries)

@@ -131,21 +131,6 @@ def _resync(state, truth_labels: dict, before) -> None:
     state.counters[0] = max(nums) + 1 if nums else before.counters.get(0, 0)
 
 
-def _input_graphdef(dumps: Path, rec):
-    """TF's before_clone dump with the pass's function library (the dump carries the graph's own
-    pruned library; TF's later dumps of the same graph carry the full one)."""
-    from jitsim.graph.io import read_graphdef
-
-    gd = read_graphdef(dumps / rec.files[BEFORE_CLONE])
-    later = rec.files.get("encapsulate_subgraphs_before")
-    if later is not None:
-        have = {fn.signature.name for fn in gd.library.function}
-        for fn in read_graphdef(dumps / later).library.function:
-            if fn.signature.name not in have:
-                gd.library.function.add().CopyFrom(fn)
-    return gd
-
-
 def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, owners: dict | None = None,
                 invariants: bool = True) -> list[GraphCheck]:
     """Replay jitsim on every graph of a TF dump directory and compare every stage TF dumped.
@@ -153,6 +138,7 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
     ``owners`` maps a dump file name to the example that caused it (graphs whose files are not
     in it get -1). One simulated process per input kind, in TF's order."""
     from jitsim.crosscheck.compare import compare_partitions
+    from jitsim.crosscheck.fidelity import pass_input_graphdef
     from jitsim.crosscheck.graphdiff import diff_graphdefs
     from jitsim.crosscheck.scoring import labels_of_graphdef
     from jitsim.graph.io import read_graphdef
@@ -178,7 +164,7 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
             return truth_cache[stage_file]
 
         if BEFORE_CLONE in rec.files:
-            gd = _input_graphdef(dumps, rec)
+            gd = pass_input_graphdef(dumps, rec)
             chk.rebuilt = is_rebuilt(gd)
             st0 = copy.deepcopy(state)
             chk.stages.append("mark")
