@@ -21,7 +21,7 @@ DRAW = textwrap.dedent("""
         import lots_of_literals  # noqa: F401
     if sys.argv[2] == "passes":
         import jitsim.passes.encapsulate, jitsim.passes.mark_for_compilation  # noqa: F401,E401
-    from jitsim.crosscheck.fuzz import draw_examples
+    from jitsim.crosscheck.fuzz.examples import draw_examples
     exs = draw_examples(60, 11, profile="no-grappler")
     print(hashlib.sha256("".join(e.source() + e.flags for e in exs).encode()).hexdigest())
 """)

@@ -25,12 +25,11 @@ import pytest
 from jitsim.crosscheck.corpus import Corpus
 from jitsim.crosscheck.graphdiff import diff_graphdefs
 from jitsim.graph import load, protos
+from jitsim.graph.function_def import normalize_arg_name
 from jitsim.graph.model import Graph
-from jitsim.passes.encapsulate import (
-    EncapsulateResult, call_order_from_graphdef, encapsulate_subgraphs, normalize_arg_name,
-    tensor_proto_to_numpy,
-)
+from jitsim.passes.encapsulate import EncapsulateResult, call_order_from_graphdef, encapsulate_subgraphs
 from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.passes.folding.tensors import tensor_proto_to_numpy
 from jitsim.passes.tfgraph import tfgraph_from_dump
 from jitsim.passes.tfgraph import TfGraph
 

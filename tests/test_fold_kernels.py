@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jitsim.graph import protos
-from jitsim.passes import encapsulate as enc
+from jitsim.passes.folding.kernels import KERNELS
 
 pytestmark = pytest.mark.tf
 
@@ -42,13 +42,13 @@ def test_strided_slice_and_its_gradient_fold_like_tf(spec):
     x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
     args = [np.array(v, dtype=np.int32) for v in (begin, end, strides)]
     want = tf.raw_ops.StridedSlice(input=x, begin=args[0], end=args[1], strides=args[2], **masks).numpy()
-    (got,) = enc._OPS["StridedSlice"](np, [x, *args], _nodedef("StridedSlice", masks))
+    (got,) = KERNELS["StridedSlice"](np, [x, *args], _nodedef("StridedSlice", masks))
     np.testing.assert_array_equal(got, want)
     dy = np.arange(1, want.size + 1, dtype=np.float32).reshape(want.shape)
     shape_t = np.array(shape, dtype=np.int32)
     want_g = tf.raw_ops.StridedSliceGrad(shape=shape_t, begin=args[0], end=args[1], strides=args[2], dy=dy,
                                          **masks).numpy()
-    (got_g,) = enc._OPS["StridedSliceGrad"](np, [shape_t, *args, dy], _nodedef("StridedSliceGrad", masks))
+    (got_g,) = KERNELS["StridedSliceGrad"](np, [shape_t, *args, dy], _nodedef("StridedSliceGrad", masks))
     assert got_g.dtype == want_g.dtype
     np.testing.assert_array_equal(got_g, want_g)
 
@@ -65,7 +65,7 @@ def test_cumulative_ops_fold_like_tf(op, axis, exclusive, reverse, dtype):
     nd = protos.NodeDef(name="n", op=op)
     nd.attr["exclusive"].b = exclusive
     nd.attr["reverse"].b = reverse
-    (got,) = enc._OPS[op](np, [x, np.array(axis, dtype=np.int32)], nd)
+    (got,) = KERNELS[op](np, [x, np.array(axis, dtype=np.int32)], nd)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
 
@@ -76,7 +76,7 @@ def test_add_n_folds_like_tf(n, dtype):
     tf = pytest.importorskip("tensorflow")
     xs = [np.array([[1, -2], [3, 4]], dtype=dtype) * (k + 1) for k in range(n)]
     want = tf.raw_ops.AddN(inputs=xs).numpy()
-    (got,) = enc._OPS["AddN"](np, xs, protos.NodeDef(name="n", op="AddN"))
+    (got,) = KERNELS["AddN"](np, xs, protos.NodeDef(name="n", op="AddN"))
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
 
@@ -87,7 +87,7 @@ def test_floor_mod_folds_like_tf(dtype):
     x = np.array([7, -7, 7, -7, 0, 5], dtype=dtype)
     y = np.array([3, 3, -3, -3, 2, 5], dtype=dtype)
     want = tf.raw_ops.FloorMod(x=x, y=y).numpy()
-    (got,) = enc._OPS["FloorMod"](np, [x, y], protos.NodeDef(name="n", op="FloorMod"))
+    (got,) = KERNELS["FloorMod"](np, [x, y], protos.NodeDef(name="n", op="FloorMod"))
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
 
@@ -97,7 +97,7 @@ def test_invert_permutation_folds_like_tf(perm):
     tf = pytest.importorskip("tensorflow")
     x = np.array(perm, dtype=np.int32)
     want = tf.raw_ops.InvertPermutation(x=x).numpy()
-    (got,) = enc._OPS["InvertPermutation"](np, [x], protos.NodeDef(name="n", op="InvertPermutation"))
+    (got,) = KERNELS["InvertPermutation"](np, [x], protos.NodeDef(name="n", op="InvertPermutation"))
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
 
@@ -110,7 +110,7 @@ def test_list_diff_folds_like_tf(out_idx):
     want_out, want_idx = (t.numpy() for t in tf.raw_ops.ListDiff(x=x, y=y, out_idx=getattr(tf, out_idx)))
     nd = protos.NodeDef(name="n", op="ListDiff")
     nd.attr["out_idx"].type = getattr(tf, out_idx).as_datatype_enum
-    got_out, got_idx = enc._OPS["ListDiff"](np, [x, y], nd)
+    got_out, got_idx = KERNELS["ListDiff"](np, [x, y], nd)
     np.testing.assert_array_equal(got_out, want_out)
     assert got_idx.dtype == want_idx.dtype
     np.testing.assert_array_equal(got_idx, want_idx)
@@ -121,7 +121,7 @@ def test_tanh_grad_folds_like_tf():
     y = np.tanh(np.linspace(-2, 2, 9)).astype(np.float32)
     dy = np.linspace(0.5, 1.5, 9).astype(np.float32)
     want = tf.raw_ops.TanhGrad(y=y, dy=dy).numpy()
-    (got,) = enc._OPS["TanhGrad"](np, [y, dy], protos.NodeDef(name="n", op="TanhGrad"))
+    (got,) = KERNELS["TanhGrad"](np, [y, dy], protos.NodeDef(name="n", op="TanhGrad"))
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-7)
 
@@ -133,7 +133,7 @@ def _run(op, ins, **attrs):
             nd.attr[k].b = v
         else:
             nd.attr[k].type = v
-    return enc._OPS[op](np, ins, nd)
+    return KERNELS[op](np, ins, nd)
 
 
 def test_activation_gradients_fold_like_tf():

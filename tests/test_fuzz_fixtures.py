@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from jitsim.crosscheck.fuzz import _parse_log, check_dumps, check_fixture
+from jitsim.crosscheck.fuzz.check import check_dumps
+from jitsim.crosscheck.fuzz.reproducers import check_fixture
+from jitsim.crosscheck.fuzz.tf_runner import _parse_log
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted(p.parent.name for p in (ROOT / "fixtures" / "fuzz").glob("*/config.json"))
@@ -98,7 +100,7 @@ def test_graphs_tf_never_rebuilt_are_recognised(corpus, tmp_path):
     import tarfile
 
     from jitsim.crosscheck.dumps import group_dumps
-    from jitsim.crosscheck.fuzz import is_rebuilt
+    from jitsim.crosscheck.fuzz.check import is_rebuilt
     from jitsim.graph.io import read_graphdef
 
     d = corpus.extract("cond_compilable")
@@ -125,14 +127,14 @@ def test_graphs_tf_never_rebuilt_are_recognised(corpus, tmp_path):
 
 def test_encapsulate_folds_sin_fixture_needs_the_fix(monkeypatch):
     """Without a numpy kernel for Sin, encapsulate's folding leaves Sin(const) in the cluster."""
-    import jitsim.passes.encapsulate as enc
+    import jitsim.passes.folding.kernels as fk
 
     fx = ROOT / "fixtures" / "fuzz" / "encapsulate-folds-sin"
     assert check_fixture(fx) == []
-    ops = dict(enc._OPS)
+    ops = dict(fk.KERNELS)
     del ops["Sin"]
-    monkeypatch.setattr(enc, "_OPS", ops)
-    monkeypatch.setattr(enc, "FOLDABLE_OPS", frozenset(ops))
+    monkeypatch.setattr(fk, "KERNELS", ops)
+    monkeypatch.setattr(fk, "FOLDABLE_OPS", frozenset(ops))
     assert any(" encapsulate: " in line for line in check_fixture(fx))
 
 
@@ -145,13 +147,13 @@ def test_encapsulate_folds_sin_fixture_needs_the_fix(monkeypatch):
 def test_encapsulate_folding_fixtures_need_their_kernels(monkeypatch, fixture, kernels):
     """Without these numpy kernels, encapsulate's folding leaves constant-only chains in the
     cluster function where TF folds them (Grappler off lets them reach the cluster)."""
-    import jitsim.passes.encapsulate as enc
+    import jitsim.passes.folding.kernels as fk
 
     fx = ROOT / "fixtures" / "fuzz" / fixture
     assert check_fixture(fx) == []
-    ops = dict(enc._OPS)
+    ops = dict(fk.KERNELS)
     for k in kernels:
         del ops[k]
-    monkeypatch.setattr(enc, "_OPS", ops)
-    monkeypatch.setattr(enc, "FOLDABLE_OPS", frozenset(ops))
+    monkeypatch.setattr(fk, "KERNELS", ops)
+    monkeypatch.setattr(fk, "FOLDABLE_OPS", frozenset(ops))
     assert any(" encapsulate: " in line for line in check_fixture(fx))

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from jitsim.crosscheck.fuzz import campaign, check_fixture
+from jitsim.crosscheck.fuzz.campaign import campaign
+from jitsim.crosscheck.fuzz.reproducers import check_fixture
 from jitsim.passes.mark_for_compilation import MarkForCompilation
 
 pytestmark = pytest.mark.tf

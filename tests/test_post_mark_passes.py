@@ -31,7 +31,8 @@ from jitsim.passes.force_constants_on_host import force_xla_constants_on_host
 from jitsim.passes.increase_dynamism import (
     device_name_to_cpu_device_name, increase_dynamism_for_auto_jit, int_tensor,
 )
-from jitsim.passes.partially_decluster import find_kernel, partially_decluster
+from jitsim.passes.devices import find_kernel
+from jitsim.passes.partially_decluster import partially_decluster
 from jitsim.passes.tfgraph import TfGraph
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"

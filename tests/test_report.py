@@ -170,12 +170,12 @@ def test_cli_report(tmp_path, capsys, monkeypatch):
 def test_linear_time_on_big_clusters(monkeypatch):
     """What a cluster's members share (its op summary) is computed once per cluster, not once
     per member: explaining every node stays linear on 14k-node clusters."""
-    from jitsim.explain import clustering
+    from jitsim.explain import summary
 
     c = cluster(MNIST, flags=FLAGS)
     calls = []
-    real = clustering._op_summary
-    monkeypatch.setattr(clustering, "_op_summary", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = summary.op_summary
+    monkeypatch.setattr(summary, "op_summary", lambda *a, **k: calls.append(1) or real(*a, **k))
     texts = dict(explanations(c))
     assert len(calls) == len(c.clusters)
     calls.clear()

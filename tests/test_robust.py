@@ -236,7 +236,7 @@ def test_headline_summarises_many_cluster_names():
 
 def test_fuzz_batch_paths_are_absolute(tmp_path, monkeypatch):
     """A relative output directory used to be joined twice (runner run with cwd=root)."""
-    import jitsim.crosscheck.fuzz as fuzz
+    import jitsim.crosscheck.fuzz.tf_runner as fuzz
 
     seen = {}
 

@@ -716,7 +716,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_fuzz(args) -> int:
-    from jitsim.crosscheck.fuzz import campaign, write_summary
+    from jitsim.crosscheck.fuzz.campaign import campaign, write_summary
 
     def progress(done, total, bad):
         _progress_line(f"fuzz: {done}/{total} examples compared with TF, {bad} disagreeing")

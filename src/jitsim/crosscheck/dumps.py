@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jitsim.errors import JitsimError
+from jitsim.errors import JitsimError, JitsimWarning
 
 # Pipeline order of the per-graph dumps.
 STAGES = (
@@ -181,8 +181,6 @@ def _content_agrees(root: Path, graphs: list[DumpGraph]) -> bool:
 
 def _note(message: str, path) -> None:
     import warnings
-
-    from jitsim.errors import JitsimWarning
 
     warnings.warn(JitsimWarning(message, path), stacklevel=3)
 

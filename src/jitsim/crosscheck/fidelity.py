@@ -21,7 +21,7 @@ from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
 from jitsim.passes.flags import XlaFlags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
-from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, cluster_graph
+from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, STAGE_DUMPS, cluster_graph, run_pipeline
 from jitsim.registry.custom_ops import harvest_op_library
 
 
@@ -86,13 +86,25 @@ def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_C
     return CompareResult(rows)
 
 
+def pass_input_graphdef(dumps: Path, rec):
+    """TF's before_clone dump with the pass's function library (the dump carries the graph's own
+    pruned library; TF's later dumps of the same graph carry the full one)."""
+    gd = read_graphdef(dumps / rec.files[BEFORE_CLONE])
+    later = rec.files.get("encapsulate_subgraphs_before")
+    if later is not None:
+        have = {fn.signature.name for fn in gd.library.function}
+        for fn in read_graphdef(dumps / later).library.function:
+            if fn.signature.name not in have:
+                gd.library.function.add().CopyFrom(fn)
+    return gd
+
+
 def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, session: SessionConfig | None = None,
                         ignore_attrs=(), progress=None) -> list[tuple[str, object]]:
     """Run jitsim's whole pipeline up to ``until`` on every graph of a harvest, starting
     from TF's ``before_clone...`` dump with one simulated process, and diff the result with
     TF's dump of that stage. Returns ``[(graph label, GraphDiff)]``."""
     from jitsim.crosscheck.graphdiff import diff_graphdefs
-    from jitsim.passes.pipeline import STAGE_DUMPS, run_pipeline
 
     root = Path(root)
     lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)
@@ -108,15 +120,7 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
         if progress:
             progress(i, len(records))
         f = dumps / rec.files[BEFORE_CLONE]
-        gd = read_graphdef(f)
-        # TF writes this dump with the graph's own (pruned) library; the passes run with the
-        # pass's full function library, which TF's later dumps of the same graph carry.
-        later = rec.files.get("encapsulate_subgraphs_before")
-        if later is not None:
-            have = {fn.signature.name for fn in gd.library.function}
-            for fn in read_graphdef(dumps / later).library.function:
-                if fn.signature.name not in have:
-                    gd.library.function.add().CopyFrom(fn)
+        gd = pass_input_graphdef(dumps, rec)
         g = Graph(gd, source=str(f), validate=False)
         res = run_pipeline(g, flags, until=until, state=state, session=session, input_stage=BEFORE_CLONE,
                            op_libraries=libraries)

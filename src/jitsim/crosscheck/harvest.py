@@ -37,8 +37,9 @@ from pathlib import Path
 
 from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
 from jitsim.errors import HarvestError
-from jitsim.graph.io import is_saved_model_dir
-from jitsim.registry import OP_LIBRARY_FILE
+from jitsim.graph import protos
+from jitsim.graph.io import is_saved_model_dir, read_graphdef, read_saved_model
+from jitsim.registry import OP_LIBRARY_FILE, op_defs
 
 DEFAULT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
 VMODULE = (
@@ -259,8 +260,6 @@ def target_kind(target: Path) -> str:
 
 def saved_model_signatures(target: Path) -> list[str]:
     """Signature names of a SavedModel's first MetaGraph (read without TensorFlow)."""
-    from jitsim.graph.io import read_saved_model
-
     sm = read_saved_model(target)
     return sorted(sm.meta_graphs[0].signature_def) if sm.meta_graphs else []
 
@@ -285,9 +284,6 @@ def _ops_of_graphdef(gd) -> set[str]:
 
 def target_ops(target: Path, kind: str) -> set[str]:
     """Op types a target uses (SavedModel, GraphDef, function bundle; empty for others)."""
-    from jitsim.graph import protos
-    from jitsim.graph.io import read_graphdef, read_saved_model
-
     try:
         if kind == "saved_model":
             ops: set[str] = set()
@@ -310,16 +306,12 @@ def runner_imports(target: Path, kind: str) -> list[str]:
     uses ops TF core does not register and tensorflow-text is installed."""
     import importlib.util
 
-    from jitsim.registry import op_defs
-
     ops = target_ops(target, kind)
     if not ops:
         return []
     known = op_defs()
     fns = set()
     if kind == "function":
-        from jitsim.graph import protos
-
         lib = protos.FunctionDefLibrary()
         lib.ParseFromString((target / "library.pb").read_bytes())
         fns = {f.signature.name for f in lib.function}
@@ -494,9 +486,6 @@ def _library_op_defs(all_ops: Path, out: Path) -> list[str]:
     """Keep the OpDefs of the run's ops that TF core does not register (loaded op libraries,
     e.g. tensorflow_text) in ``out`` (``op_defs.pb``), so that jitsim can read graphs using
     them (:func:`jitsim.registry.custom_ops.harvest_op_library`). Returns their names."""
-    from jitsim.graph import protos
-    from jitsim.registry import op_defs
-
     if not all_ops.is_file():
         return []
     ol = protos.OpList()

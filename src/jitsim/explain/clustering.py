@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import JitsimError
-from jitsim.passes.mark_for_compilation import MergeRefusal, NodeDecision
+from jitsim.explain.summary import op_summary
+from jitsim.passes.records import MergeRefusal, NodeDecision
 
 SCHEMA = "jitsim.clustering/1"
 # later passes that can take a node out of its cluster or rewrite it, in pipeline order
@@ -276,7 +277,7 @@ class Clustering:
     def _repr_html_(self) -> str:  # notebooks
         from html import escape
 
-        rows = "".join(f"<tr><td>{escape(c)}</td><td>{len(m)}</td><td>{escape(_op_summary(self, m))}</td></tr>"
+        rows = "".join(f"<tr><td>{escape(c)}</td><td>{len(m)}</td><td>{escape(op_summary(self, m))}</td></tr>"
                        for c, m in self.clusters.items())
         return (f"<p>{escape(repr(self))}</p><table><tr><th>cluster</th><th>nodes</th><th>ops</th></tr>"
                 f"{rows}</table>")
@@ -288,16 +289,6 @@ def _mark_labels(mark) -> dict[str, str]:
         for m in members:
             out[m] = c
     return out
-
-
-def _op_summary(c: Clustering, members: list[str], limit: int = 6) -> str:
-    hist: dict[str, int] = {}
-    for m in members:
-        op = c.nodes[m].op
-        hist[op] = hist.get(op, 0) + 1
-    items = sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))
-    s = ", ".join(f"{o}×{k}" if k > 1 else o for o, k in items[:limit])
-    return s + (f", … {len(items) - limit} more ops" if len(items) > limit else "")
 
 
 def find_node(names, pattern: str, source: str | None = None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jitsim.explain import summary
 from jitsim.explain.reasons import REASONS
 
 SCHEMA = "jitsim.explain/1"
@@ -311,10 +312,8 @@ def explain_node(c, name: str) -> NodeExplanation:
         ex.notes.append(f"created by {rec.created_by}")
     if rec.cluster:
         members = c.clusters[rec.cluster]
-        from jitsim.explain.clustering import _op_summary
-
         ex.cluster_size = len(members)
-        ex.cluster_ops = _per(c, "ops", rec.cluster, lambda: _op_summary(c, members))
+        ex.cluster_ops = _per(c, "ops", rec.cluster, lambda: summary.op_summary(c, members))
     if rec.group is not None:
         ex.group_members = list(_groups(c)[rec.group])
         ex.merges = list(_per(c, "merges", rec.group, lambda: _merge_notes(c, rec.group)))

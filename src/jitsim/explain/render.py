@@ -28,6 +28,7 @@ import graphviz
 
 from jitsim.errors import JitsimError
 from jitsim.explain.reasons import REASONS
+from jitsim.explain.summary import op_counts
 
 VIEWS = ("auto", "full", "collapsed")
 FORMATS = {".dot": None, ".gv": None, ".svg": "svg", ".png": "png"}
@@ -124,11 +125,6 @@ def _esc(s: str) -> str:
 def _label(*lines: str) -> str:
     """Label lines joined by DOT's centred line break, each line literal."""
     return graphviz.nohtml("\\n".join(_esc(x) for x in lines))
-
-
-def _op_counts(c, members) -> list[tuple[str, int]]:
-    hist = Counter(c.nodes[m].op for m in members)
-    return sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _ops_text(counts: list[tuple[str, int]], limit: int) -> list[str]:
@@ -268,7 +264,7 @@ def _collapsed(c) -> graphviz.Digraph:
     box_of: dict[str, str] = {}
     for cname, members in c.clusters.items():
         fill, border = colours[cname]
-        lines = [cname, f"{len(members)} nodes"] + _ops_text(_op_counts(c, members), TOP_OPS)
+        lines = [cname, f"{len(members)} nodes"] + _ops_text(op_counts(c, members), TOP_OPS)
         g.node(cids[cname], label=_label(*lines), shape="box", style="filled,bold", fillcolor=fill, color=border,
                fontsize="10", id=cids[cname], tooltip=_esc(f"{cname}: {len(members)} nodes"))
         for m in members:
@@ -283,7 +279,7 @@ def _collapsed(c) -> graphviz.Digraph:
             label = _label(*_name_lines(m), recs[m].op, f"[{code}]")
             tip = f"{m} ({recs[m].op}): {code}"
         else:
-            ops = _ops_text(_op_counts(c, members), 2) if op is None else [f"{op} ×{len(members)}"]
+            ops = _ops_text(op_counts(c, members), 2) if op is None else [f"{op} ×{len(members)}"]
             label = _label(f"{len(members)} nodes", *ops, f"[{code}]")
             shown = ", ".join(members[:10]) + (f", … {len(members) - 10} more" if len(members) > 10 else "")
             tip = f"{len(members)} nodes ({code}): {shown}"

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import html
 import json
+import jitsim
 from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
 from jitsim.errors import JitsimError
 from jitsim.explain.reasons import REASONS
+from jitsim.explain.summary import op_summary
 
 RESULTS_SHOWN = 200  # search results listed
 NAMES_PER_REASON = 12  # node names listed per reason code in the unclustered table
@@ -95,8 +97,6 @@ def _node_link(name: str) -> str:
 
 
 def _summary(c) -> str:
-    import jitsim
-
     unclustered = sum(1 for r in c.nodes.values() if r.cluster is None)
     rows = [
         ("source", c.source or "<graph>"),
@@ -128,13 +128,11 @@ def _summary(c) -> str:
 
 
 def _clusters(c) -> str:
-    from jitsim.explain.clustering import _op_summary
-
     if not c.clusters:
         return '<section id="clusters"><h2>Clusters</h2><p>No cluster: nothing is compiled.</p></section>'
     rows = "".join(
         f'<tr id="cluster-{_e(name)}"><td><a href="#q=cluster:{_e(quote(name, safe=""))}">{_e(name)}</a></td>'
-        f'<td class="num">{len(m)}</td><td>{_e(_op_summary(c, m))}</td></tr>'
+        f'<td class="num">{len(m)}</td><td>{_e(op_summary(c, m))}</td></tr>'
         for name, m in c.clusters.items())
     return ('<section id="clusters"><h2>Clusters</h2><div class="scroll"><table id="cluster-table"><thead><tr>'
             '<th>cluster</th><th>nodes</th><th>ops</th></tr></thead><tbody>' + rows + "</tbody></table></div></section>")
@@ -183,8 +181,6 @@ def _merges(c) -> str:
 
 
 def _reasons(c) -> str:
-    from jitsim.explain.clustering import _op_summary
-
     by_code: dict[str, list[str]] = {}
     for name, rec in c.nodes.items():
         if rec.cluster is None:
@@ -198,7 +194,7 @@ def _reasons(c) -> str:
         more = len(names) - NAMES_PER_REASON
         shown += (f', <a href="#q=code:{_e(code)}">… all {len(names)}</a>' if more > 0 else "")
         rows.append(f'<tr id="reason-{_e(code)}"><td><code>{_e(code)}</code></td><td class="num">{len(names)}</td>'
-                    f"<td>{_e(_op_summary(c, names))}</td><td>{why}</td><td>{shown}</td></tr>")
+                    f"<td>{_e(op_summary(c, names))}</td><td>{why}</td><td>{shown}</td></tr>")
     return ('<section id="reasons"><h2>Not in a cluster, by reason</h2><table id="reason-table"><thead><tr>'
             "<th>reason</th><th>nodes</th><th>ops</th><th>why</th><th>nodes</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table></section>")

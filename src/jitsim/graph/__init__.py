@@ -4,9 +4,32 @@
 >>> g = Graph.from_nodes([("a", "Const", []), ("b", "Neg", ["a"])])
 >>> len(g), g["b"].op
 (2, 'Neg')
+
+The names below are resolved on first use (like :mod:`jitsim`'s), so that importing one
+submodule (``jitsim.graph.protos``, which the registry needs) does not load the readers,
+the model and networkx.
 """
 
-from jitsim.graph.io import load, read_graphdef, save
-from jitsim.graph.model import CONTROL, Edge, Graph, Node, format_input, parse_input
+from __future__ import annotations
 
-__all__ = ["CONTROL", "Edge", "Graph", "Node", "format_input", "load", "parse_input", "read_graphdef", "save"]
+_LAZY = {
+    "load": "jitsim.graph.io",
+    "read_graphdef": "jitsim.graph.io",
+    "save": "jitsim.graph.io",
+    "CONTROL": "jitsim.graph.model",
+    "Edge": "jitsim.graph.model",
+    "Graph": "jitsim.graph.model",
+    "Node": "jitsim.graph.model",
+    "format_input": "jitsim.graph.model",
+    "parse_input": "jitsim.graph.model",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'jitsim.graph' has no attribute {name!r}")

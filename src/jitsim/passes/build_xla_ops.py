@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 
 from jitsim.errors import GraphError
 from jitsim.graph import protos
+from jitsim.graph.model import Graph
 from jitsim.passes import optypes
 from jitsim.passes.encapsulate import nodes_related_to_ref_variables  # noqa: F401 (also re-exported)
-from jitsim.passes.devices import ALWAYS, parse_device_name, pick_device_for_xla, registrations
-from jitsim.passes.partially_decluster import find_kernel
+from jitsim.passes.devices import ALWAYS, find_kernel, parse_device_name, pick_device_for_xla, registrations
 from jitsim.passes.tfgraph import (
     ENTER_OPS,
     EXIT_OPS,
@@ -635,8 +635,6 @@ def add_has_reference_vars_attrs(g: TfGraph) -> int:
 def _example_graph() -> TfGraph:
     """``x -> cluster_0 -> y`` on the CPU, as EncapsulateSubgraphsPass leaves it."""
     from google.protobuf import text_format
-
-    from jitsim.graph.model import Graph
 
     cpu = "/job:localhost/replica:0/task:0/device:CPU:0"
     gd = protos.GraphDef()

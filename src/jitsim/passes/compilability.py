@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jitsim.graph.model import attr_value_to_python
 from jitsim.passes import optypes
 from jitsim.passes.resource_safety import RESOURCE_OPS, STACK, TENSOR_ARRAY
 from jitsim.passes.tfgraph import CALL_OPS, CASE_OPS, IDENTITY_OPS, IF_OPS, WHILE_OPS
+from jitsim.registry import find_xla_kernel, kernel_mismatch, op_defs, op_library_of
 
 STATEFUL_RNG_OPS = frozenset({"RandomUniform", "RandomShuffle", "RandomUniformInt", "RandomStandardNormal",
                               "TruncatedNormal", "Multinomial"})
@@ -50,8 +52,6 @@ Failure = tuple[str, str, tuple[str, ...]]
 
 
 def _summarize_attr(av) -> str:
-    from jitsim.graph.model import attr_value_to_python
-
     kind = av.WhichOneof("value")
     v = attr_value_to_python(av)
     if kind == "s":
@@ -80,15 +80,11 @@ def _find_kernel_error(nodedef, jit_device: str, why: str) -> str:
 
 def is_custom_op(op: str) -> bool:
     """An op TF 2.21 core does not register (a custom-op library's), whoever described it."""
-    from jitsim.registry import op_defs
-
     return op not in op_defs()
 
 
 def custom_op_evidence(op: str) -> dict:
     """Where jitsim's OpDef of a custom op came from, and the library its name suggests."""
-    from jitsim.registry import op_library_of
-
     lib = op_library_of(op)
     ev = {"registered_by": "a custom-op library (not TensorFlow 2.21 core)",
           "op_def": lib.source if lib is not None else "none (no node uses its outputs in a way that tells)"}
@@ -129,8 +125,6 @@ class CompilabilityChecker:
         return any(optypes.is_ref_type(t) for t in producer_types_of())
 
     def _has_xla_kernel(self, nodedef, producer_types_of) -> tuple[str, str] | None:
-        from jitsim.registry import find_xla_kernel
-
         if nodedef.op == "SymbolicGradient":
             return "UNSUPPORTED_OP", "SymbolicGradient should be handled by IsCompilableCall()."
         if (nodedef.op == "Const" and not self.filter.allow_string_consts and "dtype" in nodedef.attr
@@ -227,8 +221,6 @@ class CompilabilityChecker:
         """Evidence for UNSUPPORTED_OP / CUSTOM_OP: the op, and the type attr no XLA kernel
         accepts (with the types it does accept), for ``nodedef`` or, with ``path``, the node
         inside a function; for an op of a custom-op library, where its OpDef came from."""
-        from jitsim.registry import kernel_mismatch
-
         if path:
             fn, _, inner = path[-1].partition("/")
             body = self._body(fn) or []

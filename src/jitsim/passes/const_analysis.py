@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from jitsim.graph.model import Graph
 from jitsim.passes.tfgraph import (
     CASE_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS, TfEdge, TfGraph, dfs,
 )
@@ -37,7 +38,6 @@ class ConstAnalysis:
         if name not in self.fns:
             return None
         from jitsim.graph.functions import function_to_graphdef
-        from jitsim.graph.model import Graph
 
         return TfGraph.from_graph(Graph(function_to_graphdef(self.library, name), validate=False))
 

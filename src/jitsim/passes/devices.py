@@ -4,6 +4,11 @@ TF 2.21 registers a JIT device for ``CPU`` (``XLA_CPU_JIT``; policy fixed when t
 registry is first queried: "if enabled globally" with ``--tf_xla_cpu_global_jit``,
 else "if explicitly requested") and ``GPU`` (``XLA_GPU_JIT``, "if enabled globally"),
 plus the deprecated ``XLA_CPU``/``XLA_GPU`` devices ("always").
+
+Also TF's regular kernel registry for CPU, GPU and ``DEFAULT`` (``FindKernelDef``:
+:func:`find_kernel`), shipped as ``registry/data/tf-2.21-kernels-cpu-gpu.binpb`` (regenerate
+it with ``python -m jitsim.registry.regen``, which needs TensorFlow): placement, the
+memory types of PartiallyDecluster, BuildXlaOps and constant folding consult it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,10 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from jitsim.registry import DEFAULT_TF_VERSION, data_file, library_kernels_for, op_def
+
+KERNELS_DATA = "kernels-cpu-gpu.binpb"
+KERNEL_DEVICE_TYPES = ("CPU", "GPU", "DEFAULT")
 ALWAYS, IF_ENABLED_GLOBALLY, IF_EXPLICITLY_REQUESTED = "always", "if_enabled_globally", "if_explicitly_requested"
 
 
@@ -160,7 +169,6 @@ def replace_devices(graph, target: str):
     also colocates resource ops with their variables and honours soft placement)."""
     from jitsim.graph import protos
     from jitsim.graph.model import Graph
-    from jitsim.passes.partially_decluster import find_kernel
 
     kind = {"cpu": "CPU", "gpu": "GPU"}.get(target.lower())
     if kind is None:
@@ -177,3 +185,96 @@ def replace_devices(graph, target: str):
         elif not n.device or device_type(n.device) not in ("CPU", kind):
             n.device = cpu
     return Graph(gd, source=graph.source, validate=False)
+
+
+# -- TF's CPU/GPU kernel registry (FindKernelDef) -----------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def tf_kernels(tf_version: str | None = None) -> dict[tuple[str, str], list]:
+    """``(op, device type) -> [KernelDef]`` for TF's regular CPU, GPU and DEFAULT kernels."""
+    from jitsim.graph import protos
+
+    path = data_file(KERNELS_DATA, tf_version or DEFAULT_TF_VERSION)
+    kl = protos.KernelList()
+    kl.ParseFromString(path.read_bytes())
+    out: dict[tuple[str, str], list] = {}
+    for k in kl.kernel:
+        out.setdefault((k.op, k.device_type), []).append(k)
+    return out
+
+
+def _attr_value(nodedef, name: str):
+    """The node's attr ``name``, or its OpDef default; None if neither exists."""
+    if name in nodedef.attr:
+        return nodedef.attr[name]
+
+    od = op_def(nodedef.op)
+    if od is not None:
+        for a in od.attr:
+            if a.name == name and a.HasField("default_value"):
+                return a.default_value
+    return None
+
+
+def _matches(k, nodedef, label: str) -> bool | None:
+    """TF's ``KernelAttrsMatch`` (None: TF reports an error, e.g. the kernel constrains an
+    attr the node lacks or has with another kind of value)."""
+    if k.label != label:
+        return False
+    for c in k.constraint:
+        allowed = c.allowed_values.list
+        kinds = [kind for kind, vals in (("type", allowed.type), ("s", allowed.s), ("i", allowed.i),
+                                         ("b", allowed.b)) if len(vals)]
+        if len(kinds) != 1:
+            return None
+        av = _attr_value(nodedef, c.name)
+        if av is None:
+            return None
+        have = av.WhichOneof("value")
+        kind = kinds[0]
+        if kind == "type":
+            if have == "type":
+                types = (av.type,)
+            elif have == "list":
+                types = tuple(av.list.type)
+            else:
+                return None
+            if any(t not in allowed.type for t in types):
+                return False
+        else:
+            if have != kind:
+                return None
+            if getattr(av, kind) not in getattr(allowed, kind):
+                return False
+    return True
+
+
+def find_kernel(nodedef, device_type: str):
+    """TF's ``FindKernelDef`` on a regular device type: the matching kernel of that type with
+    the highest priority (two at the same priority: an error, None), else the single matching
+    ``DEFAULT`` kernel; None when there is none."""
+    kernels = tf_kernels()
+    label = nodedef.attr["_kernel"].s.decode() if "_kernel" in nodedef.attr else ""
+    best = None
+    tie = False
+    for k in kernels.get((nodedef.op, device_type), ()) or library_kernels_for(nodedef.op, device_type):
+        m = _matches(k, nodedef, label)
+        if m is None:
+            return None
+        if not m:
+            continue
+        if best is None or k.priority > best.priority:
+            best, tie = k, False
+        elif k.priority == best.priority:
+            tie = True
+    if best is not None:
+        return None if tie else best
+    found = []
+    for k in kernels.get((nodedef.op, "DEFAULT"), ()) or library_kernels_for(nodedef.op, "DEFAULT"):
+        m = _matches(k, nodedef, label)
+        if m is None:
+            return None
+        if m:
+            found.append(k)
+    return found[0] if len(found) == 1 else None

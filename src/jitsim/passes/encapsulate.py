@@ -15,14 +15,15 @@ The steps, in TF's order:
    changes): dead-node pruning, ``Identity`` removal, constant folding (numpy evaluation of
    the folded ops; new constants ``<node>/_<n>__cf__<m>`` on the CPU device; skipped with
    ``--tf_xla_disable_constant_folding`` and for ops with a ``DT_VARIANT`` output),
-   source/sink fix-up, common-subexpression elimination, function inlining.
+   source/sink fix-up, common-subexpression elimination, function inlining
+   (:mod:`jitsim.passes.function_optimizer`; the numpy kernels: :mod:`jitsim.passes.folding`).
 3. **Argument order**: ``BackwardsConstAnalysis`` on the optimized subgraph decides which
    args must be compile-time constants; args are stably permuted to *constants, normal
    args, resources* (``_XlaNumConstantArgs``, ``_XlaNumResourceArgs`` on the call node).
 4. **FunctionDef** (``GraphToFunctionDef``): signature names are the ``_Arg``/``_Retval``
    names normalised (lower-case, non-alphanumerics to ``_``, leading non-letters dropped)
    and uniquified; ``ret`` values are ``node:output_arg:index``; ``control_ret`` holds the
-   control outputs still present after optimisation.
+   control outputs still present after optimisation (:mod:`jitsim.graph.function_def`).
 5. **Output graph**: non-cluster nodes (node-id order), then the call nodes, then every edge
    not internal to one cluster (edge-id order), mapped onto call nodes and deduplicated.
 6. ``_XlaHasReferenceVars`` on every node. TF writes its ``encapsulate_subgraphs_after`` dump
@@ -41,31 +42,32 @@ What jitsim cannot know
   reproducible. jitsim uses the order of each cluster's first node; pass ``cluster_order``
   (e.g. :func:`call_order_from_graphdef` of TF's dump) to follow a recorded run.
 * Constant folding executes TF kernels; jitsim evaluates a set of common ops with numpy
-  (:data:`FOLDABLE_OPS`). When a folding round needs another op, nothing is folded in that
-  round (as TF does when evaluation fails) and the cluster's decision carries a warning.
+  (:data:`jitsim.passes.folding.kernels.KERNELS`). When a folding round needs another op,
+  nothing is folded in that round (as TF does when evaluation fails) and the cluster's
+  decision carries a warning.
 * Edge ids come from the caller's :class:`TfGraph`; argument order depends on them (spec
   trap 32). A graph loaded from a dump numbers its edges by destination node, but TF gave
   the edges of nodes created after graph construction (session feeds/fetches, constant
   clones, IncreaseDynamism's slices) the highest ids: :func:`tfgraph_from_dump` rebuilds
   that order (on the fixtures corpus it turns 7 mismatching graphs into exact ones).
 * Constant folding needs a CPU kernel for the op; TF's CPU kernel registry snapshot is used
-  when jitsim ships it (``partially_decluster.find_kernel``), else a kernel is assumed.
+  when jitsim ships it (``devices.find_kernel``), else a kernel is assumed.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Iterable
 
 from jitsim.errors import GraphError
 from jitsim.graph import protos
-from jitsim.graph.model import CONTROL
-from jitsim.passes.optypes import DT_RESOURCE, DT_VARIANT, REF_OFFSET, input_types, output_types
-from jitsim.passes.tfgraph import (
-    CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID,
-    SOURCE_ID, SWITCH_OPS, TfGraph, TfNode, dfs, post_order, reverse_post_order,
-)
+from jitsim.graph.function_def import arg_count, graph_to_function_def, merge_debug_info
+from jitsim.graph.functions import function_to_graphdef
+from jitsim.graph.model import CONTROL, Graph
+from jitsim.passes.function_optimizer import FunctionOptimizer, add_node, fixup_source_and_sink
+from jitsim.passes.optypes import DT_RESOURCE, NodeTypes, is_ref_type
+from jitsim.passes.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs, post_order, reverse_post_order
 from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
 
@@ -75,18 +77,8 @@ NUM_CONSTANT_ARGS_ATTR = "_XlaNumConstantArgs"
 NUM_RESOURCE_ARGS_ATTR = "_XlaNumResourceArgs"
 HAS_REFERENCE_VARS_ATTR = "_XlaHasReferenceVars"
 GUARANTEED_CONSTANT_ATTR = "_is_guaranteed_constant"
-# The device of the private CPU function runtime the pass creates; constants made by
-# constant folding are placed on it.
-CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
-MAX_CONSTANT_BYTES = 10 * 1024 * 1024  # ConstantFoldingOptions default
-MAX_OPTIMIZER_ROUNDS = 10
 MAX_REF_CALL_DEPTH = 10
 
-CONTROL_FLOW_OPS = SWITCH_OPS | MERGE_OPS | ENTER_OPS | EXIT_OPS | NEXT_ITERATION_OPS
-SEND_RECV_OPS = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
-SESSION_HANDLE_OPS = frozenset({"GetSessionHandle", "GetSessionHandleV2", "GetSessionTensor",
-                                "DeleteSessionTensor"})
-PLACEHOLDER_OPS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 TPU_EXECUTE_OPS = frozenset({"TPUExecute", "TPUExecuteAndUpdateVariables"})
 
@@ -182,55 +174,6 @@ def call_order_from_graphdef(graphdef) -> list[str]:
 # -- node helpers -------------------------------------------------------------------------
 
 
-class _Types:
-    """Cached input/output dtypes (``*_REF`` = base + 100), statefulness and op defs."""
-
-    def __init__(self, library):
-        self.fns = {f.signature.name: f for f in library.function}
-        # id(NodeDef) -> (NodeDef, types); the NodeDef is kept so that its id stays unique
-        self._in: dict[int, tuple] = {}
-        self._out: dict[int, tuple] = {}
-
-    def inputs(self, nd) -> list[int]:
-        key = id(nd)
-        if key not in self._in:
-            self._in[key] = (nd, input_types(nd, self.fns) or [])
-        return self._in[key][1]
-
-    def outputs(self, nd) -> list[int]:
-        if nd.op == "_Arg":
-            return [nd.attr["T"].type]
-        key = id(nd)
-        if key not in self._out:
-            self._out[key] = (nd, output_types(nd, self.fns) or [])
-        return self._out[key][1]
-
-    def output_type(self, nd, slot: int) -> int:
-        outs = self.outputs(nd)
-        return outs[slot] if 0 <= slot < len(outs) else 0
-
-    def input_type(self, nd, slot: int) -> int:
-        ins = self.inputs(nd)
-        return ins[slot] if 0 <= slot < len(ins) else 0
-
-    def signature(self, op: str):
-        if op in self.fns:
-            return self.fns[op].signature
-        return op_def(op)
-
-    def is_stateful(self, op: str) -> bool:
-        sig = self.signature(op)
-        return bool(sig is not None and sig.is_stateful)
-
-    def is_commutative(self, op: str) -> bool:
-        od = op_def(op)
-        return bool(od is not None and od.is_commutative)
-
-
-def _is_ref(t: int) -> bool:
-    return t > REF_OFFSET
-
-
 def _copy_nodedef(nd):
     out = protos.NodeDef()
     out.CopyFrom(nd)
@@ -238,169 +181,14 @@ def _copy_nodedef(nd):
     return out
 
 
-def _add_node(g: TfGraph, nd) -> TfNode:
-    """``Graph::AddNode``: TF allows duplicate names in a Graph, so no check here."""
-    node = TfNode(len(g.nodes), nd.name, nd.op, nd)
-    g.nodes.append(node)
-    g.by_name.setdefault(nd.name, node.id)
-    return node
-
-
-def _fixup_source_and_sink(g: TfGraph) -> bool:
-    changed = False
-    for n in list(g.nodes):
-        if n is None:
-            continue
-        if n.id != SOURCE_ID and not n.in_edges:
-            g.add_control_edge(SOURCE_ID, n.id)
-            changed = True
-        if n.id != SINK_ID and not n.out_edges:
-            g.add_control_edge(n.id, SINK_ID)
-            changed = True
-    return changed
-
-
-def _merge_debug_info(src_nd, dst_nd) -> None:
-    """TF's ``MergeDebugInfo(NodeDebugInfo(src), dst)``: sorted unions, only when the source
-    has names."""
-    if not src_nd.HasField("experimental_debug_info"):
-        return
-    s = src_nd.experimental_debug_info
-    names, funcs = list(s.original_node_names), list(s.original_func_names)
-    d = dst_nd.experimental_debug_info if dst_nd.HasField("experimental_debug_info") else None
-    if names:
-        merged = sorted(set(names) | set(d.original_node_names if d is not None else ()))
-        info = dst_nd.experimental_debug_info
-        del info.original_node_names[:]
-        info.original_node_names.extend(merged)
-    if funcs:
-        merged = sorted(set(funcs) | set(d.original_func_names if d is not None else ()))
-        info = dst_nd.experimental_debug_info
-        del info.original_func_names[:]
-        info.original_func_names.extend(merged)
-
-
-def _post_order(g: TfGraph, key: Callable[[TfNode], object]) -> list[TfNode]:
-    """TF's ``DFS`` from ``_SOURCE`` with a stable comparator: leave order."""
-    nodes = g.nodes
-    visited = bytearray(len(nodes))
-    out: list[TfNode] = []
-    stack: list[tuple[int, bool]] = [(SOURCE_ID, False)]
-    while stack:
-        nid, leave = stack.pop()
-        if leave:
-            out.append(nodes[nid])
-            continue
-        if visited[nid]:
-            continue
-        visited[nid] = 1
-        stack.append((nid, True))
-        nbrs = sorted((nodes[e.dst] for e in nodes[nid].out_edges.values()), key=key)
-        for m in nbrs:
-            if not visited[m.id]:
-                stack.append((m.id, False))
-    return out
-
-
-# -- name normalisation (GraphToFunctionDef's NodeNameMapping) ----------------------------
-
-
-def normalize_arg_name(name: str) -> str:
-    """Lower-case ASCII letters, every other non-alphanumeric byte becomes ``_``, leading
-    characters are dropped up to the first letter; ``unknown`` if nothing is left.
-
-    >>> normalize_arg_name("Sum_0_retval"), normalize_arg_name("0/x:1"), normalize_arg_name("_1")
-    ('sum_0_retval', 'x_1', 'unknown')
-    """
-    if not name:
-        return "unknown"
-    chars = []
-    for b in name.encode():
-        c = chr(b)
-        if b < 128 and c.isalnum():
-            chars.append(c.lower())
-        else:
-            chars.append("_")
-    for i, c in enumerate(chars):
-        if c.isalpha():
-            return "".join(chars[i:])
-    return "unknown"
-
-
-class _NameMapping:
-    def __init__(self):
-        self.used: dict[str, int] = {}
-        self.mapping: dict[str, str] = {}
-
-    def _uniquify(self, name: str) -> str:
-        if name not in self.used:
-            self.used[name] = 0
-            return name
-        while True:
-            candidate = f"{name}_{self.used[name]}"
-            self.used[name] += 1
-            if candidate not in self.used:
-                self.used[candidate] = 0
-                return candidate
-
-    def input_name(self, name: str) -> str:
-        out = self._uniquify(normalize_arg_name(name))
-        self.mapping[name] = out
-        return out
-
-    def output_name(self, name: str) -> str:
-        return self._uniquify(normalize_arg_name(name))
-
-    def uniquify(self, name: str) -> str:
-        out = self._uniquify(name)
-        self.mapping[name] = out
-        return out
-
-    def lookup(self, name: str) -> str:
-        return self.mapping.get(name, "")
-
-
-def _output_ranges(nd, types: _Types) -> list[tuple[str, int, int]]:
-    """(output arg name, first flat index, end) for a body node (``NameRangesForNode``)."""
-    if nd.op in types.fns:
-        return [(a.name, i, i + 1) for i, a in enumerate(types.fns[nd.op].signature.output_arg)]
-    od = op_def(nd.op)
-    if od is None:
-        return []
-    out, pos = [], 0
-    for arg in od.output_arg:
-        n = _arg_count(nd, od, arg)
-        out.append((arg.name, pos, pos + n))
-        pos += n
-    return out
-
-
-def _arg_count(nd, od, arg) -> int:
-    """How many flat tensors OpDef arg ``arg`` stands for on node ``nd``."""
-    key = arg.number_attr or arg.type_list_attr
-    if not key:
-        return 1
-    av = nd.attr[key] if key in nd.attr else _default_attr(od, key)
-    if av is None:
-        return 0
-    return av.i if arg.number_attr else len(av.list.type)
-
-
-def _default_attr(od, name):
-    for a in od.attr:
-        if a.name == name and a.HasField("default_value"):
-            return a.default_value
-    return None
-
-
-def _input_arg_name(nd, slot: int, types: _Types) -> str:
+def _input_arg_name(nd, slot: int, types: NodeTypes) -> str:
     """The OpDef name of flat input ``slot`` (for evidence messages)."""
     od = op_def(nd.op)
     if od is None:
         return str(slot)
     pos = 0
     for arg in od.input_arg:
-        n = _arg_count(nd, od, arg)
+        n = arg_count(nd, od, arg)
         if pos <= slot < pos + n:
             return arg.name if n == 1 else f"{arg.name}[{slot - pos}]"
         pos += n
@@ -429,1017 +217,6 @@ class _Subgraph:
         self.decision: ClusterDecision | None = None
 
 
-def _new_name(g: TfGraph, prefix: str) -> str:
-    out = f"{prefix}/_{g.name_counter}"
-    g.name_counter += 1
-    return out
-
-
-# -- the optimizer (GraphOptimizer with CSE, constant folding and inlining on) --------------
-
-
-class _Optimizer:
-    def __init__(self, g: TfGraph, types: _Types, flags, report: dict, warnings: list[str]):
-        self.g = g
-        self.types = types
-        self.fold = not getattr(flags, "disable_constant_folding", False)
-        self.report = report
-        self.warnings = warnings
-        self._attr_keys: dict[int, tuple] = {}
-
-    def run(self) -> None:
-        g = self.g
-        rounds = 0
-        for _ in range(MAX_OPTIMIZER_ROUNDS):
-            rounds += 1
-            changed = False
-            if self.remove_dead_nodes():
-                changed = True
-            if self.remove_identity_nodes():
-                changed = True
-            if self.constant_fold():
-                self.remove_dead_nodes()
-                changed = True
-            if _fixup_source_and_sink(g):
-                changed = True
-            if self.cse():
-                changed = True
-            if self.expand_inline_functions():
-                changed = True
-            if not changed:
-                break
-        self.report["rounds"] = rounds
-
-    # RemoveDeadNodes / PruneForReverseReachability
-    def remove_dead_nodes(self) -> bool:
-        g, types = self.g, self.types
-        keep = set()
-        queue = deque()
-        for n in g.all_nodes():
-            if (n.id in (SOURCE_ID, SINK_ID) or n.op in CONTROL_FLOW_OPS
-                    or types.is_stateful(n.op)):
-                keep.add(n.id)
-                queue.append(n.id)
-        nodes = g.nodes
-        while queue:
-            n = nodes[queue.popleft()]
-            for e in n.in_edges.values():
-                if e.src not in keep:
-                    keep.add(e.src)
-                    queue.append(e.src)
-        removed = [n for n in g.op_nodes() if n.id not in keep]
-        for n in removed:
-            g.remove_node(n.id)
-        if removed:
-            self.report.setdefault("dead_nodes_removed", []).extend(n.name for n in removed)
-        return bool(removed)
-
-    # RemoveIdentityNodes
-    def _only_data_edge(self, n: TfNode):
-        ret = None
-        nodes = self.g.nodes
-        for e in n.in_edges.values():
-            if e.is_control or ret is not None:
-                return None
-            src = nodes[e.src]
-            if src.nodedef is not None and _is_ref(self.types.output_type(src.nodedef, e.src_output)):
-                return None
-            if src.op in SEND_RECV_OPS - {"_Send", "_HostSend"} or src.op in SWITCH_OPS:
-                return None
-            ret = e
-        return ret
-
-    def remove_identity_nodes(self) -> bool:
-        g = self.g
-        matches = [n for n in g.op_nodes()
-                   if n.op in IDENTITY_OPS and self._only_data_edge(n) is not None and n.out_edges]
-        for n in matches:
-            e_in = self._only_data_edge(n)
-            if e_in is None:  # cannot happen in TF's graphs; be safe
-                continue
-            for out in list(n.out_edges.values()):
-                if out.is_control:
-                    g.add_control_edge(e_in.src, out.dst)
-                else:
-                    g.add_edge(e_in.src, e_in.src_output, out.dst, out.dst_input)
-            g.remove_node(n.id)
-        if matches:
-            self.report.setdefault("identities_removed", []).extend(n.name for n in matches)
-        return bool(matches)
-
-    # ConstantFold (common_runtime/constant_folding.cc), no shape map
-    def _foldable(self, n: TfNode) -> bool:
-        op = n.op
-        if op in CONSTANT_OPS:
-            return self.types.output_type(n.nodedef, 0) != DT_RESOURCE
-        if self.types.is_stateful(op):
-            return False
-        if not self.fold:
-            return False
-        od = op_def(op)
-        if od is not None and any(a.type == DT_VARIANT for a in od.output_arg):
-            return False
-        if op in CONTROL_FLOW_OPS or op in SEND_RECV_OPS or op in SESSION_HANDLE_OPS:
-            return False
-        if op == "FakeParam":
-            return False
-        if od is None:  # a function called by name: no CPU kernel
-            return False
-        if "_scoped_allocator" in n.attr:
-            return False
-        return _cpu_kernel_available(n.nodedef)
-
-    def constant_fold(self) -> bool:
-        g = self.g
-        nodes = g.nodes
-        deps: dict[int, set[int]] = {}  # constant_control_deps
-        order: list[TfNode] = []
-        internal = [False]
-
-        def leave(n: TfNode) -> None:
-            if not n.is_op or not self._foldable(n):
-                return
-            for e in n.in_edges.values():
-                if not e.is_control and e.src not in deps:
-                    return
-            mine: set[int] = set()
-            for e in n.in_edges.values():
-                if e.src not in deps:
-                    if e.src != SOURCE_ID:
-                        mine.add(e.src)
-                else:
-                    mine |= deps[e.src]
-            deps[n.id] = mine
-            order.append(n)
-            if n.op not in CONSTANT_OPS:
-                internal[0] = True
-
-        dfs(g, None, leave, by_name=True, start=(SINK_ID,), reverse=True)
-        if not internal[0]:
-            return False
-        fetch = set()
-        for n in order:
-            for e in n.out_edges.values():
-                if not e.is_control and e.dst not in deps:
-                    fetch.add((n.id, e.src_output))
-        if not fetch:
-            return False
-        fetch_sorted = sorted(fetch, key=lambda t: (nodes[t[0]].name, t[1]))
-        evaluator = _Evaluator(g, self.types)
-        values = {}
-        try:
-            for t in fetch_sorted:
-                values[t] = evaluator.value(*t)
-        except _Unsupported as exc:
-            self.warnings.append(
-                f"constant folding not simulated: {exc}; TF may have folded "
-                f"{', '.join(sorted({nodes[t[0]].name for t in fetch_sorted if nodes[t[0]].op not in CONSTANT_OPS})[:5])}")
-            return False
-        except _EvalError:
-            return False  # TF's GraphRunner fails too: nothing is folded
-        replaced = 0
-        cf_counter = 0
-        for nid, slot in fetch_sorted:
-            n = nodes[nid]
-            if n.op in CONSTANT_OPS:
-                continue
-            arr, dtype = values[(nid, slot)]
-            if _total_bytes(arr, dtype) > MAX_CONSTANT_BYTES:
-                continue
-            name = f"{_new_name(g, n.name)}__cf__{cf_counter}"
-            cf_counter += 1
-            nd = protos.NodeDef(name=name, op="Const", device=CPU_DEVICE)
-            nd.attr["dtype"].type = dtype
-            _to_tensor_proto(arr, dtype, nd.attr["value"].tensor)
-            c = _add_node(g, nd)
-            for e in [e for e in n.out_edges.values() if e.src_output == slot]:
-                g.add_edge(c.id, 0, e.dst, e.dst_input)
-                g.remove_edge(e)
-            cdeps = deps.get(nid, set())
-            if not cdeps:
-                g.add_control_edge(SOURCE_ID, c.id)
-            else:
-                for d in sorted(cdeps):
-                    g.add_control_edge(d, c.id)
-            replaced += 1
-            self.report.setdefault("constants_folded", []).append(
-                {"tensor": f"{n.name}:{slot}", "constant": name})
-        return replaced > 0
-
-    # OptimizeCSE
-    def _attrs_key(self, n: TfNode) -> tuple:
-        key = self._attr_keys.get(n.id)
-        if key is None:
-            key = tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in n.attr.items()))
-            self._attr_keys[n.id] = key
-        return key
-
-    def _inputs(self, n: TfNode):
-        data, ctrl = [], []
-        for e in n.in_edges.values():
-            if e.is_control:
-                ctrl.append(e.src)
-            else:
-                data.append((e.dst_input, e.src, e.src_output))
-        data.sort()
-        ins = [(s, o) for _, s, o in data]
-        if self.types.is_commutative(n.op):
-            ins.sort()
-        ctrl.sort()
-        return tuple(ins), tuple(ctrl)
-
-    def cse(self) -> bool:
-        g, types = self.g, self.types
-        order = _post_order(g, key=lambda m: m.id)
-        order.reverse()
-        available: dict[tuple, TfNode] = {}
-        changed = False
-        merged = []
-        for n in order:
-            if not n.is_op or n.op in PLACEHOLDER_OPS:
-                continue
-            ins, ctrl = self._inputs(n)
-            key = (n.op, tuple(types.outputs(n.nodedef)), ins, self._attrs_key(n))
-            cand = available.get(key)
-            if cand is None:
-                available[key] = n
-                continue
-            if types.is_stateful(cand.op):
-                continue
-            if any(_is_ref(t) for t in types.inputs(cand.nodedef)) or any(
-                    _is_ref(t) for t in types.inputs(n.nodedef)):
-                continue
-            if self._inputs(cand)[1] != ctrl:
-                continue
-            for e in list(n.out_edges.values()):
-                g.add_edge(cand.id, e.src_output, e.dst, e.dst_input)
-            _merge_debug_info(n.nodedef, cand.nodedef)
-            g.remove_node(n.id)
-            merged.append((n.name, cand.name))
-            changed = True
-        if merged:
-            self.report.setdefault("cse_merged", []).extend(
-                {"removed": a, "kept": b} for a, b in merged)
-        return changed
-
-    # ExpandInlineFunctions: only calls of library functions by name are inlined (the pass
-    # disables multi-device inlining, so PartitionedCall/StatefulPartitionedCall stay).
-    def expand_inline_functions(self) -> bool:
-        calls = [n.name for n in self.g.op_nodes() if n.op in self.types.fns]
-        if calls:
-            noinline = []
-            for n in self.g.op_nodes():
-                if n.op in self.types.fns:
-                    fa = self.types.fns[n.op].attr
-                    if "_noinline" in fa and fa["_noinline"].b:
-                        noinline.append(n.name)
-            todo = [c for c in calls if c not in noinline]
-            if todo:
-                msg = f"inlining of function calls not simulated: {', '.join(todo[:5])}"
-                if msg not in self.warnings:
-                    self.warnings.append(msg)
-        return False
-
-
-def _cpu_kernel_available(nd) -> bool:
-    """``KernelDefAvailable(DEVICE_CPU, node)``, from TF's CPU kernel registry snapshot when
-    jitsim ships one (assumed available otherwise)."""
-    try:
-        from jitsim.passes.partially_decluster import find_kernel
-    except ImportError:  # pragma: no cover - registry snapshot not installed
-        return True
-    try:
-        return find_kernel(nd, "CPU") is not None
-    except Exception:  # pragma: no cover - unreadable snapshot
-        return True
-
-
-# -- constant evaluation with numpy ----------------------------------------------------------
-
-
-class _Unsupported(Exception):
-    pass
-
-
-class _EvalError(Exception):
-    pass
-
-
-def _np():
-    import numpy as np
-
-    return np
-
-
-_NP_DTYPES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8",
-              9: "int64", 10: "bool", 17: "uint16", 19: "float16", 22: "uint32", 23: "uint64",
-              8: "complex64", 18: "complex128"}
-_DTYPE_SIZES = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 9: 8, 10: 1, 17: 2, 19: 2, 22: 4, 23: 8,
-                8: 8, 18: 16, 14: 2}
-
-
-def _total_bytes(arr, dtype: int) -> int:
-    return int(arr.size) * _DTYPE_SIZES.get(dtype, 8)
-
-
-def tensor_proto_to_numpy(tp):
-    """A ``TensorProto`` as a numpy array (numeric and bool dtypes)."""
-    np = _np()
-    dt = tp.dtype
-    if dt not in _NP_DTYPES:
-        raise _Unsupported(f"constant of type {protos.dtype_name(dt)}")
-    npdt = np.dtype(_NP_DTYPES[dt]).newbyteorder("<")
-    shape = tuple(d.size for d in tp.tensor_shape.dim)
-    size = 1
-    for d in shape:
-        size *= d
-    if tp.tensor_content:
-        return np.frombuffer(tp.tensor_content, dtype=npdt).astype(npdt.newbyteorder("=")).reshape(shape)
-    if dt == 1:
-        vals = list(tp.float_val)
-    elif dt == 2:
-        vals = list(tp.double_val)
-    elif dt in (3, 4, 5, 6, 17):
-        vals = list(tp.int_val)
-    elif dt == 9:
-        vals = list(tp.int64_val)
-    elif dt == 10:
-        vals = list(tp.bool_val)
-    elif dt == 19:
-        vals = list(np.array(list(tp.half_val), dtype="uint16").view("float16"))
-    elif dt == 22:
-        vals = list(tp.uint32_val)
-    elif dt == 23:
-        vals = list(tp.uint64_val)
-    elif dt == 8:
-        s = list(tp.scomplex_val)
-        vals = [complex(s[i], s[i + 1]) for i in range(0, len(s), 2)]
-    elif dt == 18:
-        s = list(tp.dcomplex_val)
-        vals = [complex(s[i], s[i + 1]) for i in range(0, len(s), 2)]
-    else:  # pragma: no cover
-        raise _Unsupported(f"constant of type {protos.dtype_name(dt)}")
-    out = np.zeros(size, dtype=npdt.newbyteorder("="))
-    if vals:
-        n = min(len(vals), size)
-        out[:n] = vals[:n]
-        if n < size:
-            out[n:] = vals[-1]
-    return out.reshape(shape)
-
-
-def _to_tensor_proto(arr, dtype: int, tp) -> None:
-    """``SetAttrValue(const Tensor&)``: more than one element -> ``tensor_content``, else the
-    typed field (``Tensor::AsProtoField``)."""
-    np = _np()
-    tp.dtype = dtype
-    tp.tensor_shape.SetInParent()
-    for d in arr.shape:
-        tp.tensor_shape.dim.add(size=int(d))
-    npdt = np.dtype(_NP_DTYPES[dtype])
-    arr = np.ascontiguousarray(arr, dtype=npdt)
-    if arr.size > 1:
-        tp.tensor_content = arr.astype(npdt.newbyteorder("<")).tobytes()
-        return
-    for v in arr.reshape(-1):
-        if dtype == 1:
-            tp.float_val.append(float(v))
-        elif dtype == 2:
-            tp.double_val.append(float(v))
-        elif dtype in (3, 4, 5, 6, 17):
-            tp.int_val.append(int(v))
-        elif dtype == 9:
-            tp.int64_val.append(int(v))
-        elif dtype == 10:
-            tp.bool_val.append(bool(v))
-        elif dtype == 19:
-            tp.half_val.append(int(np.array(v, dtype="float16").view("uint16")))
-        elif dtype == 22:
-            tp.uint32_val.append(int(v))
-        elif dtype == 23:
-            tp.uint64_val.append(int(v))
-        elif dtype == 8:
-            tp.scomplex_val.extend([float(v.real), float(v.imag)])
-        elif dtype == 18:
-            tp.dcomplex_val.extend([float(v.real), float(v.imag)])
-
-
-def _axes(np, x, axis_arr):
-    axes = [int(a) for a in np.asarray(axis_arr).reshape(-1)]
-    out = []
-    for a in axes:
-        if not -x.ndim <= a < max(x.ndim, 1):
-            raise _EvalError("reduction axis out of range")
-        out.append(a % x.ndim if x.ndim else 0)
-    return tuple(sorted(set(out)))
-
-
-def _reduce(fn_name):
-    def run(np, ins, nd):
-        x, axis = ins
-        keep = nd.attr["keep_dims"].b if "keep_dims" in nd.attr else False
-        ax = _axes(np, x, axis)
-        if fn_name == "mean":
-            if np.issubdtype(x.dtype, np.integer):
-                count = 1
-                for a in ax:
-                    count *= x.shape[a]
-                s = np.sum(x, axis=ax, keepdims=keep, dtype=np.int64)
-                return [np.trunc(s / max(count, 1)).astype(x.dtype) if count else s.astype(x.dtype)]
-            return [np.mean(x, axis=ax, keepdims=keep, dtype=x.dtype)]
-        fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min,
-              "all": np.all, "any": np.any}[fn_name]
-        if fn_name in ("sum", "prod"):
-            return [fn(x, axis=ax, keepdims=keep, dtype=x.dtype)]
-        return [fn(x, axis=ax, keepdims=keep)]
-    return run
-
-
-def _binary(fn):
-    def run(np, ins, nd):
-        x, y = ins
-        try:
-            np.broadcast_shapes(x.shape, y.shape)
-        except ValueError as exc:
-            raise _EvalError(str(exc)) from None
-        with np.errstate(all="ignore"):
-            return [fn(np, x, y)]
-    return run
-
-
-def _unary(fn):
-    def run(np, ins, nd):
-        with np.errstate(all="ignore"):
-            return [fn(np, ins[0])]
-    return run
-
-
-def _int_div(np, x, y, floor):
-    if np.issubdtype(x.dtype, np.integer):
-        if np.any(y == 0):
-            raise _EvalError("integer division by zero")
-        if floor:
-            return np.floor_divide(x, y)
-        q = np.abs(x) // np.abs(y)
-        return np.where((x < 0) != (y < 0), -q, q)
-    return np.floor(x / y) if floor else x / y
-
-
-def _div_no_nan(np, x, y):
-    safe = np.where(y == 0, np.ones_like(y), y)
-    return np.where(y == 0, np.zeros_like(x / safe), x / safe)
-
-
-def _cast(np, ins, nd):
-    dst = nd.attr["DstT"].type
-    if dst not in _NP_DTYPES:
-        raise _Unsupported(f"Cast to {protos.dtype_name(dst)}")
-    x = ins[0]
-    if dst == 10:
-        return [x != 0]
-    with np.errstate(all="ignore"):
-        return [x.astype(_NP_DTYPES[dst])]
-
-
-def _reshape(np, ins, nd):
-    x, shape = ins
-    shape = [int(s) for s in shape.reshape(-1)]
-    try:
-        return [x.reshape(shape)]
-    except ValueError as exc:
-        raise _EvalError(str(exc)) from None
-
-
-def _expand_dims(np, ins, nd):
-    x, dim = ins
-    d = int(np.asarray(dim).reshape(-1)[0])
-    if not -x.ndim - 1 <= d <= x.ndim:
-        raise _EvalError("ExpandDims dim out of range")
-    if d < 0:
-        d += x.ndim + 1
-    return [np.expand_dims(x, d)]
-
-
-def _squeeze(np, ins, nd):
-    x = ins[0]
-    dims = list(nd.attr["squeeze_dims"].list.i) if "squeeze_dims" in nd.attr else []
-    if not dims:
-        return [np.squeeze(x)]
-    return [np.squeeze(x, axis=tuple(d % x.ndim for d in dims))]
-
-
-def _pack(np, ins, nd):
-    axis = nd.attr["axis"].i if "axis" in nd.attr else 0
-    if any(i.shape != ins[0].shape for i in ins):
-        raise _EvalError("Pack of different shapes")
-    r = ins[0].ndim + 1
-    if not -r <= axis < r:
-        raise _EvalError("Pack axis out of range")
-    return [np.stack(ins, axis=axis % r)]
-
-
-def _unpack(np, ins, nd):
-    axis = nd.attr["axis"].i if "axis" in nd.attr else 0
-    x = ins[0]
-    axis %= x.ndim
-    return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
-
-
-def _concat(np, ins, nd, axis_first=False):
-    if axis_first:
-        axis, vals = ins[0], ins[1:]
-    else:
-        axis, vals = ins[-1], ins[:-1]
-    a = int(np.asarray(axis).reshape(-1)[0])
-    r = vals[0].ndim
-    if not -r <= a < r:
-        raise _EvalError("Concat axis out of range")
-    try:
-        return [np.concatenate(vals, axis=a % r)]
-    except ValueError as exc:
-        raise _EvalError(str(exc)) from None
-
-
-def _slice(np, ins, nd):
-    x, begin, size = ins
-    idx = []
-    for d, (b, s) in enumerate(zip(begin.reshape(-1), size.reshape(-1))):
-        b, s = int(b), int(s)
-        if s == -1:
-            s = x.shape[d] - b
-        if b < 0 or s < 0 or b + s > x.shape[d]:
-            raise _EvalError("Slice out of range")
-        idx.append(slice(b, b + s))
-    return [x[tuple(idx)]]
-
-
-def _strided_slice(np, ins, nd):
-    x, begin, end, strides = ins
-    return [np.asarray(x[_strided_index(x.shape, begin, end, strides, nd)])]
-
-
-def _strided_slice_grad(np, ins, nd):
-    """StridedSliceGrad(shape, begin, end, strides, dy): zeros of ``shape`` with ``dy`` written
-    where StridedSlice with the same spec reads."""
-    shape, begin, end, strides, dy = ins
-    out = np.zeros([int(d) for d in shape.reshape(-1)], dtype=dy.dtype)
-    idx = _strided_index(out.shape, begin, end, strides, nd)
-    view = out[idx]
-    if view.size != dy.size:
-        raise _EvalError("StridedSliceGrad shape mismatch")
-    out[idx] = dy.reshape(view.shape)
-    return [out]
-
-
-def _strided_index(x_shape, begin, end, strides, nd):
-    """The numpy index of a StridedSlice spec (its masks from ``nd``) on an array of ``x_shape``."""
-    ndim = len(x_shape)
-    a = nd.attr
-    bm = a["begin_mask"].i if "begin_mask" in a else 0
-    em = a["end_mask"].i if "end_mask" in a else 0
-    elm = a["ellipsis_mask"].i if "ellipsis_mask" in a else 0
-    nam = a["new_axis_mask"].i if "new_axis_mask" in a else 0
-    sam = a["shrink_axis_mask"].i if "shrink_axis_mask" in a else 0
-    begin, end, strides = (list(int(v) for v in t.reshape(-1)) for t in (begin, end, strides))
-    n = len(begin)
-    specs = []
-    for i in range(n):
-        bit = 1 << i
-        if elm & bit:
-            specs.append(Ellipsis)
-        elif nam & bit:
-            specs.append(None)
-        elif sam & bit:
-            b = begin[i]
-            specs.append(("shrink", b))
-        else:
-            if strides[i] == 0:
-                raise _EvalError("StridedSlice stride 0")
-            specs.append(slice(None if bm & bit else begin[i], None if em & bit else end[i], strides[i]))
-    n_after_ellipsis = 0
-    if Ellipsis in specs:
-        k = specs.index(Ellipsis)
-        n_after_ellipsis = len([s for s in specs[k + 1:] if s is not None])
-    idx = []
-    dim = 0
-    for j, s in enumerate(specs):
-        if s is Ellipsis:
-            skip = ndim - dim - n_after_ellipsis
-            idx.append(Ellipsis)
-            dim += skip
-        elif s is None:
-            idx.append(None)
-        elif isinstance(s, tuple):
-            b = s[1]
-            size = x_shape[dim] if dim < ndim else 0
-            if b < 0:
-                b += size
-            if not 0 <= b < size:
-                raise _EvalError("StridedSlice index out of range")
-            idx.append(b)
-            dim += 1
-        else:
-            idx.append(s)
-            dim += 1
-    return tuple(idx)
-
-
-def _one_axis(x, axis, what: str) -> int:
-    """A scalar axis argument, made non-negative; out of range is an evaluation error."""
-    ax = int(axis.reshape(()))
-    if ax < 0:
-        ax += x.ndim
-    if not 0 <= ax < x.ndim:
-        raise _EvalError(f"{what}: axis out of range")
-    return ax
-
-
-def _cumulative(kind):
-    """Cumsum / Cumprod(x, axis) with the ``exclusive`` and ``reverse`` attributes."""
-
-    def run(np, ins, nd):
-        x, axis = ins
-        ax = _one_axis(x, axis, kind)
-        a = nd.attr
-        exclusive = bool(a["exclusive"].b) if "exclusive" in a else False
-        reverse = bool(a["reverse"].b) if "reverse" in a else False
-        y = np.flip(x, ax) if reverse else x
-        out = (np.cumsum if kind == "Cumsum" else np.cumprod)(y, axis=ax, dtype=x.dtype)
-        if exclusive:
-            first = np.take(out, [0], axis=ax)
-            first = np.zeros_like(first) if kind == "Cumsum" else np.ones_like(first)
-            out = np.concatenate([first, np.take(out, range(out.shape[ax] - 1), axis=ax)], axis=ax)
-        return [np.flip(out, ax) if reverse else out]
-
-    return run
-
-
-def _floor_mod(np, x, y):
-    if np.issubdtype(x.dtype, np.integer) and np.any(y == 0):
-        raise _EvalError("integer division by zero")
-    return np.mod(x, y)
-
-
-def _invert_permutation(np, ins, nd):
-    (p,) = ins
-    v = [int(i) for i in p.reshape(-1)]
-    if p.ndim != 1 or sorted(v) != list(range(len(v))):
-        raise _EvalError("InvertPermutation: not a permutation")
-    out = np.empty_like(p)
-    out[np.asarray(v, dtype=np.int64)] = np.arange(len(v), dtype=p.dtype)
-    return [out]
-
-
-def _list_diff(np, ins, nd):
-    """ListDiff(x, y) -> (out, idx): the values of x not in y, in x's order, and their positions."""
-    x, y = ins
-    if x.ndim != 1 or y.ndim != 1:
-        raise _EvalError("ListDiff needs vectors")
-    drop = set(y.tolist())
-    keep = [i for i, v in enumerate(x.tolist()) if v not in drop]
-    idx_t = nd.attr["out_idx"].type if "out_idx" in nd.attr else 3
-    return [np.asarray(x[keep], dtype=x.dtype), np.asarray(keep, dtype=_NP_DTYPES[idx_t])]
-
-
-def _arg_extreme(kind):
-    def run(np, ins, nd):
-        x, dim = ins
-        ax = _one_axis(x, dim, kind)
-        if x.shape[ax] == 0:
-            raise _EvalError(f"{kind}: empty dimension")
-        out_t = nd.attr["output_type"].type if "output_type" in nd.attr else 9
-        f = np.argmax if kind == "ArgMax" else np.argmin
-        return [np.asarray(f(x, axis=ax), dtype=_NP_DTYPES[out_t])]
-    return run
-
-
-def _mat_mul(np, ins, nd):
-    a, b = ins
-    if a.ndim != 2 or b.ndim != 2:
-        raise _EvalError("MatMul needs matrices")
-    if "transpose_a" in nd.attr and nd.attr["transpose_a"].b:
-        a = a.T
-    if "transpose_b" in nd.attr and nd.attr["transpose_b"].b:
-        b = b.T
-    if a.shape[1] != b.shape[0]:
-        raise _EvalError("MatMul shape mismatch")
-    return [np.asarray(a @ b, dtype=a.dtype)]
-
-
-def _broadcast_gradient_args(np, ins, nd):
-    """BroadcastGradientArgs(s0, s1) -> (r0, r1): the axes along which each operand's gradient
-    must be summed after broadcasting the two shapes together."""
-    s0, s1 = ([int(v) for v in t.reshape(-1)] for t in ins)
-    dt = ins[0].dtype
-    if s0 == s1:  # no broadcasting at all: nothing to reduce (even size-1 axes)
-        return [np.zeros(0, dtype=dt), np.zeros(0, dtype=dt)]
-    n = max(len(s0), len(s1))
-    a = [1] * (n - len(s0)) + s0
-    b = [1] * (n - len(s1)) + s1
-    r0, r1 = [], []
-    for i in range(n):
-        if a[i] == b[i]:
-            if a[i] == 1:
-                r0.append(i)
-                r1.append(i)
-        elif a[i] == 1:
-            r0.append(i)
-        elif b[i] == 1:
-            r1.append(i)
-        else:
-            raise _EvalError("BroadcastGradientArgs: incompatible shapes")
-    return [np.asarray(r0, dtype=dt), np.asarray(r1, dtype=dt)]
-
-
-def _unsorted_segment_sum(np, ins, nd):
-    data, ids, num = ins
-    k = int(num.reshape(()))
-    out = np.zeros((k,) + data.shape[ids.ndim:], dtype=data.dtype)
-    flat_ids = ids.reshape(-1)
-    flat = data.reshape((flat_ids.size,) + data.shape[ids.ndim:])
-    for i, seg in enumerate(flat_ids.tolist()):
-        if seg < 0:
-            continue
-        if seg >= k:
-            raise _EvalError("UnsortedSegmentSum: segment id out of range")
-        out[seg] += flat[i]
-    return [out]
-
-
-def _dynamic_stitch(np, ins, nd):
-    n = len(ins) // 2
-    indices, data = ins[:n], ins[n:]
-    size = 1 + max((int(i.max()) for i in indices if i.size), default=-1)
-    inner = None
-    for i, d in zip(indices, data):
-        inner = d.shape[i.ndim:]
-        break
-    out = np.zeros((size,) + tuple(inner or ()), dtype=data[0].dtype)
-    for i, d in zip(indices, data):
-        flat_i = i.reshape(-1)
-        flat_d = d.reshape((flat_i.size,) + tuple(inner or ()))
-        for k, j in enumerate(flat_i.tolist()):
-            out[j] = flat_d[k]
-    return [out]
-
-
-def _add_n(np, ins, nd):
-    """AddN: the elementwise sum of its inputs (all of one shape and type)."""
-    out = ins[0]
-    for x in ins[1:]:
-        if x.shape != out.shape:
-            raise _EvalError("AddN shape mismatch")
-        out = out + x
-    return [np.asarray(out, dtype=ins[0].dtype)]
-
-
-def _tile(np, ins, nd):
-    x, mult = ins
-    return [np.tile(x, [int(m) for m in mult.reshape(-1)])]
-
-
-def _fill(np, ins, nd):
-    dims, value = ins
-    return [np.full([int(d) for d in dims.reshape(-1)], value, dtype=value.dtype)]
-
-
-def _range(np, ins, nd):
-    start, limit, delta = (v.reshape(()) for v in ins)
-    if delta == 0:
-        raise _EvalError("Range delta 0")
-    out_t = nd.attr["Tidx"].type if "Tidx" in nd.attr else 3
-    return [np.arange(start, limit, delta).astype(_NP_DTYPES[out_t])]
-
-
-def _shape_of(kind):
-    def run(np, ins, nd):
-        x = ins[0]
-        out_t = nd.attr["out_type"].type if "out_type" in nd.attr else 3
-        dt = _NP_DTYPES[out_t]
-        if kind == "shape":
-            return [np.array(x.shape, dtype=dt)]
-        if kind == "size":
-            return [np.array(x.size, dtype=dt)]
-        return [np.array(x.ndim, dtype="int32")]
-    return run
-
-
-def _transpose(np, ins, nd):
-    x, perm = ins
-    return [np.transpose(x, [int(p) for p in perm.reshape(-1)])]
-
-
-def _broadcast_to(np, ins, nd):
-    x, shape = ins
-    try:
-        return [np.broadcast_to(x, [int(s) for s in shape.reshape(-1)]).copy()]
-    except ValueError as exc:
-        raise _EvalError(str(exc)) from None
-
-
-def _select(np, ins, nd):
-    c, t, e = ins
-    if nd.op == "Select" and c.ndim == 1 and t.ndim > 1:
-        c = c.reshape((-1,) + (1,) * (t.ndim - 1))
-    return [np.where(c, t, e)]
-
-
-def _gather(np, ins, nd):
-    params, indices = ins[0], ins[1]
-    axis = int(np.asarray(ins[2]).reshape(-1)[0]) if len(ins) > 2 else 0
-    if "batch_dims" in nd.attr and nd.attr["batch_dims"].i:
-        raise _Unsupported("GatherV2 with batch_dims")
-    axis %= params.ndim
-    if np.any(indices < 0) or np.any(indices >= params.shape[axis]):
-        raise _EvalError("Gather index out of range")
-    return [np.take(params, indices, axis=axis)]
-
-
-def _identity_n(np, ins, nd):
-    return list(ins)
-
-
-_OPS: dict[str, Callable] = {
-    "Identity": lambda np, ins, nd: [ins[0]],
-    "Snapshot": lambda np, ins, nd: [ins[0]],
-    "StopGradient": lambda np, ins, nd: [ins[0]],
-    "PreventGradient": lambda np, ins, nd: [ins[0]],
-    "IdentityN": _identity_n,
-    "Cast": _cast,
-    "Neg": _unary(lambda np, x: np.negative(x)),
-    "Abs": _unary(lambda np, x: np.abs(x)),
-    "Square": _unary(lambda np, x: x * x),
-    "Sign": _unary(lambda np, x: np.sign(x)),
-    "Floor": _unary(lambda np, x: np.floor(x)),
-    "Ceil": _unary(lambda np, x: np.ceil(x)),
-    "Round": _unary(lambda np, x: np.round(x) if np.issubdtype(x.dtype, np.floating) else x),
-    "Sqrt": _unary(lambda np, x: np.sqrt(x)),
-    "Reciprocal": _unary(lambda np, x: np.reciprocal(x)),
-    "Inv": _unary(lambda np, x: np.reciprocal(x)),
-    "LogicalNot": _unary(lambda np, x: np.logical_not(x)),
-    "ZerosLike": _unary(lambda np, x: np.zeros_like(x)),
-    "OnesLike": _unary(lambda np, x: np.ones_like(x)),
-    "Add": _binary(lambda np, x, y: x + y),
-    "AddV2": _binary(lambda np, x, y: x + y),
-    "Sub": _binary(lambda np, x, y: x - y),
-    "Mul": _binary(lambda np, x, y: x * y),
-    "RealDiv": _binary(lambda np, x, y: x / y),
-    "Div": _binary(lambda np, x, y: _int_div(np, x, y, floor=False)),
-    "TruncateDiv": _binary(lambda np, x, y: _int_div(np, x, y, floor=False)),
-    "FloorDiv": _binary(lambda np, x, y: _int_div(np, x, y, floor=True)),
-    "DivNoNan": _binary(_div_no_nan),
-    "MulNoNan": _binary(lambda np, x, y: np.where(y == 0, np.zeros_like(x * y), x * y)),
-    "Maximum": _binary(lambda np, x, y: np.maximum(x, y)),
-    "Minimum": _binary(lambda np, x, y: np.minimum(x, y)),
-    "SquaredDifference": _binary(lambda np, x, y: (x - y) * (x - y)),
-    "Equal": _binary(lambda np, x, y: x == y),
-    "NotEqual": _binary(lambda np, x, y: x != y),
-    "Less": _binary(lambda np, x, y: x < y),
-    "LessEqual": _binary(lambda np, x, y: x <= y),
-    "Greater": _binary(lambda np, x, y: x > y),
-    "GreaterEqual": _binary(lambda np, x, y: x >= y),
-    "LogicalAnd": _binary(lambda np, x, y: np.logical_and(x, y)),
-    "LogicalOr": _binary(lambda np, x, y: np.logical_or(x, y)),
-    "Sum": _reduce("sum"),
-    "Prod": _reduce("prod"),
-    "Max": _reduce("max"),
-    "Min": _reduce("min"),
-    "Mean": _reduce("mean"),
-    "All": _reduce("all"),
-    "Any": _reduce("any"),
-    "Reshape": _reshape,
-    "ExpandDims": _expand_dims,
-    "Squeeze": _squeeze,
-    "Pack": _pack,
-    "Unpack": _unpack,
-    "ConcatV2": _concat,
-    "Concat": lambda np, ins, nd: _concat(np, ins, nd, axis_first=True),
-    "Slice": _slice,
-    "StridedSlice": _strided_slice,
-    "StridedSliceGrad": _strided_slice_grad,
-    "Tile": _tile,
-    "AddN": _add_n,
-    "FloorMod": _binary(_floor_mod),
-    "InvertPermutation": _invert_permutation,
-    "ListDiff": _list_diff,
-    "TanhGrad": _binary(lambda np, y, dy: dy * (np.ones_like(y) - y * y)),
-    "SigmoidGrad": _binary(lambda np, y, dy: dy * (y * (np.ones_like(y) - y))),
-    "SqrtGrad": _binary(lambda np, y, dy: dy * np.asarray(0.5, dtype=y.dtype) / y),
-    "ReluGrad": _binary(lambda np, g, f: np.where(f > 0, g, np.zeros_like(g))),
-    "ArgMax": _arg_extreme("ArgMax"),
-    "ArgMin": _arg_extreme("ArgMin"),
-    "MatMul": _mat_mul,
-    "BroadcastGradientArgs": _broadcast_gradient_args,
-    "UnsortedSegmentSum": _unsorted_segment_sum,
-    "DynamicStitch": _dynamic_stitch,
-    "Cumsum": _cumulative("Cumsum"),
-    "Cumprod": _cumulative("Cumprod"),
-    "Fill": _fill,
-    "Range": _range,
-    "Shape": _shape_of("shape"),
-    "Size": _shape_of("size"),
-    "Rank": _shape_of("rank"),
-    "Transpose": _transpose,
-    "BroadcastTo": _broadcast_to,
-    "Select": _select,
-    "SelectV2": _select,
-    "GatherV2": _gather,
-    "Gather": _gather,
-}
-
-
-def _f64(fn):
-    """A float kernel evaluated in float64 (the evaluator casts the result to the node's dtype):
-    TF's Eigen kernels approximate these functions, so a folded value can differ from TF's in
-    the last bit or two (docs/fidelity.md, known limits)."""
-    return _unary(lambda np, x: fn(np, x.astype(np.float64) if np.issubdtype(x.dtype, np.floating) else x))
-
-
-# Elementwise float math TF's constant folding evaluates too (found by fuzzing with Grappler
-# off, where constant-only chains reach the encapsulated cluster unfolded).
-_OPS.update({
-    "Sin": _f64(lambda np, x: np.sin(x)),
-    "Cos": _f64(lambda np, x: np.cos(x)),
-    "Tan": _f64(lambda np, x: np.tan(x)),
-    "Asin": _f64(lambda np, x: np.arcsin(x)),
-    "Acos": _f64(lambda np, x: np.arccos(x)),
-    "Atan": _f64(lambda np, x: np.arctan(x)),
-    "Sinh": _f64(lambda np, x: np.sinh(x)),
-    "Cosh": _f64(lambda np, x: np.cosh(x)),
-    "Tanh": _f64(lambda np, x: np.tanh(x)),
-    "Asinh": _f64(lambda np, x: np.arcsinh(x)),
-    "Exp": _f64(lambda np, x: np.exp(x)),
-    "Expm1": _f64(lambda np, x: np.expm1(x)),
-    "Log": _f64(lambda np, x: np.log(x)),
-    "Log1p": _f64(lambda np, x: np.log1p(x)),
-    "Rsqrt": _f64(lambda np, x: 1.0 / np.sqrt(x)),
-    "Sigmoid": _f64(lambda np, x: 1.0 / (1.0 + np.exp(-x))),
-    "Softplus": _f64(lambda np, x: np.logaddexp(0.0, x)),
-    "Softsign": _f64(lambda np, x: x / (1.0 + np.abs(x))),
-    "Relu": _unary(lambda np, x: np.maximum(x, np.zeros_like(x))),
-    "Relu6": _unary(lambda np, x: np.minimum(np.maximum(x, np.zeros_like(x)), np.full_like(x, 6))),
-    "IsNan": _unary(lambda np, x: np.isnan(x)),
-    "IsInf": _unary(lambda np, x: np.isinf(x)),
-    "IsFinite": _unary(lambda np, x: np.isfinite(x)),
-})
-FOLDABLE_OPS = frozenset(_OPS)
-
-
-class _Evaluator:
-    """Evaluates constant-foldable tensors (what TF's GraphRunner does on the CPU)."""
-
-    def __init__(self, g: TfGraph, types: _Types):
-        self.g = g
-        self.types = types
-        self.memo: dict[int, list] = {}
-
-    def value(self, nid: int, slot: int):
-        self._ensure(nid)
-        n = self.g.nodes[nid]
-        outs = self.memo[nid]
-        if slot >= len(outs):
-            raise _EvalError(f"{n.name} has no output {slot}")
-        return outs[slot], self.types.output_type(n.nodedef, slot)
-
-    def _ensure(self, nid: int) -> None:
-        nodes = self.g.nodes
-        stack = [(nid, False)]
-        while stack:
-            cur, ready = stack.pop()
-            if cur in self.memo:
-                continue
-            if ready:
-                self.memo[cur] = self._compute(nodes[cur])
-                continue
-            stack.append((cur, True))
-            for e in nodes[cur].in_edges.values():
-                if not e.is_control and e.src not in self.memo:
-                    stack.append((e.src, False))
-
-    def _compute(self, n: TfNode) -> list:
-        np = _np()
-        if n.op in CONSTANT_OPS:
-            return [tensor_proto_to_numpy(n.attr["value"].tensor)]
-        fn = _OPS.get(n.op)
-        if fn is None:
-            raise _Unsupported(f"no numpy kernel for {n.op} ('{n.name}')")
-        types = self.types.outputs(n.nodedef)
-        for t in types:
-            if t not in _NP_DTYPES:
-                raise _Unsupported(f"{n.op} ('{n.name}') produces {protos.dtype_name(t)}")
-        ins = [None] * len(self.types.inputs(n.nodedef))
-        for e in n.in_edges.values():
-            if not e.is_control:
-                ins[e.dst_input] = self.memo[e.src][e.src_output]
-        try:
-            outs = fn(np, ins, n.nodedef)
-            return [np.asarray(o).astype(_NP_DTYPES[t]) for o, t in zip(outs, types)]
-        except (_Unsupported, _EvalError):
-            raise
-        except Exception as exc:  # a case the numpy kernel does not cover
-            raise _Unsupported(f"numpy evaluation of {n.op} ('{n.name}') failed: {exc}") from None
-
-
 # -- _XlaHasReferenceVars ---------------------------------------------------------------------
 
 
@@ -1447,7 +224,7 @@ class _RefVars:
     """``GetNodesRelatedToRefVariables``: nodes forward- or backward-connected to a node with a
     ref-typed output or a callee (to depth 10) that has one; unknown callees count as yes."""
 
-    def __init__(self, library, types: _Types, bodies: dict[str, TfGraph] | None = None):
+    def __init__(self, library, types: NodeTypes, bodies: dict[str, TfGraph] | None = None):
         self.library = library
         self.types = types
         self.fns = types.fns
@@ -1486,8 +263,6 @@ class _RefVars:
             key = (name, forward, depth)
             if key not in self._callee_cache:
                 self._callee_cache[key] = False
-                from jitsim.graph.functions import function_to_graphdef
-                from jitsim.graph.model import Graph
 
                 try:
                     body = self.bodies.get(name) or TfGraph.from_graph(
@@ -1520,7 +295,7 @@ class _RefVars:
                 if hit:
                     result.add(n.id)
                     continue
-                if forward and any(_is_ref(t) for t in types.outputs(n.nodedef)):
+                if forward and any(is_ref_type(t) for t in types.outputs(n.nodedef)):
                     result.add(n.id)
                     continue
                 if n.id not in cache:
@@ -1534,13 +309,13 @@ class _RefVars:
 def nodes_related_to_ref_variables(g: TfGraph) -> set[int]:
     """Ids of the nodes of ``g`` TF's ``GetNodesRelatedToRefVariables`` returns (the ones that
     get ``_XlaHasReferenceVars=true``)."""
-    return _RefVars(g.library, _Types(g.library)).related(g)
+    return _RefVars(g.library, NodeTypes(g.library)).related(g)
 
 
 # -- const-argument evidence -------------------------------------------------------------------
 
 
-def _const_reason(sg: TfGraph, arg: TfNode, must: bytearray, analysis, types: _Types) -> str:
+def _const_reason(sg: TfGraph, arg: TfNode, must: bytearray, analysis, types: NodeTypes) -> str:
     """A consumer chain showing why ``arg`` must be a compile-time constant."""
     from jitsim.passes.const_analysis import _traversable
 
@@ -1587,7 +362,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
 
     library = protos.FunctionDefLibrary()
     library.CopyFrom(g.library)
-    types = _Types(library)
+    types = NodeTypes(library)
 
     # -- SplitIntoSubgraphs
     cluster_of: list[str] = [""] * g.num_node_ids
@@ -1610,7 +385,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
             sub.device = n.device
         nd = _copy_nodedef(n.nodedef)
         del nd.attr[CLUSTER_ATTR]
-        images[n.id] = _add_node(sub.graph, nd)
+        images[n.id] = add_node(sub.graph, nd)
         sub.members.append(n.name)
 
     src_arg_pairs: list[tuple[int, TfNode]] = []
@@ -1631,7 +406,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
             else:
                 src = nodes[e.src]
                 dtype = types.output_type(src.nodedef, e.src_output)
-                if _is_ref(dtype):
+                if is_ref_type(dtype):
                     raise GraphError("Ref Tensors (e.g., Variables) are not supported as results: "
                                      f"tensor {src.name}:{e.src_output}")
                 key = (e.src, e.src_output)
@@ -1641,8 +416,8 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
                     rd = protos.NodeDef(name=f"{src.name}_{e.src_output}_retval", op="_Retval")
                     rd.attr["T"].type = dtype
                     rd.attr["index"].i = index
-                    _merge_debug_info(src.nodedef, rd)
-                    ret = _add_node(sub.graph, rd)
+                    merge_debug_info(src.nodedef, rd)
+                    ret = add_node(sub.graph, rd)
                     sub.graph.add_edge(images[e.src].id, e.src_output, ret.id, 0)
                     sub.result_nodes.append(ret)
                     sub.result_sources.append((src.name, e.src_output))
@@ -1650,7 +425,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
             sub = subgraphs[dst_c]
             src, dst = nodes[e.src], nodes[e.dst]
             dtype = types.input_type(dst.nodedef, e.dst_input)
-            if _is_ref(dtype):
+            if is_ref_type(dtype):
                 raise GraphError("Ref Tensors (e.g., Variables) are not supported as args: "
                                  f"tensor {src.name}:{e.src_output}")
             key = (e.src, e.src_output)
@@ -1661,8 +436,8 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
                 ad.attr["T"].type = dtype
                 ad.attr["index"].i = index
                 if src.nodedef is not None:
-                    _merge_debug_info(src.nodedef, ad)
-                arg = _add_node(sub.graph, ad)
+                    merge_debug_info(src.nodedef, ad)
+                arg = add_node(sub.graph, ad)
                 src_arg_pairs.append((e.src, arg))
                 sub.args.append(arg)
                 sub.arg_sources.append((src.name, e.src_output))
@@ -1671,7 +446,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
 
     _mark_guaranteed_constants(g, src_arg_pairs)
     for sub in subgraphs.values():
-        _fixup_source_and_sink(sub.graph)
+        fixup_source_and_sink(sub.graph)
 
     # -- the order TF iterates its clusters in (see the module docstring)
     order = []
@@ -1697,10 +472,10 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
     for n in g.op_nodes():
         if cluster_of[n.id]:
             continue
-        image_out[n.id] = _add_node(out, _copy_nodedef(n.nodedef)).id
+        image_out[n.id] = add_node(out, _copy_nodedef(n.nodedef)).id
     call_ids: dict[str, int] = {}
     for name in order:
-        call_ids[name] = _add_node(out, subgraphs[name].call_nodedef).id
+        call_ids[name] = add_node(out, subgraphs[name].call_nodedef).id
     added: set[tuple[int, int, int, int]] = set()
     for e in g.edges():
         src_c, dst_c = cluster_of[e.src], cluster_of[e.dst]
@@ -1725,7 +500,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
 
     # -- _XlaHasReferenceVars on every node (after TF's encapsulate_subgraphs_after dump)
     # (the library now has the cluster functions; their bodies are the optimized subgraphs)
-    related = _RefVars(library, _Types(library), {name: sub.graph for name, sub in subgraphs.items()}).related(out)
+    related = _RefVars(library, NodeTypes(library), {name: sub.graph for name, sub in subgraphs.items()}).related(out)
     patches = []
     for n in out.op_nodes():
         old = None
@@ -1775,14 +550,14 @@ def _mark_guaranteed_constants(g: TfGraph, src_arg_pairs: list[tuple[int, TfNode
             arg.attr[GUARANTEED_CONSTANT_ATTR].b = True
 
 
-def _build_function(sub: _Subgraph, types: _Types, flags, analysis):
+def _build_function(sub: _Subgraph, types: NodeTypes, flags, analysis):
     sg = sub.graph
     call = protos.NodeDef(name=sub.name, op=sub.name, device=sub.device)
     decision = ClusterDecision(name=sub.name, device=sub.device, members=list(sub.members))
     sub.decision = decision
 
     # the rewrite callback: optimize, const analysis, permutation
-    _Optimizer(sg, types, flags, decision.optimizer, decision.warnings).run()
+    FunctionOptimizer(sg, types, flags, decision.optimizer, decision.warnings).run()
     num_args = len(sub.args)
     const_args = [False] * num_args
     must = analysis.run(sg, const_args)
@@ -1826,7 +601,7 @@ def _build_function(sub: _Subgraph, types: _Types, flags, analysis):
     decision.num_constant_args = num_consts
     decision.num_resource_args = num_resources
 
-    fdef, names = _graph_to_function_def(sg, sub.name, sub.control_output_names, types)
+    fdef, names = graph_to_function_def(sg, sub.name, sub.control_output_names, types)
 
     # evidence
     arg_names = {n.attr["index"].i: names.get(n.name, n.name) for n in sg.op_nodes() if n.op == "_Arg"}
@@ -1851,102 +626,3 @@ def _build_function(sub: _Subgraph, types: _Types, flags, analysis):
                                                source=f"{src}:{slot}", dtype=ret.attr["T"].type))
     decision.control_outputs = sorted(fdef.control_ret.keys())
     return fdef
-
-
-def _graph_to_function_def(sg: TfGraph, fname: str, control_names: set[str], types: _Types):
-    """``GraphToFunctionDef(graph, name, control_ret)``; also returns arg/ret node -> signature name."""
-    fdef = protos.FunctionDef()
-    inputs: dict[int, TfNode] = {}
-    outputs: dict[int, TfNode] = {}
-    body: list[TfNode] = []
-    control_outputs: list[TfNode] = []
-    for n in sg.op_nodes():
-        if n.op == "_Arg" or n.op == "_Retval":
-            table = inputs if n.op == "_Arg" else outputs
-            index = n.attr["index"].i
-            if index in table:
-                raise GraphError(f"function {fname}: multiple {n.op} nodes with index {index}")
-            table[index] = n
-            continue
-        if n.name in control_names:
-            control_outputs.append(n)
-        body.append(n)
-    for table, what in ((inputs, "_Arg"), (outputs, "_Retval")):
-        for i in range(len(table)):
-            if i not in table:
-                raise GraphError(f"function {fname}: missing {what} node at index {i}")
-
-    mapping = _NameMapping()
-    renaming: dict[tuple[int, int], str] = {}
-    sig_names: dict[str, str] = {}
-    sig = fdef.signature
-    for i in range(len(outputs)):
-        n = outputs[i]
-        arg = sig.output_arg.add()
-        arg.type = n.attr["T"].type
-        arg.name = mapping.output_name(n.name)
-        sig_names[n.name] = arg.name
-    for i in range(len(inputs)):
-        n = inputs[i]
-        arg = sig.input_arg.add()
-        arg.type = n.attr["T"].type
-        arg.name = mapping.input_name(n.name)
-        sig_names[n.name] = arg.name
-        arg_attrs = [(k, v) for k, v in sorted(n.attr.items()) if k.startswith("_")]
-        if arg_attrs:
-            entry = fdef.arg_attr[i]
-            for k, v in arg_attrs:
-                entry.attr[k].CopyFrom(v)
-        renaming[(n.id, 0)] = arg.name
-    for n in body:
-        uname = mapping.uniquify(n.name)
-        for out_name, start, end in _output_ranges(n.nodedef, types):
-            for k in range(start, end):
-                renaming.setdefault((n.id, k), f"{uname}:{out_name}:{k - start}")
-    nodes = sg.nodes
-    for n in body:
-        nd = fdef.node_def.add()
-        nd.CopyFrom(n.nodedef)
-        _merge_debug_info(n.nodedef, nd)
-        del nd.input[:]
-        nd.name = mapping.lookup(n.name)
-        data: dict[int, str] = {}
-        ctrl = []
-        for e in n.in_edges.values():
-            if e.src == SOURCE_ID:
-                continue
-            if e.is_control:
-                ctrl.append(nodes[e.src].name)
-            else:
-                ref = renaming.get((e.src, e.src_output))
-                if ref is None:
-                    raise GraphError(f"input {e.dst_input} of node '{n.name}' in function "
-                                     f"'{fname}' is not available")
-                data[e.dst_input] = ref
-        n_inputs = len(types.inputs(n.nodedef)) if n.nodedef.op not in types.fns else len(data)
-        for i in range(max(n_inputs, len(data))):
-            if i not in data:
-                raise GraphError(f"node '{n.name}' in function '{fname}' is missing input {i}")
-            nd.input.append(data[i])
-        for c in sorted(ctrl):
-            looked = mapping.lookup(c)
-            if not looked:
-                raise GraphError(f"the source of control edge {c} -> {n.name} is not in the "
-                                 f"body of function '{fname}'")
-            nd.input.append("^" + looked)
-    for r in range(len(outputs)):
-        ret = outputs[r]
-        e_in = next((e for e in ret.in_edges.values() if not e.is_control and e.dst_input == 0), None)
-        if e_in is None:
-            raise GraphError(f"function {fname}: _Retval {ret.name} has no input")
-        value = renaming.get((e_in.src, e_in.src_output))
-        if value is None:
-            raise GraphError(f"function {fname}: return value of {ret.name} is not available")
-        fdef.ret[sig.output_arg[r].name] = value
-    sig.name = fname
-    control_set = set()
-    for n in control_outputs:
-        control_set.add(n.name)
-        fdef.control_ret[n.name] = mapping.lookup(n.name)
-    sig.control_output.extend(sorted(control_set))
-    return fdef, sig_names

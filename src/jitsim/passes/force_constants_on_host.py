@@ -8,38 +8,20 @@ the arguments that must be constants into the node's ``list(int)`` attr
 ``_input_hostmem`` (replacing any previous value, written even when empty). The executor
 then keeps those inputs in host memory. The pass does not look at the jit level, and it
 runs before the other two post-mark passes (spec section 10).
-
-This module also holds :class:`PassResult`, the record the three post-mark passes return.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from jitsim.errors import GraphError
 from jitsim.graph import protos
 from jitsim.passes.const_analysis import ConstAnalysis
-from jitsim.passes.mark_for_compilation import NodeDecision
+from jitsim.passes.records import PassResult
 from jitsim.passes.tfgraph import TfGraph
 from jitsim.registry.custom_ops import with_custom_op_signatures
 
 MUST_COMPILE_ATTR = "_XlaMustCompile"
 INPUT_HOSTMEM_ATTR = "_input_hostmem"
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
-
-
-@dataclass
-class PassResult:
-    """What one post-mark pass did: whether the graph changed, and per node name why."""
-
-    changed: bool = False
-    decisions: dict[str, NodeDecision] = field(default_factory=dict)
-
-    def decide(self, name: str, code: str, detail: str = "", **evidence) -> None:
-        self.decisions[name] = NodeDecision(code, detail, evidence)
-
-    def to_dict(self) -> dict:
-        return {"changed": self.changed, "decisions": {k: v.to_dict() for k, v in self.decisions.items()}}
 
 
 def must_compile(nodedef) -> bool:

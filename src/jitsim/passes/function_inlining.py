@@ -34,10 +34,10 @@ in the library.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from jitsim.graph import protos
-from jitsim.graph.model import CONTROL, Graph, parse_input
+from jitsim.graph.model import CONTROL, parse_input
 from jitsim.passes.graphedit import DT_FLOAT, EditGraph, ref
 
 CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
@@ -51,20 +51,6 @@ class InlineRecord:
     inlined: bool
     reason: str = ""
     body_nodes: int = 0
-
-
-@dataclass
-class InlineResult:
-    graph: Graph
-    records: list[InlineRecord] = field(default_factory=list)
-
-    @property
-    def inlined(self) -> list[InlineRecord]:
-        return [r for r in self.records if r.inlined]
-
-    @property
-    def skipped(self) -> list[InlineRecord]:
-        return [r for r in self.records if not r.inlined]
 
 
 def called_function(nd, library_names) -> str | None:
@@ -232,13 +218,3 @@ def _type_list_attr(ts):
     av = protos.AttrValue()
     av.list.type.extend(ts)
     return av
-
-
-def inline_function_calls(graph: Graph) -> InlineResult:
-    """Inline every function call of ``graph``, recursively, in TF's node-id order (without
-    lowering If/While/Case: see :func:`jitsim.passes.lower_functional_ops.lower_functional_ops`,
-    which does both in one walk as TF does)."""
-    from jitsim.passes.lower_functional_ops import lower_functional_ops
-
-    res = lower_functional_ops(graph, lower_control_flow=False)
-    return InlineResult(res.graph, res.inline_records)

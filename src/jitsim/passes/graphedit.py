@@ -15,7 +15,7 @@ graph, shared by every rewrite (that is why TF's lowered and inlined nodes are n
 from __future__ import annotations
 
 from jitsim.graph import protos
-from jitsim.graph.model import CONTROL, Graph, format_input, parse_input
+from jitsim.graph.model import CONTROL, Graph, format_input, parse_input, set_attr_value
 
 
 class EditGraph:
@@ -113,8 +113,6 @@ class EditGraph:
     def add(self, name: str, op: str, inputs=(), *, device: str = "", attrs=None, after=None):
         """Add a node last (TF's next id). ``attrs`` maps names to ``AttrValue`` protos or
         Python values."""
-        from jitsim.graph.model import set_attr_value
-
         nd = protos.NodeDef(name=name, op=op, device=device)
         nd.input.extend(inputs)
         for k, v in (attrs or {}).items():

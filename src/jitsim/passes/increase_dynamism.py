@@ -32,8 +32,9 @@ from jitsim.errors import GraphError
 from jitsim.graph import protos
 from jitsim.passes import optypes
 from jitsim.passes.devices import parse_device_name
-from jitsim.passes.force_constants_on_host import PassResult
+from jitsim.passes.records import PassResult
 from jitsim.passes.tfgraph import CONSTANT_OPS, TfGraph, TfNode
+from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
 
 CLUSTER_ATTR = "_XlaCluster"
@@ -100,8 +101,6 @@ def device_name_to_cpu_device_name(name: str) -> str:
 
 def add_default_attrs(nodedef) -> None:
     """Give ``nodedef`` every OpDef attr default it does not set (as ``NodeBuilder`` does)."""
-    from jitsim.registry import op_def
-
     od = op_def(nodedef.op)
     if od is None:
         return

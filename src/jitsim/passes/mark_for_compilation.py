@@ -16,17 +16,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jitsim.errors import GraphError, JitsimError
 from jitsim.passes import optypes
 from jitsim.passes.compilability import CompilabilityChecker, OperationFilter
 from jitsim.passes.const_analysis import ConstAnalysis
 from jitsim.passes.devices import Registration, device_type, pick_device_for_xla, registrations, should_compile
 from jitsim.passes.flags import OFF, DEFAULT, XlaFlags, allow_where_op, ops_allowlist
 from jitsim.passes.graphcycles import GraphCycles, UnionFind
+from jitsim.passes.records import MergeRefusal, NodeDecision
 from jitsim.passes.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
 from jitsim.passes.tfgraph import (
     CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID,
     SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info,
 )
+from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
 
 TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
@@ -67,37 +70,6 @@ def global_jit_level(flags: XlaFlags, session: SessionConfig, g: TfGraph) -> int
         return general
     gpus = {n.device for n in g.op_nodes() if n.device and device_type(n.device) == "GPU"}
     return single_gpu if len(gpus) == 1 else general
-
-
-# -- records ----------------------------------------------------------------------------------
-
-
-@dataclass
-class NodeDecision:
-    code: str
-    detail: str = ""
-    evidence: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {"code": self.code, "detail": self.detail, "evidence": self.evidence}
-
-
-@dataclass
-class MergeRefusal:
-    """A contraction TF attempted and refused: ``from_nodes`` -> ``to_nodes`` (representatives)."""
-
-    phase: int
-    from_node: str
-    to_node: str
-    from_size: int
-    to_size: int
-    code: str
-    detail: str = ""
-    evidence: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {"phase": self.phase, "from": self.from_node, "to": self.to_node, "from_size": self.from_size,
-                "to_size": self.to_size, "code": self.code, "detail": self.detail, "evidence": self.evidence}
 
 
 class Cluster:
@@ -217,7 +189,6 @@ class MarkForCompilation:
         f = self.fns.get(n.op)
         if f is not None:
             return f.signature.is_stateful
-        from jitsim.registry import op_def
 
         od = op_def(n.op)
         return bool(od and od.is_stateful)
@@ -347,8 +318,6 @@ class MarkForCompilation:
             if src.op in NEXT_ITERATION_OPS:
                 continue
             if not cycles.insert_edge(e.src, e.dst):
-                from jitsim.errors import GraphError
-
                 raise GraphError(f"cycle without control flow through {src.name} -> {dst.name}")
         return cycles
 
@@ -528,8 +497,6 @@ class MarkForCompilation:
         self.for_each_edge_in_post_order(2, lambda a, b: self.try_contract(2, a, b))
         n_refusals = len(self.result.refusals)
         if self.for_each_edge_in_post_order(3, lambda a, b: self.try_contract(3, a, b)):
-            from jitsim.errors import JitsimError
-
             raise JitsimError("internal: edge contraction did not reach a fixed point (TF would fail here too)")
         # the idempotence sweep repeats phase 2's refusals; keep only the real phases
         del self.result.refusals[n_refusals:]

@@ -75,3 +75,49 @@ def output_types(nodedef, library_fns=None) -> list[int] | None:
 
 def is_ref_type(t: int) -> bool:
     return t > REF_OFFSET
+
+
+class NodeTypes:
+    """Cached input/output dtypes (``*_REF`` = base + 100), statefulness and op defs of the nodes
+    of graphs whose functions come from ``library`` (EncapsulateSubgraphs and its optimizer)."""
+
+    def __init__(self, library):
+        self.fns = {f.signature.name: f for f in library.function}
+        # id(NodeDef) -> (NodeDef, types); the NodeDef is kept so that its id stays unique
+        self._in: dict[int, tuple] = {}
+        self._out: dict[int, tuple] = {}
+
+    def inputs(self, nd) -> list[int]:
+        key = id(nd)
+        if key not in self._in:
+            self._in[key] = (nd, input_types(nd, self.fns) or [])
+        return self._in[key][1]
+
+    def outputs(self, nd) -> list[int]:
+        if nd.op == "_Arg":
+            return [nd.attr["T"].type]
+        key = id(nd)
+        if key not in self._out:
+            self._out[key] = (nd, output_types(nd, self.fns) or [])
+        return self._out[key][1]
+
+    def output_type(self, nd, slot: int) -> int:
+        outs = self.outputs(nd)
+        return outs[slot] if 0 <= slot < len(outs) else 0
+
+    def input_type(self, nd, slot: int) -> int:
+        ins = self.inputs(nd)
+        return ins[slot] if 0 <= slot < len(ins) else 0
+
+    def signature(self, op: str):
+        if op in self.fns:
+            return self.fns[op].signature
+        return op_def(op)
+
+    def is_stateful(self, op: str) -> bool:
+        sig = self.signature(op)
+        return bool(sig is not None and sig.is_stateful)
+
+    def is_commutative(self, op: str) -> bool:
+        od = op_def(op)
+        return bool(od is not None and od.is_commutative)

@@ -11,7 +11,7 @@ A. *Device-to-host copies.* Visiting nodes consumers-first (post order of a name
    inputs, same device) that takes over the out-of-cluster data consumers; the original
    is removed if nothing is left reading it. Memory types are TF's
    ``MemoryTypesForNode``, computed from TF's CPU/GPU kernel registrations
-   (:func:`find_kernel`). It matters mostly on GPU (int32 shape math lives in host
+   (:func:`~jitsim.passes.devices.find_kernel`). It matters mostly on GPU (int32 shape math lives in host
    memory there), but it also fires on CPU: a few CPU kernels keep int32 results in host
    memory (``BroadcastArgs``, ``BroadcastGradientArgs``, ``LinSpace``...) and a
    ``jit_compile`` call reads its constant arguments there (``_input_hostmem``).
@@ -28,192 +28,27 @@ Only ``_XlaCluster`` is removed; ``_XlaAlreadyClustered`` stays. Clusters may fa
 ``tf_xla_min_cluster_size``; they are still compiled.
 
 TF's kernel registry for CPU and GPU (plus ``DEFAULT`` kernels, TF's fallback for any
-device) ships as ``registry/data/tf-2.21-kernels-cpu-gpu.binpb``; regenerate it with
-``python -m jitsim.passes.partially_decluster --regen`` (needs TensorFlow).
+device) is read by :mod:`jitsim.passes.devices`.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from jitsim.errors import GraphError, JitsimError
 from jitsim.passes import optypes
 from jitsim.passes.const_analysis import ConstAnalysis
-from jitsim.passes.devices import ALWAYS, parse_device_name, registrations
-from jitsim.passes.force_constants_on_host import PassResult
+from jitsim.passes.devices import ALWAYS, find_kernel, parse_device_name, registrations
 from jitsim.passes.increase_dynamism import CLUSTER_ATTR, cluster_of
+from jitsim.passes.records import PassResult
 from jitsim.passes.tfgraph import (
     CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order,
 )
-from jitsim.registry import library_kernels_for
+from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
 
-KERNELS_DATA = "kernels-cpu-gpu.binpb"
-KERNEL_DEVICE_TYPES = ("CPU", "GPU", "DEFAULT")
 HOST_MEMORY, DEVICE_MEMORY = "HOST_MEMORY", "DEVICE_MEMORY"
 DT_STRING_REF = optypes.DT_STRING + optypes.REF_OFFSET
 # Ops MemoryTypesForNode treats as function calls (no kernel def consulted).
 _FUNCTION_CALL_OPS = frozenset({"SymbolicGradient", "PartitionedCall", "StatefulPartitionedCall", "While"})
-
-
-# -- TF's CPU/GPU kernel registry ---------------------------------------------------------------
-
-
-@lru_cache(maxsize=None)
-def tf_kernels(tf_version: str | None = None) -> dict[tuple[str, str], list]:
-    """``(op, device type) -> [KernelDef]`` for TF's regular CPU, GPU and DEFAULT kernels."""
-    from jitsim.graph import protos
-    from jitsim.registry import DEFAULT_TF_VERSION, data_file
-
-    path = data_file(KERNELS_DATA, tf_version or DEFAULT_TF_VERSION)
-    kl = protos.KernelList()
-    kl.ParseFromString(path.read_bytes())
-    out: dict[tuple[str, str], list] = {}
-    for k in kl.kernel:
-        out.setdefault((k.op, k.device_type), []).append(k)
-    return out
-
-
-def _attr_value(nodedef, name: str):
-    """The node's attr ``name``, or its OpDef default; None if neither exists."""
-    if name in nodedef.attr:
-        return nodedef.attr[name]
-    from jitsim.registry import op_def
-
-    od = op_def(nodedef.op)
-    if od is not None:
-        for a in od.attr:
-            if a.name == name and a.HasField("default_value"):
-                return a.default_value
-    return None
-
-
-def _matches(k, nodedef, label: str) -> bool | None:
-    """TF's ``KernelAttrsMatch`` (None: TF reports an error, e.g. the kernel constrains an
-    attr the node lacks or has with another kind of value)."""
-    if k.label != label:
-        return False
-    for c in k.constraint:
-        allowed = c.allowed_values.list
-        kinds = [kind for kind, vals in (("type", allowed.type), ("s", allowed.s), ("i", allowed.i),
-                                         ("b", allowed.b)) if len(vals)]
-        if len(kinds) != 1:
-            return None
-        av = _attr_value(nodedef, c.name)
-        if av is None:
-            return None
-        have = av.WhichOneof("value")
-        kind = kinds[0]
-        if kind == "type":
-            if have == "type":
-                types = (av.type,)
-            elif have == "list":
-                types = tuple(av.list.type)
-            else:
-                return None
-            if any(t not in allowed.type for t in types):
-                return False
-        else:
-            if have != kind:
-                return None
-            if getattr(av, kind) not in getattr(allowed, kind):
-                return False
-    return True
-
-
-def find_kernel(nodedef, device_type: str):
-    """TF's ``FindKernelDef`` on a regular device type: the matching kernel of that type with
-    the highest priority (two at the same priority: an error, None), else the single matching
-    ``DEFAULT`` kernel; None when there is none."""
-    kernels = tf_kernels()
-    label = nodedef.attr["_kernel"].s.decode() if "_kernel" in nodedef.attr else ""
-    best = None
-    tie = False
-    for k in kernels.get((nodedef.op, device_type), ()) or library_kernels_for(nodedef.op, device_type):
-        m = _matches(k, nodedef, label)
-        if m is None:
-            return None
-        if not m:
-            continue
-        if best is None or k.priority > best.priority:
-            best, tie = k, False
-        elif k.priority == best.priority:
-            tie = True
-    if best is not None:
-        return None if tie else best
-    found = []
-    for k in kernels.get((nodedef.op, "DEFAULT"), ()) or library_kernels_for(nodedef.op, "DEFAULT"):
-        m = _matches(k, nodedef, label)
-        if m is None:
-            return None
-        if m:
-            found.append(k)
-    return found[0] if len(found) == 1 else None
-
-
-def regenerate_kernel_snapshot() -> tuple[str, int, int]:
-    """Write ``registry/data/tf-<ver>-kernels-cpu-gpu.binpb`` from the installed TensorFlow.
-
-    Keeps CPU, GPU and DEFAULT KernelDefs (op, device type, constraints, host-memory args,
-    label, priority). To keep the file small, kernels that differ only in the allowed types
-    of one constraint, with disjoint type sets, are merged into one kernel allowing the
-    union: a lossless rewrite for kernel lookup (the same nodes match, with the same
-    host-memory args; overlapping registrations, which TF reports as ambiguous, are kept
-    apart). Returns ``(version, kernels read, kernels written)``.
-    """
-    import tensorflow as tf
-    from tensorflow.python.framework import kernels as tf_kernel_lib
-
-    from jitsim.graph import protos
-    from jitsim.registry import data_file
-
-    version = ".".join(tf.__version__.split(".")[:2])
-    found = []
-    for tk in tf_kernel_lib.get_all_registered_kernels().kernel:
-        if tk.device_type in KERNEL_DEVICE_TYPES:  # into jitsim's own message classes
-            k = protos.KernelList().kernel.add()
-            k.ParseFromString(tk.SerializeToString())
-            found.append(k)
-
-    def key(k):
-        return (k.op, k.device_type, k.label, k.priority, tuple(k.host_memory_arg),
-                tuple(c.name for c in k.constraint))
-
-    def _copy(av):
-        out = type(av)()
-        out.CopyFrom(av)
-        return out
-
-    def pure_types(av) -> bool:
-        lst = av.list
-        return len(lst.type) > 0 and not (len(lst.s) or len(lst.i) or len(lst.b))
-
-    groups: dict[tuple, list[list]] = {}
-    for k in sorted(found, key=lambda k: (key(k), k.SerializeToString(deterministic=True))):
-        entries = groups.setdefault(key(k), [])
-        vals = [c.allowed_values for c in k.constraint]
-        for e in entries:
-            diff = [i for i in range(len(vals))
-                    if vals[i].SerializeToString(deterministic=True) != e[i].SerializeToString(deterministic=True)]
-            if len(diff) != 1:
-                continue
-            i = diff[0]
-            if pure_types(vals[i]) and pure_types(e[i]) and not set(vals[i].list.type) & set(e[i].list.type):
-                merged = sorted(set(vals[i].list.type) | set(e[i].list.type))
-                e[i] = type(e[i])()
-                e[i].list.type.extend(merged)
-                break
-        else:
-            entries.append([_copy(v) for v in vals])
-    out = protos.KernelList()
-    for (op, dev, label, prio, hostmem, cnames), entries in sorted(groups.items()):
-        for e in entries:
-            k = out.kernel.add(op=op, device_type=dev, label=label, priority=prio)
-            k.host_memory_arg.extend(hostmem)
-            for name, allowed in zip(cnames, e):
-                k.constraint.add(name=name).allowed_values.CopyFrom(allowed)
-    data_file(KERNELS_DATA, version).write_bytes(out.SerializeToString(deterministic=True))
-    return version, len(found), len(out.kernel)
 
 
 # -- memory types (core/framework/memory_types.cc) ------------------------------------------------
@@ -222,7 +57,6 @@ def regenerate_kernel_snapshot() -> tuple[str, int, int]:
 def _signature(nodedef, fns):
     if fns and nodedef.op in fns:
         return fns[nodedef.op].signature, None
-    from jitsim.registry import op_def
 
     od = op_def(nodedef.op)
     return od, od
@@ -277,8 +111,6 @@ class MemoryTypes:
         op = nodedef.op
         names = self._key_attrs.get(op)
         if names is None:
-            from jitsim.registry import op_def
-
             od = None if op in self.fns else op_def(op)
             names = tuple(a.name for a in od.attr if a.type in _KEY_ATTR_KINDS) if od is not None else ()
             names = self._key_attrs[op] = names + _SPECIAL_ATTRS
@@ -602,18 +434,3 @@ def partially_decluster(g: TfGraph, flags=None, *, cpu_global_jit_at_startup: bo
     result.changed = changed
     return result
 
-
-def main(argv=None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--regen", action="store_true", help="regenerate the kernel snapshot (needs TensorFlow)")
-    args = ap.parse_args(argv)
-    if args.regen:
-        version, read, written = regenerate_kernel_snapshot()
-        print(f"TF {version}: {read} CPU/GPU/DEFAULT kernels -> {written} entries in tf-{version}-{KERNELS_DATA}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jitsim.errors import JitsimError
 from jitsim.graph.model import Graph
 from jitsim.passes.clone_constants import clone_constants_for_better_clustering, uncloned
 from jitsim.passes.cluster_scoping import cluster_scoping
@@ -29,7 +30,7 @@ from jitsim.passes.mark_for_compilation import (
 )
 from jitsim.passes.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_dump, tfgraph_from_dump
 from jitsim.registry import using_op_libraries
-from jitsim.registry.custom_ops import infer_op_library
+from jitsim.registry.custom_ops import harvest_op_library, infer_op_library
 
 BEFORE_CLONE = "before_clone_constants_for_better_clustering"
 BEFORE_MARK = "before_mark_for_compilation"
@@ -229,7 +230,6 @@ def cluster_dump_dir(
     """Simulate every graph of a TF dump directory in order, as one TF process would:
     one fuel counter and one cluster-name counter across all graphs."""
     from jitsim.graph.io import load_dump_dir
-    from jitsim.registry.custom_ops import harvest_op_library
 
     lib = harvest_op_library(path)  # ops of libraries the run loaded (tensorflow_text...)
     libraries = (lib,) if lib is not None else ()
@@ -281,8 +281,6 @@ def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops",
     (force-xla-constants-on-host, increase-dynamism, partially-decluster), encapsulate
     (encapsulate-subgraphs) and build-xla-ops."""
     if until not in STAGES:
-        from jitsim.errors import JitsimError
-
         raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
     cr = cluster_graph(graph, flags, **cluster_kwargs)
     res = PipelineResult(cr, cr.graph, until)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from jitsim.graph.model import Graph
-from jitsim.passes.devices import parse_device_name
+from jitsim.passes.devices import find_kernel, parse_device_name
 
 LOCAL = "/job:localhost/replica:0/task:0/device:"
 DEVICES = {"cpu": LOCAL + "CPU:0", "gpu": LOCAL + "GPU:0"}
@@ -41,8 +41,6 @@ def _complete(name: str) -> str | None:
 
 def place(graph: Graph, device: str = "cpu") -> PlacementResult:
     """Give every node without a device one (see the module docstring); edits ``graph`` in place."""
-    from jitsim.passes.partially_decluster import find_kernel
-
     target = DEVICES.get(device.lower(), device)
     want_gpu = "GPU" in target.upper()
     res = PlacementResult(graph)

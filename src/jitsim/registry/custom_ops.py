@@ -39,7 +39,7 @@ from jitsim.graph import protos
 from jitsim.graph.functions import body_references
 from jitsim.graph.model import CONTROL, parse_input
 from jitsim.passes import optypes
-from jitsim.registry import OpLibrary, op_def, using_op_libraries
+from jitsim.registry import OP_LIBRARY_FILE, OpLibrary, op_def, op_defs, using_op_libraries
 
 EXPORT_SCHEMA = "jitsim.op-library/1"
 DT_INVALID = 0
@@ -234,7 +234,6 @@ def read_op_library(path: Path | str) -> OpLibrary:
     from google.protobuf import text_format
 
     from jitsim.graph.io import parse_message, read_bytes
-    from jitsim.registry import op_defs
 
     path = Path(path)
     data = read_bytes(path)
@@ -266,7 +265,5 @@ def read_op_library(path: Path | str) -> OpLibrary:
 def harvest_op_library(root: Path | str) -> OpLibrary | None:
     """The op library a harvest or capture recorded (``op_defs.pb``: the ops of the TF run
     that TF core does not register, e.g. tensorflow_text's), or None."""
-    from jitsim.registry import OP_LIBRARY_FILE
-
     f = Path(root) / OP_LIBRARY_FILE
     return read_op_library(f) if f.is_file() else None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from jitsim.registry import DATA, XLA_DEVICE_TYPES, data_file
+from jitsim.passes.devices import KERNEL_DEVICE_TYPES, KERNELS_DATA
+from jitsim.registry import DATA, XLA_DEVICE_TYPES, data_file, op_defs
 
 
 def regenerate_op_defs() -> tuple[str, int]:
@@ -175,7 +176,6 @@ def export_op_library(modules=(), libraries=(), *, all_ops: bool = False) -> dic
 
     from jitsim.errors import JitsimError
     from jitsim.graph import protos
-    from jitsim.registry import op_defs
 
     for m in modules:
         try:
@@ -219,6 +219,70 @@ def export_op_library(modules=(), libraries=(), *, all_ops: bool = False) -> dic
     }
 
 
+def regenerate_kernel_snapshot() -> tuple[str, int, int]:
+    """Write ``registry/data/tf-<ver>-kernels-cpu-gpu.binpb`` from the installed TensorFlow.
+
+    Keeps CPU, GPU and DEFAULT KernelDefs (op, device type, constraints, host-memory args,
+    label, priority). To keep the file small, kernels that differ only in the allowed types
+    of one constraint, with disjoint type sets, are merged into one kernel allowing the
+    union: a lossless rewrite for kernel lookup (the same nodes match, with the same
+    host-memory args; overlapping registrations, which TF reports as ambiguous, are kept
+    apart). Returns ``(version, kernels read, kernels written)``.
+    """
+    import tensorflow as tf
+    from tensorflow.python.framework import kernels as tf_kernel_lib
+
+    from jitsim.graph import protos
+
+    version = ".".join(tf.__version__.split(".")[:2])
+    found = []
+    for tk in tf_kernel_lib.get_all_registered_kernels().kernel:
+        if tk.device_type in KERNEL_DEVICE_TYPES:  # into jitsim's own message classes
+            k = protos.KernelList().kernel.add()
+            k.ParseFromString(tk.SerializeToString())
+            found.append(k)
+
+    def key(k):
+        return (k.op, k.device_type, k.label, k.priority, tuple(k.host_memory_arg),
+                tuple(c.name for c in k.constraint))
+
+    def _copy(av):
+        out = type(av)()
+        out.CopyFrom(av)
+        return out
+
+    def pure_types(av) -> bool:
+        lst = av.list
+        return len(lst.type) > 0 and not (len(lst.s) or len(lst.i) or len(lst.b))
+
+    groups: dict[tuple, list[list]] = {}
+    for k in sorted(found, key=lambda k: (key(k), k.SerializeToString(deterministic=True))):
+        entries = groups.setdefault(key(k), [])
+        vals = [c.allowed_values for c in k.constraint]
+        for e in entries:
+            diff = [i for i in range(len(vals))
+                    if vals[i].SerializeToString(deterministic=True) != e[i].SerializeToString(deterministic=True)]
+            if len(diff) != 1:
+                continue
+            i = diff[0]
+            if pure_types(vals[i]) and pure_types(e[i]) and not set(vals[i].list.type) & set(e[i].list.type):
+                merged = sorted(set(vals[i].list.type) | set(e[i].list.type))
+                e[i] = type(e[i])()
+                e[i].list.type.extend(merged)
+                break
+        else:
+            entries.append([_copy(v) for v in vals])
+    out = protos.KernelList()
+    for (op, dev, label, prio, hostmem, cnames), entries in sorted(groups.items()):
+        for e in entries:
+            k = out.kernel.add(op=op, device_type=dev, label=label, priority=prio)
+            k.host_memory_arg.extend(hostmem)
+            for name, allowed in zip(cnames, e):
+                k.constraint.add(name=name).allowed_values.CopyFrom(allowed)
+    data_file(KERNELS_DATA, version).write_bytes(out.SerializeToString(deterministic=True))
+    return version, len(found), len(out.kernel)
+
+
 def main() -> int:
     version, n = regenerate_op_defs()
     print(f"TensorFlow {version}: {n} op definitions -> {data_file('ops.binpb', version)}")
@@ -227,6 +291,8 @@ def main() -> int:
     version, n_const, n_meta = regenerate_const_inputs()
     print(f"TensorFlow {version}: {n_const} ops with compile-time-constant inputs, {n_meta} metadata ops "
           f"-> {data_file('const-inputs.json', version)}")
+    version, read, written = regenerate_kernel_snapshot()
+    print(f"TF {version}: {read} CPU/GPU/DEFAULT kernels -> {written} entries in tf-{version}-{KERNELS_DATA}")
     return 0
 
 

@@ -9,7 +9,7 @@ inside a cond branch stays in the branch). It also materializes ``Shape``/``Size
 tensors whose shape is fully known. Results over 10 MB are not folded (``kMaxConstantSize``).
 
 jitsim evaluates with the numpy kernels of encapsulation's constant folding
-(:mod:`jitsim.passes.encapsulate`, checked against ``tf.raw_ops``); shapes are known from a
+(:mod:`jitsim.passes.folding.kernels`, checked against ``tf.raw_ops``); shapes are known from a
 producer's ``_output_shapes`` attribute, a ``Placeholder``'s ``shape`` or a ``Const``'s value, and in
 a GraphDef that records no shapes what :mod:`jitsim.passes.shape_inference` infers (TF folds
 with the shapes ``GraphProperties`` infers).
@@ -27,6 +27,8 @@ Not simulated: partial folding of ``AddN``/``Concat``, moving constants through 
 from __future__ import annotations
 
 from jitsim.graph.model import Graph, parse_input
+from jitsim.passes.folding.kernels import GRAPPLER_KERNELS, KERNELS
+from jitsim.passes.folding.tensors import NP_DTYPES, numpy, tensor_proto_to_numpy, to_tensor_proto
 from jitsim.passes.grappler import RewriteRecord, preserved
 from jitsim.passes.graphedit import EditGraph, topological_order
 from jitsim.passes.shape_inference import ShapeView
@@ -38,26 +40,12 @@ NEVER_FOLD = frozenset({"Const", "HostConst", "Placeholder", "PlaceholderWithDef
                         "LoopCond", "RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
 
 
-def _einsum(np, ins, nd):
-    return [np.einsum(nd.attr["equation"].s.decode(), *ins)]
-
-
-def _pow(np, ins, nd):
-    return [np.power(ins[0], ins[1])]
-
-
-# kernels beyond encapsulation's table that TF's folding meets in Keras/KerasHub models
-# (rotary position embeddings: Einsum of constant positions and frequencies, then Cos/Sin)
-EXTRA_OPS = {"Einsum": _einsum, "Pow": _pow}
-
-
 def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
     """Fold constant subgraphs and static shape queries (module docstring); edits ``eg``.
     ``shapes``: what is statically known (default: recorded shapes, Const and Placeholder shapes)."""
-    from jitsim.passes.encapsulate import _NP_DTYPES, _OPS, _np, _to_tensor_proto, tensor_proto_to_numpy
     from jitsim.passes.optypes import output_types
 
-    np = _np()
+    np = numpy()
     shapes = shapes if shapes is not None else ShapeView(literals=True)
     shapes.literals = True
     rec = simplify_neutral_operands(eg, keep)
@@ -74,7 +62,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
         if not data or any(src not in eg for src, _ in data):
             continue
         outs_t = output_types(nd, None)
-        if not outs_t or len(outs_t) != 1 or outs_t[0] not in _NP_DTYPES:
+        if not outs_t or len(outs_t) != 1 or outs_t[0] not in NP_DTYPES:
             continue
         value = None
         if nd.op in SHAPE_OPS:
@@ -87,7 +75,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
         else:
             if not all(eg[src].op in ("Const", "HostConst") for src, _ in data):
                 continue
-            fn = _OPS.get(nd.op) or EXTRA_OPS.get(nd.op)
+            fn = KERNELS.get(nd.op) or GRAPPLER_KERNELS.get(nd.op)
             if fn is None:
                 continue
             try:
@@ -99,7 +87,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
             for src, _ in data:
                 ctrl.extend(r for r in eg[src].input if r.startswith("^"))
         try:
-            arr = np.asarray(value).astype(_NP_DTYPES[outs_t[0]])
+            arr = np.asarray(value).astype(NP_DTYPES[outs_t[0]])
         except Exception:
             continue
         if arr.nbytes > MAX_CONSTANT_BYTES:
@@ -110,7 +98,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
             if k != "_class":
                 del nd.attr[k]
         nd.attr["dtype"].type = outs_t[0]
-        _to_tensor_proto(arr, outs_t[0], nd.attr["value"].tensor)
+        to_tensor_proto(arr, outs_t[0], nd.attr["value"].tensor)
         nd.device = device
         eg.set_inputs(name, ctrl)
         rec.add(name, kind)
@@ -138,8 +126,6 @@ NEUTRAL = {  # op -> (neutral value, operand positions the constant may take)
 
 def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     """``x op c`` with ``c`` a scalar neutral constant becomes ``Identity(x)`` (``^c`` kept)."""
-    from jitsim.passes.encapsulate import tensor_proto_to_numpy
-
     rec = RewriteRecord("constant_folding")
     keep_set = preserved(eg, keep)
     for name in topological_order(eg):
