@@ -22,7 +22,8 @@ Rules (each a test below):
    belongs at the top of the module.
 
 Not counted: names a package resolves on attribute access through ``importlib`` (PEP 562
-``__getattr__`` in ``jitsim/__init__.py`` and ``jitsim/graph/__init__.py``): importing a
+``__getattr__`` in ``jitsim/__init__.py``, ``jitsim/graph/__init__.py`` and
+``jitsim/testing/program/__init__.py``): importing a
 submodule never runs them, and the modules they name import nothing back through them.
 """
 
