@@ -201,7 +201,7 @@ class Corpus:
         return path
 
 
-def _filter_log(text: str) -> str:
+def filter_log(text: str) -> str:
     out = []
     for line in text.splitlines():
         if not _LOG_KEEP.search(line):
@@ -215,7 +215,7 @@ def _filter_log(text: str) -> str:
 def pack_run(harvest_dir: Path, run: Run, archive: Path) -> dict:
     """Reduce a harvest directory to the kept stages and write a deterministic .tar.xz."""
     src_dumps = harvest_dir / "dumps"
-    log = _filter_log((harvest_dir / "log.txt").read_text(errors="replace"))
+    log = filter_log((harvest_dir / "log.txt").read_text(errors="replace"))
     keep = sorted(
         p.name for p in src_dumps.iterdir()
         if (st := parse_stage(p.name)) is not None and st[0] in KEEP_STAGES

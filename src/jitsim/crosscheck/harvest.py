@@ -449,7 +449,7 @@ def harvest(
         log_text = log_path.read_text(errors="replace")
         if proc.returncode != 0:
             raise HarvestError(
-                f"TensorFlow run failed (exit {proc.returncode}): {_last_error_line(log_text)}", target
+                f"TensorFlow run failed (exit {proc.returncode}): {last_error_line(log_text)}", target
             )
         if require_dumps and not any(dumps.iterdir()):
             raise HarvestError("TensorFlow ran but wrote no graph dumps: no function or session graph reached its "
@@ -519,7 +519,7 @@ def _tf_version(log_text: str) -> str | None:
     return None
 
 
-def _last_error_line(log_text: str) -> str:
+def last_error_line(log_text: str) -> str:
     lines = [l.strip() for l in log_text.splitlines() if l.strip() and not l.startswith(_VERSION_MARK)]
     for l in reversed(lines):
         if l.startswith("JITSIM_ERROR: "):

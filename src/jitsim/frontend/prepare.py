@@ -93,7 +93,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     from jitsim.passes.grappler.dependency_optimizer import optimize_dependencies
     from jitsim.passes.grappler.model_pruner import prune_unreachable, remove_trivial_ops
     from jitsim.passes.grappler.remapper import remap
-    from jitsim.passes.lower_functional_ops import _run as lower_and_inline
+    from jitsim.passes.lower_functional_ops import lower_and_inline
     from jitsim.passes.placement import place
     from jitsim.passes.shape_inference import ShapeView, records_shapes
 

@@ -28,7 +28,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jitsim.errors import GraphError, HarvestError, JitsimError
+from jitsim.errors import HarvestError, JitsimError
 
 TF_MODES = ("auto", "always", "never")
 KIND_WORDS = {

@@ -21,7 +21,7 @@ from jitsim.passes.tfgraph import (
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 
 
-def _traversable(op: str) -> bool:
+def traversable(op: str) -> bool:
     return op in IDENTITY_OPS or op == "IdentityN" or op in WHILE_OPS
 
 
@@ -119,7 +119,7 @@ class ConstAnalysis:
         ok = edge_filter or (lambda e: True)
 
         def mark_through(e: TfEdge) -> None:
-            while ok(e) and _traversable(nodes[e.src].op):
+            while ok(e) and traversable(nodes[e.src].op):
                 nxt = g.input_edge(e.src, e.src_output)
                 if nxt is None:
                     return

@@ -317,7 +317,7 @@ def nodes_related_to_ref_variables(g: TfGraph) -> set[int]:
 
 def _const_reason(sg: TfGraph, arg: TfNode, must: bytearray, analysis, types: NodeTypes) -> str:
     """A consumer chain showing why ``arg`` must be a compile-time constant."""
-    from jitsim.passes.const_analysis import _traversable
+    from jitsim.passes.const_analysis import traversable
 
     nodes = sg.nodes
     seen = {arg.id}
@@ -338,7 +338,7 @@ def _const_reason(sg: TfGraph, arg: TfNode, must: bytearray, analysis, types: No
                 via = f"via {' -> '.join(path)}: " if path else ""
                 return (f"{via}input {e.dst_input} ({_input_arg_name(c.nodedef, e.dst_input, types)}) "
                         f"of {c.op} '{c.name}' must be a compile-time constant")
-            if (must[c.id] or _traversable(c.op)) and c.id not in seen:
+            if (must[c.id] or traversable(c.op)) and c.id not in seen:
                 seen.add(c.id)
                 queue.append((c.id, path + [f"{c.op} '{c.name}'"]))
     return "needed as a compile-time constant by the cluster (BackwardsConstAnalysis)"

@@ -63,19 +63,19 @@ def called_function(nd, library_names) -> str | None:
     return None
 
 
-def _bool_attr(nd, key: str) -> bool:
+def bool_attr(nd, key: str) -> bool:
     return key in nd.attr and nd.attr[key].WhichOneof("value") == "b" and nd.attr[key].b
 
 
-def _str_attr(nd, key: str) -> str:
+def str_attr(nd, key: str) -> str:
     return nd.attr[key].s.decode() if key in nd.attr and nd.attr[key].WhichOneof("value") == "s" else ""
 
 
 def not_inlined_reason(nd, fdef) -> str | None:
     """Why TF leaves this call alone, or None when it inlines it."""
-    if _str_attr(nd, "_tpu_replicate"):
+    if str_attr(nd, "_tpu_replicate"):
         return "marked for TPU compilation (_tpu_replicate)"
-    if _str_attr(nd, "_xla_compile_id"):
+    if str_attr(nd, "_xla_compile_id"):
         return "marked for XLA compilation (_xla_compile_id)"
     if fdef is None:
         return "calls a function that is not in the library"
@@ -136,7 +136,7 @@ def inline_call(eg: EditGraph, caller: str, *, fetchable: bool = False, fns=None
         name = eg.new_name(f"Func/{caller}/input")
         t = a.attr["T"].type if "T" in a.attr else (in_types[i] if i < len(in_types) else DT_FLOAT)
         eg.add(name, "Identity", [data_in[i]] + ([f"^{input_control}"] if input_control else []),
-               attrs={"T": _type_attr(t)})
+               attrs={"T": type_attr(t)})
         arg_map[a.name] = name
         input_nodes.append(name)
 
@@ -175,7 +175,7 @@ def inline_call(eg: EditGraph, caller: str, *, fetchable: bool = False, fns=None
         name = eg.new_name(f"Func/{caller}/output")
         t = r.attr["T"].type if "T" in r.attr else (out_types[i] if i < len(out_types) else DT_FLOAT)
         eg.add(name, "Identity", [_prefixed(prefix, data, body_names, arg_map)]
-               + [_prefixed(prefix, c, body_names, arg_map) for c in ctrl], attrs={"T": _type_attr(t)})
+               + [_prefixed(prefix, c, body_names, arg_map) for c in ctrl], attrs={"T": type_attr(t)})
         outputs.append(name)
 
     # LowerFunctionalOps always keeps the caller (targetable or fetchable), so the
@@ -193,7 +193,7 @@ def inline_call(eg: EditGraph, caller: str, *, fetchable: bool = False, fns=None
     eg.remove(caller)
     if fetchable and outputs:
         eg.add(caller, "IdentityN", [ref(o) for o in outputs] + [f"^{output_control}"], device=device,
-               attrs={"T": _type_list_attr([eg[o].attr["T"].type for o in outputs])})
+               attrs={"T": type_list_attr([eg[o].attr["T"].type for o in outputs])})
     else:
         eg.add(caller, "NoOp", [f"^{output_control}"], device=device)
     return InlineRecord(caller, fname, True, "", len(body_nodes))
@@ -208,13 +208,13 @@ def _ordered(inputs: list[str]) -> list[str]:
     return data + ctrl
 
 
-def _type_attr(t: int):
+def type_attr(t: int):
     av = protos.AttrValue()
     av.type = t
     return av
 
 
-def _type_list_attr(ts):
+def type_list_attr(ts):
     av = protos.AttrValue()
     av.list.type.extend(ts)
     return av

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from jitsim.graph import protos
 from jitsim.graph.model import CONTROL, Graph, parse_input
 from jitsim.passes.function_inlining import (
-    LOWER_AS_MULTI_DEVICE, InlineRecord, _bool_attr, _str_attr, _type_attr, _type_list_attr, called_function,
+    LOWER_AS_MULTI_DEVICE, InlineRecord, bool_attr, str_attr, type_attr, type_list_attr, called_function,
     inline_call, is_function_graph,
 )
 from jitsim.passes.graphedit import DT_BOOL, DT_FLOAT, DT_INT32, DT_RESOURCE, EditGraph, ref
@@ -115,7 +115,7 @@ def _finish(eg: EditGraph, name: str, outputs: list[str], control_src: str, devi
     eg.remove(name)
     if fetchable and outputs:
         eg.add(name, "IdentityN", [ref(o) for o in outputs] + [f"^{control_src}"], device=device,
-               attrs={"T": _type_list_attr(types)})
+               attrs={"T": type_list_attr(types)})
     else:
         eg.add(name, "NoOp", [f"^{control_src}"], device=device)
 
@@ -131,11 +131,11 @@ def lower_if(eg: EditGraph, name: str, *, fetchable: bool) -> int:
     then_name = eg.new_name(f"{name}/then")
     else_name = eg.new_name(f"{name}/else")
     switch_pred = eg.new_name(f"{name}/switch_pred")
-    eg.add(switch_pred, "Switch", [pred, pred] + ctrl, device=dev, attrs={"T": _type_attr(DT_BOOL)})
+    eg.add(switch_pred, "Switch", [pred, pred] + ctrl, device=dev, attrs={"T": type_attr(DT_BOOL)})
     pivot_f = eg.new_name(f"{name}/pivot_f")
-    eg.add(pivot_f, "Identity", [switch_pred], device=dev, attrs={"T": _type_attr(DT_BOOL)})
+    eg.add(pivot_f, "Identity", [switch_pred], device=dev, attrs={"T": type_attr(DT_BOOL)})
     pivot_t = eg.new_name(f"{name}/pivot_t")
-    eg.add(pivot_t, "Identity", [ref(switch_pred, 1)], device=dev, attrs={"T": _type_attr(DT_BOOL)})
+    eg.add(pivot_t, "Identity", [ref(switch_pred, 1)], device=dev, attrs={"T": type_attr(DT_BOOL)})
     tin = list(nd.attr["Tin"].list.type) if "Tin" in nd.attr else []
     then_in, else_in = [], []
     for i, r in enumerate(data[1:]):
@@ -143,7 +143,7 @@ def lower_if(eg: EditGraph, name: str, *, fetchable: bool) -> int:
         sw = eg.new_name(f"{name}/{src}")
         src_dev = eg[src].device if src in eg else ""
         eg.add(sw, "Switch", [r, pred], device=src_dev,
-               attrs={"T": _type_attr(tin[i] if i < len(tin) else DT_FLOAT),
+               attrs={"T": type_attr(tin[i] if i < len(tin) else DT_FLOAT),
                       "_class": _class_attr(src)})
         else_in.append(ref(sw, 0))
         then_in.append(ref(sw, 1))
@@ -155,11 +155,11 @@ def lower_if(eg: EditGraph, name: str, *, fetchable: bool) -> int:
     for i, t in enumerate(types):
         m = eg.new_name(f"{name}/output")
         eg.add(m, "Merge", [ref(then_name, i), ref(else_name, i)], device=dev,
-               attrs={"T": _type_attr(t), "N": 2})
+               attrs={"T": type_attr(t), "N": 2})
         merges.append(m)
     executed = eg.new_name(f"{name}/branch_executed")
     eg.add(executed, "Merge", [pivot_t, pivot_f, f"^{then_name}", f"^{else_name}"], device=dev,
-           attrs={"T": _type_attr(DT_BOOL), "N": 2})
+           attrs={"T": type_attr(DT_BOOL), "N": 2})
     _finish(eg, name, merges, executed, dev, fetchable, types)
     return len(eg) - before + 1
 
@@ -177,11 +177,11 @@ def lower_case(eg: EditGraph, name: str, *, fetchable: bool) -> int:
     calls = [eg.new_name(f"{name}/branch{i}") for i in range(k)]
     sw_index = eg.new_name(f"{name}/branch_index")
     eg.add(sw_index, "_SwitchN", [index, index] + ctrl, device=dev,
-           attrs={"T": _type_attr(DT_INT32), "num_outs": k})
+           attrs={"T": type_attr(DT_INT32), "num_outs": k})
     pivots = []
     for i in range(k):
         p = eg.new_name(f"{name}/pivot_{i}")
-        eg.add(p, "Identity", [ref(sw_index, i)], device=dev, attrs={"T": _type_attr(DT_INT32)})
+        eg.add(p, "Identity", [ref(sw_index, i)], device=dev, attrs={"T": type_attr(DT_INT32)})
         pivots.append(p)
     tin = list(nd.attr["Tin"].list.type) if "Tin" in nd.attr else []
     branch_in: list[list[str]] = [[] for _ in range(k)]
@@ -189,7 +189,7 @@ def lower_case(eg: EditGraph, name: str, *, fetchable: bool) -> int:
         src = parse_input(r)[0]
         sw = eg.new_name(f"{name}/{src}")
         eg.add(sw, "_SwitchN", [r, index], device=eg[src].device if src in eg else "",
-               attrs={"T": _type_attr(tin[j] if j < len(tin) else DT_FLOAT), "num_outs": k,
+               attrs={"T": type_attr(tin[j] if j < len(tin) else DT_FLOAT), "num_outs": k,
                       "_class": _class_attr(src)})
         for i in range(k):
             branch_in[i].append(ref(sw, i))
@@ -198,11 +198,11 @@ def lower_case(eg: EditGraph, name: str, *, fetchable: bool) -> int:
     merges = []
     for j, t in enumerate(types):
         m = eg.new_name(f"{name}/merge")
-        eg.add(m, "Merge", [ref(c, j) for c in calls], device=dev, attrs={"T": _type_attr(t), "N": k})
+        eg.add(m, "Merge", [ref(c, j) for c in calls], device=dev, attrs={"T": type_attr(t), "N": k})
         merges.append(m)
     executed = eg.new_name(f"{name}/branch_executed")
     eg.add(executed, "Merge", pivots + [f"^{c}" for c in calls], device=dev,
-           attrs={"T": _type_attr(DT_INT32), "N": k})
+           attrs={"T": type_attr(DT_INT32), "N": k})
     _finish(eg, name, merges, executed, dev, fetchable, types)
     return len(eg) - before + 1
 
@@ -245,7 +245,7 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
     for i, r in enumerate(data):
         e = eg.new_name(f"{name}/enter")
         eg.add(e, "Enter", [r], device=dev,
-               attrs={"T": _type_attr(types[i]), "frame_name": name, "is_constant": i in invariant,
+               attrs={"T": type_attr(types[i]), "frame_name": name, "is_constant": i in invariant,
                       "parallel_iterations": par})
         enters.append(e)
     if ctrl:
@@ -257,7 +257,7 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
     merges = {}
     for i in variant:
         m = eg.new_name(f"{name}/merge")
-        eg.add(m, "Merge", [enters[i], enters[i]], device=dev, attrs={"T": _type_attr(types[i]), "N": 2})
+        eg.add(m, "Merge", [enters[i], enters[i]], device=dev, attrs={"T": type_attr(types[i]), "N": 2})
         merges[i] = m
     cond_in = [ref(merges[i]) if i in merges else ref(enters[i]) for i in range(len(data))]
     first_merge = merges[variant[0]] if variant else enters[0]
@@ -268,19 +268,19 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
     for i in variant:
         src = parse_input(data[i])[0]
         s = eg.new_name(f"{name}/{src}_switch")
-        eg.add(s, "Switch", [merges[i], loop_cond], device=dev, attrs={"T": _type_attr(types[i])})
+        eg.add(s, "Switch", [merges[i], loop_cond], device=dev, attrs={"T": type_attr(types[i])})
         switches[i] = s
     body_in = [ref(switches[i], 1) if i in switches else ref(enters[i]) for i in range(len(data))]
     control = None
     if variant:
         control = eg.new_name(f"{name}/loop_body_control")
         eg.add(control, "Identity", [ref(switches[variant[0]], 1)], device=dev,
-               attrs={"T": _type_attr(types[variant[0]])})
+               attrs={"T": type_attr(types[variant[0]])})
     _call_node(eg, body_name, body_f.name, body_in + ([f"^{control}"] if control else []), dev, body_f)
     exits = {}
     for i in variant:
         x = eg.new_name(f"{name}/exit")
-        eg.add(x, "Exit", [switches[i]], device=dev, attrs={"T": _type_attr(types[i])})
+        eg.add(x, "Exit", [switches[i]], device=dev, attrs={"T": type_attr(types[i])})
         exits[i] = x
     # TF 2.21 makes one more node here (its NewName counter skips a number between the Exits
     # and the NextIterations in every dump) that Grappler always removes; jitsim's stand-in is
@@ -289,7 +289,7 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
     eg.add(executed, "NoOp", [f"^{exits[i]}" for i in variant], device=dev)
     for i in variant:
         ni = eg.new_name(f"{name}/next_iteration")
-        eg.add(ni, "NextIteration", [ref(body_name, i)], device=dev, attrs={"T": _type_attr(types[i])})
+        eg.add(ni, "NextIteration", [ref(body_name, i)], device=dev, attrs={"T": type_attr(types[i])})
         eg.set_inputs(merges[i], [enters[i], ni])
     # an invariant resource's consumers read the loop's input itself
     out_refs = [ref(exits[i]) if i in exits else data[i] for i in range(len(data))]
@@ -301,7 +301,7 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
     eg.remove(name)
     if fetchable and exit_list:
         eg.add(name, "IdentityN", [ref(x) for x in exit_list], device=dev,
-               attrs={"T": _type_list_attr([types[i] for i in variant])})
+               attrs={"T": type_list_attr([types[i] for i in variant])})
     else:
         eg.add(name, "NoOp", [f"^{executed}"], device=dev)
     for c in ctl_consumers:
@@ -319,12 +319,12 @@ def lower_functional_ops(graph: Graph, *, lower_control_flow: bool = True, inlin
     rather than targetable (NoOp); default as TF: fetchable unless the graph has
     ``_Arg``/``_Retval`` nodes."""
     eg = EditGraph.from_graph(graph)
-    res = _run(eg, lower_control_flow=lower_control_flow, inline_calls=inline_calls, fetchable=fetchable)
+    res = lower_and_inline(eg, lower_control_flow=lower_control_flow, inline_calls=inline_calls, fetchable=fetchable)
     res.graph = eg.to_graph(graph.source)
     return res
 
 
-def _run(eg: EditGraph, *, lower_control_flow: bool = True, inline_calls: bool = True,
+def lower_and_inline(eg: EditGraph, *, lower_control_flow: bool = True, inline_calls: bool = True,
          fetchable: bool | None = None) -> LowerResult:
     if fetchable is None:
         fetchable = not is_function_graph(eg)
@@ -349,14 +349,14 @@ def _run(eg: EditGraph, *, lower_control_flow: bool = True, inline_calls: bool =
             continue
         visited.add(id(nd))
         seen.append(nd)
-        if _str_attr(nd, "_tpu_replicate") or _str_attr(nd, "_xla_compile_id"):
+        if str_attr(nd, "_tpu_replicate") or str_attr(nd, "_xla_compile_id"):
             continue
         fname = called_function(nd, fns)
         if fname is not None:
-            if inline_calls or _bool_attr(nd, LOWER_AS_MULTI_DEVICE):
+            if inline_calls or bool_attr(nd, LOWER_AS_MULTI_DEVICE):
                 res.inline_records.append(inline_call(eg, name, fetchable=fetchable, fns=fns))
         elif nd.op in IF_OPS | CASE_OPS | WHILE_OPS and lower_control_flow:
-            if _bool_attr(nd, LOWER_USING_SWITCH_MERGE):
+            if bool_attr(nd, LOWER_USING_SWITCH_MERGE):
                 fn = lower_if if nd.op in IF_OPS else lower_case if nd.op in CASE_OPS else lower_while
                 n = fn(eg, name, fetchable=fetchable)
                 res.lower_records.append(LowerRecord(name, nd.op, True, "", n))

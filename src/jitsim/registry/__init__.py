@@ -188,8 +188,6 @@ def kernel_mismatch(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str =
     """Why ``nodedef`` has no kernel on ``device_type``, as data: ``{"op", "kernel": False}`` when
     XLA has no kernel for the op at all, else the first offending type attr, its value and the
     types the kernel accepts (``{"op", "attr", "type", "allowed"}``); ``{}`` when a kernel matches."""
-    from jitsim.graph.protos import dtype_name
-
     out = _kernel_mismatch(nodedef, device_type, tf_version)
     if out:
         origin = fused_op_origin(nodedef.op)

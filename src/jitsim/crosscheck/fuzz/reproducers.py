@@ -26,7 +26,7 @@ def write_reproducer(example: Example, outcome: Outcome, dest: Path, *, seed: in
     """Write a reproducer directory for a disagreeing example (see the module docstring). The
     program is run once more alone in a fresh TF process: that run's dumps are ``harvest/``
     (reduced like the corpus) and the graph files come from it when it reproduces."""
-    from jitsim.crosscheck.corpus import KEEP_STAGES, _filter_log
+    from jitsim.crosscheck.corpus import KEEP_STAGES, filter_log
     from jitsim.testing.program import program_to_json, to_python
 
     dest.mkdir(parents=True, exist_ok=True)
@@ -45,7 +45,7 @@ def write_reproducer(example: Example, outcome: Outcome, dest: Path, *, seed: in
             st = parse_stage(f.name)
             if st is not None and st[0] in KEEP_STAGES:
                 shutil.copyfile(f, h / "dumps" / f.name)
-        (h / "log.txt").write_text(_filter_log(r.log_text))
+        (h / "log.txt").write_text(filter_log(r.log_text))
     checks = check_dumps(h / "dumps", (h / "log.txt").read_text(), example.flags)
     found = [(c, p) for c in checks for p in c.problems]
     reproduced = bool(found)

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jitsim.crosscheck.harvest import _last_error_line, harvest_env
+from jitsim.crosscheck.harvest import last_error_line, harvest_env
 from jitsim.errors import JitsimError
 
 _BEGIN = "JITSIM_FUZZ_BEGIN "
@@ -64,8 +64,6 @@ class BatchRun:
 
 
 def _parse_log(text: str) -> tuple[list[int], dict[int, str], dict[str, int], bool]:
-    import re
-
     dumped = re.compile(r"Dumped (?:Graph|FunctionDef) to (\S+)")
     ran, errors, owners, ended = [], {}, {}, False
     current = -1
@@ -144,7 +142,7 @@ def run_programs(programs: list[tuple[int, str]], flags: str, devices: int, root
     while todo:
         r = run_batch(todo, flags, devices, root / f"run{k}", grappler=grappler, timeout=timeout)
         if not r.ran:
-            raise JitsimError(f"TensorFlow did not start: {_last_error_line(r.log_text)}", r.root)
+            raise JitsimError(f"TensorFlow did not start: {last_error_line(r.log_text)}", r.root)
         runs.append(r)
         if r.crashed is None:
             break

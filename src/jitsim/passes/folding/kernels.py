@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from jitsim.graph import protos
 from jitsim.passes.folding.tensors import NP_DTYPES, EvalError, Unsupported
 
 
