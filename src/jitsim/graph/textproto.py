@@ -181,39 +181,15 @@ def _scalar(f: _Field, tok: str) -> bytes:
     return struct.pack(f.fmt, v)
 
 
-def _to_wire(text: str, desc) -> bytes:
+def _encode(items, desc) -> bytes:
+    """Wire format of a message from its text items: ``(name, value, opening, closing,
+    other)`` tuples, one of the first four set (``other``: anything else, which falls back)."""
     fields = _fields(desc)
     buf = bytearray()
     seen: set = set()
     stack: list = []
-    for name, value, opening, closing, other in _ITEM.findall(text):
-        if name:
-            f = fields.get(name)
-            if f is None or f.kind == _K_MSG:
-                raise _Fallback
-            if f.once is not None:
-                if f.once in seen or (f.oneof and f.oneof in seen):
-                    raise _Fallback
-                seen.add(f.once)
-                if f.oneof:
-                    seen.add(f.oneof)
-            buf += f.tag
-            buf += _scalar(f, value)
-        elif opening:
-            f = fields.get(opening)
-            if f is None or f.kind != _K_MSG:
-                raise _Fallback
-            if f.once is not None:
-                if f.once in seen or (f.oneof and f.oneof in seen):
-                    raise _Fallback
-                seen.add(f.once)
-                if f.oneof:
-                    seen.add(f.oneof)
-            stack.append((buf, fields, seen, f.tag))
-            buf = bytearray()
-            fields = _fields(f.message)
-            seen = set()
-        elif closing:
+    for name, value, opening, closing, other in items:
+        if closing:
             if not stack:
                 raise _Fallback
             parent, fields, seen, tag = stack.pop()
@@ -221,54 +197,50 @@ def _to_wire(text: str, desc) -> bytes:
             parent += _varint(len(buf))
             parent += buf
             buf = parent
-        else:
+            continue
+        f = fields.get(name or opening)
+        if f is None or other or (f.kind == _K_MSG) != bool(opening):
             raise _Fallback
+        if f.once is not None:  # a singular field given twice, or two members of a oneof
+            if f.once in seen or (f.oneof and f.oneof in seen):
+                raise _Fallback
+            seen.add(f.once)
+            if f.oneof:
+                seen.add(f.oneof)
+        if opening:
+            stack.append((buf, fields, seen, f.tag))
+            buf = bytearray()
+            fields = _fields(f.message)
+            seen = set()
+        else:
+            buf += f.tag
+            buf += _scalar(f, value)
     if stack:
         raise _Fallback
     return bytes(buf)
 
 
 _QUOTED = {'"': re.compile(r'"(?:[^"\\\n]|\\.)*"\Z'), "'": re.compile(r"'(?:[^'\\\n]|\\.)*'\Z")}
+_CLOSE = ("", "", "", "}", "")
 
 
-def _to_wire_lines(text: str, desc) -> bytes:
-    """:func:`_to_wire` for text laid out one item a line, as protobuf's printers (C++ and
-    Python) write it: a string split instead of a regular expression scan, about twice as
-    fast. Any other layout raises :class:`_Fallback`."""
-    fields = _fields(desc)
-    buf = bytearray()
-    seen: set = set()
-    stack: list = []
+def _line_items(text: str) -> list[tuple]:
+    """The items of text laid out one a line, as protobuf's printers (C++ and Python) write
+    it: a string split instead of :data:`_ITEM`'s scan, about twice as fast. Any other layout
+    raises :class:`_Fallback`."""
+    items = []
+    add = items.append
     for line in text.split("\n"):
         item = line.strip()
         if not item:
             continue
         if item[-1] == "{":
-            f = fields.get(item[:-1].rstrip())
-            if f is None or f.kind != _K_MSG:
-                raise _Fallback
-            if f.once is not None:
-                if f.once in seen or (f.oneof and f.oneof in seen):
-                    raise _Fallback
-                seen.add(f.once)
-                if f.oneof:
-                    seen.add(f.oneof)
-            stack.append((buf, fields, seen, f.tag))
-            buf = bytearray()
-            fields = _fields(f.message)
-            seen = set()
+            add(("", "", item[:-1].rstrip(), "", ""))
         elif item == "}":
-            if not stack:
-                raise _Fallback
-            parent, fields, seen, tag = stack.pop()
-            parent += tag
-            parent += _varint(len(buf))
-            parent += buf
-            buf = parent
+            add(_CLOSE)
         else:
             name, sep, value = item.partition(": ")
-            f = fields.get(name)
-            if not sep or f is None or f.kind == _K_MSG or not value:
+            if not sep or not value:
                 raise _Fallback
             q = value[0]
             if q == '"' or q == "'":  # exactly one complete string token
@@ -276,17 +248,8 @@ def _to_wire_lines(text: str, desc) -> bytes:
                 if len(value) < 2 or value[-1] != q or (
                         q in inner if "\\" not in inner else _QUOTED[q].match(value) is None):
                     raise _Fallback
-            if f.once is not None:
-                if f.once in seen or (f.oneof and f.oneof in seen):
-                    raise _Fallback
-                seen.add(f.once)
-                if f.oneof:
-                    seen.add(f.oneof)
-            buf += f.tag
-            buf += _scalar(f, value)
-    if stack:
-        raise _Fallback
-    return bytes(buf)
+            add((name, value, "", "", ""))
+    return items
 
 
 def parse(text: str, message):
@@ -295,9 +258,9 @@ def parse(text: str, message):
     Text outside the plain subset TF writes is read by ``text_format.Parse`` instead, so the
     result (or the ``text_format.ParseError``) is always what ``text_format`` gives.
     """
-    for to_wire in (_to_wire_lines, _to_wire):
+    for items in (_line_items, _ITEM.findall):
         try:
-            message.MergeFromString(to_wire(text, message.DESCRIPTOR))
+            message.MergeFromString(_encode(items(text), message.DESCRIPTOR))
             return message
         except Exception:  # outside the subset, or upb refused the wire (depth, bad UTF-8)
             message.Clear()
