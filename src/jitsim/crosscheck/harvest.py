@@ -370,6 +370,19 @@ def main_graph_id(graphs: list[dict], log_text: str) -> int | None:
     return max(after, key=lambda g: (g["nodes"], -g["id"]))["id"]
 
 
+def checked_target_and_output(target: Path, out: Path, signature: str | None, overwrite: bool) -> tuple[str, Path]:
+    """``(kind of target, a fresh work directory beside out)`` once the target is known
+    (a SavedModel's signature exists) and ``out`` may be written: empty, or ``overwrite``.
+    The command fills the work directory and renames it to ``out`` when it has succeeded."""
+    kind = target_kind(target)
+    if kind == "saved_model":
+        check_signature(target, signature)
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise HarvestError("output directory exists and is not empty (use --overwrite)", out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return kind, Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+
+
 def harvest(
     target: Path | str,
     out: Path | str,
@@ -397,13 +410,7 @@ def harvest(
     """
     target = Path(target).resolve()
     out = Path(out).resolve()  # TF runs in a scratch cwd: the dump prefix must be absolute
-    kind = target_kind(target)
-    if kind == "saved_model":
-        check_signature(target, signature)
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise HarvestError("output directory exists and is not empty (use --overwrite)", out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    kind, work = checked_target_and_output(target, out, signature, overwrite)
     try:
         dumps = work / "dumps"
         dumps.mkdir()

@@ -23,8 +23,8 @@ import tempfile
 from pathlib import Path
 
 from jitsim.crosscheck.fidelity import verify_dir
-from jitsim.crosscheck.harvest import DEFAULT_FLAGS, check_signature, target_kind
-from jitsim.errors import HarvestError, JitsimError
+from jitsim.crosscheck.harvest import DEFAULT_FLAGS, checked_target_and_output
+from jitsim.errors import JitsimError
 from jitsim.passes.flags import parse_tf_xla_flags
 from jitsim.profile import hlo, link, page, runner, timeline
 from jitsim.profile import trace as tr
@@ -46,13 +46,7 @@ def profile(target: Path | str, out: Path | str, *, steps: int = 20, warmup: int
         raise JitsimError(f"--device {device!r}: use cpu or gpu")
     on_flags = flags
     parse_tf_xla_flags(on_flags)  # a bad flag is refused now, not after starting TF
-    kind = target_kind(target)
-    if kind == "saved_model":
-        check_signature(target, signature)
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise HarvestError("output directory exists and is not empty (use --overwrite)", out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    kind, work = checked_target_and_output(target, out, signature, overwrite)
     scratch = Path(tempfile.mkdtemp(prefix="jitsim-profile-"))
     try:
         runs = {}
