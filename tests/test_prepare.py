@@ -388,6 +388,62 @@ def test_constant_subgraph_folds_into_a_const_of_the_same_name():
     assert eg["m"].attr["value"].tensor.float_val[0] == pytest.approx(6.0)
 
 
+def _empty_axes_graph(axes_value=None):
+    """``All(Equal(-x, -y), Range(0, 0, 1))``: tf.debugging.assert_equal's check on scalars
+    (the reduction axes are ``range(rank)``, rank 0), and ``Sum(v, axes)`` of a float vector."""
+    i32 = lambda v: const(v, "DT_INT32")
+    axes = protos.AttrValue()
+    axes.tensor.dtype = protos.DataType.values_by_name["DT_INT32"].number
+    axes.tensor.tensor_shape.dim.add(size=0 if axes_value is None else len(axes_value))
+    axes.tensor.int_val.extend(axes_value or [])
+    return graph([("x", "_Arg", [], {"T": "DT_INT64", "index": 0}),
+                  ("y", "_Arg", [], {"T": "DT_INT64", "index": 1}),
+                  ("v", "_Arg", [], {"T": "DT_FLOAT", "index": 2}),
+                  ("nx", "Neg", ["x"], {"T": "DT_INT64"}),
+                  ("ny", "Neg", ["y"], {"T": "DT_INT64"}),
+                  ("eq", "Equal", ["nx", "ny"], {"T": "DT_INT64"}),
+                  ("start", "Const", [], {"dtype": "DT_INT32", "value": i32(0)}),
+                  ("rank", "Const", [], {"dtype": "DT_INT32", "value": i32(0)}),
+                  ("delta", "Const", [], {"dtype": "DT_INT32", "value": i32(1)}),
+                  ("range", "Range", ["start", "rank", "delta"], {"Tidx": "DT_INT32"}),
+                  ("all", "All", ["eq", "range"], {"Tidx": "DT_INT32", "keep_dims": False}),
+                  ("axes", "Const", [], {"dtype": "DT_INT32", "value": axes}),
+                  ("sum", "Sum", ["v", "axes"], {"T": "DT_FLOAT", "Tidx": "DT_INT32", "keep_dims": False}),
+                  ("out", "_Retval", ["all"], {"T": "DT_BOOL", "index": 0}),
+                  ("out1", "_Retval", ["sum"], {"T": "DT_FLOAT", "index": 1})])
+
+
+def test_reduction_over_no_axes_becomes_identity():
+    # TF's ConstantFolding::SimplifyReduction: a reduction whose axes are a constant with no
+    # elements reduces nothing and becomes Identity(input) with ^axes, whatever the input's
+    # shape (checked under TF 2.21: Sum([None, 3] placeholder, []) and All(b, []) -> Identity).
+    # The axes may be a Range folding has just made a Const ([] here): the simplification
+    # runs after folding, as in TF. All has no T attr: the Identity is DT_BOOL.
+    eg = EditGraph.from_graph(_empty_axes_graph())
+    fold_constants(eg)
+    assert eg["range"].op == "Const"
+    assert eg["all"].op == "Identity" and list(eg["all"].input) == ["eq", "^range"]
+    assert eg["all"].attr["T"].type == protos.DataType.values_by_name["DT_BOOL"].number
+    assert set(eg["all"].attr) == {"T"}
+    assert eg["sum"].op == "Identity" and list(eg["sum"].input) == ["v", "^axes"]
+    assert eg["sum"].attr["T"].type == DT_FLOAT
+    # a non-empty axes list reduces: left alone
+    eg = EditGraph.from_graph(_empty_axes_graph([0]))
+    fold_constants(eg)
+    assert eg["sum"].op == "Sum"
+
+
+def test_assert_equal_of_scalars_loses_its_all_and_falls_under_the_cluster_size():
+    # TF Text's RaggedFromRowSplits checks assert_equal(nrows, nsplits - 1) on scalars: once
+    # the All is an Identity the dependency optimizer bypasses, the check is Neg, Neg, Equal:
+    # 3 clusterable ops, under --tf_xla_min_cluster_size=4, so nothing clusters (TF 2.21 on
+    # text_tokenizer). Without constant folding, All (and Range) would make it a cluster.
+    p = prepare_without_tf(_empty_axes_graph())
+    assert "all" not in p.graph
+    assert clusters_of(p.graph) == {}
+    assert clusters_of(prepare_without_tf(_empty_axes_graph(), skip=("constant_folding",)).graph)
+
+
 def test_identical_constants_are_merged():
     # CommonSubgraphElimination: two equal Consts become one, which the consumer reads twice
     # (which one survives follows the visiting order; see _lifo_order).

@@ -21,7 +21,17 @@ neutral-element ones with a scalar constant (``x * 1``, ``1 * x``, ``x / 1``, ``
 ``ReplaceOperationWithIdentity`` does). They matter: Keras' ``swish``/``silu`` computes
 ``x * sigmoid(1.0 * x)``, and only once ``1.0 * x`` is gone does the remapper see the swish
 pattern it turns into ``_MklSwish`` (no XLA kernel): EfficientNet's clusters split there.
-Not simulated: partial folding of ``AddN``/``Concat``, moving constants through associative ops.
+
+A reduction (``Sum``, ``Prod``, ``Min``, ``Max``, ``Mean``, ``Any``, ``All``) whose reduction
+indices are a ``Const`` with no elements reduces nothing: TF's ``SimplifyReduction`` makes it an
+``Identity`` of its input (the indices kept as a control input), whatever the input's shape, and
+the dependency optimizer then bypasses it. ``tf.debugging.assert_equal`` on scalars builds
+``All(Equal(x, y), Range(0, Rank=0, 1))``; once the ``Range`` is folded to ``[]`` the ``All`` goes,
+and with it one clusterable op: TF Text's ragged-tensor checks then fall under the minimum
+cluster size (``text_tokenizer``).
+Not simulated: partial folding of ``AddN``/``Concat``, moving constants through associative ops,
+the shape-dependent reduction simplifications (reducing only size-1 dimensions: ``Identity``
+with ``keep_dims``, ``Reshape`` without).
 """
 
 from __future__ import annotations
@@ -103,6 +113,11 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
         eg.set_inputs(name, ctrl)
         rec.add(name, kind)
         touched.update(src for src, _ in data)
+    reductions = simplify_empty_reductions(eg, keep)
+    rec.count += reductions.count
+    rec.nodes.extend(reductions.nodes)
+    for k, v in reductions.by_kind.items():
+        rec.by_kind[k] = rec.by_kind.get(k, 0) + v
     # what folding leaves unread goes (TF's ConstantFolding deletes the nodes it made useless)
     while touched:
         n = touched.pop()
@@ -159,6 +174,46 @@ def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
             eg.set_inputs(name, [other, "^" + c] + ctrl)
             rec.add(name, f"{'x * 1' if neutral == 1.0 else 'x + 0'} to Identity")
             break
+    return rec
+
+
+REDUCTIONS = frozenset({"Sum", "Prod", "Min", "Max", "Mean", "Any", "All"})
+DT_BOOL = 10
+
+
+def simplify_empty_reductions(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """A reduction over a constant, empty list of axes becomes ``Identity(x)`` with ``^indices``
+    (module docstring). Runs after folding, as TF simplifies after it folds: the indices are
+    often a ``Range`` folding has just made a ``Const``."""
+    rec = RewriteRecord("constant_folding")
+    keep_set = preserved(eg, keep)
+    for name in topological_order(eg):
+        nd = eg.nodes.get(name)
+        if nd is None or name in keep_set or nd.op not in REDUCTIONS:
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        if len(data) != 2:
+            continue
+        ind = eg.nodes.get(parse_input(data[1])[0])
+        if ind is None or ind.op not in ("Const", "HostConst") or "value" not in ind.attr:
+            continue
+        dims = [d.size for d in ind.attr["value"].tensor.tensor_shape.dim]
+        if not dims or all(d != 0 for d in dims):
+            continue  # a scalar index, or a non-empty list
+        if "T" in nd.attr:
+            t = nd.attr["T"].type
+        elif nd.op in ("Any", "All"):
+            t = DT_BOOL
+        else:
+            continue
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        nd.op = "Identity"
+        for k in list(nd.attr):
+            if not k.startswith("_"):
+                del nd.attr[k]
+        nd.attr["T"].type = t
+        eg.set_inputs(name, [data[0], "^" + parse_input(data[1])[0]] + ctrl)
+        rec.add(name, "reduction over no axes to Identity")
     return rec
 
 
