@@ -418,3 +418,47 @@ def test_timing_25k_nodes_100k_edges_20k_contractions(capsys):
     with capsys.disabled():
         print(f"\n[graphcycles timing] 25k nodes: 100k insert_edge {t1 - t0:.2f}s; "
               f"20k contract_edge ({ok} merged) {t2 - t1:.2f}s; post order {t3 - t2:.3f}s")
+
+
+def _state(g: GraphCycles):
+    return g.ranks(), [g.successors_copy(v) for v in range(g.num_nodes)], \
+        [g.predecessors_copy(v) for v in range(g.num_nodes)]
+
+
+@st.composite
+def _edge_sequences(draw):
+    """Edges of a DAG over a hidden order, in any order, sometimes with a cycle-closing edge,
+    plus "cloned constant" edges: fresh high-numbered sources into the graph's body, the
+    pattern that makes the rank windows wide when a training step's cycle graph is built."""
+    n = draw(st.integers(2, 40))
+    order = draw(st.permutations(range(n)))
+    pos = {v: i for i, v in enumerate(order)}
+    pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=120))
+    edges = [(a, b) if pos[a] < pos[b] else (b, a) for a, b in pairs if a != b]
+    clones = draw(st.integers(0, 10))
+    for k in range(clones):
+        edges.append((n + k, draw(st.integers(0, n - 1))))
+    if edges and draw(st.booleans()):
+        a, b = edges[draw(st.integers(0, len(edges) - 1))]
+        edges.insert(draw(st.integers(0, len(edges))), (b, a))
+    return n + clones, edges
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_edge_sequences(), st.sampled_from([0, 1, 3, 100]), st.sampled_from([0, 7, 10**9]))
+def test_bulk_insertion_is_one_by_one_insertion(seq, budget, after):
+    # insert_edges must leave exactly the state of insert_edge called edge by edge (ranks and
+    # every sequence order, which the clustering walks) and stop at the same edge; tiny search
+    # budgets and snapshot thresholds force its scipy path on these small graphs.
+    n, edges = seq
+    one = GraphCycles(n)
+    stop = next((i for i, (x, y) in enumerate(edges) if not one.insert_edge(x, y)), None)
+    bulk = GraphCycles(n)
+    saved = GraphCycles.BULK_SEARCH_BUDGET, GraphCycles.BULK_SNAPSHOT_AFTER
+    GraphCycles.BULK_SEARCH_BUDGET, GraphCycles.BULK_SNAPSHOT_AFTER = budget, after
+    try:
+        assert bulk.insert_edges(edges) == stop
+    finally:
+        GraphCycles.BULK_SEARCH_BUDGET, GraphCycles.BULK_SNAPSHOT_AFTER = saved
+    assert _state(bulk) == _state(one)
+    assert bulk.check_invariants()

@@ -314,6 +314,66 @@ class GraphCycles:
         for v, r in zip(nodes, ranks):
             rank[v] = r
 
+    # ------------------------------------------------------------ bulk insertion
+
+    # A forward search that grows past this many nodes is finished by scipy's breadth-first
+    # search over a CSR snapshot of the graph (each call costs O(N) set-up, so small windows
+    # stay with the Python search).
+    BULK_SEARCH_BUDGET = 100
+    # ... but only once the Python searches have visited this many nodes in all: importing
+    # scipy.sparse costs ~0.2 s, about what the Python search spends on this many visits.
+    BULK_SNAPSHOT_AFTER = 100_000
+
+    def insert_edges(self, edges) -> int | None:
+        """``insert_edge`` on each ``(x, y)`` of ``edges`` in order, stopping at the first edge
+        that would close a cycle (not inserted); returns its index, or None when all went in.
+
+        The result is the one of the one-by-one insertions in every respect (ranks, sequence
+        orders). What differs is how a forward search's node set is found when its rank window
+        is wide: building the cycle graph of a training step inserts thousands of edges from
+        freshly cloned constants (sources with the highest ranks) into the body of the graph,
+        each re-ranking everything downstream of its consumer. Only the *set* of nodes reached
+        matters (it is sorted by rank before the ranks are re-dealt), so those searches run as
+        scipy's breadth-first search over a CSR snapshot of the graph, which stays exact as long
+        as no edge added or removed since the snapshot starts at a node the search reaches
+        (checked on every answer; otherwise the snapshot is rebuilt or the Python search used).
+        """
+        outs = self._out
+        ins = self._in
+        rank = self._rank
+        bulk = _BulkSearch(self)
+        try:
+            for i, (x, y) in enumerate(edges):
+                if x == y:
+                    return i
+                out_x = outs[x]
+                ox_idx = out_x._idx
+                if y in ox_idx:
+                    continue
+                ox_seq = out_x._seq
+                ox_idx[y] = len(ox_seq)
+                ox_seq.append(y)
+                in_y = ins[y]
+                in_y._idx[x] = len(in_y._seq)
+                in_y._seq.append(x)
+                bulk.changed(x)
+                ry = rank[y]
+                if rank[x] <= ry:
+                    continue
+                deltaf = bulk.forward(y, x, rank[x])
+                if deltaf is None:
+                    out_x.erase(y)
+                    in_y.erase(x)
+                    return i
+                self._backward_dfs(x, ry)
+                bulk.reorder(self._deltab, deltaf)
+                rank = self._rank  # a numpy array once the snapshot exists
+            return None
+        finally:
+            self._deltaf.clear()
+            if not isinstance(self._rank, list):
+                self._rank = self._rank.tolist()
+
     # ------------------------------------------------------------ reachability
 
     def is_reachable(self, x: int, y: int) -> bool:
@@ -499,6 +559,135 @@ class GraphCycles:
             if self._out[v]._seq or self._in[v]._seq:
                 return f"freed node {v} still has edges"
         return None
+
+
+class _BulkSearch:
+    """The forward searches of :meth:`GraphCycles.insert_edges` (see there): the Python search
+    while it stays small, else scipy's breadth-first search over a CSR snapshot. Once the
+    snapshot exists the ranks are a numpy array (``GraphCycles._rank`` until the bulk
+    insertion ends), so that wide windows are re-ranked without a Python loop."""
+
+    def __init__(self, gc: GraphCycles) -> None:
+        self.gc = gc
+        self.csr = None  # the snapshot (scipy CSR matrix), built on the first wide search
+        self.dirty = None  # numpy bool: node whose out-edges changed since the snapshot
+        self.python_visits = 0  # Python search work since the last snapshot
+
+    def changed(self, v: int) -> None:
+        if self.dirty is not None:
+            self.dirty[v] = True
+
+    def forward(self, y: int, x: int, rx: int):
+        """The nodes reachable from ``y`` through ranks below ``rx`` (any order), or None when
+        ``x`` (holding rank ``rx``) is among them. Leaves no visited flag set."""
+        done = self._python(y, x, rx, self.gc.BULK_SEARCH_BUDGET)
+        if done is not None:
+            return done[0]
+        if self.csr is None:
+            if self.python_visits < self.gc.BULK_SNAPSHOT_AFTER:
+                return self._python(y, x, rx, None)[0]
+            self._snapshot()
+        reach = self._reach(y)
+        if self.dirty[reach].any():  # an out-edge changed on the way: stale for this search
+            if self.python_visits * 4 < self.csr.nnz:  # a rebuild would cost more than it saved
+                return self._python(y, x, rx, None)[0]
+            self._snapshot()
+            reach = self._reach(y)
+        if (reach == x).any():
+            return None
+        return reach[self.gc._rank[reach] < rx]
+
+    def _python(self, y: int, x: int, rx: int, budget):
+        """The Python search (upstream's order); ``(deltaf or None,)``, or None past ``budget``."""
+        gc = self.gc
+        found = gc._forward_dfs(y, x, rx) if budget is None else _bounded_forward(gc, y, x, rx, budget)
+        visited = gc._visited
+        deltaf = gc._deltaf
+        self.python_visits += len(deltaf)
+        for v in deltaf:
+            visited[v] = False
+        if found is None:
+            return None
+        return (list(deltaf) if found else None,)
+
+    def _reach(self, y: int):
+        from scipy.sparse.csgraph import breadth_first_order
+
+        return breadth_first_order(self.csr, y, directed=True, return_predecessors=False)
+
+    def _snapshot(self) -> None:
+        import itertools
+
+        import numpy as np
+        from scipy.sparse import csr_matrix
+
+        gc = self.gc
+        n = len(gc._rank)
+        seqs = [o._seq for o in gc._out]
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(q) for q in seqs], out=indptr[1:])
+        nnz = int(indptr[-1])
+        indices = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int32, count=nnz)
+        csr = csr_matrix((np.ones(nnz), indices, indptr), shape=(n, n))
+        csr.sort_indices()
+        self.csr = csr
+        self.dirty = np.zeros(n, dtype=bool)
+        self.python_visits = 0
+        if isinstance(gc._rank, list):
+            gc._rank = np.array(gc._rank, dtype=np.int64)
+
+    def reorder(self, deltab: list[int], deltaf) -> None:
+        """Upstream's re-dealing of ranks (``GraphCycles._reorder``) for a ``deltaf`` that is a
+        list (Python search) or a numpy array (snapshot search)."""
+        gc = self.gc
+        rank = gc._rank
+        visited = gc._visited
+        key = rank.__getitem__
+        for v in deltab:
+            visited[v] = False
+        deltab.sort(key=key)
+        if isinstance(deltaf, list):
+            deltaf.sort(key=key)
+            nodes = deltab + deltaf
+            ranks = sorted(map(key, nodes))
+            for v, r in zip(nodes, ranks):
+                rank[v] = r
+            return
+        import numpy as np
+
+        rf = rank[deltaf]
+        back = np.array(deltab, dtype=np.int64)
+        nodes = np.concatenate((back, deltaf[np.argsort(rf)]))
+        rank[nodes] = np.sort(np.concatenate((rank[back], rf)))
+
+
+def _bounded_forward(gc: GraphCycles, n: int, target: int, upper_bound: int, budget: int):
+    """``GraphCycles._forward_dfs`` giving up (None) once more than ``budget`` nodes are
+    collected; the collected nodes stay in ``_deltaf`` with their visited flags set."""
+    rank = gc._rank
+    visited = gc._visited
+    outs = gc._out
+    deltaf = gc._deltaf
+    deltaf.clear()
+    stack = [n]
+    pop = stack.pop
+    push = stack.append
+    add = deltaf.append
+    while stack:
+        n = pop()
+        if visited[n]:
+            continue
+        visited[n] = True
+        add(n)
+        if len(deltaf) > budget:
+            return None
+        o = outs[n]
+        if target in o._idx:
+            return False
+        for w in o._seq:
+            if rank[w] < upper_bound and not visited[w]:
+                push(w)
+    return True
 
 
 class UnionFind:

@@ -304,6 +304,10 @@ class MarkForCompilation:
             return frames[name]
 
         self.frame_nodes = frames
+        # TF's edge order; Enter/Exit edges go to/from their frame's node (created on first use)
+        pairs: list[tuple[int, int]] = []
+        frame_edge: list[bool] = []
+        edges = []
         for e in g.edges():
             src, dst = nodes[e.src], nodes[e.dst]
             if dst.op in ENTER_OPS or src.op in EXIT_OPS:
@@ -312,13 +316,20 @@ class MarkForCompilation:
                     d = frame_node(info[e.dst].frame_name)
                 if src.op in EXIT_OPS:
                     s = frame_node(info[e.src].frame_name)
-                if not cycles.insert_edge(s, d):
-                    return None
+                pairs.append((s, d))
+                frame_edge.append(True)
+            elif src.op not in NEXT_ITERATION_OPS:
+                pairs.append((e.src, e.dst))
+                frame_edge.append(False)
+            else:
                 continue
-            if src.op in NEXT_ITERATION_OPS:
-                continue
-            if not cycles.insert_edge(e.src, e.dst):
-                raise GraphError(f"cycle without control flow through {src.name} -> {dst.name}")
+            edges.append(e)
+        bad = cycles.insert_edges(pairs)
+        if bad is not None:
+            if frame_edge[bad]:
+                return None
+            e = edges[bad]
+            raise GraphError(f"cycle without control flow through {nodes[e.src].name} -> {nodes[e.dst].name}")
         return cycles
 
     # -- initial clusters --------------------------------------------------------------------------
