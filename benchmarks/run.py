@@ -179,6 +179,14 @@ def _ext(n: int) -> str:
 _CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
+def hwm():  # this process's own peak RSS (VmHWM: the mm made by exec, nothing of the parent's)
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 from jitsim.graph.io import read_graphdef, to_text, write_atomic
 from jitsim.graph.model import Graph
 from jitsim.passes.flags import parse_tf_xla_flags
@@ -190,7 +198,7 @@ t = time.perf_counter(); g = Graph(gd, source=path, validate=False); model = tim
 timings = {}
 t = time.perf_counter(); cr = pipeline.cluster_graph(g, flags, timings=timings); cluster = time.perf_counter() - t
 t = time.perf_counter(); write_atomic(out, to_text(cr.to_graphdef()).encode()); write = time.perf_counter() - t
-rss_cluster = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+rss_cluster = hwm()
 later = {}
 res = pipeline.PipelineResult(cr, cr.graph, "build-xla-ops")
 t = time.perf_counter()
@@ -201,7 +209,7 @@ print(json.dumps({"nodes": len(gd.node), "nodes_marked": sum(1 for _ in cr.graph
                   "clusters": len(cr.clusters), "stage": cr.input_stage, "import_s": t_import, "parse_s": parse,
                   "model_s": model, "passes": timings, "cluster_s": cluster, "write_s": write,
                   "later_passes": later, "later_s": later_s, "peak_rss_cluster_mb": rss_cluster,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": hwm()}))
 """
 
 
@@ -223,8 +231,19 @@ def whole_process(cmd: list[str], repeat: int, timeout: float) -> dict:
             "peak_rss_mb": rss}
 
 
+# Linux's ru_maxrss of a child started with vfork (Python's subprocess does) starts at the
+# parent's high-water mark, so the runner's own size would leak into the figure. GNU time
+# forks the measured command from its own small process; without it, a peak below the
+# runner's own is unmeasurable and reported as such.
+TIME = "/usr/bin/time" if Path("/usr/bin/time").exists() else None
+
+
 def _run_wait4(cmd: list[str], timeout: float) -> dict:
     t0 = time.perf_counter()
+    rss_file = tempfile.NamedTemporaryFile(prefix="jitsim-bench-rss-", delete=False)
+    rss_file.close()
+    if TIME:
+        cmd = [TIME, "-f", "%M", "-o", rss_file.name, *cmd]
     with tempfile.TemporaryFile() as errf:
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf, env=_env(), cwd=ROOT)
         deadline = t0 + timeout
@@ -242,7 +261,11 @@ def _run_wait4(cmd: list[str], timeout: float) -> dict:
         if p.returncode:
             errf.seek(0)
             raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {errf.read().decode()[-2000:]}")
-    return {"wall_s": wall, "peak_rss_mb": ru.ru_maxrss / 1024}
+    rss_kb = ru.ru_maxrss
+    if TIME:
+        rss_kb = int(Path(rss_file.name).read_text().split()[-1])
+    os.unlink(rss_file.name)
+    return {"wall_s": wall, "peak_rss_mb": rss_kb / 1024}
 
 
 def in_process(path: Path, repeat: int, timeout: float, out_dir: Path) -> dict:
@@ -306,23 +329,33 @@ def prepare(programs: list[str], *, rerun: bool, timeout: float) -> dict:
 
     base = load_baseline()
     measured = {}
+    recorded = False
     for prog in programs:
         out = cache_dir() / "tf" / prog
-        if (out / "index.json").exists() and not rerun:
+        fresh = not (out / "index.json").exists() or rerun
+        if fresh:
+            print(f"harvesting {prog} with TF ...", file=sys.stderr, flush=True)
+            t = time.perf_counter()
+            idx = harvest(PROGRAMS / f"{prog}.py", out, timeout=timeout, overwrite=True)
+            took = round(time.perf_counter() - t, 1)
+        elif prog not in base["programs"]:  # harvested earlier, not yet recorded
+            idx = json.loads((out / "index.json").read_text())
+            took = None
+        else:
             continue
-        print(f"harvesting {prog} with TF ...", file=sys.stderr, flush=True)
-        t = time.perf_counter()
-        idx = harvest(PROGRAMS / f"{prog}.py", out, timeout=timeout, overwrite=True)
         stage = ISSUE_PROGRAMS[prog]
         g = _largest(idx, stage)
         nodes = {st: len(read_graphdef(out / "dumps" / g["files"][st]).node)
                  for st in (BEFORE_CLONE, BEFORE_MARK) if st in g["files"]}
+        date = datetime.date.fromtimestamp((out / "index.json").stat().st_mtime).isoformat()
         rec = {"tf_pass_s": g["mark_pass_us"] / 1e6, "nodes": nodes, "input_stage": stage,
-               "tf_clusters": len(g.get("clusters") or {}), "harvest_s": round(time.perf_counter() - t, 1),
-               "date": datetime.date.today().isoformat(), "machine": machine_brief()}
+               "tf_clusters": len(g.get("clusters") or {}), "harvest_s": took, "date": date,
+               "machine": machine_brief(), "loadavg": os.getloadavg() if fresh else None}
         base["programs"][prog] = rec
-        measured[prog] = rec
-    if measured:
+        if fresh:
+            measured[prog] = rec
+        recorded = True
+    if recorded:
         base["note"] = ("TF's MarkForCompilationPassImpl::Run time (TF 2.21 CPU, its own log) on the largest graph "
                         "of each benchmark program, from benchmarks/run.py --prepare / --rerun-tf")
         BASELINE.write_text(json.dumps(base, indent=1, sort_keys=True) + "\n")
@@ -425,17 +458,18 @@ def main(argv=None) -> int:
             return profile(cases[0])
         mach = machine()
         rows = []
+        out = Path(a.out_dir) / f"{a.name or ('quick' if a.quick else 'full')}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"schema": SCHEMA, "machine": mach, "flags": FLAGS, "quick": a.quick, "sizes": sizes,
+               "repeat": 1 if a.quick else a.repeat, "cases": rows}
         for c in cases:
             print(f"{c.name} ...", file=sys.stderr, flush=True)
             try:
                 rows.append(measure(c, 1 if a.quick else a.repeat, a.timeout))
             except Exception as e:  # one failing case is a result too
                 rows.append({"case": c.name, "kind": c.kind, "error": f"{type(e).__name__}: {e}"[:2000]})
-        mach["loadavg_end"] = os.getloadavg()
-        doc = {"schema": SCHEMA, "machine": mach, "flags": FLAGS, "quick": a.quick, "sizes": sizes, "cases": rows}
-        out = Path(a.out_dir) / f"{a.name or ('quick' if a.quick else 'full')}.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=1) + "\n")
+            mach["loadavg_end"] = os.getloadavg()
+            out.write_text(json.dumps(doc, indent=1) + "\n")  # after every case: a long run keeps what it has
         print(table(rows))
         print(f"load average at start {mach['loadavg_start']}, at end {mach['loadavg_end']}; "
               f"{mach['nproc']} CPUs ({mach['cpu']}); wrote {_rel(out)}")
