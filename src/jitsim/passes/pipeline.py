@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +67,23 @@ def detect_input_stage(graph: Graph) -> str:
                     and base.nodedef.attr["value"].SerializeToString() == n.nodedef.attr["value"].SerializeToString()):
                 return BEFORE_MARK
     return BEFORE_CLONE
+
+
+def _timer(timings: dict | None):
+    """``timed(name)``: a context that adds its wall time to ``timings[name]`` (seconds); a
+    no-op when ``timings`` is None. Used by the benchmarks; changes nothing else."""
+    if timings is None:
+        return lambda name: nullcontext()
+
+    @contextmanager
+    def timed(name):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+
+    return timed
 
 
 @dataclass
@@ -154,20 +172,24 @@ def cluster_graph(
     exclude_ops=frozenset(),
     force_compilable=frozenset(),
     op_libraries=(),
+    timings: dict | None = None,
 ) -> ClusterResult:
     """Simulate clone-constants, cluster-scoping and mark-for-compilation on ``graph``.
     ``exclude_ops`` / ``force_compilable``: what-if knobs (see :func:`mark_for_compilation`).
     ``op_libraries``: :class:`~jitsim.registry.OpLibrary` objects for ops TF core does not
     register (``--op-defs``); ops nobody describes get OpDefs inferred from the graph
     (:func:`~jitsim.registry.custom_ops.infer_op_library`), as TF with their library loaded
-    would treat them: ops without an XLA kernel."""
+    would treat them: ops without an XLA kernel.
+    ``timings``: a dict that gets each step's wall time in seconds (benchmarks)."""
     t0 = time.perf_counter()
+    timed = _timer(timings)
     with using_op_libraries(*op_libraries):
-        inferred = infer_op_library(graph)
+        with timed("infer_op_library"):
+            inferred = infer_op_library(graph)
         libraries = tuple(op_libraries) + ((inferred.library,) if inferred else ())
         with using_op_libraries(*libraries[len(op_libraries):]):
             res = _cluster_graph(graph, flags, session, state, input_stage, device, explain_cycles, exclude_ops,
-                                 force_compilable)
+                                 force_compilable, timed)
     res.op_libraries = libraries
     if inferred:
         res.notes.insert(0, inferred.note())
@@ -176,17 +198,19 @@ def cluster_graph(
 
 
 def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cycles, exclude_ops,
-                   force_compilable) -> ClusterResult:
+                   force_compilable, timed) -> ClusterResult:
     stage = input_stage or detect_input_stage(graph)
     notes: list[str] = []
     g = graph
     if stage == BEFORE_MARK:
-        g, removed = uncloned(graph)
+        with timed("uncloned"):
+            g, removed = uncloned(graph)
         if removed:
             notes.append(f"folded {len(removed)} constant clones back to re-run TF's cloning with its ids")
     # TF's edge ids, including edges TF created after building the graph (session feeds and
     # fetches, clones, ...): see tfgraph.tfgraph_from_dump
-    tg = tfgraph_from_dump(g)
+    with timed("tfgraph_from_dump"):
+        tg = tfgraph_from_dump(g)
     if device is not None:
         name = DEVICES.get(device, device)
         placed = 0
@@ -201,7 +225,7 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
         notes.append(f"{unplaced} nodes have no device (TF's pass would fail on them); pass --device cpu|gpu")
     if stage == RAW:
         notes.append("input is not a TF dump of the pass's input (not post-Grappler): the result is approximate")
-    elif not is_rebuilt_dump(g.graphdef):
+    elif not _is_rebuilt(g, timed):
         notes.append("TF clustered this graph as lowering and inlining left it, without rebuilding it (Grappler off "
                      "or failed): its edge order is reconstructed from node names, and where TF walked an edge set "
                      "of more than 8 edges TF's own cluster numbering and argument order vary from run to run "
@@ -209,12 +233,20 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
     session = session or SessionConfig()
     clones: list[str] = []
     if global_jit_level(flags, session, tg) != OFF:
-        clones = clone_constants_for_better_clustering(tg)
-        cluster_scoping(tg)
+        with timed("clone_constants"):
+            clones = clone_constants_for_better_clustering(tg)
+        with timed("cluster_scoping"):
+            cluster_scoping(tg)
     tg.fixup_source_and_sink_edges()
-    mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles, exclude_ops=exclude_ops,
-                                force_compilable=force_compilable)
+    with timed("mark_for_compilation"):
+        mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles,
+                                    exclude_ops=exclude_ops, force_compilable=force_compilable)
     return ClusterResult(graph.source, stage, mark, clones, notes)
+
+
+def _is_rebuilt(g, timed) -> bool:
+    with timed("is_rebuilt_dump"):
+        return is_rebuilt_dump(g.graphdef)
 
 
 def cluster_dump_dir(
@@ -275,43 +307,50 @@ class PipelineResult:
         return self.graph.to_graphdef()
 
 
-def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops", **cluster_kwargs) -> PipelineResult:
+def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops", timings: dict | None = None,
+                 **cluster_kwargs) -> PipelineResult:
     """Simulate TF's auto-clustering pipeline on ``graph`` up to and including ``until``:
     mark (clone constants, cluster scoping, mark for compilation), decluster
     (force-xla-constants-on-host, increase-dynamism, partially-decluster), encapsulate
-    (encapsulate-subgraphs) and build-xla-ops."""
+    (encapsulate-subgraphs) and build-xla-ops. ``timings``: as for :func:`cluster_graph`,
+    with the later passes too."""
     if until not in STAGES:
         raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
-    cr = cluster_graph(graph, flags, **cluster_kwargs)
+    cr = cluster_graph(graph, flags, timings=timings, **cluster_kwargs)
     res = PipelineResult(cr, cr.graph, until)
     if until == "mark":
         return res
     with using_op_libraries(*cr.op_libraries):
-        _run_later_passes(res, flags, cluster_kwargs.get("state"))
+        _run_later_passes(res, flags, cluster_kwargs.get("state"), _timer(timings))
     return res
 
 
-def _run_later_passes(res: PipelineResult, flags: XlaFlags, state: ProcessState | None) -> None:
+def _run_later_passes(res: PipelineResult, flags: XlaFlags, state: ProcessState | None, timed) -> None:
     until = res.until
     from jitsim.passes.force_constants_on_host import force_xla_constants_on_host
     from jitsim.passes.increase_dynamism import increase_dynamism_for_auto_jit
     from jitsim.passes.partially_decluster import partially_decluster
 
     g = res.graph
-    res.stage_results["force_xla_constants_on_host"] = force_xla_constants_on_host(g)
-    res.stage_results["increase_dynamism_for_auto_jit"] = increase_dynamism_for_auto_jit(g, flags)
+    with timed("force_xla_constants_on_host"):
+        res.stage_results["force_xla_constants_on_host"] = force_xla_constants_on_host(g)
+    with timed("increase_dynamism_for_auto_jit"):
+        res.stage_results["increase_dynamism_for_auto_jit"] = increase_dynamism_for_auto_jit(g, flags)
     cpu_jit = flags.cpu_global_jit if state is None or state.cpu_global_jit_at_startup is None \
         else state.cpu_global_jit_at_startup
-    res.stage_results["partially_decluster"] = partially_decluster(g, flags, cpu_global_jit_at_startup=cpu_jit)
+    with timed("partially_decluster"):
+        res.stage_results["partially_decluster"] = partially_decluster(g, flags, cpu_global_jit_at_startup=cpu_jit)
     if until == "decluster":
         return
     from jitsim.passes.encapsulate import encapsulate_subgraphs
 
-    enc = encapsulate_subgraphs(g, flags)
+    with timed("encapsulate_subgraphs"):
+        enc = encapsulate_subgraphs(g, flags)
     res.stage_results["encapsulate_subgraphs"] = enc
     res.graph = enc.graph
     if until == "encapsulate":
         return
     from jitsim.passes.build_xla_ops import build_xla_ops
 
-    res.stage_results["build_xla_ops"] = build_xla_ops(res.graph, flags)
+    with timed("build_xla_ops"):
+        res.stage_results["build_xla_ops"] = build_xla_ops(res.graph, flags)

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Benchmark graphs of any size, shaped like the input of TF's clustering passes.
+
+    python benchmarks/generate.py tile GRAPH K -o OUT.pb        # K copies of a real graph
+    python benchmarks/generate.py layered N -o OUT.pb [--width W] [--seed S]
+
+``tile(graphdef, k)``: ``k`` disjoint copies of a graph (a real model's dump), node names
+prefixed ``tile{i}/``, data inputs (``x``, ``x:1``) and control inputs (``^x``) renamed with
+them, ``_Arg``/``_Retval`` indices shifted so that the copies' arguments and results do not
+collide (a function with k times the arguments), the function library kept once. The copies
+are concatenated in order, so a topologically ordered input stays topologically ordered (TF's
+dump of a rebuilt graph is).
+
+``layered(n_nodes, width, seed)``: a generated function graph of ``width`` parallel lanes of
+dense layers: per lane and layer a weight and a bias (``_Arg`` resource handles read by
+``ReadVariableOp``), ``MatMul``, ``AddV2``, ``Relu``; lanes mix with their neighbour through
+``AddV2``, some layers scale by a ``Const`` through ``Mul``; every few layers one lane is
+printed (``StringFormat`` + ``PrintV2``, ops without an XLA kernel) and the next layer waits
+on the print through control edges, which splits the clusters there. All nodes are placed on
+``/job:localhost/replica:0/task:0/device:CPU:0``, inputs are ``_Arg`` and outputs ``_Retval``,
+and the node order is topological: jitsim takes it as a
+``before_clone_constants_for_better_clustering`` dump.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "src") not in sys.path:
+    sys.path.insert(0, str(ROOT / "src"))
+
+from jitsim.graph import protos  # noqa: E402
+
+CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
+DT_FLOAT = protos.DataType.values_by_name["DT_FLOAT"].number
+DT_RESOURCE = protos.DataType.values_by_name["DT_RESOURCE"].number
+DT_STRING = protos.DataType.values_by_name["DT_STRING"].number
+
+
+# -- tiling ---------------------------------------------------------------------------------
+
+def _rename_input(inp: str, prefix: str) -> str:
+    return "^" + prefix + inp[1:] if inp.startswith("^") else prefix + inp
+
+
+def tile(graphdef, k: int):
+    """``k`` disjoint copies of ``graphdef`` in one GraphDef (see the module docstring)."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    out = protos.GraphDef()
+    out.versions.CopyFrom(graphdef.versions)
+    out.library.CopyFrom(graphdef.library)
+    n_args = 1 + max((n.attr["index"].i for n in graphdef.node if n.op == "_Arg"), default=-1)
+    n_rets = 1 + max((n.attr["index"].i for n in graphdef.node if n.op == "_Retval"), default=-1)
+    for i in range(k):
+        prefix = f"tile{i}/"
+        for n in graphdef.node:
+            m = out.node.add()
+            m.CopyFrom(n)
+            m.name = prefix + n.name
+            m.input[:] = [_rename_input(x, prefix) for x in n.input]
+            if n.op == "_Arg":
+                m.attr["index"].i = n.attr["index"].i + i * n_args
+            elif n.op == "_Retval":
+                m.attr["index"].i = n.attr["index"].i + i * n_rets
+    return out
+
+
+# -- layered graphs -------------------------------------------------------------------------
+
+class _Builder:
+    def __init__(self, gd, batch: int, dim: int):
+        self.gd = gd
+        self.batch = batch
+        self.dim = dim
+        self.n_args = 0
+        self.n_rets = 0
+
+    def node(self, name, op, inputs=(), **attrs):
+        n = self.gd.node.add(name=name, op=op, device=CPU)
+        n.input.extend(inputs)
+        for key, fn in attrs.items():
+            fn(n.attr[key])
+        return name
+
+    @staticmethod
+    def _type(t):
+        return lambda a: setattr(a, "type", t)
+
+    def _shape(self, a, dims):
+        for d in dims:
+            a.dim.add(size=d)
+
+    def arg(self, name, dtype, dims, handle_dims=None):
+        def shapes(a):
+            self._shape(a.list.shape.add(), dims)
+
+        attrs = {"T": self._type(dtype), "index": self._int(self.n_args)}
+        if handle_dims is not None:
+            attrs["_handle_dtypes"] = lambda a: a.list.type.append(DT_FLOAT)
+            attrs["_handle_shapes"] = lambda a: self._shape(a.list.shape.add(), handle_dims)
+        else:
+            attrs["_output_shapes"] = shapes
+        self.n_args += 1
+        return self.node(name, "_Arg", **attrs)
+
+    @staticmethod
+    def _int(i):
+        return lambda a: setattr(a, "i", i)
+
+    @staticmethod
+    def _str(s):
+        return lambda a: setattr(a, "s", s.encode())
+
+    @staticmethod
+    def _bool(b):
+        return lambda a: setattr(a, "b", b)
+
+    def variable(self, name, dims):
+        h = self.arg(name.replace("/", "_").lower() + "_readvariableop_resource", DT_RESOURCE, [], handle_dims=dims)
+        return self.node(name + "/ReadVariableOp", "ReadVariableOp", [h], dtype=self._type(DT_FLOAT))
+
+    def const(self, name, value: float):
+        def val(a):
+            a.tensor.dtype = DT_FLOAT
+            a.tensor.tensor_shape.SetInParent()
+            a.tensor.float_val.append(value)
+
+        return self.node(name, "Const", dtype=self._type(DT_FLOAT), value=val)
+
+    def binary(self, name, op, a, b, extra=()):
+        return self.node(name, op, [a, b, *extra], T=self._type(DT_FLOAT))
+
+    def matmul(self, name, a, b, extra=()):
+        return self.node(name, "MatMul", [a, b, *extra], T=self._type(DT_FLOAT), transpose_a=self._bool(False),
+                         transpose_b=self._bool(False))
+
+    def relu(self, name, a):
+        return self.node(name, "Relu", [a], T=self._type(DT_FLOAT))
+
+    def print_(self, name, a):
+        def types(at):
+            at.list.type.append(DT_FLOAT)
+
+        fmt = self.node(name + "/StringFormat", "StringFormat", [a], T=types, template=self._str("{}"),
+                        placeholder=self._str("{}"), summarize=self._int(3))
+        return self.node(name + "/PrintV2", "PrintV2", [fmt], output_stream=self._str("stderr"),
+                         end=self._str("\n"))
+
+    def retval(self, name, a):
+        self.node(name, "_Retval", [a], T=self._type(DT_FLOAT), index=self._int(self.n_rets))
+        self.n_rets += 1
+
+
+def _layer_nodes(width: int, layer: int, print_every: int, scale_every: int) -> int:
+    n = 7 * width  # 2 _Arg + 2 ReadVariableOp + MatMul + AddV2 + Relu per lane
+    if layer % 2 == 1:
+        n += width  # lane mixing AddV2
+    if layer % scale_every == scale_every - 1:
+        n += 1 + width  # a Const and a Mul per lane
+    if layer % print_every == print_every - 1:
+        n += 2
+    return n
+
+
+def layered(n_nodes: int, width: int = 8, seed: int = 0, *, print_every: int = 6, scale_every: int = 5,
+            batch: int = 4, dim: int = 32):
+    """A generated layered function graph of about ``n_nodes`` nodes (never fewer than one layer);
+    see the module docstring. ``seed`` picks which lane each print reads."""
+    rng = random.Random(seed)
+    gd = protos.GraphDef()
+    gd.versions.producer = 2096
+    b = _Builder(gd, batch, dim)
+    x = b.arg("x", DT_FLOAT, [batch, dim])
+    budget = n_nodes - 1 - width  # the input and the results
+    layers = 0
+    total = 0
+    while True:
+        nxt = _layer_nodes(width, layers, print_every, scale_every)
+        if layers and total + nxt > budget:
+            break
+        total += nxt
+        layers += 1
+    prev = [x] * width
+    gate = None  # the print the next layer waits for
+    for layer in range(layers):
+        p = f"layer{layer}"
+        ins = prev
+        if layer % 2 == 1:
+            ins = [b.binary(f"{p}/mix{j}", "AddV2", prev[j], prev[(j + 1) % width]) for j in range(width)]
+        ctrl = [f"^{gate}"] if gate else []
+        out = []
+        for j in range(width):
+            lane = f"{p}/dense{j}"
+            w = b.variable(f"{lane}/MatMul", [dim, dim])
+            mm = b.matmul(f"{lane}/MatMul", ins[j], w, ctrl)
+            bias = b.variable(f"{lane}/BiasAdd", [dim])
+            out.append(b.relu(f"{lane}/Relu", b.binary(f"{lane}/add", "AddV2", mm, bias)))
+        if layer % scale_every == scale_every - 1:
+            c = b.const(f"{p}/scale", 0.5)
+            out = [b.binary(f"{p}/mul{j}", "Mul", out[j], c) for j in range(width)]
+        gate = None
+        if layer % print_every == print_every - 1:
+            gate = b.print_(f"{p}/print", out[rng.randrange(width)])
+        prev = out
+    for j in range(width):
+        b.retval(f"output_{j}_RetVal", prev[j])
+    return gd
+
+
+# -- CLI ------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    from jitsim.graph.io import read_graphdef, save
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("tile", help="k copies of a graph")
+    t.add_argument("graph")
+    t.add_argument("k", type=int)
+    t.add_argument("-o", "--output", required=True)
+    la = sub.add_parser("layered", help="a generated layered graph")
+    la.add_argument("nodes", type=int)
+    la.add_argument("--width", type=int, default=8)
+    la.add_argument("--seed", type=int, default=0)
+    la.add_argument("-o", "--output", required=True)
+    a = ap.parse_args(argv)
+    gd = tile(read_graphdef(a.graph), a.k) if a.cmd == "tile" else layered(a.nodes, a.width, a.seed)
+    save(gd, a.output)
+    print(f"{a.output}: {len(gd.node)} nodes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
