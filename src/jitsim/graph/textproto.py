@@ -316,7 +316,9 @@ def _value_printer(fd):
         return lambda v: "true" if v else "false"
     if cpp == _FD.CPPTYPE_FLOAT:
         if fd.name in _FLOAT_FIELDS:
-            return lambda v: str(v) if v != v else _c_float(type_checkers.ToShortestFloat(v), (6, 9), True)
+            # TF's digits depend only on the float32 value, which ``v`` already is (protobuf's
+            # shortest-repr step of text_format changes nothing here)
+            return lambda v: _c_float(v, (6, 9), True)
         return lambda v: str(v) if v != v else str(type_checkers.ToShortestFloat(v))
     if cpp == _FD.CPPTYPE_DOUBLE and fd.name in _DOUBLE_FIELDS:
         return lambda v: _c_float(v, (15, 17), False)

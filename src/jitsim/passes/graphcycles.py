@@ -239,14 +239,15 @@ class GraphCycles:
         self._reorder()
         return True
 
-    def _forward_dfs(self, n: int, target: int, upper_bound: int) -> bool:
+    def _forward_dfs(self, n: int, target: int, upper_bound: int, budget: int = -1) -> bool | None:
         """Collect into ``_deltaf`` the nodes reachable from ``n`` through ranks < upper_bound.
 
         ``target`` is the node holding rank ``upper_bound`` (ranks are a permutation, so it is
         unique); meeting it as a successor means a path exists and False is returned at once.
         Visited flags of the collected nodes are left set (the caller clears them).
         Exploration order is upstream's: pop, skip if visited, mark, scan successors in
-        sequence order pushing the unvisited in-window ones.
+        sequence order pushing the unvisited in-window ones. With a ``budget`` >= 0 the search
+        gives up (None) once it has collected more than that many nodes.
         """
         rank = self._rank
         visited = self._visited
@@ -263,6 +264,9 @@ class GraphCycles:
                 continue
             visited[n] = True
             add(n)
+            if budget == 0:
+                return None
+            budget -= 1
             o = outs[n]
             # Upstream tests rank[w] == upper_bound per successor; with unique ranks that is
             # exactly "target is a successor", which one dict probe answers.
@@ -600,7 +604,7 @@ class _BulkSearch:
     def _python(self, y: int, x: int, rx: int, budget):
         """The Python search (upstream's order); ``(deltaf or None,)``, or None past ``budget``."""
         gc = self.gc
-        found = gc._forward_dfs(y, x, rx) if budget is None else _bounded_forward(gc, y, x, rx, budget)
+        found = gc._forward_dfs(y, x, rx, -1 if budget is None else budget)
         visited = gc._visited
         deltaf = gc._deltaf
         self.python_visits += len(deltaf)
@@ -659,35 +663,6 @@ class _BulkSearch:
         back = np.array(deltab, dtype=np.int64)
         nodes = np.concatenate((back, deltaf[np.argsort(rf)]))
         rank[nodes] = np.sort(np.concatenate((rank[back], rf)))
-
-
-def _bounded_forward(gc: GraphCycles, n: int, target: int, upper_bound: int, budget: int):
-    """``GraphCycles._forward_dfs`` giving up (None) once more than ``budget`` nodes are
-    collected; the collected nodes stay in ``_deltaf`` with their visited flags set."""
-    rank = gc._rank
-    visited = gc._visited
-    outs = gc._out
-    deltaf = gc._deltaf
-    deltaf.clear()
-    stack = [n]
-    pop = stack.pop
-    push = stack.append
-    add = deltaf.append
-    while stack:
-        n = pop()
-        if visited[n]:
-            continue
-        visited[n] = True
-        add(n)
-        if len(deltaf) > budget:
-            return None
-        o = outs[n]
-        if target in o._idx:
-            return False
-        for w in o._seq:
-            if rank[w] < upper_bound and not visited[w]:
-                push(w)
-    return True
 
 
 class UnionFind:
