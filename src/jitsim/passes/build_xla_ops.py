@@ -143,19 +143,6 @@ class _NameMap:
     def __init__(self, names=()):
         self.counts: dict[str, int] = dict.fromkeys(names, 0)
 
-    @classmethod
-    def for_graph(cls, g: TfGraph) -> "_NameMap":
-        """The root map of ``NewInternalScope``: every node name and every ``/`` prefix."""
-        m = cls()
-        c = m.counts
-        for n in g.all_nodes():
-            name = n.name
-            c[name] = 0
-            i = name.find("/")
-            while i != -1:
-                c[name[:i]] = 0
-                i = name.find("/", i + 1)
-        return m
 
     def unique(self, prefix: str) -> str:
         c = self.counts
@@ -169,6 +156,48 @@ class _NameMap:
                 break
         c[cand] = 0
         return cand
+
+
+class _GraphNames:
+    """The names ``NewInternalScope``'s root map holds for the live graph (every node name and
+    every ``/`` prefix of one), kept up to date as clusters are rewritten instead of rebuilt
+    for each cluster (that made the pass quadratic on graphs with many clusters)."""
+
+    def __init__(self, g: TfGraph):
+        self.g = g
+        self.uses: dict[str, int] = {}
+        self.seen_ids = 0
+        self.update()
+
+    def _count(self, name: str, step: int) -> None:
+        uses = self.uses
+        uses[name] = uses.get(name, 0) + step
+        i = name.find("/")
+        while i != -1:
+            prefix = name[:i]
+            uses[prefix] = uses.get(prefix, 0) + step
+            i = name.find("/", i + 1)
+
+    def update(self, removed=()) -> None:
+        """Count the nodes added since the last call and forget ``removed`` (dead nodes)."""
+        nodes = self.g.nodes
+        for n in nodes[self.seen_ids:]:
+            if n is not None:
+                self._count(n.name, 1)
+        self.seen_ids = len(nodes)
+        for name in removed:
+            self._count(name, -1)
+
+    def unique_scope(self, name: str) -> str:
+        """``NewInternalScope(graph).NewSubScope(name)``'s name: ``name``, else the first free
+        ``name_K``."""
+        uses = self.uses
+        if not uses.get(name):
+            return name
+        k = 1
+        while uses.get(f"{name}_{k}"):
+            k += 1
+        return f"{name}_{k}"
 
 
 class _Builder:
@@ -374,12 +403,15 @@ def build_xla_ops(g: TfGraph, flags, *, lazy: bool | None = None,
     todo = [n for n in g.op_nodes()
             if n.op not in SEND_RECV_OPS and n.op not in CONTROL_FLOW_OPS and _is_xla_compiled_kernel(n)]
     result = BuildResult(changed=bool(todo))
+    names = _GraphNames(g)
     for n in todo:
-        result.decisions[n.name] = _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_proto)
+        result.decisions[n.name] = _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_proto,
+                                                    names)
+        names.update(removed=[n.name] if g.nodes[n.id] is None else ())
     return result
 
 
-def _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_proto) -> dict:
+def _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_proto, names) -> dict:
     # Inputs split into constants / ordinary / resources.
     n_const = _attr_int(n, NUM_CONSTANT_ARGS_ATTR)
     n_res = _attr_int(n, NUM_RESOURCE_ARGS_ATTR)
@@ -427,7 +459,7 @@ def _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_pro
 
     out_edge_count = len(n.out_edges)
     fallback_in_edges = 0 if strict else num_inputs + 1
-    scope = _NameMap.for_graph(g).unique(n.name)
+    scope = names.unique_scope(n.name)
     b = _Builder(g, scope, device, lib_fns)
     ty = b.out_type
 
