@@ -88,35 +88,27 @@ _INT_RANGES = {
 }
 
 
+# field type -> (how its text value is encoded, wire type)
+_KIND_WIRE = {
+    _FD.TYPE_MESSAGE: (_K_MSG, 2), _FD.TYPE_STRING: (_K_STRING, 2), _FD.TYPE_BYTES: (_K_BYTES, 2),
+    _FD.TYPE_ENUM: (_K_ENUM, 0), _FD.TYPE_BOOL: (_K_BOOL, 0),
+    _FD.TYPE_FLOAT: (_K_FLOAT, 5), _FD.TYPE_DOUBLE: (_K_DOUBLE, 1),
+    _FD.TYPE_SINT32: (_K_SINT, 0), _FD.TYPE_SINT64: (_K_SINT, 0),
+    _FD.TYPE_FIXED32: (_K_F32, 5), _FD.TYPE_SFIXED32: (_K_F32, 5),
+    _FD.TYPE_FIXED64: (_K_F64, 1), _FD.TYPE_SFIXED64: (_K_F64, 1),
+    _FD.TYPE_INT32: (_K_INT, 0), _FD.TYPE_INT64: (_K_INT, 0),
+    _FD.TYPE_UINT32: (_K_INT, 0), _FD.TYPE_UINT64: (_K_INT, 0),
+}
+
+
 class _Field:
     __slots__ = ("tag", "kind", "message", "enum", "lo", "hi", "once", "oneof", "fmt")
 
     def __init__(self, fd) -> None:
         t = fd.type
-        if t == _FD.TYPE_MESSAGE:
-            kind, wire = _K_MSG, 2
-        elif t == _FD.TYPE_STRING:
-            kind, wire = _K_STRING, 2
-        elif t == _FD.TYPE_BYTES:
-            kind, wire = _K_BYTES, 2
-        elif t == _FD.TYPE_ENUM:
-            kind, wire = _K_ENUM, 0
-        elif t == _FD.TYPE_BOOL:
-            kind, wire = _K_BOOL, 0
-        elif t == _FD.TYPE_FLOAT:
-            kind, wire = _K_FLOAT, 5
-        elif t == _FD.TYPE_DOUBLE:
-            kind, wire = _K_DOUBLE, 1
-        elif t in (_FD.TYPE_SINT32, _FD.TYPE_SINT64):
-            kind, wire = _K_SINT, 0
-        elif t in (_FD.TYPE_FIXED32, _FD.TYPE_SFIXED32):
-            kind, wire = _K_F32, 5
-        elif t in (_FD.TYPE_FIXED64, _FD.TYPE_SFIXED64):
-            kind, wire = _K_F64, 1
-        elif t in _INT_RANGES:
-            kind, wire = _K_INT, 0
-        else:  # groups: not in TF's protos
+        if t not in _KIND_WIRE:  # groups: not in TF's protos
             raise _Fallback
+        kind, wire = _KIND_WIRE[t]
         self.tag = _varint((fd.number << 3) | wire)
         self.kind = kind
         self.message = fd.message_type
