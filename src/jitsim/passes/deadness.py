@@ -727,8 +727,8 @@ class _Analysis:
                 raise GraphError("Frame of depth > 5000: Probably malformed graph or a bug in BuildControlFlowInfo")
         return info.frame_name
 
-    def populate(self, enable_optimistic: bool = True) -> None:
-        cfi, unreachable = control_flow_info(self.g)
+    def populate(self, enable_optimistic: bool = True, control_flow=None) -> None:
+        cfi, unreachable = control_flow or control_flow_info(self.g)
         if unreachable:
             raise GraphError(
                 "Found unreachable nodes, most likely source and sink nodes not connected: "
@@ -802,14 +802,16 @@ class _Analysis:
         return converged
 
 
-def deadness_analysis(g: TfGraph, *, enable_optimistic: bool = True) -> DeadnessResult:
+def deadness_analysis(g: TfGraph, *, enable_optimistic: bool = True, control_flow=None) -> DeadnessResult:
     """Run TF's deadness analysis on ``g`` (optimistic mode on, as MarkForCompilation does).
+
+    ``control_flow``: :func:`control_flow_info` of ``g`` when the caller has it already.
 
     Raises :class:`jitsim.errors.GraphError` where TF's analysis returns an error
     (unreachable nodes, several NextIteration inputs to one Merge, malformed frames...).
     """
     a = _Analysis(g)
-    a.populate(enable_optimistic)
+    a.populate(enable_optimistic, control_flow)
     return DeadnessResult(g, a.f, a.pm, a.log)
 
 

@@ -294,7 +294,7 @@ class MarkForCompilation:
     def build_cycles_graph(self) -> GraphCycles | None:
         g = self.g
         nodes = g.nodes
-        info, unreachable = control_flow_info(g)
+        info, unreachable = self.control_flow = control_flow_info(g)
         cycles = GraphCycles(g.num_node_ids)
         frames: dict[str, int] = {}
 
@@ -636,7 +636,8 @@ class MarkForCompilation:
         if not self.flags.disable_deadness_safety_checks_for_debugging:
             from jitsim.passes.deadness import deadness_analysis
 
-            deadness = deadness_analysis(g)
+            # the graph is unchanged since the cycle graph was built: its frames are reused
+            deadness = deadness_analysis(g, control_flow=self.control_flow)
         self.result.ran = True
         self.build_clusters(cands, deadness)
         self.contract()

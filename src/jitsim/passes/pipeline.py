@@ -209,8 +209,10 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
             notes.append(f"folded {len(removed)} constant clones back to re-run TF's cloning with its ids")
     # TF's edge ids, including edges TF created after building the graph (session feeds and
     # fetches, clones, ...): see tfgraph.tfgraph_from_dump
+    with timed("is_rebuilt_dump"):
+        rebuilt = is_rebuilt_dump(g.graphdef)
     with timed("tfgraph_from_dump"):
-        tg = tfgraph_from_dump(g)
+        tg = tfgraph_from_dump(g, rebuilt=rebuilt)
     if device is not None:
         name = DEVICES.get(device, device)
         placed = 0
@@ -225,7 +227,7 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
         notes.append(f"{unplaced} nodes have no device (TF's pass would fail on them); pass --device cpu|gpu")
     if stage == RAW:
         notes.append("input is not a TF dump of the pass's input (not post-Grappler): the result is approximate")
-    elif not _is_rebuilt(g, timed):
+    elif not rebuilt:
         notes.append("TF clustered this graph as lowering and inlining left it, without rebuilding it (Grappler off "
                      "or failed): its edge order is reconstructed from node names, and where TF walked an edge set "
                      "of more than 8 edges TF's own cluster numbering and argument order vary from run to run "
@@ -242,11 +244,6 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
         mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles,
                                     exclude_ops=exclude_ops, force_compilable=force_compilable)
     return ClusterResult(graph.source, stage, mark, clones, notes)
-
-
-def _is_rebuilt(g, timed) -> bool:
-    with timed("is_rebuilt_dump"):
-        return is_rebuilt_dump(g.graphdef)
 
 
 def cluster_dump_dir(

@@ -393,7 +393,7 @@ def _inline_input_keys(g: TfGraph) -> dict[int, tuple]:
     return keys
 
 
-def tfgraph_from_dump(graph) -> TfGraph:
+def tfgraph_from_dump(graph, *, rebuilt: bool | None = None) -> TfGraph:
     """A :class:`TfGraph` for a dump of the JIT passes' input (or of a later stage, e.g.
     ``encapsulate_subgraphs_before``) with TF's edge-id order reconstructed as far as the dump
     allows (TF's edge ids are creation order; a dump records neither).
@@ -424,9 +424,12 @@ def tfgraph_from_dump(graph) -> TfGraph:
     edges created together where TF iterates pointer-hashed edge sets (more than 8 edges on a
     node: the inliner and the lowerings walk those; TF's own order then varies between runs),
     are guesses.
+
+    ``rebuilt``: :func:`is_rebuilt_dump` of ``graph.graphdef``, when the caller has it already.
     """
     base = TfGraph.from_graph(graph, fixup=False)
-    rebuilt = is_rebuilt_dump(graph.graphdef)
+    if rebuilt is None:
+        rebuilt = is_rebuilt_dump(graph.graphdef)
     # nodes LowerFunctionalOps and inlining made, on a graph TF never rebuilt
     lowered = set() if rebuilt else {n.id for n in base.op_nodes() if _LOWERED_RE.search(n.name)}
     created = [n.id for n in base.op_nodes() if n.id in lowered or _created_after_construction(base, n)]
