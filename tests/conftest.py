@@ -1,5 +1,7 @@
 import importlib.util
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -8,6 +10,18 @@ import pytest
 from jitsim.crosscheck.corpus import Corpus
 
 HAVE_TF = importlib.util.find_spec("tensorflow") is not None
+
+# The parsed-text cache (jitsim.graph.parse_cache) of this test run: its own directory, removed
+# at the end, unless the caller chose one (JITSIM_PARSE_CACHE=off runs every parse from text).
+_PARSE_CACHE = None
+if "JITSIM_PARSE_CACHE" not in os.environ:
+    _PARSE_CACHE = tempfile.mkdtemp(prefix="jitsim-test-parse-cache-")
+    os.environ["JITSIM_PARSE_CACHE"] = _PARSE_CACHE
+
+
+def pytest_unconfigure(config):
+    if _PARSE_CACHE is not None:
+        shutil.rmtree(_PARSE_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -115,10 +115,15 @@ def test_runner_quick_writes_every_figure(tmp_path, monkeypatch):
             assert r[key] >= 0, key
         assert {"clone_constants", "cluster_scoping", "mark_for_compilation"} <= set(r["passes"])
         assert {"encapsulate_subgraphs", "build_xla_ops"} <= set(r["later_passes"])
-        for cmd_key in ("cluster_cmd", "rewrite_cmd"):
+        for cmd_key in ("cluster_cmd", "rewrite_cmd", "cluster_cmd_cached"):
             assert r[cmd_key]["wall_s"] > 0 and r[cmd_key]["peak_rss_mb"] > 5
         assert r["nodes"] > 0 and r["clusters"] >= 1
     assert doc["cases"][0]["nodes"] == 2 * 34
+    # the other commands, timed on the case that asks for them (the ResNet-50 in a full run)
+    cmds = doc["cases"][0]["commands"]
+    assert set(cmds) == {"explain", "whatif", "diff", "render", "report"}
+    assert all(c["wall_s"] > 0 for c in cmds.values()) and cmds["explain"]["node"]
+    assert doc["cases"][1]["commands"] is None
     assert "tiled:2x mlp_train_sgd" in p.stdout  # the printed table
     # the doc table and the targets render from it (no matplotlib needed)
     q = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "plot.py"), str(tmp_path / "t.json"), "--no-plot"],

@@ -32,6 +32,7 @@ from google.protobuf import text_format
 from jitsim.errors import GraphError, JitsimError, JitsimWarning
 from jitsim.graph import protos, textproto
 from jitsim.graph.model import Graph
+from jitsim.graph.parse_cache import parse_cached
 
 TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
 BINARY_SUFFIXES = (".pb", ".binpb", ".graphdef")
@@ -143,7 +144,8 @@ def looks_like_text(data: bytes) -> bool:
 def _parse(msg, data: bytes, path: Path, text: bool, what: str):
     try:
         if text:
-            textproto.parse(_decode_text(data, path, what), msg)
+            decoded = _decode_text(data, path, what)
+            parse_cached(data, msg, lambda: textproto.parse(decoded, msg))
         else:
             msg.ParseFromString(data)
     except text_format.ParseError as e:
