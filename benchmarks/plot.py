@@ -96,7 +96,7 @@ def markdown_table(doc: dict) -> str:
         f"protobuf {m['protobuf']} ({m.get('protobuf_impl')}); load average at start "
         f"{', '.join(f'{x:.2f}' for x in m['loadavg_start'])}, at end "
         f"{', '.join(f'{x:.2f}' for x in m.get('loadavg_end') or [])}; {doc.get('repeat', '?')} run(s) per figure "
-        f"(fastest kept). Source: `{doc.get('_path', 'benchmarks/results/full.json')}`.",
+        f"(at least 5 for files under 2 MB; fastest kept). Source: `{doc.get('_path', 'benchmarks/results/full.json')}`.",
         "",
         "| case | nodes | parse s | model s | passes s | write s | in-process total s | `cluster` s "
         "| `cluster`, cached parse s | `rewrite` s | rewrite / cluster | peak RSS MB | TF pass s | `cluster` / TF |",

@@ -444,21 +444,26 @@ def _edge_sequences(draw):
     return n + clones, edges
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_edge_sequences(), st.sampled_from([0, 1, 3, 100]), st.sampled_from([0, 7, 10**9]))
-def test_bulk_insertion_is_one_by_one_insertion(seq, budget, after):
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_edge_sequences(), st.sampled_from([0, 1, 3, 100]), st.sampled_from([0, 7, 10**9]),
+       st.sampled_from([0, 10**9]))
+def test_bulk_insertion_is_one_by_one_insertion(seq, budget, after, bitset_max):
     # insert_edges must leave exactly the state of insert_edge called edge by edge (ranks and
     # every sequence order, which the clustering walks) and stop at the same edge; tiny search
-    # budgets and snapshot thresholds force its scipy path on these small graphs.
+    # budgets and snapshot thresholds force its snapshot paths on these small graphs (bitset
+    # snapshot, or scipy's CSR search with bitset_max 0).
     n, edges = seq
     one = GraphCycles(n)
     stop = next((i for i, (x, y) in enumerate(edges) if not one.insert_edge(x, y)), None)
     bulk = GraphCycles(n)
-    saved = GraphCycles.BULK_SEARCH_BUDGET, GraphCycles.BULK_SNAPSHOT_AFTER
-    GraphCycles.BULK_SEARCH_BUDGET, GraphCycles.BULK_SNAPSHOT_AFTER = budget, after
+    names = ("BULK_SEARCH_BUDGET", "BULK_SNAPSHOT_AFTER", "BULK_BITSET_MAX_NODES")
+    saved = [getattr(GraphCycles, k) for k in names]
+    for k, v in zip(names, (budget, after, bitset_max)):
+        setattr(GraphCycles, k, v)
     try:
         assert bulk.insert_edges(edges) == stop
     finally:
-        GraphCycles.BULK_SEARCH_BUDGET, GraphCycles.BULK_SNAPSHOT_AFTER = saved
+        for k, v in zip(names, saved):
+            setattr(GraphCycles, k, v)
     assert _state(bulk) == _state(one)
     assert bulk.check_invariants()

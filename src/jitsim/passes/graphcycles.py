@@ -320,13 +320,16 @@ class GraphCycles:
 
     # ------------------------------------------------------------ bulk insertion
 
-    # A forward search that grows past this many nodes is finished by scipy's breadth-first
-    # search over a CSR snapshot of the graph (each call costs O(N) set-up, so small windows
-    # stay with the Python search).
+    # A forward search that grows past this many nodes is finished over a snapshot of the graph
+    # (each search costs O(N) set-up, so small windows stay with the Python search) ...
     BULK_SEARCH_BUDGET = 100
-    # ... but only once the Python searches have visited this many nodes in all: importing
-    # scipy.sparse costs ~0.2 s, about what the Python search spends on this many visits.
+    # ... but only once the Python searches have visited this many nodes in all (a snapshot
+    # costs about what the Python search spends on this many visits).
     BULK_SNAPSHOT_AFTER = 100_000
+    # The snapshot: up to this many nodes, every node's descendant set as a Python int bitset
+    # (computed in one pass in reverse rank order; n^2/8 bytes at most, 110 MB at 30k nodes);
+    # above, scipy's breadth-first search over a CSR matrix (importing scipy.sparse costs 0.2 s).
+    BULK_BITSET_MAX_NODES = 30_000
 
     def insert_edges(self, edges) -> int | None:
         """``insert_edge`` on each ``(x, y)`` of ``edges`` in order, stopping at the first edge
@@ -337,8 +340,9 @@ class GraphCycles:
         is wide: building the cycle graph of a training step inserts thousands of edges from
         freshly cloned constants (sources with the highest ranks) into the body of the graph,
         each re-ranking everything downstream of its consumer. Only the *set* of nodes reached
-        matters (it is sorted by rank before the ranks are re-dealt), so those searches run as
-        scipy's breadth-first search over a CSR snapshot of the graph, which stays exact as long
+        matters (it is sorted by rank before the ranks are re-dealt), so those searches are
+        answered from a snapshot of the graph (each node's descendants as a bitset, or scipy's
+        breadth-first search over a CSR matrix on the biggest graphs), which stays exact as long
         as no edge added or removed since the snapshot starts at a node the search reaches
         (checked on every answer; otherwise the snapshot is rebuilt or the Python search used).
         """
@@ -567,13 +571,17 @@ class GraphCycles:
 
 class _BulkSearch:
     """The forward searches of :meth:`GraphCycles.insert_edges` (see there): the Python search
-    while it stays small, else scipy's breadth-first search over a CSR snapshot. Once the
+    while it stays small, else a lookup in a snapshot of the graph (descendant bitsets, or
+    scipy's breadth-first search over a CSR matrix for the biggest graphs). Once the
     snapshot exists the ranks are a numpy array (``GraphCycles._rank`` until the bulk
     insertion ends), so that wide windows are re-ranked without a Python loop."""
 
     def __init__(self, gc: GraphCycles) -> None:
         self.gc = gc
-        self.csr = None  # the snapshot (scipy CSR matrix), built on the first wide search
+        self.snapshot = False  # taken on the first wide search
+        self.csr = None  # the snapshot of a big graph: scipy CSR matrix
+        self.reach = None  # the snapshot of a smaller one: node -> int bitset of its descendants
+        self.edges = 0  # edges in the snapshot
         self.dirty = None  # numpy bool: node whose out-edges changed since the snapshot
         self.python_visits = 0  # Python search work since the last snapshot
 
@@ -587,13 +595,13 @@ class _BulkSearch:
         done = self._python(y, x, rx, self.gc.BULK_SEARCH_BUDGET)
         if done is not None:
             return done[0]
-        if self.csr is None:
+        if not self.snapshot:
             if self.python_visits < self.gc.BULK_SNAPSHOT_AFTER:
                 return self._python(y, x, rx, None)[0]
             self._snapshot()
         reach = self._reach(y)
         if self.dirty[reach].any():  # an out-edge changed on the way: stale for this search
-            if self.python_visits * 4 < self.csr.nnz:  # a rebuild would cost more than it saved
+            if self.python_visits * 4 < self.edges:  # a rebuild would cost more than it saved
                 return self._python(y, x, rx, None)[0]
             self._snapshot()
             reach = self._reach(y)
@@ -615,30 +623,64 @@ class _BulkSearch:
         return (list(deltaf) if found else None,)
 
     def _reach(self, y: int):
+        """The snapshot's nodes reachable from ``y`` (``y`` included), a numpy int array."""
+        if self.reach is not None:
+            import numpy as np
+
+            bits = self.reach[y]
+            n = len(self.dirty)
+            flags = np.unpackbits(np.frombuffer(bits.to_bytes((n + 7) // 8, "little"), dtype=np.uint8),
+                                  bitorder="little")
+            return np.flatnonzero(flags)
         from scipy.sparse.csgraph import breadth_first_order
 
         return breadth_first_order(self.csr, y, directed=True, return_predecessors=False)
 
     def _snapshot(self) -> None:
+        import numpy as np
+
+        gc = self.gc
+        n = len(gc._rank)
+        seqs = [o._seq for o in gc._out]
+        if n <= gc.BULK_BITSET_MAX_NODES:
+            order = np.argsort(np.asarray(gc._rank))[::-1].tolist()  # decreasing rank
+            self.reach = self._descendant_bitsets(seqs, order)
+            self.edges = sum(map(len, seqs))
+        else:
+            self.csr = self._csr(seqs, n)
+            self.edges = self.csr.nnz
+        self.snapshot = True
+        self.dirty = np.zeros(n, dtype=bool)
+        self.python_visits = 0
+        if isinstance(gc._rank, list):
+            gc._rank = np.array(gc._rank, dtype=np.int64)
+
+    @staticmethod
+    def _descendant_bitsets(seqs: list[list[int]], order: list[int]) -> list[int]:
+        """Bit ``w`` of entry ``v``: ``w`` is ``v`` or a descendant of it. ``order``: the nodes
+        by decreasing rank; ranks are a topological order, so every successor comes first."""
+        reach = [0] * len(seqs)
+        for v in order:
+            r = 1 << v
+            for w in seqs[v]:
+                r |= reach[w]
+            reach[v] = r
+        return reach
+
+    @staticmethod
+    def _csr(seqs: list[list[int]], n: int):
         import itertools
 
         import numpy as np
         from scipy.sparse import csr_matrix
 
-        gc = self.gc
-        n = len(gc._rank)
-        seqs = [o._seq for o in gc._out]
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum([len(q) for q in seqs], out=indptr[1:])
         nnz = int(indptr[-1])
         indices = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int32, count=nnz)
         csr = csr_matrix((np.ones(nnz), indices, indptr), shape=(n, n))
         csr.sort_indices()
-        self.csr = csr
-        self.dirty = np.zeros(n, dtype=bool)
-        self.python_visits = 0
-        if isinstance(gc._rank, list):
-            gc._rank = np.array(gc._rank, dtype=np.int64)
+        return csr
 
     def reorder(self, deltab: list[int], deltaf) -> None:
         """Upstream's re-dealing of ranks (``GraphCycles._reorder``) for a ``deltaf`` that is a
