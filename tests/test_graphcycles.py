@@ -8,6 +8,7 @@ networkx brute-force model.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 
@@ -444,7 +445,7 @@ def _edge_sequences(draw):
     return n + clones, edges
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("JITSIM_GC_EXAMPLES", "400")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_edge_sequences(), st.sampled_from([0, 1, 3, 100]), st.sampled_from([0, 7, 10**9]),
        st.sampled_from([0, 10**9]))
 def test_bulk_insertion_is_one_by_one_insertion(seq, budget, after, bitset_max):

@@ -583,6 +583,7 @@ class _BulkSearch:
         self.reach = None  # the snapshot of a smaller one: node -> int bitset of its descendants
         self.edges = 0  # edges in the snapshot
         self.dirty = None  # numpy bool: node whose out-edges changed since the snapshot
+        self.node_at = None  # numpy: rank -> node, kept with the numpy ranks
         self.python_visits = 0  # Python search work since the last snapshot
 
     def changed(self, v: int) -> None:
@@ -598,12 +599,12 @@ class _BulkSearch:
         if not self.snapshot:
             if self.python_visits < self.gc.BULK_SNAPSHOT_AFTER:
                 return self._python(y, x, rx, None)[0]
-            self._snapshot()
+            self._snapshot(x)
         reach = self._reach(y)
         if self.dirty[reach].any():  # an out-edge changed on the way: stale for this search
             if self.python_visits * 4 < self.edges:  # a rebuild would cost more than it saved
                 return self._python(y, x, rx, None)[0]
-            self._snapshot()
+            self._snapshot(x)
             reach = self._reach(y)
         if (reach == x).any():
             return None
@@ -636,7 +637,11 @@ class _BulkSearch:
 
         return breadth_first_order(self.csr, y, directed=True, return_predecessors=False)
 
-    def _snapshot(self) -> None:
+    def _snapshot(self, x: int) -> None:
+        """Take the snapshot during the search for the edge ``x -> y`` being inserted: the one
+        edge whose ranks are still out of order, so ``x``'s bitset may miss ``y``'s part; ``x``
+        is marked changed (a later search that reaches it does not trust the snapshot). A CSR
+        snapshot is exact for every node."""
         import numpy as np
 
         gc = self.gc
@@ -651,9 +656,13 @@ class _BulkSearch:
             self.edges = self.csr.nnz
         self.snapshot = True
         self.dirty = np.zeros(n, dtype=bool)
+        if self.reach is not None:
+            self.dirty[x] = True
         self.python_visits = 0
         if isinstance(gc._rank, list):
             gc._rank = np.array(gc._rank, dtype=np.int64)
+            self.node_at = np.empty(n, dtype=np.int64)
+            self.node_at[gc._rank] = np.arange(n, dtype=np.int64)
 
     @staticmethod
     def _descendant_bitsets(seqs: list[list[int]], order: list[int]) -> list[int]:
@@ -689,6 +698,7 @@ class _BulkSearch:
         rank = gc._rank
         visited = gc._visited
         key = rank.__getitem__
+        node_at = self.node_at
         for v in deltab:
             visited[v] = False
         deltab.sort(key=key)
@@ -698,13 +708,28 @@ class _BulkSearch:
             ranks = sorted(map(key, nodes))
             for v, r in zip(nodes, ranks):
                 rank[v] = r
+            if node_at is not None:
+                node_at[ranks] = nodes
             return
         import numpy as np
 
+        n = len(rank)
         rf = rank[deltaf]
         back = np.array(deltab, dtype=np.int64)
-        nodes = np.concatenate((back, deltaf[np.argsort(rf)]))
-        rank[nodes] = np.sort(np.concatenate((rank[back], rf)))
+        if len(rf) * 16 > n:
+            # a wide window: the ranks in order by marking them (O(n), no comparison sort);
+            # the nodes in rank order through the rank -> node map
+            mark = np.zeros(n, dtype=bool)
+            mark[rf] = True
+            front = node_at[np.flatnonzero(mark)]
+            mark[rank[back]] = True
+            pool = np.flatnonzero(mark)
+        else:
+            front = deltaf[np.argsort(rf)]
+            pool = np.sort(np.concatenate((rank[back], rf)))
+        nodes = np.concatenate((back, front))
+        rank[nodes] = pool
+        node_at[pool] = nodes
 
 
 class UnionFind:
