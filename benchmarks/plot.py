@@ -169,6 +169,11 @@ def targets(doc: dict) -> str:
         add("growth 10k → 100k (layered): time ratio / node ratio", f"{g:.2f}", "≈ 1 or less (linear)", "", g <= 1.2)
     else:
         add("growth 10k → 100k (layered)", None, "≈ linear", "", None)
+    r = find("issue:resnet50")
+    c = r and r.get("commands")
+    add("`explain` / `whatif` / `diff` on the 12.6k graph (whole process)",
+        c and " / ".join(f"{c[k]['wall_s']:.1f}" for k in ("explain", "whatif", "diff")) + " s",
+        "a few seconds", "", None)
     r = find("issue:deep_mlp")
     add("`rewrite --until build-xla-ops` / `cluster` on the 25.9k graph", r and f"{r['rewrite_over_cluster']:.2f}",
         "≤ 2", "", None if r is None else r["rewrite_over_cluster"] <= 2)

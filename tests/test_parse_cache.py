@@ -78,6 +78,17 @@ def test_off_writes_nothing(big_file, tmp_path, monkeypatch):
     assert not any(p.suffix == ".binpb" for p in tmp_path.rglob("*"))
 
 
+def test_no_home_directory_means_no_cache(monkeypatch):
+    import pathlib
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("JITSIM_PARSE_CACHE", raising=False)
+    monkeypatch.setattr(pathlib.Path, "home", staticmethod(no_home))
+    assert parse_cache.default_dir() is None
+
+
 def test_a_truncated_entry_is_not_taken_for_a_smaller_graph(big_file, cache_dir):
     want = read_graphdef(big_file)
     (entry,) = _entries(cache_dir)

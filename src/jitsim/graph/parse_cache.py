@@ -41,7 +41,11 @@ def default_dir() -> Path | None:
     env = os.environ.get("JITSIM_PARSE_CACHE")
     if env is not None:
         return None if env.strip().lower() in _OFF or not env.strip() else Path(env)
-    return Path.home() / ".cache" / "jitsim" / "parsed"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no password entry: no cache
+        return None
+    return home / ".cache" / "jitsim" / "parsed"
 
 
 @functools.lru_cache(maxsize=None)
