@@ -48,6 +48,17 @@ class Edge:
     def is_control(self) -> bool:
         return self.dst_input == CONTROL
 
+    @classmethod
+    def _make(cls, src: str, dst: str, src_output: int, dst_input: int) -> "Edge":
+        """``Edge(...)`` without the frozen dataclass's per-field ``object.__setattr__``
+        (graphs of 100k nodes make hundreds of thousands)."""
+        e = _new(cls)
+        e.__dict__.update(src=src, dst=dst, src_output=src_output, dst_input=dst_input)
+        return e
+
+
+_new = object.__new__
+
 
 def parse_input(ref: str) -> tuple[str, int]:
     """``'a:2'`` -> ``('a', 2)``, ``'a'`` -> ``('a', 0)``, ``'^a'`` -> ``('a', CONTROL)``."""
@@ -155,28 +166,39 @@ class Graph:
         self.graphdef = graphdef  # the proto; node list is regenerated on write
         self.source = source
         self.nodes: dict[str, Node] = {}
+        nodes = self.nodes
+        names = []  # each name read from the proto once (every read makes a new str)
         for i, nd in enumerate(graphdef.node):
-            if not nd.name:
+            name = nd.name
+            if not name:
                 raise GraphError(f"node #{i} ({nd.op or 'no op'}) has an empty name", source)
-            if nd.name in self.nodes:
-                raise GraphError(f"duplicate node name {nd.name!r}", source)
-            self.nodes[nd.name] = Node(nd, i)
+            if name in nodes:
+                raise GraphError(f"duplicate node name {name!r}", source)
+            nodes[name] = Node(nd, i)
+            names.append(name)
         # in-edges per node: data inputs by slot, then control inputs, as in the NodeDef
         self._in: dict[str, list[Edge]] = {}
-        nodes = self.nodes
-        for nd in graphdef.node:
+        new_edge = Edge._make
+        # a ref that is a node's name is output 0 of it, unless some name itself looks like a
+        # ref ("a:1", "^a": names TF refuses, read as parse_input reads them)
+        plain = nodes if not any(":" in n or n.startswith("^") for n in names) else {}
+        for name, nd in zip(names, graphdef.node):
             slot = 0
             lst = []
             for ref in nd.input:
+                if ref in plain:  # the common case: output 0 of a node
+                    lst.append(new_edge(ref, name, 0, slot))
+                    slot += 1
+                    continue
                 src, out = parse_input(ref)
                 if src not in nodes:
-                    raise GraphError(f"node {nd.name!r} has input {ref!r}, which names no node", source)
+                    raise GraphError(f"node {name!r} has input {ref!r}, which names no node", source)
                 if out == CONTROL:
-                    lst.append(Edge(src, nd.name, CONTROL, CONTROL))
+                    lst.append(new_edge(src, name, CONTROL, CONTROL))
                 else:
-                    lst.append(Edge(src, nd.name, out, slot))
+                    lst.append(new_edge(src, name, out, slot))
                     slot += 1
-            self._in[nd.name] = lst
+            self._in[name] = lst
         self._out: dict[str, list[Edge]] | None = None
         self._nx = None
         if validate:

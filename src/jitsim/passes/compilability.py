@@ -139,10 +139,12 @@ class CompilabilityChecker:
         return None
 
     # -- the checker -------------------------------------------------------------------------
-    def check_node(self, nodedef, depth: int = 1, input_types_of=None, producer_types_of=None) -> Failure | None:
+    def check_node(self, nodedef, depth: int = 1, input_types_of=None, producer_types_of=None,
+                   output_types_of=None) -> Failure | None:
         """``None`` if compilable at this call depth (1 = top level), else the failure.
 
-        ``input_types_of()`` gives the node's input dtypes per its OpDef;
+        ``input_types_of()`` / ``output_types_of()`` give the node's input / output dtypes per
+        its OpDef (computed here when not given);
         ``producer_types_of()`` the dtypes its producers actually output (refs included),
         known only for top-level nodes."""
         op = nodedef.op
@@ -150,6 +152,9 @@ class CompilabilityChecker:
         if input_types_of is None:
             def input_types_of():
                 return optypes.input_types(nodedef, self.fns) or []
+        if output_types_of is None:
+            def output_types_of():
+                return optypes.output_types(nodedef, self.fns) or []
 
         if op in ("_SOURCE", "_SINK"):
             return "SOURCE_OR_SINK", "source or sink node", ()
@@ -201,7 +206,7 @@ class CompilabilityChecker:
             return "UNIQUE_OP", "Unique op", ()
         if not f.allow_ops_producing_or_consuming_variant:
             ins = input_types_of()
-            outs = optypes.output_types(nodedef, self.fns) or []
+            outs = output_types_of()
             if optypes.DT_VARIANT in ins or optypes.DT_VARIANT in outs:
                 return "VARIANT_OP", "DT_VARIANT producer/consumer", ()
         kind = RESOURCE_OPS.get(op)

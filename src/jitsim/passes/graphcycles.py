@@ -716,7 +716,7 @@ class _BulkSearch:
         n = len(rank)
         rf = rank[deltaf]
         back = np.array(deltab, dtype=np.int64)
-        if len(rf) * 16 > n:
+        if len(rf) * 100 > n:
             # a wide window: the ranks in order by marking them (O(n), no comparison sort);
             # the nodes in rank order through the rank -> node map
             mark = np.zeros(n, dtype=bool)

@@ -150,6 +150,8 @@ class MarkForCompilation:
         self.device_ids: dict[str, int] = {}
         self.device_names: list[str] = []
         self._should_compile_cache: dict[int, bool] = {}
+        self._in_types: dict[int, list[int]] = {}
+        self._out_types: dict[int, list[int]] = {}
         self._compat_cache: dict[tuple, bool] = {}
 
     # -- helpers -------------------------------------------------------------------------------
@@ -241,7 +243,8 @@ class MarkForCompilation:
                 checker = checkers[dtype] = CompilabilityChecker(g.library, reg.jit_device, _op_filter(reg, allow_where),
                                                                  force_compilable=self.force_compilable)
             fail = checker.check_node(n.nodedef, 1, input_types_of=self._input_types_fn(n),
-                                      producer_types_of=self._producer_types_fn(n))
+                                      producer_types_of=self._producer_types_fn(n),
+                                      output_types_of=self._output_types_fn(n))
             if fail is not None:
                 code, detail, path = fail
                 ev = {"jit_device": reg.jit_device}
@@ -273,15 +276,29 @@ class MarkForCompilation:
         return cands
 
     def _input_types_fn(self, n: TfNode):
-        def f():
-            return optypes.input_types(n.nodedef, self.fns) or []
-        return f
+        return lambda: self.input_types(n)
+
+    def _output_types_fn(self, n: TfNode):
+        return lambda: self.output_types(n)
+
+    def input_types(self, n: TfNode) -> list[int]:
+        """The node's input dtypes per its OpDef (once per node: the pass never changes them)."""
+        t = self._in_types.get(n.id)
+        if t is None:
+            t = self._in_types[n.id] = optypes.input_types(n.nodedef, self.fns) or []
+        return t
+
+    def output_types(self, n: TfNode) -> list[int]:
+        t = self._out_types.get(n.id)
+        if t is None:
+            t = self._out_types[n.id] = optypes.output_types(n.nodedef, self.fns) or []
+        return t
 
     def _producer_types_fn(self, n: TfNode):
         def f():
             out = []
             for e in n.data_inputs():
-                types = optypes.output_types(self.g.nodes[e.src].nodedef, self.fns) or []
+                types = self.output_types(self.g.nodes[e.src])
                 if 0 <= e.src_output < len(types):
                     out.append(types[e.src_output])
             return out
@@ -358,8 +375,7 @@ class MarkForCompilation:
             c.has_functional_control_flow = n.op in WHILE_OPS or n.op in IF_OPS
             dev = self.device_id(n.device)
             c.devices = [dev]
-            types = (optypes.input_types(n.nodedef, self.fns) or []) + (optypes.output_types(n.nodedef, self.fns) or [])
-            is_resource = optypes.DT_RESOURCE in types
+            is_resource = optypes.DT_RESOURCE in self.input_types(n) or optypes.DT_RESOURCE in self.output_types(n)
             c.resource_op_device = dev if is_resource else None
             c.resource_ids = [n.id] if (is_resource or may_call_function(n, self.fns)) else []
             c.resource_set = set(c.resource_ids)

@@ -148,6 +148,19 @@ def _attr_types(nodedef, name: str, opdef) -> list[int] | None:
     return None
 
 
+_CONSTRAINTS: dict[int, tuple] = {}
+
+
+def _constraints(kernel) -> tuple:
+    """``(constraint, frozenset of allowed types)`` of a registry ``KernelDef`` (registry
+    kernels live as long as the process: keyed by identity, the kernel kept alive)."""
+    got = _CONSTRAINTS.get(id(kernel))
+    if got is None or got[0] is not kernel:
+        got = _CONSTRAINTS[id(kernel)] = (kernel, tuple((c, frozenset(c.allowed_values.list.type))
+                                                        for c in kernel.constraint))
+    return got[1]
+
+
 def find_xla_kernel(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str = DEFAULT_TF_VERSION):
     """``(kernel, None)`` if ``nodedef`` has a kernel on ``device_type``, else ``(None, why)``.
 
@@ -168,8 +181,7 @@ def find_xla_kernel(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str =
             why = why or f"kernel label {label!r} does not match"
             continue
         bad = None
-        for c in k.constraint:
-            allowed = set(c.allowed_values.list.type)
+        for c, allowed in _constraints(k):
             types = _attr_types(nodedef, c.name, opdef)
             if types is None:
                 bad = f"attr {c.name} is not set"
