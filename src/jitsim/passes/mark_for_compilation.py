@@ -594,6 +594,13 @@ class MarkForCompilation:
             c = self.uf[n.id].get()
             members.setdefault(id(c), []).append(n)
             self.result.groups[n.name] = nodes[c.cycles_id].name
+        names_of: dict[int, list[str]] = {}
+
+        def member_names(c) -> list[str]:  # one list per cluster, shared by its members' records
+            got = names_of.get(id(c))
+            if got is None:
+                got = names_of[id(c)] = [m.name for m in members[id(c)]]
+            return got
         for n in cands:
             c = self.uf[n.id].get()
             info = {"cluster_size": c.size, "effective_size": c.effective_size}
@@ -621,7 +628,7 @@ class MarkForCompilation:
                             f"effective size {c.effective_size} < --tf_xla_min_cluster_size={self.flags.min_cluster_size}",
                             min_cluster_size=self.flags.min_cluster_size,
                             flag=f"--tf_xla_min_cluster_size={self.flags.min_cluster_size}",
-                            would_be_members=[m.name for m in members[id(c)]], **info)
+                            would_be_members=member_names(c), **info)
 
     def fingerprint(self) -> int:
         from jitsim.passes.fingerprint import fingerprint_graphdef
