@@ -578,11 +578,11 @@ class _BulkSearch:
 
     def __init__(self, gc: GraphCycles) -> None:
         self.gc = gc
-        self.snapshot = False  # taken on the first wide search
         self.csr = None  # the snapshot of a big graph: scipy CSR matrix
         self.reach = None  # the snapshot of a smaller one: node -> int bitset of its descendants
         self.edges = 0  # edges in the snapshot
-        self.dirty = None  # numpy bool: node whose out-edges changed since the snapshot
+        self.dirty = None  # numpy bool: node whose out-edges changed since the snapshot (None:
+        # no snapshot yet; one is taken on the first wide search)
         self.node_at = None  # numpy: rank -> node, kept with the numpy ranks
         self.python_visits = 0  # Python search work since the last snapshot
 
@@ -596,7 +596,7 @@ class _BulkSearch:
         done = self._python(y, x, rx, self.gc.BULK_SEARCH_BUDGET)
         if done is not None:
             return done[0]
-        if not self.snapshot:
+        if self.dirty is None:
             if self.python_visits < self.gc.BULK_SNAPSHOT_AFTER:
                 return self._python(y, x, rx, None)[0]
             self._snapshot(x)
@@ -654,7 +654,6 @@ class _BulkSearch:
         else:
             self.csr = self._csr(seqs, n)
             self.edges = self.csr.nnz
-        self.snapshot = True
         self.dirty = np.zeros(n, dtype=bool)
         if self.reach is not None:
             self.dirty[x] = True

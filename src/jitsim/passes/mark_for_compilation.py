@@ -283,15 +283,15 @@ class MarkForCompilation:
 
     def input_types(self, n: TfNode) -> list[int]:
         """The node's input dtypes per its OpDef (once per node: the pass never changes them)."""
-        t = self._in_types.get(n.id)
-        if t is None:
-            t = self._in_types[n.id] = optypes.input_types(n.nodedef, self.fns) or []
-        return t
+        return self._op_types(self._in_types, optypes.input_types, n)
 
     def output_types(self, n: TfNode) -> list[int]:
-        t = self._out_types.get(n.id)
+        return self._op_types(self._out_types, optypes.output_types, n)
+
+    def _op_types(self, memo: dict[int, list[int]], types_of, n: TfNode) -> list[int]:
+        t = memo.get(n.id)
         if t is None:
-            t = self._out_types[n.id] = optypes.output_types(n.nodedef, self.fns) or []
+            t = memo[n.id] = types_of(n.nodedef, self.fns) or []
         return t
 
     def _producer_types_fn(self, n: TfNode):

@@ -274,17 +274,11 @@ class _Inference:
         non-scalar operand of the element-wise expression written with the highest rank and the
         most known dims (``g``) is the guess; :meth:`run` keeps it where every write then agrees."""
         out = {}
-        for nd in self.nodes.values():
-            if nd.op not in WRITES:
-                continue
-            d = self.data(nd)
-            if len(d) != 2:
-                continue
-            root = self.resource_root(d[0])
-            if root is None or root in self.var_shapes or self.handle_shape(d[0]) is not None:
+        for root, handle, value in self.variable_writes():
+            if root in self.var_shapes or self.handle_shape(handle) is not None:
                 continue
             best = None
-            stack, seen = [d[1]], set()
+            stack, seen = [value], set()
             while stack and len(seen) < 64:
                 ref = stack.pop()
                 if ref in seen:
@@ -325,7 +319,9 @@ class _Inference:
             if (self.shapes, self.var_shapes) == before:
                 break
 
-    def collect_writes(self):
+    def variable_writes(self):
+        """``(variable, handle ref, value ref)`` of each write of a value to a variable whose
+        resource root is known."""
         for nd in self.nodes.values():
             if nd.op not in WRITES:
                 continue
@@ -333,8 +329,13 @@ class _Inference:
             if len(d) != 2:
                 continue
             root = self.resource_root(d[0])
-            s = self.shape_of(d[1])
-            if root is None or s is None:
+            if root is not None:
+                yield root, d[0], d[1]
+
+    def collect_writes(self):
+        for root, _, value in self.variable_writes():
+            s = self.shape_of(value)
+            if s is None:
                 continue
             prev = self.var_shapes.get(root)
             self.var_shapes[root] = s if prev is None else _merge_same(prev, s) if compatible(prev, s) else None
