@@ -9,7 +9,9 @@ generated messages that reach the escapes, float digits, enum numbers and zero m
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 
 import pytest
 from google.protobuf import text_format
@@ -28,17 +30,50 @@ def _slow_parse(text):
     return text_format.Parse(text, protos.GraphDef(), allow_unknown_field=False)
 
 
-def _same_both_ways(text: str) -> None:
+# Both implementations: the C extension (built by setup.py; CI requires it) and the pure
+# Python it was written from, which stays the fallback where no compiler is found.
+IMPLS = ("c", "python")
+
+
+@contextlib.contextmanager
+def _impl(name: str):
+    saved = textproto._c
+    if name == "python":
+        textproto._c = None
+    elif saved is None:
+        if os.environ.get("JITSIM_CI"):
+            pytest.fail("the C extension jitsim.graph._fasttext is not built (pip install -e . "
+                        "needs a C compiler)")
+        pytest.skip("the C extension jitsim.graph._fasttext is not built")
+    try:
+        yield
+    finally:
+        textproto._c = saved
+
+
+def _same_both_ways(text: str, impls=IMPLS) -> None:
     try:
         want = _slow_parse(text)
     except text_format.ParseError as e:
-        with pytest.raises(text_format.ParseError) as got:
-            textproto.parse(text, protos.GraphDef())
-        assert str(got.value) == str(e)
+        for impl in impls:
+            with _impl(impl), pytest.raises(text_format.ParseError) as got:
+                textproto.parse(text, protos.GraphDef())
+            assert str(got.value) == str(e), impl
         return
-    got = textproto.parse(text, protos.GraphDef())
-    assert got == want
-    assert textproto.print_message(got) == textproto._print_slow(want)
+    for impl in impls:
+        with _impl(impl):
+            got = textproto.parse(text, protos.GraphDef())
+            assert got == want, impl
+            assert textproto.print_message(got) == textproto._print_slow(want), impl
+
+
+def test_c_extension_built_in_ci():
+    # setup.py builds the extension optionally (a missing compiler is not an install error);
+    # CI has one, so a build that silently failed must show here.
+    if not os.environ.get("JITSIM_CI") and not textproto.accelerated():
+        pytest.skip("the C extension is not built here")
+    assert textproto.accelerated()
+    assert "_fasttext" in textproto._c.__name__
 
 
 def _sample_files(corpus, per_run: int, max_bytes: int = 100_000):
@@ -59,6 +94,20 @@ def test_corpus_sample_identical(corpus):
         _same_both_ways(path.read_text())
         seen += 1
     assert seen > 150
+
+
+def test_c_paths_taken_on_real_dumps(corpus):
+    # The C reader and printer must do the work on TF's own dumps, not hand every file back to
+    # Python (which would pass the identity tests above while being as slow as before).
+    with _impl("c"):
+        seen = 0
+        for path in _sample_files(corpus, per_run=1, max_bytes=2_000_000):
+            text = path.read_text()
+            gd = protos.GraphDef()
+            assert textproto._parse_c(text, gd), path
+            assert textproto._print_c(gd) == text, path  # TF's own dumps print back unchanged
+            seen += 1
+        assert seen > 80
 
 
 @pytest.mark.slow
@@ -112,6 +161,37 @@ def test_whole_corpus_identical(corpus):
     'versions { producer: 1 min_consumer: -1 } library { function { signature { name: "f" } '
     'arg_attr { key: 0 value { } } resource_arg_unique_id { key: 0 value: 0 } } }',
     "",
+    # the C reader's own edges (one item a line)
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      i: -0\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      i: 123456789012345678\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      i: -1234567890123456789\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      i: 9223372036854775808\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      i: 007\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      b: True\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      b: 2\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      type: 3\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      f: 1.5\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      i: 1\n      f: 2\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      s: "\\000\\377x"\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      list {\n        type: DT_FLOAT\n        type: DT_INT32\n      }\n    }\n  }\n}\n',
+    'node {\n  name: "a"\n  attr {\n    key: "v"\n    value {\n      tensor {\n        dtype: DT_FLOAT\n        float_val: 1\n      }\n    }\n  }\n}\n',
+    'node {\n  name: "é"\n  op: "ü"\n}\n',
+    "node {\n  name: 'q'\n}\n",
+    'node {\n  name: "a"\x1c\n\x0b}\x0c\n',
+    'node {\n  name: "a"\u00a0\n}\n',
+    '\u00a0node {\n  name: "a"\n}\n',
+    'node {\n  name: "a"\n  name: "b"\n}\n',
+    'node {\n  name:  "a"\n}\n',
+    'node {\n  name: "a"  \t\n}\n',
+    'node  \t{\n}\n',
+    'node:{\n}\n',
+    'node {\n  device: "a\\\\"\n}\n',
+    'node {\n  device: "a\\"\n}\n',
+    'node {\n  input: "x"\n  input: "y\\"z"\n}\n',
+    'node {\n}\n}\n',
+    'node {\n',
+    'versions {\n  producer: 4294967296\n}\n',
+    'versions {\n  bad_consumers: 1\n  bad_consumers: -2147483649\n}\n',
 ])
 def test_odd_texts(text):
     _same_both_ways(text)
@@ -168,11 +248,14 @@ def graphdefs(draw):
 @CI
 @given(graphdefs())
 def test_generated_messages_print_and_read_back(gd):
-    text = textproto.print_message(gd)
-    assert text == textproto._print_slow(gd)
-    back = textproto.parse(text, protos.GraphDef())
-    want = _slow_parse(text)
-    assert back == want
+    slow = textproto._print_slow(gd)
+    want = _slow_parse(slow)
+    for impl in IMPLS if textproto.accelerated() else ("python",):
+        with _impl(impl):
+            text = textproto.print_message(gd)
+            assert text == slow, impl
+            back = textproto.parse(text, protos.GraphDef())
+            assert back == want, impl
 
 
 def test_c_float_digits():

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import re
 import struct
 
@@ -46,7 +47,22 @@ from google.protobuf import descriptor as _d
 from google.protobuf import text_encoding, text_format
 from google.protobuf.internal import type_checkers
 
-__all__ = ["parse", "print_message"]
+__all__ = ["parse", "print_message", "accelerated"]
+
+# The optional C extension (setup.py builds it where a compiler is found): the same two jobs,
+# each the C form of the Python code below, which stays the reference and the fallback.
+# JITSIM_PURE_PYTHON=1 turns it off.
+try:
+    from jitsim.graph import _fasttext as _c
+except ImportError:  # built without a C compiler
+    _c = None
+if os.environ.get("JITSIM_PURE_PYTHON", "") not in ("", "0"):
+    _c = None
+
+
+def accelerated() -> bool:
+    """Whether the C extension reads and writes text here (False: pure Python)."""
+    return _c is not None
 
 # One item per match: a scalar field, a message opening, a closing brace, or anything else
 # (a single non-space character, which sends the text to text_format).
@@ -244,12 +260,56 @@ def _line_items(text: str) -> list[tuple]:
     return items
 
 
+# The C reader's tables: per message type, field name -> (tag, kind, sub-table or None, enum
+# names, lo, hi, field number if singular else -1, oneof index or -1, the _Field). A type the
+# Python reader refuses (groups, Any) has None for a table, which makes the C reader hand back.
+_C_FIELDS: dict[str, dict | None] = {}
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _c_fields(desc) -> dict | None:
+    name = desc.full_name
+    if name in _C_FIELDS:
+        return _C_FIELDS[name]
+    try:
+        py = _fields(desc)
+    except _Fallback:
+        _C_FIELDS[name] = None
+        return None
+    table: dict = {}
+    _C_FIELDS[name] = table  # before the sub-tables: message types nest themselves
+    oneofs = {o.name: i for i, o in enumerate(desc.oneofs)}
+    for fname, f in py.items():
+        sub = _c_fields(f.message) if f.kind == _K_MSG else None
+        table[fname] = (f.tag, f.kind, sub, f.enum, max(f.lo, _I64[0]), min(f.hi, _I64[1]),
+                        -1 if f.once is None else f.once, oneofs.get(f.oneof, -1), f)
+    return table
+
+
+def _parse_c(text: str, message) -> bool:
+    """The C reader; False when it hands the text back (nothing is left in ``message``)."""
+    table = _c_fields(message.DESCRIPTOR)
+    if table is None:
+        return False
+    wire = _c.encode_lines(text, table, _scalar)
+    if wire is None:
+        return False
+    try:
+        message.MergeFromString(wire)
+    except Exception:  # what upb refuses (depth): the Python readers and text_format decide
+        message.Clear()
+        return False
+    return True
+
+
 def parse(text: str, message):
     """Fill ``message`` (a fresh message) from its text format; returns it.
 
     Text outside the plain subset TF writes is read by ``text_format.Parse`` instead, so the
     result (or the ``text_format.ParseError``) is always what ``text_format`` gives.
     """
+    if _c is not None and _parse_c(text, message):
+        return message
     for items in (_line_items, _ITEM.findall):
         try:
             message.MergeFromString(_encode(items(text), message.DESCRIPTOR))
@@ -384,8 +444,71 @@ class _Printer:
             write(f"{indent}}}\n")
 
 
+# The C printer's plans: per message type a list indexed by field number of
+# (name, kind, sub-plan, enum names, float printer, map spec) or None (no such field).
+_C_PLANS: dict[str, list | None] = {}
+_C_TYPE_KIND = {
+    _FD.TYPE_STRING: "string", _FD.TYPE_BYTES: "bytes", _FD.TYPE_ENUM: "enum", _FD.TYPE_BOOL: "bool",
+    _FD.TYPE_INT32: "int32", _FD.TYPE_INT64: "int64", _FD.TYPE_UINT32: "uint32",
+    _FD.TYPE_UINT64: "uint64", _FD.TYPE_SINT32: "sint32", _FD.TYPE_SINT64: "sint64",
+    _FD.TYPE_FIXED32: "fixed32", _FD.TYPE_FIXED64: "fixed64", _FD.TYPE_SFIXED32: "sfixed32",
+    _FD.TYPE_SFIXED64: "sfixed64", _FD.TYPE_FLOAT: "float", _FD.TYPE_DOUBLE: "double",
+    _FD.TYPE_MESSAGE: "message",
+}
+
+
+def _c_spec(fd) -> tuple | None:
+    kinds = _c.PRINT_KINDS
+    kind = _C_TYPE_KIND.get(fd.type)
+    if kind is None:  # groups: the C printer hands back when it meets one
+        return (fd.name.encode(), kinds.index("message"), None, None, None, None)
+    sub = names = show = mapping = None
+    if kind == "message":
+        entry = fd.message_type
+        if entry.GetOptions().map_entry:
+            kind = "map"
+            mapping = (_c_spec(entry.fields_by_name["key"]), _c_spec(entry.fields_by_name["value"]),
+                       fd.name in _ZERO_KEY_MAPS, fd.name in _ZERO_VALUE_MAPS)
+        else:
+            sub = _c_plan(entry)
+    elif kind == "enum":
+        names = {v.number: v.name for v in fd.enum_type.values}
+    elif kind in ("float", "double"):
+        show = _value_printer(fd)
+    return (fd.name.encode(), kinds.index(kind), sub, names, show, mapping)
+
+
+def _c_plan(desc) -> list | None:
+    name = desc.full_name
+    if name in _C_PLANS:
+        return _C_PLANS[name]
+    if name == "google.protobuf.Any" or any(fd.number > 4096 for fd in desc.fields):
+        _C_PLANS[name] = None
+        return None
+    plan: list = []
+    _C_PLANS[name] = plan  # before the fields: message types nest themselves
+    specs = {fd.number: _c_spec(fd) for fd in desc.fields}
+    plan.extend(specs.get(i) for i in range(max(specs, default=0) + 1))
+    return plan
+
+
+def _print_c(msg) -> str | None:
+    plan = _c_plan(msg.DESCRIPTOR)
+    if plan is None:
+        return None
+    try:
+        data = msg.SerializeToString()
+    except Exception:  # over protobuf's 2 GiB: the Python printer walks the message instead
+        return None
+    return _c.print_wire(data, plan)
+
+
 def print_message(msg) -> str:
     """Text format of ``msg`` as TensorFlow's C++ writes it (what ``io.to_text`` promises)."""
+    if _c is not None:
+        text = _print_c(msg)
+        if text is not None:
+            return text
     printer = _Printer()
     try:
         printer.message(msg, "")

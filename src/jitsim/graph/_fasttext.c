@@ -1,0 +1,801 @@
+/* Optional C accelerator for jitsim.graph.textproto (issue 14: reading and writing TF's text
+ * GraphDefs at C speed).
+ *
+ * Two functions, each the C form of a pure-Python path that stays the reference:
+ *
+ *   print_wire(data, plan) -> str | None
+ *       The text format of a message from its binary wire form, as textproto's _Printer
+ *       prints it (field-number order, map entries sorted by key, TF's zero-key rules). The
+ *       plan (built in textproto.py from the descriptors) says each field's name and kind;
+ *       float and double values are printed by a Python callable in the plan so their digits
+ *       come from one place. None: something this printer does not do (fields out of order,
+ *       groups, a duplicate map key, invalid UTF-8...): the caller prints in Python instead.
+ *
+ *   encode_lines(text, fields, scalar) -> bytes | None
+ *       The wire form of a message written one item a line (what TF and protobuf's printers
+ *       write), as textproto's _line_items + _encode give it. Plain strings, enums, bools and
+ *       decimal integers are encoded here, every other token by the Python callable
+ *       ``scalar`` (textproto._scalar). None: the text leaves that layout (the caller then
+ *       tries its other readers, which decide exactly as before).
+ *
+ * Neither raises for bad input: None is the answer, and Python decides what is wrong.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FALLBACK (-2) /* not an error: hand the job back to Python */
+#define ERROR (-1)    /* a Python exception is set */
+#define MAX_DEPTH 200
+
+/* ----------------------------------------------------------------------------- buffer */
+
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + extra) cap *= 2;
+    char *p = PyMem_Realloc(b->p, cap);
+    if (!p) {
+        PyErr_NoMemory();
+        return ERROR;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_put(Buf *b, const char *s, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return ERROR;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+static inline int buf_indent(Buf *b, int depth) {
+    if (buf_reserve(b, 2 * depth) < 0) return ERROR;
+    memset(b->p + b->n, ' ', 2 * depth);
+    b->n += 2 * depth;
+    return 0;
+}
+
+static int buf_put_str(Buf *b, PyObject *s) { /* a Python str, as UTF-8 */
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (!u) return ERROR;
+    return buf_put(b, u, n);
+}
+
+static int buf_put_bytesobj(Buf *b, PyObject *s) {
+    return buf_put(b, PyBytes_AS_STRING(s), PyBytes_GET_SIZE(s));
+}
+
+/* ------------------------------------------------------------------------------ wire */
+
+static inline int read_varint(const unsigned char **pp, const unsigned char *end, uint64_t *out) {
+    const unsigned char *p = *pp;
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (p >= end) return FALLBACK;
+        unsigned char c = *p++;
+        v |= (uint64_t)(c & 0x7F) << shift;
+        if (!(c & 0x80)) {
+            *pp = p;
+            *out = v;
+            return 0;
+        }
+    }
+    return FALLBACK;
+}
+
+static int skip_field(const unsigned char **pp, const unsigned char *end, int wt) {
+    uint64_t v;
+    switch (wt) {
+    case 0:
+        return read_varint(pp, end, &v);
+    case 1:
+        if (end - *pp < 8) return FALLBACK;
+        *pp += 8;
+        return 0;
+    case 2:
+        if (read_varint(pp, end, &v) < 0 || v > (uint64_t)(end - *pp)) return FALLBACK;
+        *pp += v;
+        return 0;
+    case 5:
+        if (end - *pp < 4) return FALLBACK;
+        *pp += 4;
+        return 0;
+    default:
+        return FALLBACK; /* groups */
+    }
+}
+
+/* ---------------------------------------------------------------------------- printer */
+
+enum {
+    P_STRING, P_BYTES, P_ENUM, P_BOOL, P_INT32, P_INT64, P_UINT32, P_UINT64, P_SINT32,
+    P_SINT64, P_FIXED32, P_FIXED64, P_SFIXED32, P_SFIXED64, P_FLOAT, P_DOUBLE, P_MSG, P_MAP,
+    P_COUNT
+};
+static const char *const print_kind_names[P_COUNT] = {
+    "string", "bytes", "enum", "bool", "int32", "int64", "uint32", "uint64", "sint32",
+    "sint64", "fixed32", "fixed64", "sfixed32", "sfixed64", "float", "double", "message", "map"};
+
+/* A field's spec: (name: bytes, kind: int, sub: list | None, names: dict | None,
+ *                  show: callable | None, map: (key_spec, value_spec, zero_key, zero_value) | None) */
+typedef struct {
+    const char *name;
+    Py_ssize_t name_len;
+    int kind;
+    PyObject *sub, *names, *show, *map;
+} Spec;
+
+static int spec_of(PyObject *t, Spec *s) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 6) {
+        PyErr_SetString(PyExc_TypeError, "print plan: a field spec must be a 6-tuple");
+        return ERROR;
+    }
+    PyObject *name = PyTuple_GET_ITEM(t, 0);
+    if (!PyBytes_Check(name)) {
+        PyErr_SetString(PyExc_TypeError, "print plan: a field name must be bytes");
+        return ERROR;
+    }
+    s->name = PyBytes_AS_STRING(name);
+    s->name_len = PyBytes_GET_SIZE(name);
+    s->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
+    if (s->kind < 0 || s->kind >= P_COUNT) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "print plan: bad field kind");
+        return ERROR;
+    }
+    s->sub = PyTuple_GET_ITEM(t, 2);
+    s->names = PyTuple_GET_ITEM(t, 3);
+    s->show = PyTuple_GET_ITEM(t, 4);
+    s->map = PyTuple_GET_ITEM(t, 5);
+    return 0;
+}
+
+static int wire_type_of(int kind) {
+    switch (kind) {
+    case P_STRING: case P_BYTES: case P_MSG: case P_MAP: return 2;
+    case P_FIXED32: case P_SFIXED32: case P_FLOAT: return 5;
+    case P_FIXED64: case P_SFIXED64: case P_DOUBLE: return 1;
+    default: return 0;
+    }
+}
+
+static int put_escaped(Buf *b, const unsigned char *s, Py_ssize_t n, int bytes) {
+    /* protobuf's text_encoding.CEscape: as_utf8 for strings (bytes >= 0x80 kept), octal
+     * escapes for everything non-printable in bytes fields. */
+    if (buf_reserve(b, 4 * n + 2) < 0) return ERROR;
+    char *o = b->p + b->n;
+    *o++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        switch (c) {
+        case '\t': *o++ = '\\'; *o++ = 't'; continue;
+        case '\n': *o++ = '\\'; *o++ = 'n'; continue;
+        case '\r': *o++ = '\\'; *o++ = 'r'; continue;
+        case '"': *o++ = '\\'; *o++ = '"'; continue;
+        case '\'': *o++ = '\\'; *o++ = '\''; continue;
+        case '\\': *o++ = '\\'; *o++ = '\\'; continue;
+        default: break;
+        }
+        if ((c >= 32 && c < 127) || (c >= 128 && !bytes)) {
+            *o++ = (char)c;
+        } else {
+            *o++ = '\\';
+            *o++ = (char)('0' + ((c >> 6) & 7));
+            *o++ = (char)('0' + ((c >> 3) & 7));
+            *o++ = (char)('0' + (c & 7));
+        }
+    }
+    *o++ = '"';
+    b->n = o - b->p;
+    return 0;
+}
+
+/* A decoded scalar: the integer kinds as int64/uint64, floats as double. */
+typedef struct {
+    int is_unsigned;
+    int64_t i;
+    uint64_t u;
+    double d;
+    const unsigned char *s; /* strings */
+    Py_ssize_t len;
+} Val;
+
+static int read_scalar(const unsigned char **pp, const unsigned char *end, int kind, Val *v) {
+    uint64_t raw;
+    v->is_unsigned = 0;
+    switch (kind) {
+    case P_STRING: case P_BYTES:
+        if (read_varint(pp, end, &raw) < 0 || raw > (uint64_t)(end - *pp)) return FALLBACK;
+        v->s = *pp;
+        v->len = (Py_ssize_t)raw;
+        *pp += raw;
+        return 0;
+    case P_FIXED32: case P_SFIXED32: case P_FLOAT: {
+        if (end - *pp < 4) return FALLBACK;
+        uint32_t x;
+        memcpy(&x, *pp, 4);
+        *pp += 4;
+        if (kind == P_FLOAT) { float f; memcpy(&f, &x, 4); v->d = (double)f; }
+        else if (kind == P_FIXED32) { v->is_unsigned = 1; v->u = x; }
+        else v->i = (int32_t)x;
+        return 0;
+    }
+    case P_FIXED64: case P_SFIXED64: case P_DOUBLE: {
+        if (end - *pp < 8) return FALLBACK;
+        uint64_t x;
+        memcpy(&x, *pp, 8);
+        *pp += 8;
+        if (kind == P_DOUBLE) memcpy(&v->d, &x, 8);
+        else if (kind == P_FIXED64) { v->is_unsigned = 1; v->u = x; }
+        else v->i = (int64_t)x;
+        return 0;
+    }
+    default:
+        if (read_varint(pp, end, &raw) < 0) return FALLBACK;
+        switch (kind) {
+        case P_INT32: case P_ENUM: v->i = (int32_t)(int64_t)raw; break;
+        case P_INT64: v->i = (int64_t)raw; break;
+        case P_UINT32: v->is_unsigned = 1; v->u = (uint32_t)raw; break;
+        case P_UINT64: v->is_unsigned = 1; v->u = raw; break;
+        case P_SINT32: { uint32_t r = (uint32_t)raw; v->i = (int32_t)((r >> 1) ^ (0u - (r & 1))); break; }
+        case P_SINT64: v->i = (int64_t)((raw >> 1) ^ (0ull - (raw & 1))); break;
+        case P_BOOL: v->is_unsigned = 1; v->u = raw != 0; break;
+        default: return FALLBACK;
+        }
+        return 0;
+    }
+}
+
+static int val_nonzero(int kind, const Val *v) {
+    switch (kind) {
+    case P_STRING: case P_BYTES: return v->len > 0;
+    case P_FLOAT: case P_DOUBLE: return v->d != 0.0; /* nan != 0: true, as bool(nan) */
+    default: return v->is_unsigned ? v->u != 0 : v->i != 0;
+    }
+}
+
+static int put_value(Buf *b, const Spec *s, const Val *v) {
+    char tmp[32];
+    int n;
+    switch (s->kind) {
+    case P_STRING: return put_escaped(b, v->s, v->len, 0);
+    case P_BYTES: return put_escaped(b, v->s, v->len, 1);
+    case P_BOOL: return v->u ? buf_put(b, "true", 4) : buf_put(b, "false", 5);
+    case P_FLOAT: case P_DOUBLE: {
+        PyObject *f = PyFloat_FromDouble(v->d);
+        if (!f) return ERROR;
+        PyObject *t = PyObject_CallOneArg(s->show, f);
+        Py_DECREF(f);
+        if (!t) return ERROR;
+        int r = PyUnicode_Check(t) ? buf_put_str(b, t) : FALLBACK;
+        Py_DECREF(t);
+        return r;
+    }
+    case P_ENUM: {
+        if (s->names != Py_None) {
+            PyObject *k = PyLong_FromLongLong(v->i);
+            if (!k) return ERROR;
+            PyObject *name = PyDict_GetItemWithError(s->names, k);
+            Py_DECREF(k);
+            if (name) return buf_put_str(b, name);
+            if (PyErr_Occurred()) return ERROR;
+        }
+        break;
+    }
+    default: break;
+    }
+    if (v->is_unsigned) n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v->u);
+    else n = snprintf(tmp, sizeof tmp, "%lld", (long long)v->i);
+    return buf_put(b, tmp, n);
+}
+
+static int print_msg(Buf *b, const unsigned char *p, const unsigned char *end, PyObject *plan,
+                     int depth);
+
+static int put_line_value(Buf *b, int depth, const Spec *s, const Val *v) {
+    if (buf_indent(b, depth) < 0 || buf_put(b, s->name, s->name_len) < 0 || buf_put(b, ": ", 2) < 0)
+        return ERROR;
+    int r = put_value(b, s, v);
+    if (r < 0) return r;
+    return buf_put(b, "\n", 1);
+}
+
+static int open_block(Buf *b, int depth, const char *name, Py_ssize_t len) {
+    if (buf_indent(b, depth) < 0 || buf_put(b, name, len) < 0 || buf_put(b, " {\n", 3) < 0) return ERROR;
+    return 0;
+}
+
+static int close_block(Buf *b, int depth) {
+    if (buf_indent(b, depth) < 0 || buf_put(b, "}\n", 2) < 0) return ERROR;
+    return 0;
+}
+
+typedef struct {
+    Val key;
+    const unsigned char *value; /* the value's bytes (a message, or a scalar's encoding) */
+    const unsigned char *value_end;
+    int has_value;
+} Entry;
+
+static int key_kind_for_sort; /* set around qsort (one thread: the GIL is held) */
+
+static int entry_cmp(const void *a, const void *b) {
+    const Val *x = &((const Entry *)a)->key, *y = &((const Entry *)b)->key;
+    if (key_kind_for_sort == P_STRING || key_kind_for_sort == P_BYTES) {
+        Py_ssize_t n = x->len < y->len ? x->len : y->len;
+        int c = memcmp(x->s, y->s, n);
+        if (c) return c;
+        return (x->len > y->len) - (x->len < y->len);
+    }
+    if (x->is_unsigned) return (x->u > y->u) - (x->u < y->u);
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* Print the run of map entries of one field starting at *pp (entries are contiguous). */
+static int print_map(Buf *b, const unsigned char **pp, const unsigned char *end, const Spec *s,
+                     uint64_t tag, int depth) {
+    PyObject *m = s->map;
+    if (!PyTuple_Check(m) || PyTuple_GET_SIZE(m) != 4) {
+        PyErr_SetString(PyExc_TypeError, "print plan: bad map spec");
+        return ERROR;
+    }
+    Spec ks, vs;
+    if (spec_of(PyTuple_GET_ITEM(m, 0), &ks) < 0 || spec_of(PyTuple_GET_ITEM(m, 1), &vs) < 0)
+        return ERROR;
+    int zero_key = PyObject_IsTrue(PyTuple_GET_ITEM(m, 2));
+    int zero_value = PyObject_IsTrue(PyTuple_GET_ITEM(m, 3));
+    if (ks.kind == P_MSG || ks.kind == P_MAP || ks.kind == P_FLOAT || ks.kind == P_DOUBLE ||
+        vs.kind == P_MAP)
+        return FALLBACK;
+    int kwt = wire_type_of(ks.kind), vwt = wire_type_of(vs.kind);
+
+    Py_ssize_t cap = 16, n = 0;
+    Entry *es = PyMem_Malloc(cap * sizeof(Entry));
+    if (!es) { PyErr_NoMemory(); return ERROR; }
+    int r = 0;
+    const unsigned char *p = *pp;
+    for (;;) {
+        /* one entry: length-delimited */
+        uint64_t len;
+        if (read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p)) { r = FALLBACK; goto done; }
+        const unsigned char *q = p, *qe = p + len;
+        p = qe;
+        if (n == cap) {
+            cap *= 2;
+            Entry *ne = PyMem_Realloc(es, cap * sizeof(Entry));
+            if (!ne) { PyErr_NoMemory(); r = ERROR; goto done; }
+            es = ne;
+        }
+        Entry *e = &es[n++];
+        memset(e, 0, sizeof *e);
+        e->key.is_unsigned = ks.kind == P_UINT32 || ks.kind == P_UINT64 || ks.kind == P_FIXED32 ||
+                             ks.kind == P_FIXED64 || ks.kind == P_BOOL;
+        e->key.s = (const unsigned char *)"";
+        while (q < qe) {
+            uint64_t t;
+            if (read_varint(&q, qe, &t) < 0) { r = FALLBACK; goto done; }
+            int fn = (int)(t >> 3), wt = (int)(t & 7);
+            if (t >> 3 > 2) fn = 3;
+            if (fn == 1 && wt == kwt) {
+                if (read_scalar(&q, qe, ks.kind, &e->key) < 0) { r = FALLBACK; goto done; }
+            } else if (fn == 2 && wt == vwt) {
+                const unsigned char *vstart = q;
+                if (vs.kind == P_MSG) {
+                    uint64_t vl;
+                    if (read_varint(&q, qe, &vl) < 0 || vl > (uint64_t)(qe - q)) { r = FALLBACK; goto done; }
+                    vstart = q;
+                    q += vl;
+                } else {
+                    Val tmp;
+                    if (read_scalar(&q, qe, vs.kind, &tmp) < 0) { r = FALLBACK; goto done; }
+                }
+                e->value = vstart;
+                e->value_end = q;
+                e->has_value = 1;
+            } else if (fn == 1 || fn == 2) {
+                r = FALLBACK; /* a key or value with the wrong wire type */
+                goto done;
+            } else if (skip_field(&q, qe, wt) < 0) { r = FALLBACK; goto done; }
+        }
+        /* the next field: another entry of this map? */
+        const unsigned char *look = p;
+        uint64_t next;
+        if (look >= end || read_varint(&look, end, &next) < 0 || next != tag) break;
+        p = look;
+    }
+    *pp = p;
+    key_kind_for_sort = ks.kind;
+    qsort(es, n, sizeof(Entry), entry_cmp);
+    for (Py_ssize_t i = 1; i < n; i++) /* before printing: values may hold maps of their own */
+        if (entry_cmp(&es[i - 1], &es[i]) == 0) { r = FALLBACK; goto done; } /* a duplicate key */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Entry *e = &es[i];
+        if (open_block(b, depth, s->name, s->name_len) < 0) { r = ERROR; goto done; }
+        if (zero_key || val_nonzero(ks.kind, &e->key)) {
+            if ((r = put_line_value(b, depth + 1, &ks, &e->key)) < 0) goto done;
+        }
+        if (vs.kind == P_MSG) {
+            if (open_block(b, depth + 1, "value", 5) < 0) { r = ERROR; goto done; }
+            if (e->has_value && (r = print_msg(b, e->value, e->value_end, vs.sub, depth + 2)) < 0) goto done;
+            if (close_block(b, depth + 1) < 0) { r = ERROR; goto done; }
+        } else {
+            Val v;
+            memset(&v, 0, sizeof v);
+            v.s = (const unsigned char *)"";
+            if (e->has_value) {
+                const unsigned char *q = e->value;
+                if (read_scalar(&q, e->value_end, vs.kind, &v) < 0) { r = FALLBACK; goto done; }
+            } else {
+                v.is_unsigned = vs.kind == P_UINT32 || vs.kind == P_UINT64 || vs.kind == P_FIXED32 ||
+                                vs.kind == P_FIXED64 || vs.kind == P_BOOL;
+            }
+            if (zero_value || val_nonzero(vs.kind, &v)) {
+                if ((r = put_line_value(b, depth + 1, &vs, &v)) < 0) goto done;
+            }
+        }
+        if (close_block(b, depth) < 0) { r = ERROR; goto done; }
+    }
+    r = 0;
+done:
+    PyMem_Free(es);
+    return r;
+}
+
+static int print_msg(Buf *b, const unsigned char *p, const unsigned char *end, PyObject *plan,
+                     int depth) {
+    if (depth > MAX_DEPTH || plan == Py_None) return FALLBACK; /* None: a type Python prints */
+    if (!PyList_Check(plan)) {
+        PyErr_SetString(PyExc_TypeError, "print plan: a message plan must be a list");
+        return ERROR;
+    }
+    Py_ssize_t nspecs = PyList_GET_SIZE(plan);
+    uint64_t last = 0;
+    while (p < end) {
+        uint64_t tag;
+        if (read_varint(&p, end, &tag) < 0) return FALLBACK;
+        uint64_t fn = tag >> 3;
+        int wt = (int)(tag & 7);
+        if (fn < last) return FALLBACK; /* not in field-number order: let Python sort it out */
+        last = fn;
+        PyObject *st = fn < (uint64_t)nspecs ? PyList_GET_ITEM(plan, (Py_ssize_t)fn) : Py_None;
+        if (st == Py_None) { /* unknown field: ListFields leaves it out */
+            if (skip_field(&p, end, wt) < 0) return FALLBACK;
+            continue;
+        }
+        Spec s;
+        if (spec_of(st, &s) < 0) return ERROR;
+        int want = wire_type_of(s.kind), r;
+        if (s.kind == P_MAP) {
+            if (wt != 2) return FALLBACK;
+            if ((r = print_map(b, &p, end, &s, tag, depth)) < 0) return r;
+        } else if (s.kind == P_MSG) {
+            uint64_t len;
+            if (wt != 2 || read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p)) return FALLBACK;
+            if (open_block(b, depth, s.name, s.name_len) < 0) return ERROR;
+            if ((r = print_msg(b, p, p + len, s.sub, depth + 1)) < 0) return r;
+            if (close_block(b, depth) < 0) return ERROR;
+            p += len;
+        } else if (wt == want) {
+            Val v;
+            if (read_scalar(&p, end, s.kind, &v) < 0) return FALLBACK;
+            if ((r = put_line_value(b, depth, &s, &v)) < 0) return r;
+        } else if (wt == 2 && want != 2) { /* packed */
+            uint64_t len;
+            if (read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p)) return FALLBACK;
+            const unsigned char *q = p, *qe = p + len;
+            p = qe;
+            while (q < qe) {
+                Val v;
+                if (read_scalar(&q, qe, s.kind, &v) < 0) return FALLBACK;
+                if ((r = put_line_value(b, depth, &s, &v)) < 0) return r;
+            }
+        } else {
+            return FALLBACK;
+        }
+    }
+    return 0;
+}
+
+static PyObject *print_wire(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    PyObject *plan;
+    if (!PyArg_ParseTuple(args, "y*O:print_wire", &data, &plan)) return NULL;
+    Buf b = {NULL, 0, 0};
+    const unsigned char *p = data.buf;
+    int r = print_msg(&b, p, p + data.len, plan, 0);
+    PyBuffer_Release(&data);
+    PyObject *out = NULL;
+    if (r == 0) {
+        out = PyUnicode_DecodeUTF8(b.p ? b.p : "", b.n, "strict");
+        if (!out && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            out = Py_NewRef(Py_None);
+        }
+    } else if (r == FALLBACK) {
+        out = Py_NewRef(Py_None);
+    }
+    PyMem_Free(b.p);
+    return out;
+}
+
+/* ---------------------------------------------------------------------------- encoder */
+
+enum { K_STRING, K_BYTES, K_INT, K_ENUM, K_BOOL, K_FLOAT, K_DOUBLE, K_MSG, K_SINT, K_F32, K_F64 };
+
+/* A field's entry in a parse table (dict name -> tuple):
+ *   (tag: bytes, kind: int, sub: dict | None, enum: dict | None, lo: int, hi: int,
+ *    once: int (field number, -1: repeated), oneof: int (index, -1: none), field: object) */
+
+static inline int put_varint(Buf *b, uint64_t v) {
+    if (buf_reserve(b, 10) < 0) return ERROR;
+    char *o = b->p + b->n;
+    while (v > 0x7F) {
+        *o++ = (char)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    *o++ = (char)v;
+    b->n = o - b->p;
+    return 0;
+}
+
+static inline int varint_size(uint64_t v) {
+    int n = 1;
+    while (v > 0x7F) { v >>= 7; n++; }
+    return n;
+}
+
+static inline int is_py_space(unsigned char c) {
+    /* str.strip()'s ASCII whitespace (bytes >= 0x80 are checked by the caller) */
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+typedef struct {
+    PyObject *fields;   /* this level's table */
+    Py_ssize_t start;   /* where this message's content begins in the buffer */
+    uint64_t once[4];   /* singular fields seen (numbers < 256) */
+    uint64_t oneofs;    /* oneofs seen (index < 64) */
+} Level;
+
+static int mark_seen(Level *lv, long once, long oneof) {
+    if (once >= 0) {
+        if (once >= 256) return FALLBACK;
+        uint64_t bit = 1ull << (once & 63);
+        if (lv->once[once >> 6] & bit) return FALLBACK;
+        if (oneof >= 0) {
+            if (oneof >= 64 || (lv->oneofs & (1ull << oneof))) return FALLBACK;
+            lv->oneofs |= 1ull << oneof;
+        }
+        lv->once[once >> 6] |= bit;
+    }
+    return 0;
+}
+
+static int parse_int(const char *s, Py_ssize_t n, long long *out) {
+    /* -?(0|[1-9][0-9]*), at most 18 digits */
+    Py_ssize_t i = 0;
+    int neg = 0;
+    if (n && s[0] == '-') { neg = 1; i = 1; }
+    Py_ssize_t digits = n - i;
+    if (digits < 1 || digits > 18) return FALLBACK;
+    if (s[i] == '0' && digits > 1) return FALLBACK;
+    long long v = 0;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return FALLBACK;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = neg ? -v : v;
+    return 0;
+}
+
+static int encode_scalar(Buf *b, PyObject *f, int kind, const char *tok, Py_ssize_t n,
+                         PyObject *scalar) {
+    int quoted = tok[0] == '"' || tok[0] == '\'';
+    if (kind == K_STRING || kind == K_BYTES) {
+        if (!quoted) return FALLBACK;
+        if (!memchr(tok + 1, '\\', n - 2)) {
+            if (put_varint(b, (uint64_t)(n - 2)) < 0) return ERROR;
+            return buf_put(b, tok + 1, n - 2);
+        }
+    } else if (quoted) {
+        return FALLBACK;
+    } else if (kind == K_ENUM) {
+        PyObject *en = PyTuple_GET_ITEM(f, 3);
+        PyObject *key = PyUnicode_DecodeUTF8(tok, n, "strict");
+        if (!key) { PyErr_Clear(); return FALLBACK; }
+        PyObject *num = PyDict_GetItemWithError(en, key);
+        Py_DECREF(key);
+        if (!num) return PyErr_Occurred() ? ERROR : FALLBACK;
+        long long v = PyLong_AsLongLong(num);
+        if (v == -1 && PyErr_Occurred()) return ERROR;
+        return put_varint(b, (uint64_t)v);
+    } else if (kind == K_BOOL) {
+        int v = -1;
+        if ((n == 4 && !memcmp(tok, "true", 4)) || (n == 1 && (tok[0] == 't' || tok[0] == '1')) ||
+            (n == 4 && !memcmp(tok, "True", 4)))
+            v = 1;
+        else if ((n == 5 && !memcmp(tok, "false", 5)) || (n == 1 && (tok[0] == 'f' || tok[0] == '0')) ||
+                 (n == 5 && !memcmp(tok, "False", 5)))
+            v = 0;
+        if (v < 0) return FALLBACK;
+        return buf_put(b, v ? "\x01" : "\x00", 1);
+    } else if (kind == K_INT || kind == K_SINT) {
+        long long v;
+        if (parse_int(tok, n, &v) == 0) {
+            long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(f, 4));
+            long long hi = PyLong_AsLongLong(PyTuple_GET_ITEM(f, 5));
+            if (PyErr_Occurred()) return ERROR;
+            if (v < lo || v >= hi) return FALLBACK;
+            if (kind == K_INT) return put_varint(b, (uint64_t)v);
+            return put_varint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+        }
+    }
+    /* everything else: textproto._scalar(field, token) -> bytes, raising to fall back */
+    PyObject *t = PyUnicode_DecodeUTF8(tok, n, "strict");
+    if (!t) { PyErr_Clear(); return FALLBACK; }
+    PyObject *enc = PyObject_CallFunctionObjArgs(scalar, PyTuple_GET_ITEM(f, 8), t, NULL);
+    Py_DECREF(t);
+    if (!enc || !PyBytes_Check(enc)) {
+        Py_XDECREF(enc);
+        PyErr_Clear(); /* _Fallback, or any refusal: Python's readers decide */
+        return FALLBACK;
+    }
+    int r = buf_put_bytesobj(b, enc);
+    Py_DECREF(enc);
+    return r;
+}
+
+static PyObject *lookup_field(PyObject *fields, const char *name, Py_ssize_t n, int *r) {
+    PyObject *key = PyUnicode_DecodeUTF8(name, n, "strict");
+    if (!key) { PyErr_Clear(); *r = FALLBACK; return NULL; }
+    PyObject *f = PyDict_GetItemWithError(fields, key);
+    Py_DECREF(key);
+    if (!f) { *r = PyErr_Occurred() ? ERROR : FALLBACK; return NULL; }
+    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 9) {
+        PyErr_SetString(PyExc_TypeError, "parse table: a field entry must be a 9-tuple");
+        *r = ERROR;
+        return NULL;
+    }
+    return f;
+}
+
+static int encode(Buf *b, const char *text, Py_ssize_t len, PyObject *fields, PyObject *scalar) {
+    Py_ssize_t cap = 16, depth = 0;
+    Level *st = PyMem_Malloc(cap * sizeof(Level));
+    if (!st) { PyErr_NoMemory(); return ERROR; }
+    memset(&st[0], 0, sizeof(Level));
+    st[0].fields = fields;
+    st[0].start = 0;
+    int r = 0;
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', end - p);
+        const char *le = nl ? nl : end;
+        const char *s = p, *e = le;
+        p = nl ? nl + 1 : end;
+        while (s < e && is_py_space((unsigned char)*s)) s++;
+        while (e > s && is_py_space((unsigned char)e[-1])) e--;
+        if (s == e) continue;
+        if ((unsigned char)*s >= 0x80 || (unsigned char)e[-1] >= 0x80) { r = FALLBACK; goto done; }
+        Level *lv = &st[depth];
+        if (e[-1] == '{') { /* "name {" */
+            const char *ne = e - 1;
+            while (ne > s && is_py_space((unsigned char)ne[-1])) ne--;
+            PyObject *f = lookup_field(lv->fields, s, ne - s, &r);
+            if (!f) goto done;
+            if (PyLong_AsLong(PyTuple_GET_ITEM(f, 1)) != K_MSG) { r = FALLBACK; goto done; }
+            if ((r = mark_seen(lv, PyLong_AsLong(PyTuple_GET_ITEM(f, 6)), PyLong_AsLong(PyTuple_GET_ITEM(f, 7)))) < 0)
+                goto done;
+            if (buf_put_bytesobj(b, PyTuple_GET_ITEM(f, 0)) < 0) { r = ERROR; goto done; }
+            if (depth + 1 == cap) {
+                if (cap >= 100000) { r = FALLBACK; goto done; }
+                cap *= 2;
+                Level *ns = PyMem_Realloc(st, cap * sizeof(Level));
+                if (!ns) { PyErr_NoMemory(); r = ERROR; goto done; }
+                st = ns;
+            }
+            depth++;
+            memset(&st[depth], 0, sizeof(Level));
+            st[depth].fields = PyTuple_GET_ITEM(f, 2);
+            st[depth].start = b->n;
+            if (!PyDict_Check(st[depth].fields)) { r = FALLBACK; goto done; }
+            continue;
+        }
+        if (e - s == 1 && *s == '}') {
+            if (depth == 0) { r = FALLBACK; goto done; }
+            /* insert the content's length before it */
+            Py_ssize_t start = st[depth].start, n = b->n - start;
+            int vs = varint_size((uint64_t)n);
+            if (buf_reserve(b, vs) < 0) { r = ERROR; goto done; }
+            memmove(b->p + start + vs, b->p + start, n);
+            uint64_t v = (uint64_t)n;
+            char *o = b->p + start;
+            while (v > 0x7F) { *o++ = (char)((v & 0x7F) | 0x80); v >>= 7; }
+            *o = (char)v;
+            b->n += vs;
+            depth--;
+            continue;
+        }
+        /* "name: value" */
+        const char *sep = NULL;
+        for (const char *q = s; q + 1 < e; q++)
+            if (q[0] == ':' && q[1] == ' ') { sep = q; break; }
+        if (!sep || sep + 2 == e) { r = FALLBACK; goto done; }
+        const char *v = sep + 2;
+        Py_ssize_t vn = e - v;
+        char qc = *v;
+        if (qc == '"' || qc == '\'') { /* exactly one complete string token */
+            if (vn < 2 || v[vn - 1] != qc) { r = FALLBACK; goto done; }
+            const char *q = v + 1, *qe = v + vn - 1;
+            if (!memchr(q, '\\', qe - q)) {
+                if (memchr(q, qc, qe - q)) { r = FALLBACK; goto done; }
+            } else {
+                /* "(?:[^"\\\n]|\\.)*" to the end */
+                const char *x = v + 1;
+                while (x < v + vn && *x != qc) x += (*x == '\\') ? 2 : 1;
+                if (x != v + vn - 1) { r = FALLBACK; goto done; }
+            }
+        }
+        PyObject *f = lookup_field(lv->fields, s, sep - s, &r);
+        if (!f) goto done;
+        int kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(f, 1));
+        if (kind == K_MSG) { r = FALLBACK; goto done; }
+        if ((r = mark_seen(lv, PyLong_AsLong(PyTuple_GET_ITEM(f, 6)), PyLong_AsLong(PyTuple_GET_ITEM(f, 7)))) < 0)
+            goto done;
+        if (buf_put_bytesobj(b, PyTuple_GET_ITEM(f, 0)) < 0) { r = ERROR; goto done; }
+        if ((r = encode_scalar(b, f, kind, v, vn, scalar)) < 0) goto done;
+    }
+    r = depth ? FALLBACK : 0;
+done:
+    PyMem_Free(st);
+    return r;
+}
+
+static PyObject *encode_lines(PyObject *self, PyObject *args) {
+    PyObject *text, *fields, *scalar;
+    if (!PyArg_ParseTuple(args, "UO!O:encode_lines", &text, &PyDict_Type, &fields, &scalar)) return NULL;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    if (!s) { /* lone surrogates: Python's readers decide */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Buf b = {NULL, 0, 0};
+    int r = encode(&b, s, n, fields, scalar);
+    PyObject *out = NULL;
+    if (r == 0) out = PyBytes_FromStringAndSize(b.p ? b.p : "", b.n);
+    else if (r == FALLBACK) out = Py_NewRef(Py_None);
+    PyMem_Free(b.p);
+    return out;
+}
+
+/* ----------------------------------------------------------------------------- module */
+
+static PyMethodDef methods[] = {
+    {"print_wire", print_wire, METH_VARARGS,
+     "print_wire(data, plan) -> str | None: the text format of a message's wire bytes."},
+    {"encode_lines", encode_lines, METH_VARARGS,
+     "encode_lines(text, fields, scalar) -> bytes | None: wire bytes of one-item-a-line text."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fasttext",
+                                    "C accelerator for jitsim.graph.textproto.", -1, methods};
+
+PyMODINIT_FUNC PyInit__fasttext(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    PyObject *names = PyTuple_New(P_COUNT);
+    if (!names) { Py_DECREF(m); return NULL; }
+    for (int i = 0; i < P_COUNT; i++) PyTuple_SET_ITEM(names, i, PyUnicode_FromString(print_kind_names[i]));
+    if (PyModule_AddObject(m, "PRINT_KINDS", names) < 0) { Py_DECREF(names); Py_DECREF(m); return NULL; }
+    return m;
+}
