@@ -1,13 +1,16 @@
-"""Build script for the one optional C extension; everything else is in pyproject.toml.
+"""Build script for the optional C extensions; everything else is in pyproject.toml.
 
-``jitsim.graph._fasttext`` reads and writes TF's text GraphDefs at C speed (issue 14). It is
-optional: where no C compiler is found the build goes on without it and jitsim uses the
-pure-Python code it was written from (the same output, about ten times slower on big dumps).
+``jitsim.graph._fasttext`` reads and writes TF's text GraphDefs, ``jitsim.passes._fastcycles``
+inserts the cycle graph's edges, both at C speed (issue 14). They are optional: where no C
+compiler is found the build goes on without them and jitsim uses the pure-Python code they
+were written from (the same results, slower on big graphs; see ``jitsim.accel``).
 """
 
 from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("jitsim.graph._fasttext", ["src/jitsim/graph/_fasttext.c"], optional=True,
+              extra_compile_args=["-O2"]),
+    Extension("jitsim.passes._fastcycles", ["src/jitsim/passes/_fastcycles.c"], optional=True,
               extra_compile_args=["-O2"]),
 ])

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jitsim.passes import graphcycles
 from jitsim.passes.graphcycles import GraphCycles, OrderedSet, UnionFind
 
 
@@ -447,24 +448,78 @@ def _edge_sequences(draw):
 
 @settings(max_examples=int(os.environ.get("JITSIM_GC_EXAMPLES", "400")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_edge_sequences(), st.sampled_from([0, 1, 3, 100]), st.sampled_from([0, 7, 10**9]),
-       st.sampled_from([0, 10**9]))
-def test_bulk_insertion_is_one_by_one_insertion(seq, budget, after, bitset_max):
+       st.sampled_from([0, 10**9]), st.sampled_from(["python", "c"]), st.integers(0, 200))
+def test_bulk_insertion_is_one_by_one_insertion(seq, budget, after, bitset_max, impl, split):
     # insert_edges must leave exactly the state of insert_edge called edge by edge (ranks and
-    # every sequence order, which the clustering walks) and stop at the same edge; tiny search
-    # budgets and snapshot thresholds force its snapshot paths on these small graphs (bitset
-    # snapshot, or scipy's CSR search with bitset_max 0).
+    # every sequence order, which the clustering walks) and stop at the same edge. Python:
+    # tiny search budgets and snapshot thresholds force its snapshot paths on these small
+    # graphs (bitset snapshot, or scipy's CSR search with bitset_max 0). C: the extension's
+    # edge-by-edge insertion. The first ``split`` edges go in one by one first, so the bulk
+    # call starts from a graph that already has edges (and sees some of them again).
     n, edges = seq
     one = GraphCycles(n)
     stop = next((i for i, (x, y) in enumerate(edges) if not one.insert_edge(x, y)), None)
     bulk = GraphCycles(n)
+    split = min(split, len(edges) if stop is None else stop)
+    for x, y in edges[:split]:
+        assert bulk.insert_edge(x, y)
     names = ("BULK_SEARCH_BUDGET", "BULK_SNAPSHOT_AFTER", "BULK_BITSET_MAX_NODES")
-    saved = [getattr(GraphCycles, k) for k in names]
+    saved = [getattr(GraphCycles, k) for k in names] + [graphcycles._c]
     for k, v in zip(names, (budget, after, bitset_max)):
         setattr(GraphCycles, k, v)
+    if impl == "python":
+        graphcycles._c = None
+    elif graphcycles._c is None:
+        if os.environ.get("JITSIM_CI"):
+            pytest.fail("the C extension jitsim.passes._fastcycles is not built")
+        return
     try:
-        assert bulk.insert_edges(edges) == stop
+        got = bulk.insert_edges(edges[split:])
+        assert (None if got is None else got + split) == stop
     finally:
         for k, v in zip(names, saved):
             setattr(GraphCycles, k, v)
+        graphcycles._c = saved[-1]
     assert _state(bulk) == _state(one)
     assert bulk.check_invariants()
+    if impl == "c":
+        assert isinstance(bulk._rank, list)
+        assert all(o._idx == {v: i for i, v in enumerate(o._seq)} for o in bulk._out + bulk._in)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_c_insertion_matches_python_on_wide_windows(seed):
+    # The generated sequences above stay small (their searches never reach the C sort's radix
+    # path, used above 48 nodes); this graph has 3,000 nodes whose edges arrive in random
+    # order, then 300 fresh sources wired into the oldest nodes (cloned constants), so rank
+    # windows of thousands of nodes are re-dealt, and one edge at the end closes a cycle.
+    if graphcycles._c is None:
+        if os.environ.get("JITSIM_CI"):
+            pytest.fail("the C extension jitsim.passes._fastcycles is not built")
+        pytest.skip("the C extension is not built here")
+    rng = random.Random(seed)
+    n, clones = 3000, 300
+    order = list(range(n))
+    rng.shuffle(order)
+    edges = []
+    for i in range(1, n):
+        edges.append((order[i - 1], order[i]))  # a chain: the last edge below closes a cycle
+        for _ in range(2):
+            j = rng.randrange(max(0, i - 50), i)
+            edges.append((order[j], order[i]))
+    rng.shuffle(edges)
+    edges += [(n + k, order[rng.randrange(0, 100)]) for k in range(clones)]
+    edges.append((order[-1], order[0]))  # closes a cycle through the chain of neighbours
+    results = []
+    for impl in ("c", "python"):
+        g = GraphCycles(n + clones)
+        saved = graphcycles._c
+        if impl == "python":
+            graphcycles._c = None
+        try:
+            stop = g.insert_edges(edges)
+        finally:
+            graphcycles._c = saved
+        results.append((stop, _state(g)))
+    assert results[0][0] == len(edges) - 1
+    assert results[0] == results[1]

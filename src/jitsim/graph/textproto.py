@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import re
 import struct
 
@@ -47,17 +46,14 @@ from google.protobuf import descriptor as _d
 from google.protobuf import text_encoding, text_format
 from google.protobuf.internal import type_checkers
 
+from jitsim.accel import load
+
 __all__ = ["parse", "print_message", "accelerated"]
 
 # The optional C extension (setup.py builds it where a compiler is found): the same two jobs,
 # each the C form of the Python code below, which stays the reference and the fallback.
 # JITSIM_PURE_PYTHON=1 turns it off.
-try:
-    from jitsim.graph import _fasttext as _c
-except ImportError:  # built without a C compiler
-    _c = None
-if os.environ.get("JITSIM_PURE_PYTHON", "") not in ("", "0"):
-    _c = None
+_c = load("jitsim.graph._fasttext")
 
 
 def accelerated() -> bool:

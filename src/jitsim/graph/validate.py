@@ -35,30 +35,43 @@ def check_nodes(graph, source=None) -> None:
             raise GraphError(f"library function {name!r} has the name of a TensorFlow op (TF refuses to add it to "
                              "the library)", source)
     n_out: dict[str, int | None] = {}
+    ops: dict[str, tuple] = {}  # op -> (OpDef, signature, required attrs, fixed input/output counts)
     for i, nd in enumerate(gd.node):
-        if not nd.name:
-            raise GraphError(f"node #{i} ({nd.op or 'no op'}) has an empty name", source)
-        if not nd.op:
-            raise GraphError(f"node {nd.name!r} has no op", source)
+        name, op = nd.name, nd.op
+        if not name:
+            raise GraphError(f"node #{i} ({op or 'no op'}) has an empty name", source)
+        if not op:
+            raise GraphError(f"node {name!r} has no op", source)
         if nd.device and parse_device_name(nd.device) is None:
             raise GraphError(f"{_where(nd)}: malformed device {nd.device!r} ({_DEVICE_EXAMPLE})", source)
-        od = None if nd.op in fns else op_def(nd.op)
-        if od is not None:
-            for a in od.attr:
-                if a.name not in nd.attr and not a.HasField("default_value"):
-                    raise GraphError(f"{_where(nd)}: missing attr {a.name!r}, which the op requires (no default)",
+        facts = ops.get(op)
+        if facts is None:
+            facts = ops[op] = _op_facts(op, fns, op_def)
+        od, sig, required, fixed_in, fixed_out = facts
+        if required:
+            attrs = nd.attr
+            for a in required:
+                if a not in attrs:
+                    raise GraphError(f"{_where(nd)}: missing attr {a!r}, which the op requires (no default)",
                                      source)
-        sig = fns[nd.op].signature if nd.op in fns else od
         if sig is not None:
-            n_in = _arg_count(nd, sig.input_arg, od, "input", source)
-            have = sum(1 for ref in nd.input if not ref.startswith("^"))
+            n_in = fixed_in if fixed_in is not None else _arg_count(nd, sig.input_arg, od, "input", source)
+            have = 0
+            for ref in nd.input:
+                if ref[:1] != "^":
+                    have += 1
             if n_in is not None and have != n_in:
                 raise GraphError(f"{_where(nd)}: {have} data input{'s' if have != 1 else ''} given, but the op takes "
                                  f"{n_in} with these attrs", source)
-            n_out[nd.name] = _arg_count(nd, sig.output_arg, od, "output", source)
+            n_out[name] = fixed_out if fixed_out is not None else _arg_count(nd, sig.output_arg, od, "output",
+                                                                              source)
     _check_recursion(fns, source)
+    no_outputs = 0 in n_out.values()
     for nd in gd.node:
         for ref in nd.input:
+            if ":" not in ref:  # output 0 or a control input: only an op without outputs refuses it
+                if not no_outputs or ref.startswith("^"):
+                    continue
             src, slot = parse_input(ref)
             if slot == CONTROL:
                 continue
@@ -68,6 +81,22 @@ def check_nodes(graph, source=None) -> None:
                 has = "no outputs" if count == 0 else f"{count} output{'s' if count != 1 else ''} (0..{count - 1})"
                 raise GraphError(f"{_where(nd)}: input {ref!r} names output {slot} of {src!r}, but {op} has "
                                  f"{has}", source)
+
+
+def _op_facts(op: str, fns: dict, op_def) -> tuple:
+    """What :func:`check_nodes` needs of an op, once per op: its OpDef (None for a library
+    function or an op nobody registers), the signature its nodes are counted against, the
+    attrs it requires (no default), and its input and output counts when no attr sets them."""
+    od = None if op in fns else op_def(op)
+    sig = fns[op].signature if op in fns else od
+    required = tuple(a.name for a in od.attr if not a.HasField("default_value")) if od is not None else ()
+
+    def fixed(args) -> int | None:
+        return None if any(a.type_list_attr or a.number_attr for a in args) else len(args)
+
+    if sig is None:
+        return od, sig, required, None, None
+    return od, sig, required, fixed(sig.input_arg), fixed(sig.output_arg)
 
 
 def _arg_count(nd, args, od, what: str, source=None) -> int | None:

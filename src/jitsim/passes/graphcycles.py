@@ -70,7 +70,12 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from jitsim.accel import load
+
 __all__ = ["OrderedSet", "GraphCycles", "UnionFind"]
+
+# C form of insert_edges (setup.py builds it where a compiler is found; see jitsim.accel)
+_c = load("jitsim.passes._fastcycles")
 
 
 class OrderedSet:
@@ -346,6 +351,8 @@ class GraphCycles:
         as no edge added or removed since the snapshot starts at a node the search reaches
         (checked on every answer; otherwise the snapshot is rebuilt or the Python search used).
         """
+        if _c is not None and isinstance(self._rank, list):
+            return self._insert_edges_c(edges)
         outs = self._out
         ins = self._in
         rank = self._rank
@@ -381,6 +388,20 @@ class GraphCycles:
             self._deltaf.clear()
             if not isinstance(self._rank, list):
                 self._rank = self._rank.tolist()
+
+    def _insert_edges_c(self, edges) -> int | None:
+        """:meth:`insert_edges` by the C extension: every edge searched one by one as
+        :meth:`insert_edge` does (no snapshot needed at C speed), the same ranks and sequences."""
+        if not isinstance(edges, (list, tuple)):
+            edges = list(edges)
+        stop, rank, outs, ins = _c.insert_edges(
+            self._rank, [o._seq for o in self._out], [o._seq for o in self._in], edges)
+        self._rank = rank
+        for sets, seqs in ((self._out, outs), (self._in, ins)):
+            for o, seq in zip(sets, seqs):
+                o._seq = seq
+                o._idx = dict(zip(seq, range(len(seq))))
+        return stop
 
     # ------------------------------------------------------------ reachability
 
