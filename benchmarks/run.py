@@ -188,6 +188,9 @@ def hwm():  # this process's own peak RSS (VmHWM: the mm made by exec, nothing o
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+import gc
+from jitsim.cli import GC_THRESHOLDS
+gc.set_threshold(*GC_THRESHOLDS)  # as the jitsim command does
 from jitsim.graph.io import read_graphdef, to_text, write_atomic
 from jitsim.graph.model import Graph
 from jitsim.passes.flags import parse_tf_xla_flags
