@@ -10,7 +10,8 @@
  * reaching x backward above rank[y] (each group in old-rank order, the backward one first);
  * a self-loop or an edge that closes a cycle stops the insertion, and that edge is taken out
  * again. ``stop`` is that edge's index, or None when every edge went in. The inputs are not
- * modified: the new ranks and sequences come back as new lists.
+ * modified: the new ranks come back as a new list, each node's new out- and in-sequence as a
+ * pair (list of values, dict value -> position): an OrderedSet's two halves.
  *
  * Which nodes are reached does not depend on the order of the search, and the ranks are
  * re-dealt in sorted order, so any complete search gives upstream's result; the sequences
@@ -183,6 +184,24 @@ static PyObject *int_list(const int32_t *v, Py_ssize_t n) {
     return l;
 }
 
+/* An OrderedSet's two halves for a sequence: (list of values, dict value -> position). */
+static PyObject *seq_and_index(const int32_t *v, Py_ssize_t n) {
+    PyObject *l = int_list(v, n), *d = l ? PyDict_New() : NULL;
+    if (!d) { Py_XDECREF(l); return NULL; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pos = PyLong_FromSsize_t(i);
+        if (!pos || PyDict_SetItem(d, PyList_GET_ITEM(l, i), pos) < 0) {
+            Py_XDECREF(pos); Py_DECREF(l); Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(pos);
+    }
+    PyObject *t = PyTuple_Pack(2, l, d);
+    Py_DECREF(l);
+    Py_DECREF(d);
+    return t;
+}
+
 static PyObject *insert_edges(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *rank_l, *outs_l, *ins_l, *edges_o;
@@ -333,7 +352,7 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
         goto done;
     }
     for (Py_ssize_t v = 0; v < n; v++) {
-        PyObject *a = int_list(outs[v].v, outs[v].n), *b = a ? int_list(ins[v].v, ins[v].n) : NULL;
+        PyObject *a = seq_and_index(outs[v].v, outs[v].n), *b = a ? seq_and_index(ins[v].v, ins[v].n) : NULL;
         if (!a || !b) {
             Py_XDECREF(a); Py_XDECREF(b); Py_DECREF(r); Py_DECREF(ol); Py_DECREF(il);
             goto done;
@@ -364,7 +383,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"insert_edges", insert_edges, METH_VARARGS,
-     "insert_edges(rank, outs, ins, edges) -> (stop, rank, outs, ins): GraphCycles.insert_edges in C."},
+     "insert_edges(rank, outs, ins, edges) -> (stop, rank, outs, ins): GraphCycles.insert_edges in C;\n"
+     "outs and ins: per node a (sequence list, index dict) pair."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastcycles",

@@ -397,10 +397,10 @@ class GraphCycles:
         stop, rank, outs, ins = _c.insert_edges(
             self._rank, [o._seq for o in self._out], [o._seq for o in self._in], edges)
         self._rank = rank
-        for sets, seqs in ((self._out, outs), (self._in, ins)):
-            for o, seq in zip(sets, seqs):
+        for sets, halves in ((self._out, outs), (self._in, ins)):
+            for o, (seq, idx) in zip(sets, halves):
                 o._seq = seq
-                o._idx = dict(zip(seq, range(len(seq))))
+                o._idx = idx
         return stop
 
     # ------------------------------------------------------------ reachability

@@ -167,8 +167,11 @@ class MarkForCompilation:
 
     def _bool_attr(self, n: TfNode, key: str) -> bool | None:
         """TF's ``GetNodeOrFuncAttr``: the node's bool attr, else the called function's."""
-        if key in n.attr and n.attr[key].WhichOneof("value") == "b":
-            return n.attr[key].b
+        attrs = n.nodedef.attr
+        if key in attrs:
+            av = attrs[key]
+            if av.WhichOneof("value") == "b":
+                return av.b
         f = self.fns.get(n.op)
         if f is not None and key in f.attr and f.attr[key].WhichOneof("value") == "b":
             return f.attr[key].b
@@ -176,8 +179,11 @@ class MarkForCompilation:
 
     def _bool_attr_any(self, n: TfNode, key: str) -> bool:
         """True if the node's bool attr or its called function's is true."""
-        if key in n.attr and n.attr[key].WhichOneof("value") == "b" and n.attr[key].b:
-            return True
+        attrs = n.nodedef.attr
+        if key in attrs:
+            av = attrs[key]
+            if av.WhichOneof("value") == "b" and av.b:
+                return True
         f = self.fns.get(n.op)
         return bool(f is not None and key in f.attr and f.attr[key].WhichOneof("value") == "b" and f.attr[key].b)
 

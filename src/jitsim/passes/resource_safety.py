@@ -71,11 +71,12 @@ def may_call_function(node: TfNode, library_fns) -> bool:
     """A library-function op, or any attr holding a function (If, While, PartitionedCall...)."""
     if node.op in library_fns:
         return True
-    for av in node.attr.values():
-        kind = av.WhichOneof("value")
+    attrs = node.nodedef.attr
+    for key in attrs:  # (not .values(): the Mapping mixin's view is a Python generator)
+        kind = attrs[key].WhichOneof("value")
         if kind == "func":
             return True
-        if kind == "list" and len(av.list.func):
+        if kind == "list" and len(attrs[key].list.func):
             return True
     return False
 

@@ -70,6 +70,10 @@ class TfEdge:
         return f"<TfEdge #{self.id} {self.src}:{self.src_output} -> {self.dst}:{self.dst_input}>"
 
 
+def _first(pair):
+    return pair[0]
+
+
 class TfNode:
     __slots__ = ("id", "name", "op", "nodedef", "in_edges", "out_edges")
 
@@ -228,21 +232,37 @@ class TfGraph:
         gd = protos.GraphDef()
         if self.versions is not None:
             gd.versions.CopyFrom(self.versions)
+        nodes = self.nodes
+        add = gd.node.add
         for n in self.op_nodes():
-            nd = gd.node.add()
+            nd = add()
             nd.CopyFrom(n.nodedef)
-            del nd.input[:]
-            data = [None] * sum(1 for e in n.in_edges.values() if not e.is_control)
+            data = []
             ctrl = []
             for e in n.in_edges.values():
-                src = self.nodes[e.src]
-                if e.is_control:
-                    if src.is_op:
+                src = nodes[e.src]
+                if e.dst_input == CONTROL:
+                    if src.id > SINK_ID:
                         ctrl.append(src.name)
-                elif 0 <= e.dst_input < len(data):
-                    data[e.dst_input] = src.name if e.src_output == 0 else f"{src.name}:{e.src_output}"
-            nd.input.extend(x for x in data if x is not None)
-            nd.input.extend("^" + c for c in sorted(ctrl))
+                else:
+                    data.append((e.dst_input, src.name if e.src_output == 0 else f"{src.name}:{e.src_output}"))
+            # data inputs by slot (slots outside 0..k-1 left out, the last edge of a slot kept)
+            data.sort(key=_first)
+            k = len(data)
+            if k and (data[0][0] != 0 or data[-1][0] != k - 1 or any(data[i][0] != i for i in range(k))):
+                slots: list = [None] * k
+                for slot, ref in data:
+                    if 0 <= slot < k:
+                        slots[slot] = ref
+                inputs = [ref for ref in slots if ref is not None]
+            else:
+                inputs = [ref for _, ref in data]
+            if ctrl:
+                ctrl.sort()
+                inputs += ["^" + c for c in ctrl]
+            if inputs != nd.input:  # most nodes keep the inputs they were read with
+                del nd.input[:]
+                nd.input.extend(inputs)
         gd.library.CopyFrom(self.library)
         gd.library.SetInParent()  # TF always writes `library {}`, even when empty
         return gd
@@ -533,13 +553,11 @@ def dfs(
             enter(n)
         if leave is not None:
             stack.append((nid, True))
-        edges = n.in_edges.values() if reverse else n.out_edges.values()
-        nbrs = [
-            (e.src if reverse else e.dst)
-            for e in edges
-            if edge_filter is None or edge_filter(e)
-        ]
-        if by_name:
+        if reverse:
+            nbrs = [e.src for e in n.in_edges.values() if edge_filter is None or edge_filter(e)]
+        else:
+            nbrs = [e.dst for e in n.out_edges.values() if edge_filter is None or edge_filter(e)]
+        if by_name and len(nbrs) > 1:
             nbrs.sort(key=lambda i: nodes[i].name)
         for m in nbrs:
             if not visited[m]:
