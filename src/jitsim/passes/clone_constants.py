@@ -80,15 +80,34 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
     if not clones:
         return graph, []
     gd = protos.GraphDef()
-    gd.CopyFrom(graph.graphdef)
-    del gd.node[:]
+    for fd, value in graph.graphdef.ListFields():  # everything but the nodes
+        if fd.name == "node":
+            continue
+        if fd.message_type is not None:
+            getattr(gd, fd.name).CopyFrom(value)
+        else:
+            setattr(gd, fd.name, value)
+    add = gd.node.add
     for n in sorted(nodes.values(), key=lambda n: n.index):
         if n.name in clones:
             continue
-        nd = gd.node.add()
+        nd = add()
         nd.CopyFrom(n.nodedef)
+        inputs = list(nd.input)
+        # most nodes neither read a clone nor repeat a control input: their inputs stay
+        ctrl = 0
+        for ref in inputs:
+            if ref[:1] == "^":
+                ctrl += 1
+                if ref[1:] in clones:
+                    break
+            elif (ref if ":" not in ref else parse_input(ref)[0]) in clones:
+                break
+        else:
+            if ctrl < 2 or len(set(r for r in inputs if r[:1] == "^")) == ctrl:
+                continue
         new_inputs, seen_ctrl = [], set()
-        for ref in n.nodedef.input:
+        for ref in inputs:
             src, out = parse_input(ref)
             if src in clones:
                 base = clones[src]
