@@ -149,6 +149,24 @@ def test_cluster_json_records_every_node(tmp_path):
     assert {n["cluster"] for n in g["nodes"].values() if n["code"] == "CLUSTERED"} == {c["name"] for c in g["clusters"]}
 
 
+def test_cluster_table_stays_short(tmp_path):
+    # The MNIST step has 5 clusters; with --top 2 the text table lists the 2 largest and counts
+    # the rest (their nodes included), while the JSON still lists every cluster.
+    ex = ROOT / "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt"
+    doc = json.loads(jitsim("cluster", ex, "--format", "json").stdout)
+    clusters = sorted(doc["graphs"][0]["clusters"], key=lambda c: -c["size"])
+    assert len(clusters) == 5
+    r = jitsim("cluster", ex, "--top", "2")
+    assert r.returncode == 0, r.stderr
+    assert "the 2 largest of 5 clusters" in r.stdout
+    rest = sum(c["size"] for c in clusters[2:])
+    assert any(line.split("│")[1:3] == [" ... 3 more ", f" {rest:>5} "] for line in r.stdout.splitlines()), r.stdout
+    for c in clusters[:2]:
+        assert f" {c['name']} " in r.stdout
+    full = jitsim("cluster", ex).stdout
+    assert all(f" {c['name']} " in full for c in clusters) and "largest" not in full
+
+
 def test_tf_xla_flags_env_is_honoured(tmp_path, monkeypatch):
     """Like TF: with TF_XLA_FLAGS lacking --tf_xla_cpu_global_jit nothing is clustered on CPU."""
     env_run = subprocess.run(

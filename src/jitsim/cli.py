@@ -145,16 +145,24 @@ def _print_graph_report(con, rep: dict, top: int) -> None:
         gd = rep["graph_decision"]
         con.print(f"  TF would not cluster this graph: {gd['code']} ({gd['detail']})")
     if rep["clusters"]:
-        t = Table(title_justify="left")
+        shown = rep["clusters"]
+        title = None
+        if len(shown) > top:  # a summary stays short: the largest clusters, then a count of the rest
+            shown = sorted(shown, key=lambda c: -c["size"])[:top]
+            title = f"the {top} largest of {len(rep['clusters'])} clusters (--top N for more, --format json for all)"
+        t = Table(title=title, title_justify="left")
         for col, j in (("cluster", "left"), ("nodes", "right"), ("effective", "right"), ("ops", "left")):
             t.add_column(col, justify=j)
-        for c in rep["clusters"]:
+        for c in shown:
             hist: dict[str, int] = {}
             for m in c["nodes"]:
                 op = rep["nodes"][m]["op"]
                 hist[op] = hist.get(op, 0) + 1
             ops = ", ".join(f"{o}×{k}" if k > 1 else o for o, k in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
             t.add_row(c["name"], str(c["size"]), str(c["effective_size"]), ops)
+        if len(shown) < len(rep["clusters"]):
+            rest = len(rep["clusters"]) - len(shown)
+            t.add_row(f"... {rest} more", str(clustered - sum(c["size"] for c in shown)), "", "")
         con.print(t)
     rows: dict[tuple[str, str], int] = {}
     for n in rep["nodes"].values():
@@ -795,7 +803,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="record the path behind every merge refused for a cycle (slower on big graphs)")
     _add_session_args(cl)
     cl.add_argument("--all", action="store_true", help="also list graphs without clusters")
-    cl.add_argument("--top", type=int, default=12, help="rows of the unclustered table (default 12)")
+    cl.add_argument("--top", type=int, default=12,
+                    help="rows of each table: the largest clusters, the most common unclustered ops (default 12)")
     cl.add_argument("--format", **fmt)
     _op_defs_arg(cl)
     cl.set_defaults(func=cmd_cluster)

@@ -303,13 +303,15 @@ class Graph:
         TensorFlow v1 loops legitimately close a cycle with ``NextIteration -> Merge``;
         any other cycle makes the GraphDef unexecutable.
         """
-        indeg = {n: 0 for n in self.nodes}
+        nexts = {name for name, n in self.nodes.items() if n.nodedef.op in NEXT_ITERATION_OPS}
+        indeg = dict.fromkeys(self.nodes, 0)
         succ: dict[str, list[str]] = {n: [] for n in self.nodes}
-        for e in self.edges():
-            if self.nodes[e.src].op in NEXT_ITERATION_OPS:
-                continue
-            indeg[e.dst] += 1
-            succ[e.src].append(e.dst)
+        for dst, lst in self._in.items():  # the edges in self.edges() order, each op read once
+            for e in lst:
+                if e.src in nexts:
+                    continue
+                indeg[dst] += 1
+                succ[e.src].append(dst)
         ready = [n for n, d in indeg.items() if d == 0]
         seen = 0
         while ready:

@@ -241,7 +241,9 @@ class _RefVars:
         if n.op in self.fns:
             return [n.op]
         out = []
-        for _, av in sorted(n.attr.items()):
+        attrs = n.nodedef.attr
+        for key in sorted(attrs):  # (keys, not .items(): the Mapping mixin's view is slow)
+            av = attrs[key]
             kind = av.WhichOneof("value")
             if kind == "func":
                 out.append(av.func.name)
@@ -295,12 +297,14 @@ class _RefVars:
                 if hit:
                     result.add(n.id)
                     continue
-                if forward and any(is_ref_type(t) for t in types.outputs(n.nodedef)):
-                    result.add(n.id)
-                    continue
-                if n.id not in cache:
-                    cache[n.id] = self._callee_has_refs(self._targets(n), forward, depth)
-                if cache[n.id]:
+                # the node's own answer (a ref output, or a callee with refs) is worked out once,
+                # not again in each round of the fixpoint
+                own = cache.get(n.id)
+                if own is None:
+                    own = cache[n.id] = bool(
+                        (forward and any(is_ref_type(t) for t in types.outputs(n.nodedef)))
+                        or self._callee_has_refs(self._targets(n), forward, depth))
+                if own:
                     result.add(n.id)
             if len(result) == before:
                 return

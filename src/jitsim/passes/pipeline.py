@@ -29,7 +29,7 @@ from jitsim.passes.flags import DEFAULT_FLAGS, OFF, XlaFlags, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import (
     MarkResult, ProcessState, SessionConfig, global_jit_level, mark_for_compilation,
 )
-from jitsim.passes.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_dump, tfgraph_from_dump
+from jitsim.passes.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_graph, tfgraph_from_dump
 from jitsim.registry import using_op_libraries
 from jitsim.registry.custom_ops import harvest_op_library, infer_op_library
 
@@ -210,7 +210,7 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
     # TF's edge ids, including edges TF created after building the graph (session feeds and
     # fetches, clones, ...): see tfgraph.tfgraph_from_dump
     with timed("is_rebuilt_dump"):
-        rebuilt = is_rebuilt_dump(g.graphdef)
+        rebuilt = is_rebuilt_graph(g)
     with timed("tfgraph_from_dump"):
         tg = tfgraph_from_dump(g, rebuilt=rebuilt)
     if device is not None:

@@ -312,17 +312,51 @@ def is_rebuilt_dump(gd) -> bool:
     add after construction (session feeds/fetches, replicated or cloned constants,
     IncreaseDynamism's slices) do not count.
     """
-    pos = {n.name: i for i, n in enumerate(gd.node)}
     nodes = list(gd.node)
-    later = [_added_after_construction(n.op, n.name, pos) for n in nodes]
+    names = [n.name for n in nodes]
+    pos = {name: i for i, name in enumerate(names)}
+    later: dict[int, bool] = {}  # only nodes with an input from further down are ever asked
+
+    def added_later(k: int) -> bool:
+        got = later.get(k)
+        if got is None:
+            got = later[k] = _added_after_construction(nodes[k].op, names[k], pos)
+        return got
+
     for i, n in enumerate(nodes):
         for x in n.input:
-            j = pos.get(x[1:] if x.startswith("^") else x.rsplit(":", 1)[0])
+            if x[:1] == "^":
+                x = x[1:]
+            elif ":" in x:
+                x = x.rsplit(":", 1)[0]
+            j = pos.get(x)
             if j is None or j <= i:
                 continue
-            if nodes[j].op in NEXT_ITERATION_OPS or later[j] or later[i]:
+            if nodes[j].op in NEXT_ITERATION_OPS or added_later(j) or added_later(i):
                 continue
             return False
+    return True
+
+
+def is_rebuilt_graph(graph: Graph) -> bool:
+    """:func:`is_rebuilt_dump` of ``graph.graphdef``, read from the :class:`Graph` model's
+    edges (names and positions already read from the proto once)."""
+    nodes = graph.nodes
+    later: dict[str, bool] = {}
+
+    def added_later(name: str) -> bool:
+        got = later.get(name)
+        if got is None:
+            got = later[name] = _added_after_construction(nodes[name].op, name, nodes)
+        return got
+
+    for e in graph.edges():
+        src = nodes[e.src]
+        if src.index <= nodes[e.dst].index:
+            continue
+        if src.op in NEXT_ITERATION_OPS or added_later(e.src) or added_later(e.dst):
+            continue
+        return False
     return True
 
 
