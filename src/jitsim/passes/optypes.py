@@ -59,10 +59,59 @@ def _signature(nodedef, library_fns):
     return od, od
 
 
+# For TF's registered ops (OpDefs that live as long as the process), each arg list read from
+# the proto once: per (id(OpDef), outputs?) the OpDef itself (which keeps its id unique), the
+# args as (type_list_attr, type_attr, type, number_attr, is_ref) tuples, the attr defaults, and
+# the types outright when no attr decides them. _expand reads the same from the proto each call.
+_ARG_PLANS: dict[tuple[int, bool], tuple] = {}
+
+
+def _arg_plan(od, outputs: bool) -> tuple:
+    key = (id(od), outputs)
+    got = _ARG_PLANS.get(key)
+    if got is None or got[0] is not od:
+        args = od.output_arg if outputs else od.input_arg
+        entries = tuple((a.type_list_attr, a.type_attr, a.type, a.number_attr, a.is_ref) for a in args)
+        defaults = {a.name: a.default_value for a in od.attr if a.HasField("default_value")}
+        fixed = None
+        if not any(tl or ta or na for tl, ta, _, na, _ in entries):
+            fixed = [t + REF_OFFSET if ref else t for _, _, t, _, ref in entries]
+        got = _ARG_PLANS[key] = (od, entries, defaults, fixed)
+    return got
+
+
+def _expand_planned(od, outputs: bool, nodedef) -> list[int]:
+    """:func:`_expand` of ``od``'s input or output args, from their plan."""
+    _, entries, defaults, fixed = _arg_plan(od, outputs)
+    if fixed is not None:
+        return list(fixed)
+    attrs = nodedef.attr
+    out: list[int] = []
+    for tl, ta, t, na, ref in entries:
+        if tl:
+            av = attrs[tl] if tl in attrs else defaults.get(tl)
+            types = list(av.list.type) if av is not None else []
+        else:
+            if ta:
+                av = attrs[ta] if ta in attrs else defaults.get(ta)
+                t = av.type if av is not None else 0
+            n = 1
+            if na:
+                av = attrs[na] if na in attrs else defaults.get(na)
+                n = av.i if av is not None else 0
+            types = [t] * n
+        if ref:
+            types = [x + REF_OFFSET for x in types]
+        out.extend(types)
+    return out
+
+
 def input_types(nodedef, library_fns=None) -> list[int] | None:
     sig, od = _signature(nodedef, library_fns)
     if sig is None:
         return None
+    if od is not None:
+        return _expand_planned(od, False, nodedef)
     return _expand(sig.input_arg, nodedef, od)
 
 
@@ -70,6 +119,8 @@ def output_types(nodedef, library_fns=None) -> list[int] | None:
     sig, od = _signature(nodedef, library_fns)
     if sig is None:
         return None
+    if od is not None:
+        return _expand_planned(od, True, nodedef)
     return _expand(sig.output_arg, nodedef, od)
 
 
