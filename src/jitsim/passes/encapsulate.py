@@ -67,7 +67,7 @@ from jitsim.graph.functions import function_to_graphdef
 from jitsim.graph.model import CONTROL, Graph
 from jitsim.passes.function_optimizer import FunctionOptimizer, add_node, fixup_source_and_sink
 from jitsim.passes.optypes import DT_RESOURCE, NodeTypes, is_ref_type
-from jitsim.passes.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs, post_order, reverse_post_order
+from jitsim.passes.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs, post_order
 from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
 
@@ -230,6 +230,7 @@ class _RefVars:
         self.fns = types.fns
         self.bodies = bodies or {}  # function name -> its graph, when already at hand
         self._callee_cache: dict[tuple[str, bool, int], bool] = {}
+        self._post_orders: dict[int, tuple] = {}  # id(graph) -> (graph, its op nodes in post order)
 
     def related(self, g: TfGraph) -> set[int]:
         result: set[int] = set()
@@ -282,9 +283,12 @@ class _RefVars:
     def _direction(self, g: TfGraph, forward: bool, depth: int, result: set[int]) -> None:
         types = self.types
         cache: dict[int, bool] = {}
-        # TF's order (the fixpoint does not depend on it, the iteration count does)
-        nodes = [n for n in (reverse_post_order(g, by_name=True) if forward else post_order(g, by_name=True))
-                 if n.is_op]
+        # TF's order (the fixpoint does not depend on it, the iteration count does): the
+        # reverse post order forward, the post order backward; one DFS serves both directions
+        got = self._post_orders.get(id(g))
+        if got is None or got[0] is not g:
+            got = self._post_orders[id(g)] = (g, [n for n in post_order(g, by_name=True) if n.is_op])
+        nodes = got[1][::-1] if forward else got[1]
         while True:
             before = len(result)
             for n in nodes:
