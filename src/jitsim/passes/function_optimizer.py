@@ -96,6 +96,7 @@ class FunctionOptimizer:
         self.report = report
         self.warnings = warnings
         self._attr_keys: dict[int, tuple] = {}
+        self._foldable_memo: dict[int, tuple] = {}
 
     def run(self) -> None:
         g = self.g
@@ -179,6 +180,14 @@ class FunctionOptimizer:
 
     # ConstantFold (common_runtime/constant_folding.cc), no shape map
     def _foldable(self, n: TfNode) -> bool:
+        """Whether ``n`` may be folded (once per node: the rounds never change a node's op or
+        attrs, and nodes they create get new ids)."""
+        got = self._foldable_memo.get(n.id)
+        if got is None or got[0] is not n:
+            got = self._foldable_memo[n.id] = (n, self._foldable_uncached(n))
+        return got[1]
+
+    def _foldable_uncached(self, n: TfNode) -> bool:
         op = n.op
         if op in CONSTANT_OPS:
             return self.types.output_type(n.nodedef, 0) != DT_RESOURCE
