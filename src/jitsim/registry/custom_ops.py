@@ -76,14 +76,24 @@ def unknown_ops(graph) -> dict[str, list[str]]:
     nor the graph's function library defines (function bodies included, as ``fn/node``)."""
     nodedefs, library = _nodes_and_library(graph)
     fns = {f.signature.name for f in library.function}
+    known: dict[str, bool] = {}  # each op looked up once
+
+    def unknown(op: str) -> bool:
+        k = known.get(op)
+        if k is None:
+            k = known[op] = op in fns or op_def(op) is not None
+        return not k
+
     out: dict[str, list[str]] = {}
     for nd in nodedefs:
-        if nd.op not in fns and op_def(nd.op) is None:
-            out.setdefault(nd.op, []).append(nd.name)
+        op = nd.op
+        if unknown(op):
+            out.setdefault(op, []).append(nd.name)
     for f in library.function:
         for nd in f.node_def:
-            if nd.op not in fns and op_def(nd.op) is None:
-                out.setdefault(nd.op, []).append(f"{f.signature.name}/{nd.name}")
+            op = nd.op
+            if unknown(op):
+                out.setdefault(op, []).append(f"{f.signature.name}/{nd.name}")
     return out
 
 
