@@ -49,6 +49,18 @@ def corpus_graphs(c: Corpus):
             yield run, g, d
 
 
+def need_c_extension(*modules: str) -> None:
+    """Skip unless the optional C extensions ``modules`` are built here (setup.py builds them
+    where a C compiler is found; ``JITSIM_PURE_PYTHON=1`` hides them). In CI, which has a
+    compiler, the skip counts as a failure (the rule below), so a build that failed shows."""
+    from jitsim import accel
+
+    missing = [m for m in modules if accel.load(m) is None]
+    if missing:
+        pytest.skip(f"the optional C extension {', '.join(missing)} is not installed "
+                    "(pip install -e . builds it where a C compiler is found)")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """In CI (``.ci/run`` sets JITSIM_CI=1) a test skipped because a tool is missing

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-import pytest
+from conftest import need_c_extension
 
 from jitsim import accel
 
@@ -34,15 +34,11 @@ def _without_timings(doc):
     return doc
 
 
-def _both_built() -> bool:
-    return all(accel.load(m) is not None for m in ("jitsim.graph._fasttext", "jitsim.passes._fastcycles"))
+EXTENSIONS = ("jitsim.graph._fasttext", "jitsim.passes._fastcycles")
 
 
 def test_pure_python_switch(monkeypatch):
-    if not _both_built():
-        if os.environ.get("JITSIM_CI"):
-            pytest.fail("the C extensions are not built (pip install -e . needs a C compiler)")
-        pytest.skip("the C extensions are not built here")
+    need_c_extension(*EXTENSIONS)
     monkeypatch.setenv("JITSIM_PURE_PYTHON", "1")
     assert accel.disabled()
     assert accel.load("jitsim.graph._fasttext") is None
@@ -52,10 +48,7 @@ def test_pure_python_switch(monkeypatch):
 
 
 def test_cluster_identical_with_and_without_c(corpus, tmp_path):
-    if not _both_built():
-        if os.environ.get("JITSIM_CI"):
-            pytest.fail("the C extensions are not built (pip install -e . needs a C compiler)")
-        pytest.skip("the C extensions are not built here")
+    need_c_extension(*EXTENSIONS)
     d = corpus.extract("mobilenetv2_inference")
     dump = sorted((d / "dumps").glob("before_mark_for_compilation_*.pbtxt"),
                   key=lambda p: p.stat().st_size)[-1]

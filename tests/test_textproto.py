@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 
 import pytest
 from google.protobuf import text_format
@@ -20,7 +19,7 @@ from hypothesis import strategies as st
 
 from jitsim.graph import protos, textproto
 
-from conftest import corpus_graphs
+from conftest import corpus_graphs, need_c_extension
 
 CI = settings(derandomize=True, database=None, deadline=None, max_examples=150,
               suppress_health_check=[HealthCheck.too_slow])
@@ -41,10 +40,7 @@ def _impl(name: str):
     if name == "python":
         textproto._c = None
     elif saved is None:
-        if os.environ.get("JITSIM_CI"):
-            pytest.fail("the C extension jitsim.graph._fasttext is not built (pip install -e . "
-                        "needs a C compiler)")
-        pytest.skip("the C extension jitsim.graph._fasttext is not built")
+        need_c_extension("jitsim.graph._fasttext")
     try:
         yield
     finally:
@@ -70,8 +66,7 @@ def _same_both_ways(text: str, impls=IMPLS) -> None:
 def test_c_extension_built_in_ci():
     # setup.py builds the extension optionally (a missing compiler is not an install error);
     # CI has one, so a build that silently failed must show here.
-    if not os.environ.get("JITSIM_CI") and not textproto.accelerated():
-        pytest.skip("the C extension is not built here")
+    need_c_extension("jitsim.graph._fasttext")
     assert textproto.accelerated()
     assert "_fasttext" in textproto._c.__name__
 

@@ -20,7 +20,7 @@ from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
 from jitsim.passes.flags import parse_tf_xla_flags
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph
-from jitsim.passes.tfgraph import is_rebuilt_dump, is_rebuilt_graph, tfgraph_from_dump
+from jitsim.passes.tfgraph import is_rebuilt_dump, tfgraph_from_dump
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,24 +40,6 @@ def test_grappler_off_dump_is_not_rebuilt_and_a_grappler_on_one_is(tmp_path):
     # Grappler on (the same kind of while loop, rebuilt after Grappler): topological
     paths, _ = _input_graphs(tmp_path / "b", "replicated-constant-edge-order")
     assert paths and all(is_rebuilt_dump(read_graphdef(p)) for p in paths)
-
-
-def test_is_rebuilt_graph_is_is_rebuilt_dump(tmp_path, corpus):
-    # The pipeline asks the Graph model (is_rebuilt_graph), other callers the GraphDef
-    # (is_rebuilt_dump): the same answer on dumps of both kinds, and on every graph of a
-    # sample of the corpus.
-    got = []
-    for fixture in ("no-grappler-inline-input-order", "replicated-constant-edge-order"):
-        paths, _ = _input_graphs(tmp_path / fixture, fixture)
-        for p in paths:
-            gd = read_graphdef(p)
-            assert is_rebuilt_graph(Graph(gd, validate=False)) == is_rebuilt_dump(gd), p
-            got.append(is_rebuilt_dump(gd))
-    assert True in got and False in got
-    for run in corpus.built()[:30]:
-        for p in sorted((corpus.extract(run) / "dumps").glob("before_*.pbtxt"))[:3]:
-            gd = read_graphdef(p)
-            assert is_rebuilt_graph(Graph(gd, validate=False)) == is_rebuilt_dump(gd), p
 
 
 def _while_graph(tmp_path):

@@ -453,7 +453,7 @@ _C_TYPE_KIND = {
 }
 
 
-def _c_spec(fd) -> tuple | None:
+def _c_spec(fd) -> tuple:
     kinds = _c.PRINT_KINDS
     kind = _C_TYPE_KIND.get(fd.type)
     if kind is None:  # groups: the C printer hands back when it meets one

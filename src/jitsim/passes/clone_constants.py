@@ -94,18 +94,6 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
         nd = add()
         nd.CopyFrom(n.nodedef)
         inputs = list(nd.input)
-        # most nodes neither read a clone nor repeat a control input: their inputs stay
-        ctrl = 0
-        for ref in inputs:
-            if ref[:1] == "^":
-                ctrl += 1
-                if ref[1:] in clones:
-                    break
-            elif (ref if ":" not in ref else parse_input(ref)[0]) in clones:
-                break
-        else:
-            if ctrl < 2 or len(set(r for r in inputs if r[:1] == "^")) == ctrl:
-                continue
         new_inputs, seen_ctrl = [], set()
         for ref in inputs:
             src, out = parse_input(ref)
@@ -117,6 +105,7 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
                     continue
                 seen_ctrl.add(ref)
             new_inputs.append(ref)
-        del nd.input[:]
-        nd.input.extend(new_inputs)
+        if new_inputs != inputs:  # most nodes neither read a clone nor repeat a control input
+            del nd.input[:]
+            nd.input.extend(new_inputs)
     return Graph(gd, source=graph.source, validate=False), sorted(clones)

@@ -29,62 +29,23 @@ def attr_or_default(nodedef, opdef, name):
     return None
 
 
-def _expand(args, nodedef, opdef) -> list[int]:
-    out: list[int] = []
-    for arg in args:
-        if arg.type_list_attr:
-            av = attr_or_default(nodedef, opdef, arg.type_list_attr)
-            types = list(av.list.type) if av is not None else []
-        else:
-            if arg.type_attr:
-                av = attr_or_default(nodedef, opdef, arg.type_attr)
-                t = av.type if av is not None else 0
-            else:
-                t = arg.type
-            n = 1
-            if arg.number_attr:
-                av = attr_or_default(nodedef, opdef, arg.number_attr)
-                n = av.i if av is not None else 0
-            types = [t] * n
-        if arg.is_ref:
-            types = [t + REF_OFFSET for t in types]
-        out.extend(types)
-    return out
+def _arg_entries(args) -> tuple:
+    """An OpDef's (or signature's) args as ``(type_list_attr, type_attr, type, number_attr,
+    is_ref)`` tuples: what :func:`_expand_entries` reads of them."""
+    return tuple((a.type_list_attr, a.type_attr, a.type, a.number_attr, a.is_ref) for a in args)
 
 
-def _signature(nodedef, library_fns):
-    if library_fns and nodedef.op in library_fns:
-        return library_fns[nodedef.op].signature, None
-    od = op_def(nodedef.op)
-    return od, od
+def _defaults(opdef) -> dict:
+    """Attr name -> default value of ``opdef`` (None: no OpDef, no defaults)."""
+    if opdef is None:
+        return {}
+    return {a.name: a.default_value for a in opdef.attr if a.HasField("default_value")}
 
 
-# For TF's registered ops (OpDefs that live as long as the process), each arg list read from
-# the proto once: per (id(OpDef), outputs?) the OpDef itself (which keeps its id unique), the
-# args as (type_list_attr, type_attr, type, number_attr, is_ref) tuples, the attr defaults, and
-# the types outright when no attr decides them. _expand reads the same from the proto each call.
-_ARG_PLANS: dict[tuple[int, bool], tuple] = {}
-
-
-def _arg_plan(od, outputs: bool) -> tuple:
-    key = (id(od), outputs)
-    got = _ARG_PLANS.get(key)
-    if got is None or got[0] is not od:
-        args = od.output_arg if outputs else od.input_arg
-        entries = tuple((a.type_list_attr, a.type_attr, a.type, a.number_attr, a.is_ref) for a in args)
-        defaults = {a.name: a.default_value for a in od.attr if a.HasField("default_value")}
-        fixed = None
-        if not any(tl or ta or na for tl, ta, _, na, _ in entries):
-            fixed = [t + REF_OFFSET if ref else t for _, _, t, _, ref in entries]
-        got = _ARG_PLANS[key] = (od, entries, defaults, fixed)
-    return got
-
-
-def _expand_planned(od, outputs: bool, nodedef) -> list[int]:
-    """:func:`_expand` of ``od``'s input or output args, from their plan."""
-    _, entries, defaults, fixed = _arg_plan(od, outputs)
-    if fixed is not None:
-        return list(fixed)
+def _expand_entries(entries, nodedef, defaults: dict) -> list[int]:
+    """The dtypes the args expand to for ``nodedef``: a ``number_attr`` arg repeats its type N
+    times, a ``type_list_attr`` arg is the list, a ref arg gets the ``*_REF`` type; a missing
+    attr falls back to ``defaults`` (then 0, or an empty list)."""
     attrs = nodedef.attr
     out: list[int] = []
     for tl, ta, t, na, ref in entries:
@@ -104,6 +65,46 @@ def _expand_planned(od, outputs: bool, nodedef) -> list[int]:
             types = [x + REF_OFFSET for x in types]
         out.extend(types)
     return out
+
+
+def _expand(args, nodedef, opdef) -> list[int]:
+    """The dtypes ``args`` (of ``opdef``, or of a function signature when ``opdef`` is None)
+    expand to for ``nodedef``, read from the protos."""
+    return _expand_entries(_arg_entries(args), nodedef, _defaults(opdef))
+
+
+def _signature(nodedef, library_fns):
+    if library_fns and nodedef.op in library_fns:
+        return library_fns[nodedef.op].signature, None
+    od = op_def(nodedef.op)
+    return od, od
+
+
+# For TF's registered ops (OpDefs that live as long as the process), each arg list read from
+# the proto once: per (id(OpDef), outputs?) the OpDef itself (which keeps its id unique), the
+# args as (type_list_attr, type_attr, type, number_attr, is_ref) tuples, the attr defaults, and
+# the types outright when no attr decides them. _expand reads them from the protos each call.
+_ARG_PLANS: dict[tuple[int, bool], tuple] = {}
+
+
+def _arg_plan(od, outputs: bool) -> tuple:
+    key = (id(od), outputs)
+    got = _ARG_PLANS.get(key)
+    if got is None or got[0] is not od:
+        entries = _arg_entries(od.output_arg if outputs else od.input_arg)
+        fixed = None
+        if not any(tl or ta or na for tl, ta, _, na, _ in entries):
+            fixed = [t + REF_OFFSET if ref else t for _, _, t, _, ref in entries]
+        got = _ARG_PLANS[key] = (od, entries, _defaults(od), fixed)
+    return got
+
+
+def _expand_planned(od, outputs: bool, nodedef) -> list[int]:
+    """:func:`_expand` of ``od``'s input or output args, from their plan."""
+    _, entries, defaults, fixed = _arg_plan(od, outputs)
+    if fixed is not None:
+        return list(fixed)
+    return _expand_entries(entries, nodedef, defaults)
 
 
 def input_types(nodedef, library_fns=None) -> list[int] | None:

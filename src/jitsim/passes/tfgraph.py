@@ -249,7 +249,7 @@ class TfGraph:
             # data inputs by slot (slots outside 0..k-1 left out, the last edge of a slot kept)
             data.sort(key=_first)
             k = len(data)
-            if k and (data[0][0] != 0 or data[-1][0] != k - 1 or any(data[i][0] != i for i in range(k))):
+            if any(slot != i for i, (slot, _) in enumerate(data)):
                 slots: list = [None] * k
                 for slot, ref in data:
                     if 0 <= slot < k:
@@ -301,7 +301,7 @@ def _added_after_construction(op: str, name: str, names, *, replicas: bool = Tru
     return "/static_shaped_slice" in name
 
 
-def is_rebuilt_dump(gd) -> bool:
+def is_rebuilt_graph(graph: Graph) -> bool:
     """Whether TF built the dumped graph with GraphConstructor after its last rewrite.
 
     A graph TF rebuilt from a GraphDef (after Grappler, which is the default for function
@@ -310,39 +310,11 @@ def is_rebuilt_dump(gd) -> bool:
     as LowerFunctionalOps and function inlining left it in place: lowered and inlined nodes are
     appended after the nodes that consume them. NextIteration back edges and the nodes passes
     add after construction (session feeds/fetches, replicated or cloned constants,
-    IncreaseDynamism's slices) do not count.
+    IncreaseDynamism's slices) do not count. Read from the :class:`Graph` model's edges (an
+    edge from a node further down the file is the sign).
     """
-    nodes = list(gd.node)
-    names = [n.name for n in nodes]
-    pos = {name: i for i, name in enumerate(names)}
-    later: dict[int, bool] = {}  # only nodes with an input from further down are ever asked
-
-    def added_later(k: int) -> bool:
-        got = later.get(k)
-        if got is None:
-            got = later[k] = _added_after_construction(nodes[k].op, names[k], pos)
-        return got
-
-    for i, n in enumerate(nodes):
-        for x in n.input:
-            if x[:1] == "^":
-                x = x[1:]
-            elif ":" in x:
-                x = x.rsplit(":", 1)[0]
-            j = pos.get(x)
-            if j is None or j <= i:
-                continue
-            if nodes[j].op in NEXT_ITERATION_OPS or added_later(j) or added_later(i):
-                continue
-            return False
-    return True
-
-
-def is_rebuilt_graph(graph: Graph) -> bool:
-    """:func:`is_rebuilt_dump` of ``graph.graphdef``, read from the :class:`Graph` model's
-    edges (names and positions already read from the proto once)."""
     nodes = graph.nodes
-    later: dict[str, bool] = {}
+    later: dict[str, bool] = {}  # only the ends of an edge from further down are ever asked
 
     def added_later(name: str) -> bool:
         got = later.get(name)
@@ -358,6 +330,11 @@ def is_rebuilt_graph(graph: Graph) -> bool:
             continue
         return False
     return True
+
+
+def is_rebuilt_dump(gd) -> bool:
+    """:func:`is_rebuilt_graph` of a GraphDef."""
+    return is_rebuilt_graph(Graph(gd, validate=False))
 
 
 # Names LowerFunctionalOps and function inlining give the nodes they create: Graph::NewName's
@@ -465,7 +442,7 @@ def tfgraph_from_dump(graph, *, rebuilt: bool | None = None) -> TfGraph:
     one from ``_SOURCE`` included; the original's consumers had an in-edge at construction (from
     the original), so they get no ``_SOURCE`` edge.
 
-    A graph TF never rebuilt (:func:`is_rebuilt_dump` false: Grappler off or failed) was
+    A graph TF never rebuilt (:func:`is_rebuilt_graph` false: Grappler off or failed) was
     lowered and inlined in place after construction, so the nodes those rewrites made count as
     created later too, and their edges follow the rewrites' own order: an inlining copies the
     body's nodes (a node without inputs gets its control edge from ``input_control_node`` as it
@@ -479,11 +456,11 @@ def tfgraph_from_dump(graph, *, rebuilt: bool | None = None) -> TfGraph:
     node: the inliner and the lowerings walk those; TF's own order then varies between runs),
     are guesses.
 
-    ``rebuilt``: :func:`is_rebuilt_dump` of ``graph.graphdef``, when the caller has it already.
+    ``rebuilt``: :func:`is_rebuilt_graph` of ``graph``, when the caller has it already.
     """
     base = TfGraph.from_graph(graph, fixup=False)
     if rebuilt is None:
-        rebuilt = is_rebuilt_dump(graph.graphdef)
+        rebuilt = is_rebuilt_graph(graph)
     # nodes LowerFunctionalOps and inlining made, on a graph TF never rebuilt
     lowered = set() if rebuilt else {n.id for n in base.op_nodes() if _LOWERED_RE.search(n.name)}
     created = [n.id for n in base.op_nodes() if n.id in lowered or _created_after_construction(base, n)]
