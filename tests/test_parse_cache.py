@@ -3,6 +3,7 @@ served in binary form, gives the same graph, and a damaged, foreign or unwritabl
 never worse than no cache."""
 
 import os
+import tempfile
 
 import pytest
 from google.protobuf import text_format
@@ -130,7 +131,7 @@ def test_an_unwritable_cache_is_ignored(big_file, cache_dir, monkeypatch):
     def refuse(*a, **k):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(parse_cache.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)  # what the atomic write makes its file with
     assert len(read_graphdef(big_file).node) == 6000
     assert _entries(cache_dir) == []
 

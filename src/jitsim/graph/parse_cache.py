@@ -26,8 +26,9 @@ import functools
 import hashlib
 import os
 import struct
-import tempfile
 from pathlib import Path
+
+from jitsim.errors import JitsimError
 
 MIN_BYTES = 512 * 1024  # smaller files parse in well under 30 ms: not worth a file
 MAX_TOTAL_BYTES = 2 * 2**30
@@ -105,25 +106,15 @@ class ParseCache:
         directory cannot be written)."""
         if self.root is None:
             return
+        from jitsim.graph.io import write_atomic  # (io reads through this module)
+
         payload = message.SerializeToString(deterministic=True)  # maps in key order, as text has them
         path = self._path(self.key(data, message))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(FORMAT)
-                    f.write(_HEADER.pack(len(payload)))
-                    f.write(payload)
-                os.replace(tmp, path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            write_atomic(path, FORMAT + _HEADER.pack(len(payload)) + payload)
             self.trim()
-        except OSError:
+        except (OSError, JitsimError):
             pass
 
     def entries(self) -> list[tuple[float, int, Path]]:
