@@ -29,6 +29,7 @@ import struct
 from pathlib import Path
 
 from jitsim.errors import JitsimError
+from jitsim.graph.output import write_atomic
 
 MIN_BYTES = 512 * 1024  # smaller files parse in well under 30 ms: not worth a file
 MAX_TOTAL_BYTES = 2 * 2**30
@@ -106,8 +107,6 @@ class ParseCache:
         directory cannot be written)."""
         if self.root is None:
             return
-        from jitsim.graph.io import write_atomic  # (io reads through this module)
-
         payload = message.SerializeToString(deterministic=True)  # maps in key order, as text has them
         path = self._path(self.key(data, message))
         try:
