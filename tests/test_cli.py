@@ -188,3 +188,11 @@ def test_rewrite_writes_tfs_dump_of_the_stage(tmp_path, corpus, until, stage):
     truth = corpus.extract("mnist_softmax") / "dumps" / corpus.index("mnist_softmax")["graphs"][8]["files"][stage]
     r = jitsim("crosscheck", "compare", "--graph", "--ignore-attr", "config_proto", out, truth)
     assert r.returncode == 0, r.stdout
+
+
+def test_python_dash_m_jitsim_is_the_command():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "jitsim", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("jitsim ")

@@ -201,7 +201,7 @@ def cmd_cluster(args) -> int:
 
     try:
         pin = pass_inputs(path, flags=choice.flags.text, tf=args.tf, signature=args.signature, device=args.device,
-                          input_stage=args.input_stage, progress=capture_progress)
+                          input_stage=args.input_stage, progress=capture_progress, fetch=args.fetch, feed=args.feed)
         reports = []
         results = []
         for i, (label, g, stage) in enumerate(pin.graphs):
@@ -393,6 +393,7 @@ def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
                    help="what a graph file is, taken as it is: no TF capture, no simulated rewrites (default: decided from its content)")
     p.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     _tf_arg(p)
+    _call_args(p)
     _no_defaults_arg(p)
     p.add_argument("--cluster-number-start", type=int, default=0, help="first cluster number (0 or more)")
     _add_session_args(p)
@@ -410,6 +411,16 @@ def _tf_arg(p) -> None:
                    help="for a SavedModel, .keras file, raw GraphDef or program: get TF's exact pass input with one "
                         "TensorFlow run of the call that compiles nothing (cached), or predict without TensorFlow "
                         "(approximate); auto: with TensorFlow when it is importable (default auto)")
+
+
+def _call_args(p) -> None:
+    p.add_argument("--fetch", action="append", default=[], metavar="NAME",
+                   help="a TF1 graph's (GraphDef/MetaGraphDef) call, as sess.run takes names: NODE:N fetches a "
+                        "tensor, NODE runs an op (repeatable). Without it jitsim assumes the call by a documented "
+                        "rule (the train_op collection, else the sinks) and labels the result approximate")
+    p.add_argument("--feed", action="append", default=[], metavar="NAME[=SHAPE]",
+                   help="a tensor the call feeds (repeatable; NAME means NAME:0), e.g. --feed x=100,784; every "
+                        "placeholder the call needs is fed anyway, the shape only lets TensorFlow run it")
 
 
 def _op_defs_arg(p) -> None:
@@ -433,7 +444,7 @@ def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=()
                    session_jit_level=_JIT_LEVELS[args.session_jit_level],
                    session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
                    signature=args.signature, cluster_number_start=args.cluster_number_start,
-                   move_devices=move_devices, tf=args.tf)
+                   move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed)
 
 
 def _single_graph(path: str) -> None:
@@ -577,10 +588,23 @@ def cmd_harvest(args) -> int:
     def progress(elapsed, ndumps):
         _progress_line(f"running TensorFlow on {args.target}: {elapsed:5.1f} s, {ndumps} dump files")
 
+    call = None
+    if args.fetch or args.feed:  # a TF1 graph's sess.run, as jitsim cluster --fetch makes it
+        from jitsim.crosscheck.harvest import target_kind
+        from jitsim.frontend.session_call import is_session_graph, session_call
+        from jitsim.graph.io import load
+
+        if target_kind(Path(args.target)) != "graphdef":
+            raise JitsimError("--fetch/--feed apply to a GraphDef or MetaGraphDef file", args.target)
+        graph = load(args.target, validate=True, check_ops=True)
+        if not is_session_graph(graph):
+            raise JitsimError("--fetch/--feed name a session call, but this graph has _Arg/_Retval nodes",
+                              args.target)
+        call = session_call(graph, args.fetch, args.feed).to_dict()
     try:
         index = harvest(args.target, args.output, flags=flags, signature=args.signature,
                         python=args.python, timeout=args.timeout, progress=progress,
-                        overwrite=args.overwrite)
+                        overwrite=args.overwrite, call=call)
     finally:
         _progress_done()
     if args.format == "json":
@@ -795,6 +819,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="what a graph file is, taken as it is: no TF capture, no simulated rewrites (default: decided from its content)")
     cl.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     _tf_arg(cl)
+    _call_args(cl)
     cl.add_argument("--cluster-number-start", type=int, default=0,
                     help="first cluster number (TF's process-wide counter when this graph ran)")
     cl.add_argument("-o", "--output", help="write the marked graph like TF's mark_for_compilation dump (.pbtxt/.pb; "
@@ -911,6 +936,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "in TF; --no-default-flags starts from nothing")
     _no_defaults_arg(h)
     h.add_argument("--signature", help="SavedModel signature to call (default: serving_default)")
+    _call_args(h)
     h.add_argument("--python", help="Python interpreter with TensorFlow (default: this one)")
     h.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is killed (default 600)")
     h.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")

@@ -105,36 +105,112 @@ _INPUT_GEN = textwrap.dedent(
     % CALL_MARK
 )
 
+# A GraphDef or MetaGraphDef run in a tf.compat.v1.Session. With a call file (argv[2], JSON:
+# jitsim.frontend.session_call.SessionCall.to_dict()) it makes exactly that sess.run: those
+# fetches, targets and feeds, each resource placeholder bound to a fresh variable (a VarHandleOp
+# of the same name, as jitsim.frontend.session_call.bound_to_variables makes it); without one,
+# every placeholder fed and every sink fetched. A given call that fails at run time (after TF
+# built, and dumped, the graph of the call) is reported as a note, not fatal.
 _GRAPHDEF_RUNNER = _INPUT_GEN + textwrap.dedent(
     """
-    import sys
+    import json, sys
     from google.protobuf import text_format
     path = sys.argv[1]
-    gd = tf.compat.v1.GraphDef()
+    call = json.load(open(sys.argv[2])) if len(sys.argv) > 2 and sys.argv[2] else None
     data = open(path, "rb").read()
-    if path.endswith((".pbtxt", ".pbtext", ".txt", ".prototxt")):
-        text_format.Parse(data.decode(), gd)
-    else:
-        gd.ParseFromString(data)
+    if data[:2] == b"\\x1f\\x8b":
+        import gzip
+        data = gzip.decompress(data)
+    def _parse(msg):
+        try:
+            msg.ParseFromString(data)
+        except Exception:
+            msg.Clear()
+            text_format.Parse(data.decode("utf-8-sig"), msg)
+        return msg
+    meta = None
+    try:
+        gd = _parse(tf.compat.v1.GraphDef())
+        if not gd.node:
+            raise ValueError("no nodes")
+    except Exception:
+        meta = _parse(tf.compat.v1.MetaGraphDef())
+        gd = meta.graph_def
+    variables = set(call["variables"]) if call else set()
+    for n in gd.node:
+        if n.name not in variables:
+            continue
+        dt = n.attr["_handle_dtypes"].list.type[0] if n.attr["_handle_dtypes"].list.type else 0
+        if not dt:
+            dt = next((m.attr["dtype"].type for m in gd.node if m.attr["dtype"].type and
+                       any(i == n.name or i.startswith(n.name + ":") for i in m.input)), 1)
+        hs = list(n.attr["_handle_shapes"].list.shape)
+        for k in list(n.attr):
+            del n.attr[k]
+        n.op = "VarHandleOp"
+        n.attr["dtype"].type = dt
+        if hs:
+            n.attr["shape"].shape.CopyFrom(hs[0])
+        else:
+            n.attr["shape"].shape.unknown_rank = True
+        n.attr["shared_name"].s = n.name.encode()
+        n.attr["container"].s = b""
+        n.attr["allowed_devices"].list.SetInParent()
     g = tf.Graph()
     with g.as_default():
-        tf.graph_util.import_graph_def(gd, name="")
+        if meta is not None:
+            tf.compat.v1.train.import_meta_graph(meta)
+        else:
+            tf.graph_util.import_graph_def(gd, name="")
     feeds, fetches = {}, []
-    for op in g.get_operations():
-        if op.type == "Placeholder":
-            t = op.outputs[0]
-            if t.dtype in (tf.variant, tf.resource) and not t.consumers():
-                continue  # e.g. a frozen while loop's unused_control_flow_input: nothing to feed
-            dims = t.shape.as_list() if t.shape.rank is not None else [2]
+    if call is not None:
+        shapes = call.get("feed_shapes", {})
+        for name in call["feeds"]:
+            t = g.get_tensor_by_name(name)
+            dims = shapes.get(name)
+            if dims is None:
+                dims = t.shape.as_list() if t.shape.rank is not None else [2]
             feeds[t] = _gen(t.dtype, dims)
-        elif not any(c for o in op.outputs for c in o.consumers()) and not op._control_outputs:
-            fetches.extend(op.outputs or [op])
+        fetches = list(call["fetches"]) + list(call["targets"])
+    else:
+        for op in g.get_operations():
+            if op.type == "Placeholder":
+                t = op.outputs[0]
+                if t.dtype in (tf.variant, tf.resource) and not t.consumers():
+                    continue  # e.g. a frozen while loop's unused_control_flow_input: nothing to feed
+                dims = t.shape.as_list() if t.shape.rank is not None else [2]
+                feeds[t] = _gen(t.dtype, dims)
+            elif not any(c for o in op.outputs for c in o.consumers()) and not op._control_outputs:
+                fetches.extend(op.outputs or [op])
     sess = tf.compat.v1.Session(graph=g)
     init = [op for op in g.get_operations() if op.name == "init"]
     if init:
-        sess.run(init, feed_dict=feeds)
+        try:
+            sess.run(init, feed_dict=feeds)
+        except tf.errors.OpError as e:
+            if call is None:
+                raise
+            print("JITSIM_NOTE: the init op failed: %s" % str(e).splitlines()[0], file=sys.stderr)
+    for name in sorted(variables):  # fresh values for the variables the call binds
+        op = g.get_operation_by_name(name)
+        shape = tf.TensorShape(op.get_attr("shape"))
+        dims = [2 if d is None else d for d in shape.as_list()] if shape.rank is not None else [2]
+        try:
+            with g.as_default():
+                assign = tf.raw_ops.AssignVariableOp(resource=op.outputs[0],
+                                                     value=tf.constant(_gen(op.get_attr("dtype"), dims)))
+            sess.run(assign)
+        except Exception as e:
+            print("JITSIM_NOTE: variable %s left uninitialised: %s" % (name, str(e).splitlines()[0]),
+                  file=sys.stderr)
     def _step():
-        return sess.run(fetches, feed_dict=feeds)
+        if call is None:
+            return sess.run(fetches, feed_dict=feeds)
+        try:
+            return sess.run(fetches, feed_dict=feeds)
+        except tf.errors.OpError as e:
+            print("JITSIM_NOTE: the call failed at run time, after TF built its graph: %s"
+                  % str(e).splitlines()[0], file=sys.stderr)
     """
 )
 
@@ -322,7 +398,7 @@ def runner_imports(target: Path, kind: str) -> list[str]:
 
 
 def _command(target: Path, kind: str, signature: str | None, python: str, workdir: Path,
-             tail: str | None = None) -> list[str]:
+             tail: str | None = None, call: dict | None = None) -> list[str]:
     boot = workdir / "_jitsim_bootstrap.py"
     boot.write_text(_BOOTSTRAP)
     if kind == "program" and tail is None:
@@ -333,6 +409,10 @@ def _command(target: Path, kind: str, signature: str | None, python: str, workdi
     args = [python, str(boot), str(runner), str(target)]
     if kind == "saved_model":
         args.append(signature or "")
+    if kind == "graphdef" and call is not None:
+        spec = workdir / "_jitsim_call.json"
+        spec.write_text(json.dumps(call, sort_keys=True))
+        args.append(str(spec))
     return args
 
 
@@ -397,6 +477,7 @@ def harvest(
     env_extra: dict | None = None,
     tail: str | None = None,
     require_dumps: bool = True,
+    call: dict | None = None,
 ) -> dict:
     """Run ``target`` under real TF with the dump flags; write ``out/`` and return its index.
 
@@ -406,7 +487,9 @@ def harvest(
     ``env_extra``: more environment variables for TF's process. ``tail``: Python code run
     instead of the one call (it finds the runner's ``_step()``; a program target must then
     define ``jitsim_step()``, see :data:`STEP_FUNCTION`). ``require_dumps=False``: a run
-    that dumped no graph (auto-clustering off) is no error.
+    that dumped no graph (auto-clustering off) is no error. ``call``: for a GraphDef or
+    MetaGraphDef, the ``sess.run`` to make (:meth:`jitsim.frontend.session_call.SessionCall.
+    to_dict`); default: every placeholder fed and every sink fetched.
     """
     target = Path(target).resolve()
     out = Path(out).resolve()  # TF runs in a scratch cwd: the dump prefix must be absolute
@@ -415,7 +498,7 @@ def harvest(
         dumps = work / "dumps"
         dumps.mkdir()
         runtmp = Path(tempfile.mkdtemp(prefix="jitsim-run-"))
-        cmd = _command(target, kind, signature, python or sys.executable, runtmp, tail)
+        cmd = _command(target, kind, signature, python or sys.executable, runtmp, tail, call)
         env = harvest_env(dumps, flags)
         env.update(env_extra or {})
         if kind == "program" and tail is not None:
@@ -472,6 +555,11 @@ def harvest(
             "wall_s": round(wall, 3),
             "graphs": index_dump_dir(dumps, log_text),
         }
+        if call is not None:
+            index["call"] = call
+        notes = [ln[len("JITSIM_NOTE: "):].strip() for ln in log_text.splitlines() if ln.startswith("JITSIM_NOTE: ")]
+        if notes:
+            index["run_notes"] = notes
         if imports:
             index["runner_imports"] = imports
         if library_ops:

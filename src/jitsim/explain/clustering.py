@@ -341,7 +341,8 @@ def _is_tf_object(obj) -> bool:
 def cluster(graph, flags: str | None = None, *, device: str | None = None, exclude_ops=(), force_compilable=(),
             session_jit_level: int = 0, session_cpu_global_jit: bool = False, input_stage: str | None = None,
             signature: str | None = None, until: str = "decluster", explain_cycles: bool | None = None,
-            cluster_number_start: int = 0, move_devices: bool = False, tf: str = "auto") -> Clustering:
+            cluster_number_start: int = 0, move_devices: bool = False, tf: str = "auto", fetch=(),
+            feed=()) -> Clustering:
     """Simulate TF 2.21's auto-clustering on ``graph`` and return a :class:`Clustering`.
 
     ``graph``: a path (TF dump file or directory, SavedModel directory, ``.keras`` file,
@@ -359,7 +360,10 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     ``build-xla-ops``). ``explain_cycles``: record the path behind every cycle refusal
     (default: for graphs up to 5,000 nodes). ``move_devices``: ``device`` also moves nodes
     that already have a device, where a kernel of that type exists (a CPU-vs-GPU what-if;
-    approximate: TF's placer also colocates).
+    approximate: TF's placer also colocates). ``fetch`` / ``feed``: the ``sess.run`` of a TF1
+    GraphDef or MetaGraphDef (:mod:`jitsim.frontend.session_call`: ``"loss:0"`` fetches a tensor,
+    ``"train_step"`` runs an op; ``"x=100,784"`` feeds ``x:0``); without them the call is assumed
+    by a documented rule and the result labelled approximate.
     """
     from jitsim.graph import protos
     from jitsim.graph.model import Graph
@@ -378,7 +382,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         from jitsim.frontend.resolve import pass_inputs
 
         pin = pass_inputs(graph, flags=choice.flags.text, tf=tf, signature=signature, device=device,
-                          input_stage=input_stage)
+                          input_stage=input_stage, fetch=fetch, feed=feed)
         if pin.session_jit is not None and not session_jit_level:  # the caller's set_jit, as TF would see it
             session_jit_level = 1 if pin.session_jit else -1
             session = SessionConfig(session_jit_level, session_cpu_global_jit)
@@ -391,6 +395,8 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         route, route_notes = pin.route, pin.notes
         cluster_number_start = state.counters.get(0, 0)
     else:
+        if fetch or feed:
+            raise JitsimError("fetch/feed name a session call of a graph file: give the GraphDef or MetaGraphDef path")
         g = to_graph(graph, signature=signature)
     # the passes annotate NodeDefs in place: keep the input intact (for the caller and for whatif)
     snapshot = g.graphdef.SerializeToString()

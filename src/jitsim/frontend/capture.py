@@ -17,8 +17,9 @@ What *the call* is, per target:
   :func:`jitsim.frontend.keras_call.keras_call` (``tf.function(lambda *xs: model(xs,
   training=False))`` traced from ``model.inputs``, unknown dims = 2) called with generated
   inputs;
-* GraphDef ``.pb``/``.pbtxt``: what TF does when it runs the GraphDef in a
-  ``tf.compat.v1.Session`` (placeholders fed, every sink fetched);
+* GraphDef or MetaGraphDef file: the ``sess.run`` of a ``tf.compat.v1.Session`` that
+  :class:`jitsim.frontend.session_call.SessionCall` states (the user's fetches and feeds, or
+  those assumed by its documented rule);
 * ``.py`` program: the program, run as ``__main__``;
 * a live object (``tf.function`` with an ``input_signature`` or traced exactly once,
   ``ConcreteFunction``, Keras model): its ConcreteFunction (for a Keras model, the call above)
@@ -47,7 +48,7 @@ from pathlib import Path
 from jitsim.crosscheck import harvest as _harvest
 from jitsim.errors import HarvestError
 
-RUNNER_VERSION = "capture/2"  # bump when a runner's behaviour changes: old cache entries go stale
+RUNNER_VERSION = "capture/3"  # bump when a runner's behaviour changes: old cache entries go stale
 CAPTURE_FLAGS = "--tf_xla_clustering_debug --tf_xla_clustering_fuel=0"
 KINDS = ("saved_model", "keras", "graphdef", "function", "program")
 
@@ -130,11 +131,12 @@ def _hash_path(h, path: Path) -> None:
         h.update(hashlib.sha256(path.read_bytes()).digest())
 
 
-def cache_key(target: Path, kind: str, signature: str | None, flags: str) -> str:
+def cache_key(target: Path, kind: str, signature: str | None, flags: str, call: str = "") -> str:
     """sha256 over the target's bytes (every file of a directory, sorted by relative path),
-    kind, signature, the flags TF runs with, TF's version and :data:`RUNNER_VERSION`."""
+    kind, signature, the flags TF runs with, the session call (a GraphDef's), TF's version
+    and :data:`RUNNER_VERSION`."""
     h = hashlib.sha256()
-    for part in (RUNNER_VERSION, tf_version(), kind, signature or "", flags):
+    for part in (RUNNER_VERSION, tf_version(), kind, signature or "", flags, call):
         h.update(part.encode() + b"\0")
     _hash_path(h, target)
     return h.hexdigest()
@@ -283,11 +285,12 @@ def write_function_bundle(obj, directory: Path) -> dict:
 # -- capture -----------------------------------------------------------------------------------
 
 def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path | None = None,
-            timeout: float = 600, progress=None) -> Capture:
+            timeout: float = 600, progress=None, call=None) -> Capture:
     """Run the call of ``target`` once under TF with fuel 0 (see the module docstring) and
     return where its dumps are. ``flags``: the user's ``TF_XLA_FLAGS`` string. The result is
     cached under ``cache_dir`` (else ``$JITSIM_CACHE``, else ``~/.cache/jitsim/capture``) by
-    :func:`cache_key`; a cache hit returns ``seconds=0.0, cached=True``."""
+    :func:`cache_key`; a cache hit returns ``seconds=0.0, cached=True``. ``call``: a GraphDef's
+    :class:`~jitsim.frontend.session_call.SessionCall` (default: every sink fetched)."""
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     bundle_tmp = None
     notes: list[str] = []
@@ -309,20 +312,21 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
         tf_flags, added = capture_flags(flags, session_jit_on=session_jit is True)
         if added:
             notes.append("the flags leave auto-clustering off: captured with --tf_xla_auto_jit=2 added")
-        key = cache_key(path, kind, signature, tf_flags)
+        call_dict = call.to_dict() if call is not None else None
+        key = cache_key(path, kind, signature, tf_flags, call.key() if call is not None else "")
         out = cache_dir / key
         extra = {"capture": {"runner_version": RUNNER_VERSION, "key": key, "user_flags": flags,
                              "auto_jit_added": added, "notes": notes}}
         if (out / "index.json").exists():
             idx = json.loads((out / "index.json").read_text())
-            return Capture(out, kind, 0.0, True, key, idx.get("main_graph"), tf_flags, flags, added, notes,
-                           session_jit)
+            return Capture(out, kind, 0.0, True, key, idx.get("main_graph"), tf_flags, flags, added,
+                           notes + list(idx.get("run_notes", [])), session_jit)
         t0 = time.monotonic()
         # harvest assembles the directory under a temporary name next to `out` and renames it
         # at the end: a concurrent or failed capture never leaves a half-written entry
         try:
             idx = _harvest.harvest(path, out, flags=tf_flags, signature=signature, timeout=timeout,
-                                   progress=progress, extra=extra)
+                                   progress=progress, extra=extra, call=call_dict)
         except HarvestError as e:
             if (out / "index.json").exists():  # another process finished the same capture
                 idx = json.loads((out / "index.json").read_text())
@@ -331,7 +335,7 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
             else:
                 raise
         return Capture(out, kind, round(time.monotonic() - t0, 3), False, key, idx.get("main_graph"),
-                       tf_flags, flags, added, notes, session_jit)
+                       tf_flags, flags, added, notes + list(idx.get("run_notes", [])), session_jit)
     finally:
         if bundle_tmp is not None:
             shutil.rmtree(bundle_tmp, ignore_errors=True)

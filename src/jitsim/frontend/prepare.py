@@ -78,7 +78,7 @@ def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
 
 
 def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ...] = (),
-                       onednn: bool = True, infer_shapes: bool = True) -> Prepared:
+                       onednn: bool = True, infer_shapes: bool = True, fetch=None) -> Prepared:
     """Simulate what TF 2.21 does to ``graph`` between instantiating it as a function and
     clustering it (module docstring). ``graph`` is not modified. ``skip`` names steps of
     :data:`STEPS` to leave out (to measure what each is worth). ``onednn``: TF's default on
@@ -86,7 +86,9 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     ``infer_shapes``: where the graph records no ``_output_shapes`` (a GraphDef exported with
     ``cf.graph.as_graph_def()``), the shape-dependent rewrites read the shapes
     :mod:`jitsim.passes.shape_inference` infers, as Grappler's read ``GraphProperties``; a graph
-    that records shapes is read as recorded either way."""
+    that records shapes is read as recorded either way. ``fetch``: ``(fetch node names, nodes
+    to preserve)`` Grappler is given (a session call's, :func:`jitsim.frontend.session_call.
+    grappler_fetch_nodes`); default: :func:`fetches_of` the graph."""
     from jitsim.passes.grappler.arithmetic_optimizer import hoist_unary_out_of_concat, remove_redundant_reshapes
     from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
     from jitsim.passes.grappler.constant_folding import fold_constants
@@ -101,7 +103,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     if unknown:
         raise ValueError(f"unknown step(s) {sorted(unknown)}; steps are {', '.join(STEPS)}")
     out = Prepared(graph)
-    fetches, keep = fetches_of(graph)
+    fetches, keep = fetches_of(graph) if fetch is None else (list(fetch[0]), set(fetch[1]))
     fetch_known = True
     eg = EditGraph.from_graph(graph)
 

@@ -20,6 +20,12 @@ SavedModel, GraphDef              ``no-tf`` without TensorFlow (or ``tf="never"`
                                   (:mod:`jitsim.frontend.prepare`): approximate, with the
                                   ways it may differ listed per graph
 ================================  ==============================================================
+
+A GraphDef or MetaGraphDef that a session runs (no ``_Arg``/``_Retval``) is clustered for one
+``sess.run`` (:mod:`jitsim.frontend.session_call`): the user's ``fetch``/``feed``, else a
+call assumed by a documented rule. Both routes run that call (TF's capture makes exactly that
+``sess.run``; the TF-free route simulates the session's feed/fetch rewrite and pruning), the
+route line states it, and an assumed call is never labelled exact.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ KIND_WORDS = {
     "saved_model": "SavedModel",
     "keras": ".keras model file",
     "graphdef": "GraphDef",
+    "metagraph": "MetaGraphDef",
     "program": "Python program",
     "function": "tf.function / Keras model",
 }
@@ -51,14 +58,23 @@ class Route:
     method: str
     exact: bool
     detail: str
+    call: object = None  # a session graph's SessionCall
 
     @property
     def line(self) -> str:
-        """One line for people: what the input is, the route, how exact."""
-        return f"input: {KIND_WORDS.get(self.kind, self.kind)}; {'exact' if self.exact else 'approximate'}: {self.detail}"
+        """One line for people: what the input is, the route, how exact (and a session graph's call)."""
+        text = f"input: {KIND_WORDS.get(self.kind, self.kind)}; {'exact' if self.exact else 'approximate'}: {self.detail}"
+        if self.call is not None:
+            text += f"; the call: {self.call.describe()}"
+            if not self.call.exact:
+                text += " (name the call's fetches with --fetch for an exact answer)"
+        return text
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "method": self.method, "exact": self.exact, "detail": self.detail}
+        out = {"kind": self.kind, "method": self.method, "exact": self.exact, "detail": self.detail}
+        if self.call is not None:
+            out["call"] = self.call.to_dict()
+        return out
 
 
 @dataclass
@@ -104,11 +120,11 @@ def target_kind(target) -> str:
 
 
 def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None = None, device: str | None = None,
-                input_stage: str | None = None, cache_dir=None, progress=None) -> PassInput:
+                input_stage: str | None = None, cache_dir=None, progress=None, fetch=(), feed=()) -> PassInput:
     """TF's pass input for ``target``; see :func:`_pass_inputs`. Errors name the target."""
     try:
         return _pass_inputs(target, flags=flags, tf=tf, signature=signature, device=device, input_stage=input_stage,
-                            cache_dir=cache_dir, progress=progress)
+                            cache_dir=cache_dir, progress=progress, fetch=tuple(fetch), feed=tuple(feed))
     except JitsimError as e:
         if e.path is None and isinstance(target, (str, Path)):
             e.path = str(target)
@@ -116,19 +132,23 @@ def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None =
 
 
 def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: str | None,
-                 input_stage: str | None, cache_dir, progress) -> PassInput:
+                 input_stage: str | None, cache_dir, progress, fetch=(), feed=()) -> PassInput:
     """TF's pass input for ``target`` (a path or a live TF object); see the module docstring.
 
     ``flags``: the TF_XLA_FLAGS the simulation will use (a capture runs TF with them, fuel 0);
     ``tf``: ``auto`` (capture with TF when it is importable), ``always`` or ``never``;
     ``device``: placement for the TF-free route (default CPU); ``input_stage``: what a graph file
-    is, taken as it is without a capture or simulated rewrites (``graphdef``: approximate)."""
+    is, taken as it is without a capture or simulated rewrites (``graphdef``: approximate);
+    ``fetch``/``feed``: a session graph's call (:func:`jitsim.frontend.session_call.session_call`)."""
     from jitsim.graph.io import load, load_dump_dir
     from jitsim.passes.pipeline import RAW, detect_input_stage
 
     if tf not in TF_MODES:
         raise JitsimError(f"--tf must be one of {', '.join(TF_MODES)}, not {tf!r}")
     kind = target_kind(target)
+    if (fetch or feed) and kind != "graphdef":
+        raise JitsimError("--fetch/--feed name a session call: they apply to a GraphDef or MetaGraphDef file that a "
+                          f"tf.compat.v1.Session runs, not to a {KIND_WORDS.get(kind, kind)}")
     if kind == "dump-dir":
         from jitsim.crosscheck.fidelity import recorded_flags
 
@@ -138,9 +158,12 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
         return PassInput(Route(kind, "dump", True, f"TF's own dumps of the pass input, {len(graphs)} graphs in TF's "
                                "order, one simulated process"), graphs, main, recorded_flags=recorded_flags(Path(target)),
                          op_libraries=_recorded_libraries(target))
-    graph = None
+    graph = call = None
     if kind == "graphdef":
         graph = load(target, validate=True, check_ops=True)
+        if input_stage is not None and (fetch or feed):
+            raise JitsimError("--fetch/--feed make a session call of the graph; --input-stage takes the graph as "
+                              "it is: give one or the other")
         if input_stage is not None:  # the user says what the graph is: take it as it is
             exact = input_stage != RAW
             detail = (f"taken as TF's pass input (--input-stage {input_stage})" if exact else
@@ -149,21 +172,33 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
         stage = detect_input_stage(graph)
         if stage != RAW:
             words = "folded back TF's constant clones, " if stage != "before_clone_constants_for_better_clustering" else ""
+            if fetch or feed:
+                raise JitsimError("--fetch/--feed name a session call, but this is TF's dump of a call's graph "
+                                  "(its feeds and fetches are already _Arg/_Retval nodes)")
             return PassInput(Route("dump-file", "dump", True, f"TF's own graph ({stage}; {words}TF's node and edge ids "
                                    "reconstructed)"), [(Path(target).name, graph, stage)])
+        from jitsim.frontend.session_call import is_session_graph, session_call
+
+        if is_session_graph(graph):
+            call = session_call(graph, fetch, feed)
+        elif fetch or feed:
+            raise JitsimError("--fetch/--feed name a session call, but this graph is a function body (it has "
+                              "_Arg/_Retval nodes): its call is the function's")
+        if graph.collections:
+            kind = "metagraph"
     use_tf = tf == "always" or (tf == "auto" and have_tensorflow())
     fallback = None
     if use_tf:
         if not have_tensorflow():
             raise JitsimError("--tf always: TensorFlow is not importable here (pip install 'jitsim[tf]')")
         try:
-            return _captured(target, kind, flags, signature, cache_dir, progress)
+            return _captured(target, kind, flags, signature, cache_dir, progress, call)
         except HarvestError as e:
             # TF cannot run the call (an op library it lacks, inputs it cannot generate...): in
             # auto mode a SavedModel or GraphDef is still predicted, without TF, and says why
-            if tf == "always" or kind not in ("saved_model", "graphdef"):
+            if tf == "always" or kind not in ("saved_model", "graphdef", "metagraph"):
                 raise
-            fallback = f"TensorFlow could not run the call ({_short(e.message)}): predicted without TensorFlow"
+            fallback = f"TensorFlow could not run the call: {why_tf_failed(e.message)}; predicted without TensorFlow"
     if kind == "function":  # a live object with tf="never": its function body, predicted without running TF
         return _prepared(_function_graph(target), kind, device)
     if kind in ("program", "keras"):
@@ -174,7 +209,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
                           "TensorFlow", target)
     if graph is None:
         graph = load(target, signature=signature, validate=True, check_ops=True)
-    pin = _prepared(graph, kind, device)
+    pin = _prepared(graph, kind, device, call)
     if fallback:
         pin.notes.insert(0, fallback)
         pin.route.detail = fallback + "; " + pin.route.detail
@@ -186,11 +221,34 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _captured(target, kind: str, flags: str, signature, cache_dir, progress) -> PassInput:
+# what a failed TF run's last error line means for the user, and what to do (first match wins)
+_TF_FAILURES = (
+    ("You must feed a value for placeholder", "the call needs a placeholder fed that it was not given (name it with "
+     "--feed)"),
+    ("Op type not registered", "TensorFlow here does not register an op the graph uses (install or import its op "
+     "library; --op-defs describes it to jitsim)"),
+    ("timed out", "the run took too long (the TensorFlow route's time limit)"),
+    ("uninitialized", "the call reads a variable nothing initialised"),
+    ("KeyError: 20", "a resource input (a captured variable) cannot be fed from Python"),
+    ("Graph execution error", "the call failed while running in TensorFlow"),
+)
+
+
+def why_tf_failed(message: str) -> str:
+    """A failed TF run's error in words (no raw exception text), with what to do where known."""
+    for needle, words in _TF_FAILURES:
+        if needle in message:
+            return words
+    tail = message.rsplit(": ", 1)[-1] if ": " in message else message
+    tail = tail.replace("tensorflow.python.framework.errors_impl.", "")
+    return f"TensorFlow reported: {_short(tail, 120)}"
+
+
+def _captured(target, kind: str, flags: str, signature, cache_dir, progress, call=None) -> PassInput:
     from jitsim.frontend.capture import capture
     from jitsim.graph.io import load_dump_dir
 
-    cap = capture(target, flags=flags, signature=signature, cache_dir=cache_dir, progress=progress)
+    cap = capture(target, flags=flags, signature=signature, cache_dir=cache_dir, progress=progress, call=call)
     pairs = load_dump_dir(cap.dump_dir, validate=False)
     graphs = [(f"graph {rec.id} ({Path(g.source).name})", g, rec.input_stage) for rec, g in pairs]
     if not graphs:
@@ -201,7 +259,9 @@ def _captured(target, kind: str, flags: str, signature, cache_dir, progress) -> 
     sig = f" (signature {signature or 'serving_default'})" if cap.kind == "saved_model" else ""
     detail = (f"TensorFlow built the pass input{sig} in one run of the call that compiled nothing "
               f"(--tf_xla_clustering_fuel=0; {cost}; {cap.dump_dir})")
-    return PassInput(Route(cap.kind if kind != "function" else "function", "tf-capture", True, detail), graphs, main,
+    exact = call is None or call.exact
+    rkind = kind if kind in ("metagraph", "function") else cap.kind
+    return PassInput(Route(rkind, "tf-capture", exact, detail, call), graphs, main,
                      notes=list(cap.notes), op_libraries=_recorded_libraries(cap.dump_dir),
                      session_jit=getattr(cap, "session_jit", None))
 
@@ -213,15 +273,28 @@ def _recorded_libraries(root) -> tuple:
     return (lib,) if lib is not None else ()
 
 
-def _prepared(graph, kind: str, device: str | None) -> PassInput:
+def _prepared(graph, kind: str, device: str | None, call=None) -> PassInput:
+    """The TF-free route: TF's rewrites before clustering simulated; for a session ``call``
+    (not an exported function's own, which is simulated as the function it is), on the whole
+    graph with the call's fetches given to Grappler, then the session's feed/fetch rewrite."""
     from jitsim.frontend.prepare import prepare_without_tf
+    from jitsim.frontend.session_call import FUNCTION_OUTPUTS, bound_to_variables, grappler_fetch_nodes
     from jitsim.passes.pipeline import RAW
+    from jitsim.passes.subgraph_rewrite import rewrite_for_execution
 
-    prep = prepare_without_tf(graph, device=device or "cpu")
+    session = call is not None and call.chosen_by != FUNCTION_OUTPUTS
+    if session:
+        prep = prepare_without_tf(bound_to_variables(graph, call.variables), device=device or "cpu",
+                                  fetch=grappler_fetch_nodes(call))
+        prep.graph = rewrite_for_execution(prep.graph, feeds=call.feeds, fetches=call.fetches, targets=call.targets)
+    else:
+        prep = prepare_without_tf(graph, device=device or "cpu")
     done = ", ".join(f"{name} {count}" for name, count, _ in prep.steps if count) or "nothing to rewrite"
+    if session:
+        done += f", the session's feed/fetch rewrite ({len(prep.graph)} nodes kept)"
     detail = (f"TensorFlow's rewrites before clustering simulated without TensorFlow ({done}); the notes say how "
               "this may differ from TF")
-    return PassInput(Route(kind, "no-tf", False, detail), [(Path(graph.source or "graph").name, prep.graph, RAW)],
+    return PassInput(Route(kind, "no-tf", False, detail, call), [(Path(graph.source or "graph").name, prep.graph, RAW)],
                      notes=list(prep.caveats))
 
 

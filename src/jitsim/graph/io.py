@@ -199,18 +199,51 @@ def _format_of(path: Path) -> bool | None:
 
 def read_graphdef(path: Path | str, *, allow_empty: bool = False):
     """The ``GraphDef`` proto in ``path`` (text or binary: by name, else by content;
-    gzip-compressed files are read transparently). A graph without nodes is refused unless
-    ``allow_empty``."""
+    gzip-compressed files are read transparently), or the graph of a MetaGraphDef file
+    (:func:`read_graph_file`). A graph without nodes is refused unless ``allow_empty``."""
+    return read_graph_file(path, allow_empty=allow_empty)[0]
+
+
+def _as_meta_graph(data: bytes, path: Path):
+    """``data`` as a MetaGraphDef (``tf.compat.v1.train.export_meta_graph``'s ``.meta``, binary
+    or text) holding a graph, else None."""
+    if data.startswith(_GZIP_MAGIC):
+        data = _gunzip(data, path)
+    mg = protos.MetaGraphDef()
+    try:
+        _parse(mg, data, path, looks_like_text(data), "MetaGraphDef")
+    except GraphError:
+        return None
+    if not mg.graph_def.node or not (mg.HasField("meta_info_def") or mg.collection_def or mg.HasField("saver_def")
+                                     or mg.signature_def):
+        return None
+    return mg
+
+
+def read_graph_file(path: Path | str, *, allow_empty: bool = False):
+    """``(GraphDef, MetaGraphDef or None)`` of a graph file: a GraphDef, or a MetaGraphDef
+    (its ``graph_def``; the MetaGraphDef also gives the collections, e.g. ``train_op``),
+    decided from the content."""
     path = Path(path)
     data = read_bytes(path)
-    gd = parse_message(protos.GraphDef(), data, path, text=_format_of(path), what="GraphDef")
+    try:
+        gd = parse_message(protos.GraphDef(), data, path, text=_format_of(path), what="GraphDef")
+    except GraphError:
+        mg = _as_meta_graph(data, path)
+        if mg is None:
+            raise
+        return mg.graph_def, mg
+    if not gd.node and data.strip():
+        mg = _as_meta_graph(data, path)
+        if mg is not None:
+            return mg.graph_def, mg
     if not gd.node and not allow_empty:
         if not data.strip():
             raise GraphError("is empty: a graph needs at least one node", path)
         if gd.library.function:
             raise GraphError("holds a function library but no graph nodes: nothing to cluster", path)
         raise GraphError("contains no graph nodes (is it a GraphDef?)", path)
-    return gd
+    return gd, None
 
 
 def is_saved_model_dir(path: Path | str) -> bool:
@@ -245,7 +278,23 @@ def load(path: Path | str, *, signature: str | None = None, validate: bool = Tru
         )
     if path.name in ("saved_model.pb", "saved_model.pbtxt"):
         return load_saved_model(path.parent, signature=signature, validate=validate, check_ops=check_ops)
-    return _checked(Graph(read_graphdef(path), source=str(path), validate=validate), validate, check_ops)
+    gd, meta = read_graph_file(path)
+    graph = Graph(gd, source=str(path), validate=validate)
+    if meta is not None:
+        graph.collections = collections_of(meta)
+    return _checked(graph, validate, check_ops)
+
+
+def collections_of(meta) -> dict[str, list[str]]:
+    """A MetaGraphDef's collections that name graph elements (``node_list``: ops and tensors,
+    e.g. ``train_op``), each in order without repeats; other collections (protos, bytes,
+    numbers) are left out."""
+    out = {}
+    for key in sorted(meta.collection_def):
+        cd = meta.collection_def[key]
+        if cd.WhichOneof("kind") == "node_list":
+            out[key] = list(dict.fromkeys(cd.node_list.value))
+    return out
 
 
 def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool = True) -> list[tuple[object, Graph]]:

@@ -165,6 +165,8 @@ class Graph:
     def __init__(self, graphdef, *, source: str | None = None, validate: bool = True):
         self.graphdef = graphdef  # the proto; node list is regenerated on write
         self.source = source
+        # a MetaGraphDef's collections naming graph elements (e.g. "train_op"), when loaded from one
+        self.collections: dict[str, list[str]] = {}
         self.nodes: dict[str, Node] = {}
         nodes = self.nodes
         names = []  # each name read from the proto once (every read makes a new str)
