@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 
 from jitsim.errors import JitsimError
+from jitsim.graph import protos
 from jitsim.graph.model import Graph
 from jitsim.passes.subgraph_rewrite import PLACEHOLDER_OPS, output_type, split_tensor_name
 
@@ -237,8 +238,6 @@ def bound_to_variables(graph: Graph, names) -> Graph:
     """``graph`` with each resource placeholder in ``names`` replaced by a ``VarHandleOp`` of
     the same name (the variable the call binds it to): dtype and shape from the placeholder's
     ``_handle_dtypes``/``_handle_shapes``, else the dtype its readers use and an unknown shape."""
-    from jitsim.graph import protos
-
     if not names:
         return graph
     gd = protos.GraphDef()
@@ -261,8 +260,6 @@ def bound_to_variables(graph: Graph, names) -> Graph:
 
 def variable_spec(graph: Graph, name: str):
     """``(dtype, TensorShapeProto)`` of the variable behind resource placeholder ``name``."""
-    from jitsim.graph import protos
-
     nd = graph[name].nodedef
     shape = protos.TensorShapeProto()
     if "_handle_shapes" in nd.attr and nd.attr["_handle_shapes"].list.shape:
@@ -276,15 +273,6 @@ def variable_spec(graph: Graph, name: str):
         if not e.is_control and "dtype" in reader.attr and reader.attr["dtype"].type:
             return reader.attr["dtype"].type, shape
     return 1, shape  # DT_FLOAT: nothing says otherwise
-
-
-def call_graph(graph: Graph, call: SessionCall) -> Graph:
-    """The graph TF's session builds for ``call`` (before Grappler's effects: callers run the
-    pre-clustering rewrites on the whole graph first, as TF does, then this)."""
-    from jitsim.passes.subgraph_rewrite import rewrite_for_execution
-
-    g = bound_to_variables(graph, call.variables)
-    return rewrite_for_execution(g, feeds=call.feeds, fetches=call.fetches, targets=call.targets)
 
 
 def grappler_fetch_nodes(call: SessionCall) -> tuple[list[str], set[str]]:
