@@ -157,3 +157,87 @@ def test_cli_bad_tf_version_is_one_line(tmp_path, command):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("jitsim: --tf-version: "), r.stderr
     assert "2.16" in lines[0] and "Traceback" not in r.stderr
+
+
+# -- a program TF 2.16 and TF 2.21 cluster differently (fixtures/versions/fft64, make.sh) ----------------
+
+FFT64 = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "versions" / "fft64"
+
+
+def _partition(labels):
+    groups = {}
+    for n, c in labels.items():
+        if c:
+            groups.setdefault(c, set()).add(n)
+    return sorted(map(frozenset, groups.values()), key=sorted)
+
+
+def _tf_partition(release):
+    from jitsim.crosscheck.scoring import labels_of_file
+
+    return _partition(labels_of_file(FFT64 / f"tf{release}" / "dumps" / "mark_for_compilation_1.pbtxt"))
+
+
+def _simulated_partition(harvest, tf_version=None):
+    from jitsim.graph.io import read_graphdef
+    from jitsim.graph.model import Graph
+    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.passes.pipeline import cluster_graph
+
+    f = FFT64 / harvest / "dumps" / "before_clone_constants_for_better_clustering_1.pbtxt"
+    g = Graph(read_graphdef(f), source=str(f), validate=False)
+    if tf_version is None:
+        tf_version = choose_tf_version(None, producer_of(g))[0]
+    res = cluster_graph(g, parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"), tf_version=tf_version)
+    return res.tf_version, _partition(res.labels())
+
+
+def test_fft64_tf_partitions_differ():
+    assert sorted(map(len, _tf_partition("2.16"))) == [6, 7, 7]
+    assert sorted(map(len, _tf_partition("2.21"))) == [24]
+
+
+def test_fft64_producer_picks_2_16_and_matches_tf_2_16():
+    version, part = _simulated_partition("tf2.16")
+    assert version == "2.16"
+    assert part == _tf_partition("2.16")
+
+
+def test_fft64_tf_version_2_21_reproduces_tf_2_21():
+    version, part = _simulated_partition("tf2.16", "2.21")
+    assert version == "2.21"
+    assert part == _tf_partition("2.21")
+    assert _simulated_partition("tf2.21") == ("2.21", _tf_partition("2.21"))
+
+
+def test_fft64_verify_and_cli(tmp_path):
+    from jitsim.crosscheck.fidelity import verify_dir
+    from jitsim.passes.flags import parse_tf_xla_flags
+
+    flags = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug")
+    res = verify_dir(FFT64 / "tf2.16", flags)
+    assert (res.tf_version, res.all_same_names) == ("2.16", True)
+    assert "1766" in res.tf_version_reason
+    assert not verify_dir(FFT64 / "tf2.16", flags, tf_version="2.21").all_identical
+    dump = FFT64 / "tf2.16" / "dumps" / "before_clone_constants_for_better_clustering_1.pbtxt"
+    r = _jitsim("cluster", dump, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["tf_version"]["version"] == "2.16" and "producer 1766" in doc["tf_version"]["reason"]
+    assert sorted(c["size"] for c in doc["graphs"][0]["clusters"]) == [6, 7, 7]
+    r = _jitsim("cluster", dump, "--tf-version", "2.21")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("jitsim simulating TensorFlow 2.21 (--tf-version)")
+
+
+def test_fft64_api():
+    import jitsim
+
+    dump = FFT64 / "tf2.16" / "dumps" / "before_clone_constants_for_better_clustering_1.pbtxt"
+    c = jitsim.cluster(dump)
+    assert c.options.tf_version == "2.16" and c.to_dict()["tf_version"]["version"] == "2.16"
+    assert sorted(map(len, c.clusters.values())) == [6, 7, 7]
+    w = c.whatif(exclude_ops=["Tanh"])  # a what-if keeps the baseline's release
+    assert w.options.tf_version == "2.16"
+    c21 = jitsim.cluster(dump, tf_version="2.21")
+    assert [len(m) for m in c21.clusters.values()] == [24]

@@ -319,15 +319,17 @@ def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops",
     mark (clone constants, cluster scoping, mark for compilation), decluster
     (force-xla-constants-on-host, increase-dynamism, partially-decluster), encapsulate
     (encapsulate-subgraphs) and build-xla-ops. ``timings``: as for :func:`cluster_graph`,
-    with the later passes too."""
+    with the later passes too. ``tf_version``: the simulated release, for every pass (as for
+    :func:`cluster_graph`)."""
     if until not in STAGES:
         raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
-    cr = cluster_graph(graph, flags, timings=timings, **cluster_kwargs)
-    res = PipelineResult(cr, cr.graph, until)
-    if until == "mark":
-        return res
-    with using_op_libraries(*cr.op_libraries):
-        _run_later_passes(res, flags, cluster_kwargs.get("state"), _timer(timings))
+    with using_tf_version(tf_version):
+        cr = cluster_graph(graph, flags, timings=timings, **cluster_kwargs)
+        res = PipelineResult(cr, cr.graph, until)
+        if until == "mark":
+            return res
+        with using_op_libraries(*cr.op_libraries):
+            _run_later_passes(res, flags, cluster_kwargs.get("state"), _timer(timings))
     return res
 
 
