@@ -35,7 +35,24 @@ DEFAULT_TF_VERSION = "2.21"
 XLA_DEVICE_TYPES = ("XLA_CPU_JIT", "XLA_GPU_JIT", "XLA_CPU", "XLA_GPU")
 
 
+# the releases with data here (registry/versions.py: their GraphDef producers, which one a graph is from)
+SUPPORTED_TF_VERSIONS = ("2.16", "2.17", "2.18", "2.19", "2.20", "2.21")
 _TF_VERSION: ContextVar[str] = ContextVar("jitsim_tf_version", default=DEFAULT_TF_VERSION)
+
+
+def check_tf_version(version: str) -> str:
+    """``"2.16"`` (``"2.16.2"``, ``"2.16.0rc1"``, ``"2.16.0.dev20240101"`` are cut to major.minor) when
+    jitsim has data for that release; else a :class:`~jitsim.errors.JitsimError` naming those it has."""
+    import re
+
+    m = re.match(r"^\s*(\d+)\.(\d+)(?:[.\-+]?.*)?$", str(version))
+    release = f"{m.group(1)}.{m.group(2)}" if m else None
+    if release not in SUPPORTED_TF_VERSIONS:
+        from jitsim.errors import JitsimError
+
+        raise JitsimError(f"unsupported TensorFlow version {str(version)!r}: jitsim simulates "
+                          f"{', '.join(SUPPORTED_TF_VERSIONS)}")
+    return release
 
 
 @contextmanager
@@ -47,8 +64,6 @@ def using_tf_version(version: str | None):
     if version is None:
         yield
         return
-    from jitsim.registry.versions import check_tf_version
-
     token = _TF_VERSION.set(check_tf_version(version))
     try:
         yield

@@ -22,6 +22,10 @@ import re
 import warnings
 
 from jitsim.errors import JitsimError, JitsimWarning
+from jitsim.registry import SUPPORTED_TF_VERSIONS, check_tf_version
+
+__all__ = ["PRODUCERS", "SUPPORTED", "check_tf_version", "choose_tf_version", "producer_of", "recorded_tf_version",
+           "version_for_producer"]
 
 # release -> its GraphDef producer (tf.version.GRAPH_DEF_VERSION of the release wheel, read
 # in each release's virtualenv; TF 2.15's, 1645, bounds 2.16's range from below)
@@ -38,18 +42,8 @@ SUPPORTED: tuple[str, ...] = tuple(PRODUCERS)  # oldest first
 NEWEST = SUPPORTED[-1]
 OLDEST = SUPPORTED[0]
 
-_RELEASE = re.compile(r"^\s*(\d+)\.(\d+)(?:[.\-+]?.*)?$")
-
-
-def check_tf_version(version: str) -> str:
-    """``"2.16"`` (``"2.16.2"``, ``"2.16.0rc1"`` and ``"2.16.0.dev20240101"`` are cut to major.minor)
-    when jitsim has data for that release; else a :class:`JitsimError` naming the supported ones."""
-    m = _RELEASE.match(str(version))
-    release = f"{m.group(1)}.{m.group(2)}" if m else None
-    if release not in PRODUCERS:
-        raise JitsimError(f"unsupported TensorFlow version {str(version)!r}: jitsim simulates "
-                          f"{', '.join(SUPPORTED)}")
-    return release
+_RELEASE = re.compile(r"^\s*(\d+)\.(\d+)")
+assert SUPPORTED == SUPPORTED_TF_VERSIONS
 
 
 def version_for_producer(producer: int | None) -> tuple[str | None, str | None]:
