@@ -202,13 +202,15 @@ def cmd_cluster(args) -> int:
     try:
         pin = pass_inputs(path, flags=choice.flags.text, tf=args.tf, signature=args.signature, device=args.device,
                           input_stage=args.input_stage, progress=capture_progress, fetch=args.fetch, feed=args.feed)
+        version, version_reason = _tf_version_choice(args, pin.main_graph, path)
         reports = []
         results = []
         for i, (label, g, stage) in enumerate(pin.graphs):
             if len(pin.graphs) > 1:
                 _progress_line(f"simulating graph {i + 1}/{len(pin.graphs)}")
             res = cluster_graph(g, choice.flags, session=session, state=state, input_stage=stage, device=args.device,
-                                explain_cycles=args.explain_cycles, op_libraries=pin.op_libraries)
+                                explain_cycles=args.explain_cycles, op_libraries=pin.op_libraries,
+                                tf_version=version)
             if i == pin.main:
                 res.notes[:0] = pin.notes
             reports.append(_graph_report(label + (" (the call)" if i == pin.main and len(pin.graphs) > 1 else ""), res))
@@ -227,14 +229,15 @@ def cmd_cluster(args) -> int:
                 if res.mark.ran or res.mark.candidates:
                     save(res.to_graphdef(), out / (f"mark_for_compilation_{k}.pbtxt" if k else "mark_for_compilation.pbtxt"))
                     k += 1
-    doc = {"schema": "jitsim.cluster/1", "input": str(path), "tf_version": "2.21",
+    doc = {"schema": "jitsim.cluster/1", "input": str(path),
+           "tf_version": {"version": version, "reason": version_reason},
            "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "route": pin.route.to_dict(),
            "main_graph": pin.main, "graphs": reports}
     if args.format == "json":
         _emit_json(doc)
         return 0
     con = _console()
-    con.print(f"jitsim simulating TensorFlow 2.21 auto-clustering with {choice.describe()}")
+    con.print(f"jitsim simulating TensorFlow {version} ({version_reason}) auto-clustering with {choice.describe()}")
     con.print(pin.route.line, markup=False)
     shown = reports if args.all or len(reports) == 1 else [r for i, r in enumerate(reports)
                                                           if i == pin.main or r["clusters"] or r["candidates"] > 3]
@@ -294,6 +297,13 @@ def _check_device(value, option: str = "--device") -> None:
 
 def _check_common(args) -> None:
     """Option values argparse cannot check by itself, refused before any work."""
+    if getattr(args, "tf_version", None) is not None:
+        from jitsim.registry.versions import check_tf_version
+
+        try:
+            check_tf_version(args.tf_version)
+        except JitsimError as e:
+            raise JitsimError(f"--tf-version: {e}") from None
     for opt in ("device", "baseline_device", "a_device", "b_device"):
         _check_device(getattr(args, opt, None), "--" + opt.replace("_", "-"))
     n = getattr(args, "cluster_number_start", None)
@@ -338,12 +348,13 @@ def cmd_rewrite(args) -> int:
     if args.cluster_number_start:
         state.counters[0] = args.cluster_number_start
     g = load(path, signature=args.signature, check_ops=True)
+    version, version_reason = _tf_version_choice(args, g, path)
     res = run_pipeline(g, choice.flags, until=args.until, session=_session(args), state=state,
-                       input_stage=args.input_stage, device=args.device)
+                       input_stage=args.input_stage, device=args.device, tf_version=version)
     save(res.to_graphdef(), args.output)
     n_clusters = len(res.cluster.clusters)
-    print(f"{path.name}: simulated up to {args.until} with {choice.describe()}; {n_clusters} clusters; "
-          f"wrote {args.output}", file=sys.stderr)
+    print(f"{path.name}: simulated TensorFlow {version} ({version_reason}) up to {args.until} with "
+          f"{choice.describe()}; {n_clusters} clusters; wrote {args.output}", file=sys.stderr)
     return 0
 
 
@@ -357,13 +368,16 @@ def cmd_verify(args) -> int:
 
     try:
         result = verify_dir(args.dir, choice.flags, input_stage=args.input_stage, progress=progress,
-                            session=_session(args))
+                            session=_session(args), tf_version=args.tf_version)
     finally:
         _progress_done()
+    version = {"version": result.tf_version, "reason": result.tf_version_reason}
     if args.format == "json":
-        _emit_json({"tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, **result.to_dict()})
+        _emit_json({"tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "tf_version": version,
+                    **result.to_dict()})
     else:
-        sys.stdout.write(f"jitsim simulating with {choice.describe()}\n")
+        sys.stdout.write(f"jitsim simulating TensorFlow {result.tf_version} ({result.tf_version_reason}) with "
+                         f"{choice.describe()}\n")
         sys.stdout.write(result.format_text(limit=args.limit) + "\n")
     return 0 if result.all_same_names else 1
 
@@ -394,6 +408,7 @@ def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
     p.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     _tf_arg(p)
     _call_args(p)
+    _tf_version_arg(p)
     _no_defaults_arg(p)
     p.add_argument("--cluster-number-start", type=int, default=0, help="first cluster number (0 or more)")
     _add_session_args(p)
@@ -423,6 +438,19 @@ def _call_args(p) -> None:
                         "placeholder the call needs is fed anyway, the shape only lets TensorFlow run it")
 
 
+def _tf_version_arg(p) -> None:
+    p.add_argument("--tf-version", metavar="X.Y",
+                   help="TensorFlow release to simulate (2.16 to 2.21); default: the release that wrote the graph "
+                        "(its GraphDef producer), else the one a harvest ran, else 2.21")
+
+
+def _tf_version_choice(args, graph, path) -> tuple[str, str]:
+    """``(release, reason)``: --tf-version, else the graph's producer, else the harvest's TF, else 2.21."""
+    from jitsim.registry.versions import choose_tf_version, producer_of, recorded_tf_version
+
+    return choose_tf_version(args.tf_version, producer_of(graph), recorded_tf_version(path))
+
+
 def _op_defs_arg(p) -> None:
     p.add_argument("--op-defs", action="append", default=[], metavar="FILE",
                    help="OpDefs of ops TF core does not register (a custom-op library's), as written by `jitsim "
@@ -444,7 +472,8 @@ def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=()
                    session_jit_level=_JIT_LEVELS[args.session_jit_level],
                    session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
                    signature=args.signature, cluster_number_start=args.cluster_number_start,
-                   move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed)
+                   move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed,
+                   tf_version=args.tf_version)
 
 
 def _single_graph(path: str) -> None:
@@ -820,6 +849,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     _tf_arg(cl)
     _call_args(cl)
+    _tf_version_arg(cl)
     cl.add_argument("--cluster-number-start", type=int, default=0,
                     help="first cluster number (TF's process-wide counter when this graph ran)")
     cl.add_argument("-o", "--output", help="write the marked graph like TF's mark_for_compilation dump (.pbtxt/.pb; "
@@ -847,6 +877,7 @@ def build_parser() -> argparse.ArgumentParser:
     rw.add_argument("--input-stage", choices=_INPUT_STAGES)
     rw.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     rw.add_argument("--cluster-number-start", type=int, default=0)
+    _tf_version_arg(rw)
     _add_session_args(rw)
     _op_defs_arg(rw)
     rw.set_defaults(func=cmd_rewrite)
@@ -958,6 +989,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS added on top of the flags the harvest recorded (else "
                    "$TF_XLA_FLAGS, else jitsim's default); later flags win, as in TF")
     _no_defaults_arg(v)
+    _tf_version_arg(v)
     _add_session_args(v)
     v.add_argument("--limit", type=int, default=30, help="differing nodes listed per graph")
     v.add_argument("--format", **fmt)

@@ -23,6 +23,7 @@ from jitsim.passes.flags import XlaFlags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
 from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, STAGE_DUMPS, cluster_graph, run_pipeline
 from jitsim.registry.custom_ops import harvest_op_library
+from jitsim.registry.versions import choose_tf_version, producer_of, recorded_tf_version
 
 
 def recorded_flags(root: Path) -> str | None:
@@ -45,8 +46,10 @@ def _without_fingerprint(labels: dict) -> dict:
 
 
 def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_CLONE, progress=None,
-               session: SessionConfig | None = None) -> CompareResult:
-    """Score jitsim against TF on every graph of a harvest directory (see module doc)."""
+               session: SessionConfig | None = None, tf_version: str | None = None) -> CompareResult:
+    """Score jitsim against TF on every graph of a harvest directory (see module doc).
+    ``tf_version``: the TF release to simulate; default: the one that wrote the dumps (the
+    first graph's GraphDef producer), else the harvest's recorded TF, else 2.21."""
     root = Path(root)
     lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)
     libraries = (lib,) if lib is not None else ()
@@ -62,6 +65,7 @@ def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_C
     usable = [r for r in records if input_stage in r.files]
     if not usable:
         raise JitsimError(f"no {input_stage} dumps here (harvest with jitsim, or set TF_CPP_VMODULE)", dumps)
+    version = reason = None
     for i, rec in enumerate(usable):
         if progress:
             progress(i, len(usable))
@@ -69,8 +73,10 @@ def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_C
         name = f"graph {rec.id} ({rec.files[input_stage]})"
         try:
             g = Graph(read_graphdef(f), source=str(f), validate=False)
+            if version is None:  # one TF process: one release for the whole run
+                version, reason = choose_tf_version(tf_version, producer_of(g), recorded_tf_version(root))
             res = cluster_graph(g, flags, state=state, input_stage=input_stage, session=session,
-                                op_libraries=libraries)
+                                op_libraries=libraries, tf_version=version)
         except JitsimError as e:
             rows.append(CorpusRow(name=name, diff=None, error=str(e)))
             continue
@@ -83,7 +89,9 @@ def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_C
         if flags.deterministic_cluster_names:
             predicted, truth = _without_fingerprint(predicted), _without_fingerprint(truth)
         rows.append(CorpusRow(name=name, diff=compare_partitions(predicted, truth)))
-    return CompareResult(rows)
+    if version is None:
+        version, reason = choose_tf_version(tf_version, None, recorded_tf_version(root))
+    return CompareResult(rows, version, reason)
 
 
 def pass_input_graphdef(dumps: Path, rec):
@@ -100,10 +108,11 @@ def pass_input_graphdef(dumps: Path, rec):
 
 
 def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, session: SessionConfig | None = None,
-                        ignore_attrs=(), progress=None) -> list[tuple[str, object]]:
+                        ignore_attrs=(), progress=None, tf_version: str | None = None) -> list[tuple[str, object]]:
     """Run jitsim's whole pipeline up to ``until`` on every graph of a harvest, starting
     from TF's ``before_clone...`` dump with one simulated process, and diff the result with
-    TF's dump of that stage. Returns ``[(graph label, GraphDiff)]``."""
+    TF's dump of that stage. Returns ``[(graph label, GraphDiff)]``. ``tf_version``: as for
+    :func:`verify_dir`."""
     from jitsim.crosscheck.graphdiff import diff_graphdefs
 
     root = Path(root)
@@ -122,8 +131,10 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
         f = dumps / rec.files[BEFORE_CLONE]
         gd = pass_input_graphdef(dumps, rec)
         g = Graph(gd, source=str(f), validate=False)
+        if i == 0:  # one TF process: one release for the whole run
+            tf_version, _ = choose_tf_version(tf_version, producer_of(g), recorded_tf_version(root))
         res = run_pipeline(g, flags, until=until, state=state, session=session, input_stage=BEFORE_CLONE,
-                           op_libraries=libraries)
+                           op_libraries=libraries, tf_version=tf_version)
         if truth_stage not in rec.files:
             continue
         truth = read_graphdef(dumps / rec.files[truth_stage])

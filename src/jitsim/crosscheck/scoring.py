@@ -62,6 +62,8 @@ def _side(path: Path | str, stage: str) -> list[tuple[str, dict[str, str | None]
 @dataclass
 class CompareResult:
     rows: list[CorpusRow]
+    tf_version: str = "2.21"  # the simulated TensorFlow release (verify_dir)
+    tf_version_reason: str = "jitsim default"
 
     @property
     def all_identical(self) -> bool:

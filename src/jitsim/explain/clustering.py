@@ -48,6 +48,8 @@ class Options:
     input_stage: str | None = None
     cluster_number_start: int = 0
     until: str = "decluster"
+    tf_version: str = "2.21"  # the simulated TensorFlow release
+    tf_version_reason: str = "jitsim default"
 
     def describe(self) -> str:
         parts = [f'TF_XLA_FLAGS="{self.flags_text}"']
@@ -63,7 +65,8 @@ class Options:
         return {"tf_xla_flags": self.flags_text, "flags_origin": self.flags_origin, "device": self.device,
                 "exclude_ops": list(self.exclude_ops), "force_compilable": list(self.force_compilable),
                 "session_jit_level": self.session_jit_level, "session_cpu_global_jit": self.session_cpu_global_jit,
-                "input_stage": self.input_stage, "until": self.until}
+                "input_stage": self.input_stage, "until": self.until,
+                "tf_version": {"version": self.tf_version, "reason": self.tf_version_reason}}
 
 
 @dataclass
@@ -236,7 +239,8 @@ class Clustering:
             force_compilable=tuple(o.force_compilable) + tuple(force_compilable),
             session_jit_level=o.session_jit_level, session_cpu_global_jit=o.session_cpu_global_jit,
             input_stage=o.input_stage, until=o.until, cluster_number_start=o.cluster_number_start,
-            move_devices=bool(device and device != o.device))  # the captured graph itself: no new route
+            move_devices=bool(device and device != o.device),  # the captured graph itself: no new route
+            tf_version=o.tf_version)
 
     def to_graphdef(self):
         """The graph as TF dumps it after the last simulated stage."""
@@ -260,6 +264,7 @@ class Clustering:
             "schema": SCHEMA,
             "source": self.source,
             "options": self.options.to_dict(),
+            "tf_version": {"version": self.options.tf_version, "reason": self.options.tf_version_reason},
             "input_stage": self.pipeline.cluster.input_stage,
             "route": None if self.route is None else self.route.to_dict(),
             "jit_level": self.mark.jit_level,
@@ -342,8 +347,8 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
             session_jit_level: int = 0, session_cpu_global_jit: bool = False, input_stage: str | None = None,
             signature: str | None = None, until: str = "decluster", explain_cycles: bool | None = None,
             cluster_number_start: int = 0, move_devices: bool = False, tf: str = "auto", fetch=(),
-            feed=()) -> Clustering:
-    """Simulate TF 2.21's auto-clustering on ``graph`` and return a :class:`Clustering`.
+            feed=(), tf_version: str | None = None) -> Clustering:
+    """Simulate TF's auto-clustering on ``graph`` and return a :class:`Clustering`.
 
     ``graph``: a path (TF dump file or directory, SavedModel directory, ``.keras`` file,
     GraphDef ``.pbtxt``/``.pb``, ``.py`` program), a jitsim ``Graph``, a ``GraphDef`` proto, or a
@@ -364,14 +369,21 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     GraphDef or MetaGraphDef (:mod:`jitsim.frontend.session_call`: ``"loss:0"`` fetches a tensor,
     ``"train_step"`` runs an op; ``"x=100,784"`` feeds ``x:0``); without them the call is assumed
     by a documented rule and the result labelled approximate.
+    ``tf_version``: the TensorFlow release to simulate (``"2.16"`` ... ``"2.21"``); default: the
+    release that wrote the graph (its ``versions.producer``), else the one a harvest recorded,
+    else 2.21 (:func:`jitsim.registry.versions.choose_tf_version`; the choice and its reason
+    are in :attr:`Clustering.options`).
     """
     from jitsim.graph import protos
     from jitsim.graph.model import Graph
     from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
     from jitsim.passes.pipeline import STAGES, cluster_graph, resolve_flags, run_pipeline
+    from jitsim.registry.versions import check_tf_version, choose_tf_version, producer_of, recorded_tf_version
 
     if until not in STAGES:
         raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
+    if tf_version is not None:
+        check_tf_version(tf_version)  # before any work
     choice = resolve_flags(flags)
     session = SessionConfig(session_jit_level, session_cpu_global_jit)
     state = ProcessState()
@@ -386,10 +398,13 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         if pin.session_jit is not None and not session_jit_level:  # the caller's set_jit, as TF would see it
             session_jit_level = 1 if pin.session_jit else -1
             session = SessionConfig(session_jit_level, session_cpu_global_jit)
+        version, version_reason = choose_tf_version(
+            tf_version, producer_of(pin.main_graph),
+            recorded_tf_version(graph) if isinstance(graph, (str, Path)) else None)
         # the graphs TF instantiated before the call's own advance the process's counters
         for _, before, stage in pin.graphs[:pin.main]:
             cluster_graph(before, choice.flags, session=session, state=state, input_stage=stage, device=device,
-                          op_libraries=pin.op_libraries)
+                          op_libraries=pin.op_libraries, tf_version=version)
         libraries = pin.op_libraries
         g, input_stage = pin.main_graph, pin.graphs[pin.main][2]
         route, route_notes = pin.route, pin.notes
@@ -398,6 +413,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         if fetch or feed:
             raise JitsimError("fetch/feed name a session call of a graph file: give the GraphDef or MetaGraphDef path")
         g = to_graph(graph, signature=signature)
+        version, version_reason = choose_tf_version(tf_version, producer_of(g))
     # the passes annotate NodeDefs in place: keep the input intact (for the caller and for whatif)
     snapshot = g.graphdef.SerializeToString()
     if g is graph or route is not None:
@@ -406,15 +422,18 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         g = Graph(gd, source=g.source, validate=False)
     if move_devices and device:
         from jitsim.passes.devices import replace_devices
+        from jitsim.registry import using_tf_version
 
-        g = replace_devices(g, device)
+        with using_tf_version(version):  # the kernels of the simulated release
+            g = replace_devices(g, device)
     options = Options(choice.flags.text, choice.origin, device, tuple(exclude_ops), tuple(force_compilable),
-                      session_jit_level, session_cpu_global_jit, input_stage, cluster_number_start, until)
+                      session_jit_level, session_cpu_global_jit, input_stage, cluster_number_start, until,
+                      version, version_reason)
     if explain_cycles is None:
         explain_cycles = len(g) <= AUTO_EXPLAIN_CYCLES_NODES
     res = run_pipeline(g, choice.flags, until=until, session=session, state=state, input_stage=input_stage,
                        device=device, explain_cycles=explain_cycles, exclude_ops=frozenset(exclude_ops),
-                       force_compilable=frozenset(force_compilable), op_libraries=libraries)
+                       force_compilable=frozenset(force_compilable), op_libraries=libraries, tf_version=version)
     c = Clustering(res, options, g.source, input_graph=g)
     c.route = route
     c.notes[:0] = ([route.line] if route is not None else []) + list(route_notes)

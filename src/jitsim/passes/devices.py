@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from jitsim.registry import DEFAULT_TF_VERSION, data_file, library_kernels_for, op_def
+from jitsim.registry import _TF_VERSION, library_kernels_for, op_def, read_data
 
 KERNELS_DATA = "kernels-cpu-gpu.binpb"
 KERNEL_DEVICE_TYPES = ("CPU", "GPU", "DEFAULT")
@@ -190,14 +190,18 @@ def replace_devices(graph, target: str):
 # -- TF's CPU/GPU kernel registry (FindKernelDef) -----------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
 def tf_kernels(tf_version: str | None = None) -> dict[tuple[str, str], list]:
-    """``(op, device type) -> [KernelDef]`` for TF's regular CPU, GPU and DEFAULT kernels."""
+    """``(op, device type) -> [KernelDef]`` for TF's regular CPU, GPU and DEFAULT kernels
+    (of the simulated release unless ``tf_version`` is given)."""
+    return _tf_kernels(tf_version or _TF_VERSION.get())
+
+
+@lru_cache(maxsize=None)
+def _tf_kernels(tf_version: str) -> dict[tuple[str, str], list]:
     from jitsim.graph import protos
 
-    path = data_file(KERNELS_DATA, tf_version or DEFAULT_TF_VERSION)
     kl = protos.KernelList()
-    kl.ParseFromString(path.read_bytes())
+    kl.ParseFromString(read_data(KERNELS_DATA, tf_version))
     out: dict[tuple[str, str], list] = {}
     for k in kl.kernel:
         out.setdefault((k.op, k.device_type), []).append(k)

@@ -187,14 +187,22 @@ def parse_tf_xla_flags(text: str | None) -> XlaFlags:
     return flags
 
 
+def ops_to_cluster_categories(tf_version: str | None = None) -> dict[str, list[str]]:
+    """``--tf_xla_ops_to_cluster``'s categories (mark_for_compilation_pass.cc's allowlist
+    table) of a release (default: the simulated one)."""
+    from jitsim.registry import current_tf_version
+
+    return _ops_to_cluster_categories(tf_version or current_tf_version())
+
+
 @lru_cache(maxsize=None)
-def ops_to_cluster_categories(tf_version: str = "2.21") -> dict[str, list[str]]:
-    from jitsim.registry import data_file
+def _ops_to_cluster_categories(tf_version: str) -> dict[str, list[str]]:
+    from jitsim.registry import read_data
 
-    return json.loads(data_file("ops-to-cluster.json", tf_version).read_text())["categories"]
+    return json.loads(read_data("ops-to-cluster.json", tf_version))["categories"]
 
 
-def ops_allowlist(flags: XlaFlags, tf_version: str = "2.21") -> frozenset[str]:
+def ops_allowlist(flags: XlaFlags, tf_version: str | None = None) -> frozenset[str]:
     """The ``--tf_xla_ops_to_cluster`` allowlist (empty = no restriction); validated like TF."""
     from jitsim.registry import xla_kernels
 

@@ -30,7 +30,7 @@ from jitsim.passes.mark_for_compilation import (
     MarkResult, ProcessState, SessionConfig, global_jit_level, mark_for_compilation,
 )
 from jitsim.passes.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_graph, tfgraph_from_dump
-from jitsim.registry import using_op_libraries
+from jitsim.registry import current_tf_version, using_op_libraries, using_tf_version
 from jitsim.registry.custom_ops import harvest_op_library, infer_op_library
 
 BEFORE_CLONE = "before_clone_constants_for_better_clustering"
@@ -139,6 +139,7 @@ class ClusterResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     op_libraries: tuple = ()  # OpLibrary objects active for this graph (given, then inferred)
+    tf_version: str = "2.21"  # the simulated TensorFlow release
 
     @property
     def graph(self) -> TfGraph:
@@ -173,6 +174,7 @@ def cluster_graph(
     force_compilable=frozenset(),
     op_libraries=(),
     timings: dict | None = None,
+    tf_version: str | None = None,
 ) -> ClusterResult:
     """Simulate clone-constants, cluster-scoping and mark-for-compilation on ``graph``.
     ``exclude_ops`` / ``force_compilable``: what-if knobs (see :func:`mark_for_compilation`).
@@ -180,16 +182,20 @@ def cluster_graph(
     register (``--op-defs``); ops nobody describes get OpDefs inferred from the graph
     (:func:`~jitsim.registry.custom_ops.infer_op_library`), as TF with their library loaded
     would treat them: ops without an XLA kernel.
-    ``timings``: a dict that gets each step's wall time in seconds (benchmarks)."""
+    ``timings``: a dict that gets each step's wall time in seconds (benchmarks).
+    ``tf_version``: the TensorFlow release to simulate (``"2.16"``; default: the active one,
+    :func:`~jitsim.registry.using_tf_version`, else 2.21); :mod:`jitsim.registry.versions`
+    picks one for a graph."""
     t0 = time.perf_counter()
     timed = _timer(timings)
-    with using_op_libraries(*op_libraries):
+    with using_tf_version(tf_version), using_op_libraries(*op_libraries):
         with timed("infer_op_library"):
             inferred = infer_op_library(graph)
         libraries = tuple(op_libraries) + ((inferred.library,) if inferred else ())
         with using_op_libraries(*libraries[len(op_libraries):]):
             res = _cluster_graph(graph, flags, session, state, input_stage, device, explain_cycles, exclude_ops,
                                  force_compilable, timed)
+        res.tf_version = current_tf_version()
     res.op_libraries = libraries
     if inferred:
         res.notes.insert(0, inferred.note())
@@ -255,9 +261,11 @@ def cluster_dump_dir(
     stage: str | None = None,
     explain_cycles: bool = False,
     progress=None,
+    tf_version: str | None = None,
 ) -> list[tuple[object, ClusterResult]]:
     """Simulate every graph of a TF dump directory in order, as one TF process would:
-    one fuel counter and one cluster-name counter across all graphs."""
+    one fuel counter and one cluster-name counter across all graphs. ``tf_version``: as for
+    :func:`cluster_graph` (one release for the whole directory)."""
     from jitsim.graph.io import load_dump_dir
 
     lib = harvest_op_library(path)  # ops of libraries the run loaded (tensorflow_text...)
@@ -270,7 +278,8 @@ def cluster_dump_dir(
             progress(i, len(graphs))
         st = stage or rec.input_stage
         out.append((rec, cluster_graph(g, flags, session=session, state=state, input_stage=st,
-                                       explain_cycles=explain_cycles, op_libraries=libraries)))
+                                       explain_cycles=explain_cycles, op_libraries=libraries,
+                                       tf_version=tf_version)))
     return out
 
 
@@ -305,20 +314,22 @@ class PipelineResult:
 
 
 def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops", timings: dict | None = None,
-                 **cluster_kwargs) -> PipelineResult:
+                 tf_version: str | None = None, **cluster_kwargs) -> PipelineResult:
     """Simulate TF's auto-clustering pipeline on ``graph`` up to and including ``until``:
     mark (clone constants, cluster scoping, mark for compilation), decluster
     (force-xla-constants-on-host, increase-dynamism, partially-decluster), encapsulate
     (encapsulate-subgraphs) and build-xla-ops. ``timings``: as for :func:`cluster_graph`,
-    with the later passes too."""
+    with the later passes too. ``tf_version``: the simulated release, for every pass (as for
+    :func:`cluster_graph`)."""
     if until not in STAGES:
         raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
-    cr = cluster_graph(graph, flags, timings=timings, **cluster_kwargs)
-    res = PipelineResult(cr, cr.graph, until)
-    if until == "mark":
-        return res
-    with using_op_libraries(*cr.op_libraries):
-        _run_later_passes(res, flags, cluster_kwargs.get("state"), _timer(timings))
+    with using_tf_version(tf_version):
+        cr = cluster_graph(graph, flags, timings=timings, **cluster_kwargs)
+        res = PipelineResult(cr, cr.graph, until)
+        if until == "mark":
+            return res
+        with using_op_libraries(*cr.op_libraries):
+            _run_later_passes(res, flags, cluster_kwargs.get("state"), _timer(timings))
     return res
 
 

@@ -10,8 +10,15 @@ library registers its ops in TF's process-wide registry: ``jitsim registry expor
 one from a TF process with the library loaded (:mod:`jitsim.registry.custom_ops`), and
 jitsim infers one from the graph itself for ops nobody described.
 
+Which TensorFlow release is simulated is a scoped setting too: :func:`using_tf_version`
+(default 2.21, the newest supported; :mod:`jitsim.registry.versions` lists the releases and
+picks one for a graph). Every lookup here answers for the active release unless given one.
+
 >>> op_def("AddV2").output_arg[0].name
 'z'
+>>> with using_tf_version("2.16"):
+...     current_tf_version()
+'2.16'
 """
 
 from __future__ import annotations
@@ -28,17 +35,69 @@ DEFAULT_TF_VERSION = "2.21"
 XLA_DEVICE_TYPES = ("XLA_CPU_JIT", "XLA_GPU_JIT", "XLA_CPU", "XLA_GPU")
 
 
-def data_file(name: str, tf_version: str = DEFAULT_TF_VERSION) -> Path:
-    return DATA / f"tf-{tf_version}-{name}"
+# the releases with data here (registry/versions.py: their GraphDef producers, which one a graph is from)
+SUPPORTED_TF_VERSIONS = ("2.16", "2.17", "2.18", "2.19", "2.20", "2.21")
+_TF_VERSION: ContextVar[str] = ContextVar("jitsim_tf_version", default=DEFAULT_TF_VERSION)
+
+
+def check_tf_version(version: str) -> str:
+    """``"2.16"`` (``"2.16.2"``, ``"2.16.0rc1"``, ``"2.16.0.dev20240101"`` are cut to major.minor) when
+    jitsim has data for that release; else a :class:`~jitsim.errors.JitsimError` naming those it has."""
+    import re
+
+    m = re.match(r"^\s*(\d+)\.(\d+)(?:[.\-+]?.*)?$", str(version))
+    release = f"{m.group(1)}.{m.group(2)}" if m else None
+    if release not in SUPPORTED_TF_VERSIONS:
+        from jitsim.errors import JitsimError
+
+        raise JitsimError(f"unsupported TensorFlow version {str(version)!r}: jitsim simulates "
+                          f"{', '.join(SUPPORTED_TF_VERSIONS)}")
+    return release
+
+
+@contextmanager
+def using_tf_version(version: str | None):
+    """Simulate TensorFlow ``version`` (``"2.16"``; a full ``"2.16.2"`` is cut to major.minor)
+    inside the block: every registry lookup without an explicit version answers for it.
+    None keeps the active one. Raises :class:`~jitsim.errors.JitsimError` for a release
+    jitsim has no data for."""
+    if version is None:
+        yield
+        return
+    token = _TF_VERSION.set(check_tf_version(version))
+    try:
+        yield
+    finally:
+        _TF_VERSION.reset(token)
+
+
+def current_tf_version() -> str:
+    """The simulated TensorFlow release (major.minor) in this context."""
+    return _TF_VERSION.get()
+
+
+def data_file(name: str, tf_version: str | None = None) -> Path:
+    """The path of the shipped data file ``name`` for a release (default: the active one)."""
+    return DATA / f"tf-{tf_version or _TF_VERSION.get()}-{name}"
+
+
+def read_data(name: str, tf_version: str | None = None) -> bytes:
+    """The bytes of data file ``name`` of a release (default: the active one)."""
+    return data_file(name, tf_version).read_bytes()
+
+
+def op_defs(tf_version: str | None = None) -> dict:
+    """Op name -> ``OpDef`` for every op registered in that TensorFlow build (default: the
+    simulated release, :func:`using_tf_version`)."""
+    return _op_defs(tf_version or _TF_VERSION.get())
 
 
 @lru_cache(maxsize=None)
-def op_defs(tf_version: str = DEFAULT_TF_VERSION) -> dict:
-    """Op name -> ``OpDef`` for every op registered in that TensorFlow build."""
+def _op_defs(tf_version: str) -> dict:
     from jitsim.graph import protos
 
     ol = protos.OpList()
-    ol.ParseFromString(data_file("ops.binpb", tf_version).read_bytes())
+    ol.ParseFromString(read_data("ops.binpb", tf_version))
     return {o.name: o for o in ol.op}
 
 
@@ -78,10 +137,10 @@ def active_op_libraries() -> tuple:
     return _LIBRARIES.get()
 
 
-def op_def(name: str, tf_version: str = DEFAULT_TF_VERSION):
+def op_def(name: str, tf_version: str | None = None):
     """The ``OpDef`` of op ``name`` (TF core's, else an active :class:`OpLibrary`'s), or None
     for an op nobody registers."""
-    od = op_defs(tf_version).get(name)
+    od = _op_defs(tf_version or _TF_VERSION.get()).get(name)
     if od is None:
         for lib in _LIBRARIES.get():
             od = lib.op_defs.get(name)
@@ -90,7 +149,7 @@ def op_def(name: str, tf_version: str = DEFAULT_TF_VERSION):
     return od
 
 
-def op_library_of(name: str, tf_version: str = DEFAULT_TF_VERSION) -> OpLibrary | None:
+def op_library_of(name: str, tf_version: str | None = None) -> OpLibrary | None:
     """The active :class:`OpLibrary` that defines ``name``, None for TF core's ops and unknown ops."""
     if name in op_defs(tf_version):
         return None
@@ -101,7 +160,7 @@ def _library_kernels(op: str, device_type: str, attr: str) -> list:
     return [k for lib in _LIBRARIES.get() for k in getattr(lib, attr) if k.op == op and k.device_type == device_type]
 
 
-def xla_kernels_for(op: str, device_type: str = "XLA_CPU_JIT", tf_version: str = DEFAULT_TF_VERSION) -> list:
+def xla_kernels_for(op: str, device_type: str = "XLA_CPU_JIT", tf_version: str | None = None) -> list:
     """The ``KernelDef``s registered for ``op`` on the XLA device ``device_type`` (TF's, then
     the active op libraries')."""
     found = xla_kernels(device_type, tf_version).get(op)
@@ -115,13 +174,18 @@ def library_kernels_for(op: str, device_type: str) -> list:
     return _library_kernels(op, device_type, "kernels") if _LIBRARIES.get() else []
 
 
+def xla_kernels(device_type: str = "XLA_CPU_JIT", tf_version: str | None = None) -> dict:
+    """Op name -> list of ``KernelDef`` registered for the XLA device ``device_type`` (in the
+    simulated release unless ``tf_version`` is given)."""
+    return _xla_kernels(device_type, tf_version or _TF_VERSION.get())
+
+
 @lru_cache(maxsize=None)
-def xla_kernels(device_type: str = "XLA_CPU_JIT", tf_version: str = DEFAULT_TF_VERSION) -> dict:
-    """Op name -> list of ``KernelDef`` registered for the XLA device ``device_type``."""
+def _xla_kernels(device_type: str, tf_version: str) -> dict:
     from jitsim.graph import protos
 
     kl = protos.KernelList()
-    kl.ParseFromString(data_file("xla-kernels.binpb", tf_version).read_bytes())
+    kl.ParseFromString(read_data("xla-kernels.binpb", tf_version))
     out: dict[str, list] = {}
     for k in kl.kernel:
         if k.device_type == device_type:
@@ -161,7 +225,7 @@ def _constraints(kernel) -> tuple:
     return got[1]
 
 
-def find_xla_kernel(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str = DEFAULT_TF_VERSION):
+def find_xla_kernel(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str | None = None):
     """``(kernel, None)`` if ``nodedef`` has a kernel on ``device_type``, else ``(None, why)``.
 
     Mirrors TF's kernel lookup: the node's ``_kernel`` label must equal the kernel's label
@@ -196,7 +260,7 @@ def find_xla_kernel(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str =
     return None, why
 
 
-def kernel_mismatch(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str = DEFAULT_TF_VERSION) -> dict:
+def kernel_mismatch(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str | None = None) -> dict:
     """Why ``nodedef`` has no kernel on ``device_type``, as data: ``{"op", "kernel": False}`` when
     XLA has no kernel for the op at all, else the first offending type attr, its value and the
     types the kernel accepts (``{"op", "attr", "type", "allowed"}``); ``{}`` when a kernel matches."""
@@ -225,7 +289,7 @@ def fused_op_origin(op: str) -> str | None:
             "clusterable ops: tf.config.optimizer.set_experimental_options({'remapping': False})")
 
 
-def _kernel_mismatch(nodedef, device_type: str, tf_version: str) -> dict:
+def _kernel_mismatch(nodedef, device_type: str, tf_version: str | None) -> dict:
     from jitsim.graph.protos import dtype_name
 
     kernels = xla_kernels_for(nodedef.op, device_type, tf_version)

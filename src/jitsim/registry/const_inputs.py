@@ -20,38 +20,42 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from jitsim.registry import DEFAULT_TF_VERSION, data_file, op_def
+from jitsim.registry import _TF_VERSION, op_def, read_data
 
 # Node attr (list of input arg names) that replaces the registered set for one node,
 # kXlaCompileTimeConstantInputsAttr in tensorflow/compiler/tf2xla/tf2xla_util.h.
 COMPILE_TIME_CONST_INPUTS_ATTR = "_XlaCompileTimeConstantInputs"
 
 
+def _table(tf_version: str | None = None) -> dict:
+    return _load_table(tf_version or _TF_VERSION.get())
+
+
 @lru_cache(maxsize=None)
-def _table(tf_version: str = DEFAULT_TF_VERSION) -> dict:
-    doc = json.loads(data_file("const-inputs.json", tf_version).read_text())
+def _load_table(tf_version: str) -> dict:
+    doc = json.loads(read_data("const-inputs.json", tf_version))
     return {
         "const_inputs": {op: tuple(args) for op, args in doc["const_inputs"].items()},
         "metadata_ops": frozenset(doc["metadata_ops"]),
     }
 
 
-def const_input_table(tf_version: str = DEFAULT_TF_VERSION) -> dict[str, tuple[str, ...]]:
+def const_input_table(tf_version: str | None = None) -> dict[str, tuple[str, ...]]:
     """Op name -> its compile-time-constant input arg names (OpDef order), for every such op."""
     return dict(_table(tf_version)["const_inputs"])
 
 
-def metadata_ops(tf_version: str = DEFAULT_TF_VERSION) -> frozenset[str]:
+def metadata_ops(tf_version: str | None = None) -> frozenset[str]:
     """Ops registered with ``.IsMetadataOp()``: they read only their inputs' shapes."""
     return _table(tf_version)["metadata_ops"]
 
 
-def compile_time_const_inputs(op: str, tf_version: str = DEFAULT_TF_VERSION) -> tuple[str, ...]:
+def compile_time_const_inputs(op: str, tf_version: str | None = None) -> tuple[str, ...]:
     """Input arg names of ``op`` that must be compile-time constants (OpDef order; () if none)."""
     return _table(tf_version)["const_inputs"].get(op, ())
 
 
-def is_metadata_op(op: str, tf_version: str = DEFAULT_TF_VERSION) -> bool:
+def is_metadata_op(op: str, tf_version: str | None = None) -> bool:
     """True if ``op`` is an XLA metadata op, which const analysis does not propagate through."""
     return op in _table(tf_version)["metadata_ops"]
 
@@ -94,7 +98,7 @@ def input_ranges(nodedef, opdef=None) -> dict[str, tuple[int, int]]:
     return ranges
 
 
-def compile_time_const_input_indices(nodedef, tf_version: str = DEFAULT_TF_VERSION) -> list[int]:
+def compile_time_const_input_indices(nodedef, tf_version: str | None = None) -> list[int]:
     """Sorted flat input indices of ``nodedef`` that must be compile-time constants.
 
     Mirrors ``XlaOpRegistry::CompileTimeConstantInputs``: the node attr

@@ -160,6 +160,65 @@ def regenerate_const_inputs() -> tuple[str, int, int]:
     return version, len(const_inputs), len(metadata)
 
 
+def read_allowlist_table() -> tuple[str, dict[str, list[str]]]:
+    """``(tf version, {category: [op]})``: the ``--tf_xla_ops_to_cluster`` categories of the
+    installed TF (``GetAllowlistTable()`` in libtensorflow_cc, an ``absl::flat_hash_map<string,
+    vector<string>>*``), read through ctypes like :func:`read_xla_op_registry`.
+
+    Two abseil layouts occur in TF 2.16-2.21: ``{ctrl, slots, capacity, size}`` (up to 2.19) and
+    ``{capacity, size (shifted, with flag bits below), ctrl, slots}`` (2.20, 2.21). A slot is a
+    ``pair<const string, vector<string>>`` (56 bytes); a control byte with the high bit clear
+    marks a full slot. The element count and known entries are checked, so a layout change
+    fails loudly. Lists come back sorted and without repeats (TF's MISC names Transpose twice)."""
+    import ctypes
+    import os
+
+    import tensorflow as tf
+
+    version = ".".join(tf.__version__.split(".")[:2])
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2"))
+    fn = lib._ZN10tensorflow17GetAllowlistTableB5cxx11Ev
+    fn.restype, fn.argtypes = ctypes.c_void_p, []
+    u64 = ctypes.c_uint64
+    head = [u64.from_address(fn() + 8 * i).value for i in range(4)]
+
+    def read_string(addr: int) -> str:
+        return ctypes.string_at(u64.from_address(addr).value, u64.from_address(addr + 8).value).decode()
+
+    if head[0] < (1 << 20) and (head[0] & (head[0] + 1)) == 0:  # capacity (2^k - 1) first
+        capacity, sizes, ctrl, slots = head[0], {head[1] >> 17, head[1] >> 1}, head[2], head[3]
+    else:
+        ctrl, slots, capacity, sizes = head[0], head[1], head[2], {head[3]}
+    table: dict[str, list[str]] = {}
+    for i in range(capacity):
+        if ctypes.c_uint8.from_address(ctrl + i).value & 0x80:
+            continue
+        slot = slots + 56 * i
+        begin, end = u64.from_address(slot + 32).value, u64.from_address(slot + 40).value
+        table[read_string(slot)] = sorted({read_string(a) for a in range(begin, end, 32)})
+    if len(table) not in sizes or "Reshape" not in table.get("MISC", ()) or "AddV2" not in table.get("PW", ()):
+        raise RuntimeError("GetAllowlistTable read-back does not hold the known entries; abseil layout changed?")
+    return version, dict(sorted(table.items()))
+
+
+def regenerate_ops_to_cluster() -> tuple[str, int, bool]:
+    """Write ``data/tf-<v>-ops-to-cluster.json`` (kept as it is when its categories are the
+    same). Returns ``(version, categories, written)``."""
+    import json
+
+    import tensorflow as tf
+
+    version, table = read_allowlist_table()
+    path = data_file("ops-to-cluster.json", version)
+    if path.exists() and json.loads(path.read_text()).get("categories") == table:
+        return version, len(table), False
+    doc = {"categories": table, "tf_version": version,
+           "source": f"TF {tf.__version__} GetAllowlistTable() (--tf_xla_ops_to_cluster categories), read by "
+                     "jitsim.registry.regen.regenerate_ops_to_cluster"}
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return version, len(table), True
+
+
 def export_op_library(modules=(), libraries=(), *, all_ops: bool = False) -> dict:
     """What ``jitsim registry export`` writes (schema ``jitsim.op-library/1``): the OpDefs of
     every op registered in this TF process that TF core does not register (all of them with
@@ -291,6 +350,9 @@ def main() -> int:
     version, n_const, n_meta = regenerate_const_inputs()
     print(f"TensorFlow {version}: {n_const} ops with compile-time-constant inputs, {n_meta} metadata ops "
           f"-> {data_file('const-inputs.json', version)}")
+    version, n_cat, changed = regenerate_ops_to_cluster()
+    print(f"TensorFlow {version}: {n_cat} --tf_xla_ops_to_cluster categories -> "
+          f"{data_file('ops-to-cluster.json', version)}{'' if changed else ' (unchanged)'}")
     version, read, written = regenerate_kernel_snapshot()
     print(f"TF {version}: {read} CPU/GPU/DEFAULT kernels -> {written} entries in tf-{version}-{KERNELS_DATA}")
     return 0

@@ -1,0 +1,243 @@
+"""Simulating another TensorFlow release: the shipped registry data of each release, the
+scoped version setting, which release a graph came from, and the --tf-version option."""
+
+import json
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from jitsim.errors import JitsimError, JitsimWarning
+from jitsim.graph import protos
+from jitsim.registry import (
+    current_tf_version, data_file, find_xla_kernel, op_defs, using_tf_version, xla_kernels,
+)
+from jitsim.registry.const_inputs import const_input_table, metadata_ops
+from jitsim.registry.versions import (
+    PRODUCERS, SUPPORTED, check_tf_version, choose_tf_version, producer_of, version_for_producer,
+)
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_every_release_has_loadable_data(version):
+    from jitsim.passes.devices import tf_kernels
+    from jitsim.passes.flags import ops_to_cluster_categories
+
+    for name in ("ops.binpb", "xla-kernels.binpb", "const-inputs.json", "kernels-cpu-gpu.binpb", "ops-to-cluster.json"):
+        assert data_file(name, version).is_file(), name
+    assert len(op_defs(version)) > 1800
+    for dev in ("XLA_CPU_JIT", "XLA_GPU_JIT"):
+        assert len(xla_kernels(dev, version)) == 489  # ops (490 kernels)
+    assert const_input_table(version)["Reshape"] == ("shape",)
+    assert "Shape" in metadata_ops(version)
+    devices = {d for _, d in tf_kernels(version)}
+    assert {"CPU", "GPU", "DEFAULT"} <= devices
+    assert "AddV2" in ops_to_cluster_categories(version)["PW"]
+    doc = json.loads(data_file("const-inputs.json", version).read_text())
+    assert doc["tf_version"] == version
+
+
+def _xla_kernel_defs(version, device):
+    kl = protos.KernelList()
+    kl.ParseFromString(data_file("xla-kernels.binpb", version).read_bytes())
+    out = {}
+    for k in kl.kernel:
+        if k.device_type == device:
+            out.setdefault((k.op, k.label), []).append(k.SerializeToString(deterministic=True))
+    return {key: sorted(v) for key, v in out.items()}
+
+
+# XLA kernels whose type constraints differ from 2.21's (same op set in every release)
+@pytest.mark.parametrize("version,differ", [("2.16", 164), ("2.17", 158), ("2.18", 158), ("2.19", 4),
+                                            ("2.20", 1), ("2.21", 0)])
+def test_xla_kernel_constraint_differences_from_2_21(version, differ):
+    for dev in ("XLA_CPU_JIT", "XLA_GPU_JIT"):
+        mine, ref = _xla_kernel_defs(version, dev), _xla_kernel_defs("2.21", dev)
+        assert set(mine) == set(ref)
+        assert sum(mine[k] != ref[k] for k in ref) == differ
+
+
+def test_rfft_float64_has_no_kernel_in_2_16_only():
+    nd = protos.NodeDef(name="r", op="RFFT")
+    nd.attr["Treal"].type = protos.DataType.values_by_name["DT_DOUBLE"].number
+    nd.attr["Tcomplex"].type = protos.DataType.values_by_name["DT_COMPLEX128"].number
+    k, why = find_xla_kernel(nd, tf_version="2.16")
+    assert k is None and "DT_COMPLEX128 is not supported" in why
+    assert find_xla_kernel(nd, tf_version="2.21")[0] is not None
+    with using_tf_version("2.16"):  # the scoped setting reaches the default
+        assert find_xla_kernel(nd)[0] is None
+    assert find_xla_kernel(nd)[0] is not None
+
+
+def test_using_tf_version_is_scoped_and_normalised():
+    assert current_tf_version() == "2.21"
+    with using_tf_version("2.16.2"):
+        assert current_tf_version() == "2.16"
+        with using_tf_version(None):
+            assert current_tf_version() == "2.16"
+        with using_tf_version("2.20"):
+            assert current_tf_version() == "2.20"
+        assert current_tf_version() == "2.16"
+        assert op_defs() is op_defs("2.16")
+    assert current_tf_version() == "2.21"
+    assert op_defs() is op_defs("2.21") and op_defs("2.16") is not op_defs("2.21")
+    with pytest.raises(JitsimError, match="2.16, 2.17"):
+        with using_tf_version("2.15"):
+            pass
+
+
+def test_check_tf_version():
+    assert check_tf_version("2.18") == "2.18"
+    assert check_tf_version("2.19.1") == "2.19"
+    assert check_tf_version("2.20.0rc1") == "2.20"
+    assert check_tf_version("2.21.0.dev20250101") == "2.21"
+    for bad in ("2.15", "3.0", "2", "latest", ""):
+        with pytest.raises(JitsimError):
+            check_tf_version(bad)
+
+
+def test_producers_grow_with_releases():
+    assert list(PRODUCERS.values()) == sorted(PRODUCERS.values())
+    assert PRODUCERS["2.16"] == 1766 and PRODUCERS["2.18"] == 1994
+    assert PRODUCERS["2.20"] == 2288 and PRODUCERS["2.21"] == 2474
+
+
+@pytest.mark.parametrize("producer,release,warns", [
+    (1766, "2.16", False), (1700, "2.16", False), (1767, "2.17", False), (1882, "2.17", False),
+    (1994, "2.18", False), (2129, "2.19", False), (2200, "2.20", False), (2474, "2.21", False),
+    (2475, "2.21", True), (9999, "2.21", True), (1645, "2.16", True), (27, "2.16", True),
+])
+def test_version_for_producer(producer, release, warns):
+    got, note = version_for_producer(producer)
+    assert got == release
+    assert (note is not None) == warns
+
+
+@pytest.mark.parametrize("producer", [0, None])
+def test_unknown_producer(producer):
+    assert version_for_producer(producer) == (None, "unknown")
+
+
+def test_choose_tf_version_rule():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert choose_tf_version("2.17", 1766, "2.20.0")[0] == "2.17"  # --tf-version first
+        v, why = choose_tf_version(None, 1766, "2.20.0")  # then the graph's producer
+        assert v == "2.16" and "1766" in why
+        v, why = choose_tf_version(None, 0, "2.18.1")  # then what the capture ran
+        assert v == "2.18" and "2.18.1" in why
+        v, why = choose_tf_version(None, None, None)
+        assert v == "2.21" and "default" in why
+    with pytest.warns(JitsimWarning, match="newer"):
+        assert choose_tf_version(None, 5000)[0] == "2.21"
+    with pytest.warns(JitsimWarning, match="no data"):
+        assert choose_tf_version(None, None, "2.14.1")[0] == "2.16"
+    with pytest.raises(JitsimError):
+        choose_tf_version("1.15")
+
+
+def test_producer_of():
+    gd = protos.GraphDef()
+    assert producer_of(gd) is None
+    gd.versions.producer = 1994
+    assert producer_of(gd) == 1994
+
+
+def _jitsim(*args):
+    return subprocess.run([sys.executable, "-m", "jitsim.cli", *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("command", [["cluster"], ["rewrite", "-o", "OUT.pbtxt"], ["explain", "x"],
+                                     ["crosscheck", "verify"]])
+def test_cli_bad_tf_version_is_one_line(tmp_path, command):
+    r = _jitsim(*command[:1], *command[1:2] if command[0] == "crosscheck" else (), tmp_path / "g.pbtxt",
+                *command[2:] if command[0] == "crosscheck" else command[1:], "--tf-version", "2.15")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jitsim: --tf-version: "), r.stderr
+    assert "2.16" in lines[0] and "Traceback" not in r.stderr
+
+
+# -- a program TF 2.16 and TF 2.21 cluster differently (fixtures/versions/fft64, make.sh) ----------------
+
+FFT64 = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "versions" / "fft64"
+
+
+def _partition(labels):
+    groups = {}
+    for n, c in labels.items():
+        if c:
+            groups.setdefault(c, set()).add(n)
+    return sorted(map(frozenset, groups.values()), key=sorted)
+
+
+def _tf_partition(release):
+    from jitsim.crosscheck.scoring import labels_of_file
+
+    return _partition(labels_of_file(FFT64 / f"tf{release}" / "dumps" / "mark_for_compilation_1.pbtxt"))
+
+
+def _simulated_partition(harvest, tf_version=None):
+    from jitsim.graph.io import read_graphdef
+    from jitsim.graph.model import Graph
+    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.passes.pipeline import cluster_graph
+
+    f = FFT64 / harvest / "dumps" / "before_clone_constants_for_better_clustering_1.pbtxt"
+    g = Graph(read_graphdef(f), source=str(f), validate=False)
+    if tf_version is None:
+        tf_version = choose_tf_version(None, producer_of(g))[0]
+    res = cluster_graph(g, parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"), tf_version=tf_version)
+    return res.tf_version, _partition(res.labels())
+
+
+def test_fft64_tf_partitions_differ():
+    assert sorted(map(len, _tf_partition("2.16"))) == [6, 7, 7]
+    assert sorted(map(len, _tf_partition("2.21"))) == [24]
+
+
+def test_fft64_producer_picks_2_16_and_matches_tf_2_16():
+    version, part = _simulated_partition("tf2.16")
+    assert version == "2.16"
+    assert part == _tf_partition("2.16")
+
+
+def test_fft64_tf_version_2_21_reproduces_tf_2_21():
+    version, part = _simulated_partition("tf2.16", "2.21")
+    assert version == "2.21"
+    assert part == _tf_partition("2.21")
+    assert _simulated_partition("tf2.21") == ("2.21", _tf_partition("2.21"))
+
+
+def test_fft64_verify_and_cli(tmp_path):
+    from jitsim.crosscheck.fidelity import verify_dir
+    from jitsim.passes.flags import parse_tf_xla_flags
+
+    flags = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug")
+    res = verify_dir(FFT64 / "tf2.16", flags)
+    assert (res.tf_version, res.all_same_names) == ("2.16", True)
+    assert "1766" in res.tf_version_reason
+    assert not verify_dir(FFT64 / "tf2.16", flags, tf_version="2.21").all_identical
+    dump = FFT64 / "tf2.16" / "dumps" / "before_clone_constants_for_better_clustering_1.pbtxt"
+    r = _jitsim("cluster", dump, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["tf_version"]["version"] == "2.16" and "producer 1766" in doc["tf_version"]["reason"]
+    assert sorted(c["size"] for c in doc["graphs"][0]["clusters"]) == [6, 7, 7]
+    r = _jitsim("cluster", dump, "--tf-version", "2.21")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("jitsim simulating TensorFlow 2.21 (--tf-version)")
+
+
+def test_fft64_api():
+    import jitsim
+
+    dump = FFT64 / "tf2.16" / "dumps" / "before_clone_constants_for_better_clustering_1.pbtxt"
+    c = jitsim.cluster(dump)
+    assert c.options.tf_version == "2.16" and c.to_dict()["tf_version"]["version"] == "2.16"
+    assert sorted(map(len, c.clusters.values())) == [6, 7, 7]
+    w = c.whatif(exclude_ops=["Tanh"])  # a what-if keeps the baseline's release
+    assert w.options.tf_version == "2.16"
+    c21 = jitsim.cluster(dump, tf_version="2.21")
+    assert [len(m) for m in c21.clusters.values()] == [24]
