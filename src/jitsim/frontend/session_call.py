@@ -199,15 +199,13 @@ def _num_outputs(graph: Graph, name: str) -> int:
 def _only_needed_by(graph: Graph, roots: list[str]) -> set[str]:
     """``roots`` and the nodes that only they (transitively) need: an init op's subgraph."""
     out = set(roots)
-    changed = True
-    while changed:
-        changed = False
-        for r in list(out):
-            for e in graph.in_edges(r):
-                s = e.src
-                if s not in out and graph.out_edges(s) and all(o.dst in out for o in graph.out_edges(s)):
-                    out.add(s)
-                    changed = True
+    work = list(roots)
+    while work:
+        for e in graph.in_edges(work.pop()):
+            s = e.src
+            if s not in out and all(o.dst in out for o in graph.out_edges(s)):
+                out.add(s)
+                work.append(s)
     return out
 
 

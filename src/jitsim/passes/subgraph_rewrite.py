@@ -80,22 +80,28 @@ def rewrite_for_execution(graph: Graph, *, feeds=(), fetches=(), targets=(), dev
     gd.CopyFrom(graph.graphdef)
     by_name = {nd.name: nd for nd in gd.node}
     new_nodes = []
+    args = {}  # (node, port) fed -> its _Arg's name
+    moves_control = {}  # a fed Placeholder -> the _Arg its control edges move to
     for i, (node, port) in enumerate(fed):
         dtype = output_type(graph, node, port, "feed")
         arg = protos.NodeDef(name=f"_arg_{node}_{port}_{i}", op="_Arg", device=device)
         arg.attr["T"].type = dtype
         arg.attr["index"].i = i
         new_nodes.append(arg)
-        move_control = graph[node].op in PLACEHOLDER_OPS
+        args[(node, port)] = arg.name
+        if graph[node].op in PLACEHOLDER_OPS:
+            moves_control.setdefault(node, arg.name)
+    if args:
+        fed_nodes = {n for n, _ in args}
         for nd in gd.node:
             for j, ref in enumerate(nd.input):
                 src, out = parse_input(ref)
-                if src != node:
+                if src not in fed_nodes:
                     continue
-                if out == port:
-                    nd.input[j] = arg.name
-                elif out < 0 and move_control:
-                    nd.input[j] = "^" + arg.name
+                if (src, out) in args:
+                    nd.input[j] = args[(src, out)]
+                elif out < 0 and src in moves_control:
+                    nd.input[j] = "^" + moves_control[src]
     for i, (node, port) in enumerate(fetched):
         dtype = output_type(graph, node, port, "fetch")
         ret = protos.NodeDef(name=f"_retval_{node}_{port}_{i}", op="_Retval", device=device)
