@@ -59,9 +59,9 @@ KIND_WORDS = {
 
 
 SAVED_MODEL_NOTE = ("a SavedModel's signature call goes through TF's signature wrapper: one StatefulPartitionedCall "
-                    "more than calling the Keras model or its .keras file, node names prefixed "
-                    "StatefulPartitionedCall/, so the SavedModel and the .keras file of one model may cluster "
-                    "differently")
+                    "(PartitionedCall without variables) more than calling the Keras model or its .keras file, "
+                    "node names prefixed StatefulPartitionedCall/ (or PartitionedCall/), so the SavedModel and the "
+                    ".keras file of one model may cluster differently")
 
 
 @dataclass
