@@ -3,8 +3,8 @@
 A *target* is a Python program, a GraphDef (``.pb``/``.pbtxt``; its ``Placeholder``s are
 fed generated data and every sink is fetched in a ``tf.compat.v1.Session``), a
 SavedModel directory (one signature, called with generated inputs), a ``.keras`` file
-(loaded with ``compile=False`` and called through ``tf.function``, see
-:mod:`jitsim.frontend.keras_call`) or a *function bundle* (a directory written by
+(loaded with ``compile=False`` and called through ``tf.function`` with the stated input
+shapes, unknown dims not given set to 2, see :mod:`jitsim.frontend.keras_call`) or a *function bundle* (a directory written by
 :func:`jitsim.frontend.capture.write_function_bundle`: a serialized ConcreteFunction that
 the runner registers and calls by name). Every kind but ``program`` runs through one of
 the runner scripts below; all of them run in a subprocess with::
