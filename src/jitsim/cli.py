@@ -650,7 +650,7 @@ def cmd_profile(args) -> int:
     try:
         s = profile(args.target, args.output, steps=args.steps, warmup=args.warmup, flags=flags, device=args.device,
                     signature=args.signature, timeout=args.timeout, overwrite=args.overwrite,
-                    progress=_progress_line)
+                    progress=_progress_line, input_shapes=args.input_shape)
     finally:
         _progress_done()
     if args.format == "json":
@@ -1020,6 +1020,7 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                     help="run the steps on /CPU:0 (default) or /GPU:0 (fails when TF sees no GPU)")
     pf.add_argument("--signature", help="SavedModel signature to call (default: serving_default)")
+    _input_shape_arg(pf)
     pf.add_argument("--timeout", type=float, default=600.0, help="seconds before each TF run is killed (default 600)")
     pf.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     pf.add_argument("--format", **fmt)

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
-from jitsim.errors import HarvestError
+from jitsim.errors import HarvestError, JitsimError
 from jitsim.graph import protos
 from jitsim.graph.io import is_saved_model_dir, read_graphdef, read_saved_model
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
@@ -515,7 +515,12 @@ def harvest(
     if input_shapes:
         from jitsim.frontend.keras_call import as_pairs
 
-        input_shapes = as_pairs(input_shapes)
+        try:
+            input_shapes = as_pairs(input_shapes)
+        except HarvestError:
+            raise
+        except JitsimError as e:
+            raise HarvestError(e.message, target) from None
         if target_kind(Path(target).resolve()) != "keras":
             raise HarvestError("--input-shape applies to a .keras file (a Keras model's inputs)", target)
     target = Path(target).resolve()
