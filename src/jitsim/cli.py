@@ -201,7 +201,8 @@ def cmd_cluster(args) -> int:
 
     try:
         pin = pass_inputs(path, flags=choice.flags.text, tf=args.tf, signature=args.signature, device=args.device,
-                          input_stage=args.input_stage, progress=capture_progress, fetch=args.fetch, feed=args.feed)
+                          input_stage=args.input_stage, progress=capture_progress, fetch=args.fetch, feed=args.feed,
+                          input_shapes=args.input_shape)
         version, version_reason = _tf_version_choice(args, pin.main_graph, path)
         reports = []
         results = []
@@ -409,6 +410,7 @@ def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
     _tf_arg(p)
     _call_args(p)
     _tf_version_arg(p)
+    _input_shape_arg(p)
     _no_defaults_arg(p)
     p.add_argument("--cluster-number-start", type=int, default=0, help="first cluster number (0 or more)")
     _add_session_args(p)
@@ -451,6 +453,13 @@ def _tf_version_choice(args, graph, path) -> tuple[str, str]:
     return choose_tf_version(args.tf_version, producer_of(graph), recorded_tf_version(path))
 
 
+def _input_shape_arg(p) -> None:
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=SHAPE",
+                   help="a .keras model's call: the concrete shape of its input NAME (repeatable), e.g. "
+                        "--input-shape input_ids=2,128. Unknown dims not given are set to 2, and the route line "
+                        "says so: TF clusters the graph of that call")
+
+
 def _op_defs_arg(p) -> None:
     p.add_argument("--op-defs", action="append", default=[], metavar="FILE",
                    help="OpDefs of ops TF core does not register (a custom-op library's), as written by `jitsim "
@@ -468,12 +477,17 @@ def _whatif_args(p, prefix: str = "") -> None:
 def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=(), move_devices=False):
     from jitsim.explain.clustering import cluster
 
+    shapes = args.input_shape
+    if shapes and getattr(args, "other", None):  # diff of two targets: the Keras call applies to the .keras one
+        from jitsim.frontend.resolve import target_kind
+
+        shapes = shapes if target_kind(graph or args.graph) == "keras" else None
     return cluster(graph or args.graph, flags=flags, device=device, exclude_ops=exclude, force_compilable=force,
                    session_jit_level=_JIT_LEVELS[args.session_jit_level],
                    session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
                    signature=args.signature, cluster_number_start=args.cluster_number_start,
                    move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed,
-                   tf_version=args.tf_version)
+                   tf_version=args.tf_version, input_shapes=shapes)
 
 
 def _single_graph(path: str) -> None:
@@ -630,10 +644,22 @@ def cmd_harvest(args) -> int:
             raise JitsimError("--fetch/--feed name a session call, but this graph has _Arg/_Retval nodes",
                               args.target)
         call = session_call(graph, args.fetch, args.feed).to_dict()
+    shapes = ()
+    if args.input_shape:  # a .keras model's call, as jitsim cluster --input-shape makes it
+        from jitsim.crosscheck.harvest import target_kind
+        from jitsim.frontend.keras_call import normalize_input_shapes
+
+        try:
+            shapes = normalize_input_shapes(args.input_shape)
+        except JitsimError as e:
+            e.path = args.target
+            raise
+        if target_kind(Path(args.target)) != "keras":
+            raise JitsimError("--input-shape states a Keras model's call: it applies to a .keras file", args.target)
     try:
         index = harvest(args.target, args.output, flags=flags, signature=args.signature,
                         python=args.python, timeout=args.timeout, progress=progress,
-                        overwrite=args.overwrite, call=call)
+                        overwrite=args.overwrite, call=call, input_shapes=shapes)
     finally:
         _progress_done()
     if args.format == "json":
@@ -652,7 +678,7 @@ def cmd_profile(args) -> int:
     try:
         s = profile(args.target, args.output, steps=args.steps, warmup=args.warmup, flags=flags, device=args.device,
                     signature=args.signature, timeout=args.timeout, overwrite=args.overwrite,
-                    progress=_progress_line)
+                    progress=_progress_line, input_shapes=args.input_shape)
     finally:
         _progress_done()
     if args.format == "json":
@@ -850,6 +876,7 @@ def build_parser() -> argparse.ArgumentParser:
     _tf_arg(cl)
     _call_args(cl)
     _tf_version_arg(cl)
+    _input_shape_arg(cl)
     cl.add_argument("--cluster-number-start", type=int, default=0,
                     help="first cluster number (TF's process-wide counter when this graph ran)")
     cl.add_argument("-o", "--output", help="write the marked graph like TF's mark_for_compilation dump (.pbtxt/.pb; "
@@ -968,6 +995,7 @@ def build_parser() -> argparse.ArgumentParser:
     _no_defaults_arg(h)
     h.add_argument("--signature", help="SavedModel signature to call (default: serving_default)")
     _call_args(h)
+    _input_shape_arg(h)
     h.add_argument("--python", help="Python interpreter with TensorFlow (default: this one)")
     h.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is killed (default 600)")
     h.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
@@ -1023,6 +1051,7 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                     help="run the steps on /CPU:0 (default) or /GPU:0 (fails when TF sees no GPU)")
     pf.add_argument("--signature", help="SavedModel signature to call (default: serving_default)")
+    _input_shape_arg(pf)
     pf.add_argument("--timeout", type=float, default=600.0, help="seconds before each TF run is killed (default 600)")
     pf.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     pf.add_argument("--format", **fmt)

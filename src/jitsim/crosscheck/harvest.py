@@ -3,8 +3,8 @@
 A *target* is a Python program, a GraphDef (``.pb``/``.pbtxt``; its ``Placeholder``s are
 fed generated data and every sink is fetched in a ``tf.compat.v1.Session``), a
 SavedModel directory (one signature, called with generated inputs), a ``.keras`` file
-(loaded with ``compile=False`` and called through ``tf.function``, see
-:mod:`jitsim.frontend.keras_call`) or a *function bundle* (a directory written by
+(loaded with ``compile=False`` and called through ``tf.function`` with the stated input
+shapes, unknown dims not given set to 2, see :mod:`jitsim.frontend.keras_call`) or a *function bundle* (a directory written by
 :func:`jitsim.frontend.capture.write_function_bundle`: a serialized ConcreteFunction that
 the runner registers and calls by name). Every kind but ``program`` runs through one of
 the runner scripts below; all of them run in a subprocess with::
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
-from jitsim.errors import HarvestError
+from jitsim.errors import HarvestError, JitsimError
 from jitsim.graph import protos
 from jitsim.graph.io import is_saved_model_dir, read_graphdef, read_saved_model
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
@@ -231,19 +231,33 @@ _SAVED_MODEL_RUNNER = _INPUT_GEN + textwrap.dedent(
     """
 )
 
-# "The call" of a .keras file: jitsim.frontend.keras_call.keras_call (None dims -> 2).
+# "The call" of a .keras file: jitsim.frontend.keras_call.keras_call with the stated shapes
+# (argv[2], JSON: {"input_shapes": [[name or position, dims], ...]}), unknown dims not given set
+# to 2. It reports the inputs it used (KERAS_CALL_MARK, JSON) and a stated shape the model
+# cannot take (INPUT_ERROR_MARK: a user's error, said as it is).
+KERAS_CALL_MARK = "JITSIM_KERAS_CALL: "
+INPUT_ERROR_MARK = "JITSIM_INPUT_ERROR: "
 _KERAS_RUNNER = _INPUT_GEN + textwrap.dedent(
     """
-    import sys
+    import json, sys
     import keras
-    from jitsim.frontend.keras_call import keras_call
+    from jitsim.errors import JitsimError
+    from jitsim.frontend.keras_call import keras_call, keras_inputs
     model = keras.models.load_model(sys.argv[1], compile=False)
-    fn, specs = keras_call(model)
+    _shapes = json.load(open(sys.argv[2]))["input_shapes"] if len(sys.argv) > 2 and sys.argv[2] else []
+    try:
+        specs, _inputs = keras_inputs(model, _shapes)
+    except JitsimError as e:
+        print("%s" + e.message, file=sys.stderr, flush=True)
+        raise SystemExit(3)
+    print("%s" + json.dumps(_inputs), file=sys.stderr, flush=True)
+    fn, specs = keras_call(model, specs)
     args = [tf.constant(_gen(s.dtype, s.shape.as_list())) for s in specs]
     fn.get_concrete_function()
     def _step():
         return fn(*args)
     """
+    % (INPUT_ERROR_MARK, KERAS_CALL_MARK)
 )
 
 # A function bundle (jitsim.frontend.capture.write_function_bundle): register the library in
@@ -398,7 +412,7 @@ def runner_imports(target: Path, kind: str) -> list[str]:
 
 
 def _command(target: Path, kind: str, signature: str | None, python: str, workdir: Path,
-             tail: str | None = None, call: dict | None = None) -> list[str]:
+             tail: str | None = None, call: dict | None = None, input_shapes=()) -> list[str]:
     boot = workdir / "_jitsim_bootstrap.py"
     boot.write_text(_BOOTSTRAP)
     if kind == "program" and tail is None:
@@ -412,6 +426,10 @@ def _command(target: Path, kind: str, signature: str | None, python: str, workdi
     if kind == "graphdef" and call is not None:
         spec = workdir / "_jitsim_call.json"
         spec.write_text(json.dumps(call, sort_keys=True))
+        args.append(str(spec))
+    if kind == "keras" and input_shapes:
+        spec = workdir / "_jitsim_input_shapes.json"
+        spec.write_text(json.dumps({"input_shapes": [[k, list(v)] for k, v in input_shapes]}))
         args.append(str(spec))
     return args
 
@@ -478,6 +496,7 @@ def harvest(
     tail: str | None = None,
     require_dumps: bool = True,
     call: dict | None = None,
+    input_shapes=(),
 ) -> dict:
     """Run ``target`` under real TF with the dump flags; write ``out/`` and return its index.
 
@@ -489,8 +508,21 @@ def harvest(
     define ``jitsim_step()``, see :data:`STEP_FUNCTION`). ``require_dumps=False``: a run
     that dumped no graph (auto-clustering off) is no error. ``call``: for a GraphDef or
     MetaGraphDef, the ``sess.run`` to make (:meth:`jitsim.frontend.session_call.SessionCall.
-    to_dict`); default: every placeholder fed and every sink fetched.
+    to_dict`); default: every placeholder fed and every sink fetched. ``input_shapes``: for a
+    ``.keras`` file, the stated input shapes (:func:`jitsim.frontend.keras_call.
+    normalize_input_shapes`); the inputs the call used are in the index's ``keras_call``.
     """
+    if input_shapes:
+        from jitsim.frontend.keras_call import as_pairs
+
+        try:
+            input_shapes = as_pairs(input_shapes)
+        except HarvestError:
+            raise
+        except JitsimError as e:
+            raise HarvestError(e.message, target) from None
+        if target_kind(Path(target).resolve()) != "keras":
+            raise HarvestError("--input-shape applies to a .keras file (a Keras model's inputs)", target)
     target = Path(target).resolve()
     out = Path(out).resolve()  # TF runs in a scratch cwd: the dump prefix must be absolute
     kind, work = checked_target_and_output(target, out, signature, overwrite)
@@ -498,7 +530,7 @@ def harvest(
         dumps = work / "dumps"
         dumps.mkdir()
         runtmp = Path(tempfile.mkdtemp(prefix="jitsim-run-"))
-        cmd = _command(target, kind, signature, python or sys.executable, runtmp, tail, call)
+        cmd = _command(target, kind, signature, python or sys.executable, runtmp, tail, call, input_shapes)
         env = harvest_env(dumps, flags)
         env.update(env_extra or {})
         if kind == "program" and tail is not None:
@@ -538,6 +570,9 @@ def harvest(
         shutil.rmtree(runtmp, ignore_errors=True)
         log_text = log_path.read_text(errors="replace")
         if proc.returncode != 0:
+            bad = [ln[len(INPUT_ERROR_MARK):].strip() for ln in log_text.splitlines() if ln.startswith(INPUT_ERROR_MARK)]
+            if bad:  # the stated call does not fit the model: the user's error, in its own words
+                raise HarvestError(bad[-1], target)
             raise HarvestError(
                 f"TensorFlow run failed (exit {proc.returncode}): {last_error_line(log_text)}", target
             )
@@ -557,6 +592,10 @@ def harvest(
         }
         if call is not None:
             index["call"] = call
+        keras_lines = [ln[len(KERAS_CALL_MARK):] for ln in log_text.splitlines() if ln.startswith(KERAS_CALL_MARK)]
+        if keras_lines:
+            index["keras_call"] = {"inputs": json.loads(keras_lines[-1]),
+                                   "input_shapes": [[k, list(v)] for k, v in input_shapes]}
         notes = [ln[len("JITSIM_NOTE: "):].strip() for ln in log_text.splitlines() if ln.startswith("JITSIM_NOTE: ")]
         if notes:
             index["run_notes"] = notes

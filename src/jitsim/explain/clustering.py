@@ -347,7 +347,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
             session_jit_level: int = 0, session_cpu_global_jit: bool = False, input_stage: str | None = None,
             signature: str | None = None, until: str = "decluster", explain_cycles: bool | None = None,
             cluster_number_start: int = 0, move_devices: bool = False, tf: str = "auto", fetch=(),
-            feed=(), tf_version: str | None = None) -> Clustering:
+            feed=(), tf_version: str | None = None, input_shapes=None, input_signature=None) -> Clustering:
     """Simulate TF's auto-clustering on ``graph`` and return a :class:`Clustering`.
 
     ``graph``: a path (TF dump file or directory, SavedModel directory, ``.keras`` file,
@@ -368,7 +368,11 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     approximate: TF's placer also colocates). ``fetch`` / ``feed``: the ``sess.run`` of a TF1
     GraphDef or MetaGraphDef (:mod:`jitsim.frontend.session_call`: ``"loss:0"`` fetches a tensor,
     ``"train_step"`` runs an op; ``"x=100,784"`` feeds ``x:0``); without them the call is assumed
-    by a documented rule and the result labelled approximate.
+    by a documented rule and the result labelled approximate. ``input_shapes`` /
+    ``input_signature``: the call of a ``.keras`` file or live Keras model, as
+    ``{"input_ids": (2, 128)}`` (a model input's name -> a concrete shape) or one
+    ``tf.TensorSpec`` per model input, in order (:mod:`jitsim.frontend.keras_call`); unknown
+    dimensions not given are set to 2, and :attr:`Clustering.route` says which were.
     ``tf_version``: the TensorFlow release to simulate (``"2.16"`` ... ``"2.21"``); default: the
     release that wrote the graph (its ``versions.producer``), else the one a harvest recorded,
     else 2.21 (:func:`jitsim.registry.versions.choose_tf_version`; the choice and its reason
@@ -394,7 +398,8 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         from jitsim.frontend.resolve import pass_inputs
 
         pin = pass_inputs(graph, flags=choice.flags.text, tf=tf, signature=signature, device=device,
-                          input_stage=input_stage, fetch=fetch, feed=feed)
+                          input_stage=input_stage, fetch=fetch, feed=feed, input_shapes=input_shapes,
+                          input_signature=input_signature)
         if pin.session_jit is not None and not session_jit_level:  # the caller's set_jit, as TF would see it
             session_jit_level = 1 if pin.session_jit else -1
             session = SessionConfig(session_jit_level, session_cpu_global_jit)
@@ -412,6 +417,9 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     else:
         if fetch or feed:
             raise JitsimError("fetch/feed name a session call of a graph file: give the GraphDef or MetaGraphDef path")
+        if input_shapes or input_signature is not None:
+            raise JitsimError("input_shapes/input_signature state a Keras model's call: give the .keras path or the "
+                              "Keras model")
         g = to_graph(graph, signature=signature)
         version, version_reason = choose_tf_version(tf_version, producer_of(g))
     # the passes annotate NodeDefs in place: keep the input intact (for the caller and for whatif)

@@ -15,8 +15,8 @@ What *the call* is, per target:
   without it is an error listing its signatures), called with generated inputs;
 * ``.keras`` file: ``keras.models.load_model(path, compile=False)``, then
   :func:`jitsim.frontend.keras_call.keras_call` (``tf.function(lambda *xs: model(xs,
-  training=False))`` traced from ``model.inputs``, unknown dims = 2) called with generated
-  inputs;
+  training=False))`` traced from ``model.inputs``, with the stated ``input_shapes``, unknown
+  dims not given set to 2, :attr:`Capture.inputs` says which) called with generated inputs;
 * GraphDef or MetaGraphDef file: the ``sess.run`` of a ``tf.compat.v1.Session`` that
   :class:`jitsim.frontend.session_call.SessionCall` states (the user's fetches and feeds, or
   those assumed by its documented rule);
@@ -48,7 +48,7 @@ from pathlib import Path
 from jitsim.crosscheck import harvest as _harvest
 from jitsim.errors import HarvestError
 
-RUNNER_VERSION = "capture/3"  # bump when a runner's behaviour changes: old cache entries go stale
+RUNNER_VERSION = "capture/4"  # bump when a runner's behaviour changes: old cache entries go stale
 CAPTURE_FLAGS = "--tf_xla_clustering_debug --tf_xla_clustering_fuel=0"
 KINDS = ("saved_model", "keras", "graphdef", "function", "program")
 
@@ -76,6 +76,7 @@ class Capture:
     auto_jit_added: bool = False
     notes: list[str] = field(default_factory=list)
     session_jit: bool | None = None  # a live object's process: set_jit on (True), off (False), never set (None)
+    inputs: list | None = None  # a Keras model's call: per input name, dtype, shape, given, assumed dims
 
     @property
     def index(self) -> dict:
@@ -131,12 +132,13 @@ def _hash_path(h, path: Path) -> None:
         h.update(hashlib.sha256(path.read_bytes()).digest())
 
 
-def cache_key(target: Path, kind: str, signature: str | None, flags: str, call: str = "") -> str:
+def cache_key(target: Path, kind: str, signature: str | None, flags: str, call: str = "", shapes: str = "") -> str:
     """sha256 over the target's bytes (every file of a directory, sorted by relative path),
-    kind, signature, the flags TF runs with, the session call (a GraphDef's), TF's version
-    and :data:`RUNNER_VERSION`."""
+    kind, signature, the flags TF runs with, the session call (a GraphDef's), the stated input
+    shapes (a Keras model's, :func:`jitsim.frontend.keras_call.shapes_key`), TF's version and
+    :data:`RUNNER_VERSION`."""
     h = hashlib.sha256()
-    for part in (RUNNER_VERSION, tf_version(), kind, signature or "", flags, call):
+    for part in (RUNNER_VERSION, tf_version(), kind, signature or "", flags, call, shapes):
         h.update(part.encode() + b"\0")
     _hash_path(h, target)
     return h.hexdigest()
@@ -162,19 +164,35 @@ def _is_keras_model(obj) -> bool:
 _KERAS_CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def concrete_function(obj):
-    """The ConcreteFunction a live object stands for (see the module docstring). A Keras
-    model's call is traced once per model and reused, so that capturing the same model again
-    serializes the same function (same names: a cache hit); the traced function refers to the
-    model, so a captured model lives as long as the process."""
-    if _is_keras_model(obj):
-        from jitsim.frontend.keras_call import keras_call
+def keras_model_inputs(obj, input_shapes=()) -> list | None:
+    """A live Keras model's call inputs (:func:`jitsim.frontend.keras_call.keras_inputs`), None
+    for another object. A stated shape the model cannot take is a :class:`~jitsim.errors.JitsimError`."""
+    if not _is_keras_model(obj):
+        return None
+    from jitsim.frontend.keras_call import keras_inputs
 
-        cf = _KERAS_CALLS.get(obj)
+    return keras_inputs(obj, input_shapes)[1]
+
+
+def concrete_function(obj, input_shapes=()):
+    """The ConcreteFunction a live object stands for (see the module docstring). A Keras
+    model's call is traced once per model and stated shapes (``input_shapes``, see
+    :func:`jitsim.frontend.keras_call.normalize_input_shapes`) and reused, so that capturing
+    the same model again serializes the same function (same names: a cache hit); the traced
+    function refers to the model, so a captured model lives as long as the process."""
+    if _is_keras_model(obj):
+        from jitsim.frontend.keras_call import as_pairs, keras_call, keras_specs
+
+        shapes = as_pairs(input_shapes)
+        calls = _KERAS_CALLS.setdefault(obj, {})
+        cf = calls.get(shapes)
         if cf is None:
-            fn, _ = keras_call(obj)
-            cf = _KERAS_CALLS[obj] = fn.get_concrete_function()
+            fn, _ = keras_call(obj, keras_specs(obj, shapes))
+            cf = calls[shapes] = fn.get_concrete_function()
         return cf
+    if input_shapes:
+        raise HarvestError("input shapes apply to a Keras model or a .keras file; a tf.function's call is its "
+                           "input_signature (or the one shape it was traced with)")
     if hasattr(obj, "function_def") and hasattr(obj, "graph"):
         return obj
     if hasattr(obj, "get_concrete_function"):
@@ -232,15 +250,15 @@ def _session_jit() -> bool | None:
     return None if v is None else bool(v)
 
 
-def write_function_bundle(obj, directory: Path) -> dict:
-    """Serialize the ConcreteFunction of ``obj`` for the function runner: ``library.pb``
-    (its FunctionDefLibrary: the functions it calls, then itself), ``function.json``
-    (name, outputs, inputs, Grappler options, jit setting) and ``value_<i>.pb`` per captured
-    constant. Returns the function.json content."""
+def write_function_bundle(obj, directory: Path, input_shapes=()) -> dict:
+    """Serialize the ConcreteFunction of ``obj`` (a Keras model's: called with ``input_shapes``)
+    for the function runner: ``library.pb`` (its FunctionDefLibrary: the functions it calls,
+    then itself), ``function.json`` (name, outputs, inputs, Grappler options, jit setting) and
+    ``value_<i>.pb`` per captured constant. Returns the function.json content."""
     import tensorflow as tf
     from tensorflow.core.framework import function_pb2
 
-    cf = concrete_function(obj)
+    cf = concrete_function(obj, input_shapes)
     directory.mkdir(parents=True, exist_ok=True)
     main = cf.function_def
     lib = function_pb2.FunctionDefLibrary()
@@ -285,23 +303,34 @@ def write_function_bundle(obj, directory: Path) -> dict:
 # -- capture -----------------------------------------------------------------------------------
 
 def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path | None = None,
-            timeout: float = 600, progress=None, call=None) -> Capture:
+            timeout: float = 600, progress=None, call=None, input_shapes=()) -> Capture:
     """Run the call of ``target`` once under TF with fuel 0 (see the module docstring) and
     return where its dumps are. ``flags``: the user's ``TF_XLA_FLAGS`` string. The result is
     cached under ``cache_dir`` (else ``$JITSIM_CACHE``, else ``~/.cache/jitsim/capture``) by
     :func:`cache_key`; a cache hit returns ``seconds=0.0, cached=True``. ``call``: a GraphDef's
-    :class:`~jitsim.frontend.session_call.SessionCall` (default: every sink fetched)."""
+    :class:`~jitsim.frontend.session_call.SessionCall` (default: every sink fetched).
+    ``input_shapes``: a ``.keras`` file's or live Keras model's stated input shapes
+    (:func:`jitsim.frontend.keras_call.normalize_input_shapes`; unknown dims not given are 2);
+    :attr:`Capture.inputs` says what the call used."""
+    from jitsim.frontend.keras_call import as_pairs, shapes_key
+
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    shapes = as_pairs(input_shapes)
     bundle_tmp = None
     notes: list[str] = []
+    inputs = None
     try:
         if isinstance(target, (str, os.PathLike)):
             path = Path(target).resolve()
             kind = _harvest.target_kind(path)
             session_jit = None
+            if shapes and kind != "keras":
+                raise HarvestError("input shapes (--input-shape) apply to a .keras file or a live Keras model",
+                                   path)
         else:
+            inputs = keras_model_inputs(target, shapes)
             bundle_tmp = Path(tempfile.mkdtemp(prefix="jitsim-function-"))
-            spec = write_function_bundle(target, bundle_tmp)
+            spec = write_function_bundle(target, bundle_tmp, shapes)
             path, kind = bundle_tmp, "function"
             session_jit = spec["jit"]
             notes.append(f"function {spec['name']} called by name in a fresh process")
@@ -313,20 +342,21 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
         if added:
             notes.append("the flags leave auto-clustering off: captured with --tf_xla_auto_jit=2 added")
         call_dict = call.to_dict() if call is not None else None
-        key = cache_key(path, kind, signature, tf_flags, call.key() if call is not None else "")
+        key = cache_key(path, kind, signature, tf_flags, call.key() if call is not None else "", shapes_key(shapes))
         out = cache_dir / key
         extra = {"capture": {"runner_version": RUNNER_VERSION, "key": key, "user_flags": flags,
                              "auto_jit_added": added, "notes": notes}}
         if (out / "index.json").exists():
             idx = json.loads((out / "index.json").read_text())
             return Capture(out, kind, 0.0, True, key, idx.get("main_graph"), tf_flags, flags, added,
-                           notes + list(idx.get("run_notes", [])), session_jit)
+                           notes + list(idx.get("run_notes", [])), session_jit, _inputs(idx, inputs))
         t0 = time.monotonic()
         # harvest assembles the directory under a temporary name next to `out` and renames it
         # at the end: a concurrent or failed capture never leaves a half-written entry
         try:
             idx = _harvest.harvest(path, out, flags=tf_flags, signature=signature, timeout=timeout,
-                                   progress=progress, extra=extra, call=call_dict)
+                                   progress=progress, extra=extra, call=call_dict,
+                                   input_shapes=shapes if kind == "keras" else ())
         except HarvestError as e:
             if (out / "index.json").exists():  # another process finished the same capture
                 idx = json.loads((out / "index.json").read_text())
@@ -335,10 +365,20 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
             else:
                 raise
         return Capture(out, kind, round(time.monotonic() - t0, 3), False, key, idx.get("main_graph"),
-                       tf_flags, flags, added, notes + list(idx.get("run_notes", [])), session_jit)
+                       tf_flags, flags, added, notes + list(idx.get("run_notes", [])), session_jit,
+                       _inputs(idx, inputs))
     finally:
         if bundle_tmp is not None:
             shutil.rmtree(bundle_tmp, ignore_errors=True)
+
+
+def _inputs(index: dict, live: list | None) -> list | None:
+    """A Keras call's inputs: a live model's (known here), else what the ``.keras`` runner
+    recorded in the capture's index."""
+    if live is not None:
+        return live
+    kc = index.get("keras_call")
+    return kc["inputs"] if kc else None
 
 
 def simulate(cap: Capture, flags: str | None = None, *, session=None):

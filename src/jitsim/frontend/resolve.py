@@ -26,6 +26,15 @@ A GraphDef or MetaGraphDef that a session runs (no ``_Arg``/``_Retval``) is clus
 call assumed by a documented rule. Both routes run that call (TF's capture makes exactly that
 ``sess.run``; the TF-free route simulates the session's feed/fetch rewrite and pruning), the
 route line states it, and an assumed call is never labelled exact.
+
+A Keras model (a ``.keras`` file or a live model) is called with one concrete shape per input
+(:mod:`jitsim.frontend.keras_call`): the user's ``input_shapes`` (``--input-shape``), else the
+model's with unknown dimensions set to 2. The route line states the call's shapes and which
+were assumed; the result stays exact for that call, and the line says how to state the real
+one. A SavedModel's signature call goes through TF's signature wrapper (one
+``StatefulPartitionedCall`` more than calling the model, node names prefixed
+``StatefulPartitionedCall/``): the route line says so (:data:`SAVED_MODEL_NOTE`), since the
+SavedModel and the ``.keras`` file of one model may cluster differently.
 """
 
 from __future__ import annotations
@@ -49,31 +58,67 @@ KIND_WORDS = {
 }
 
 
+SAVED_MODEL_NOTE = ("a SavedModel's signature call goes through TF's signature wrapper: one StatefulPartitionedCall "
+                    "(PartitionedCall without variables) more than calling the Keras model or its .keras file, "
+                    "node names prefixed StatefulPartitionedCall/ (or PartitionedCall/), so the SavedModel and the "
+                    ".keras file of one model may cluster differently")
+
+
 @dataclass
 class Route:
     """How jitsim got TF's pass input: ``kind`` (what the target is), ``method`` (``dump``,
-    ``tf-capture`` or ``no-tf``), ``exact``, and ``detail`` (what was done, its cost)."""
+    ``tf-capture`` or ``no-tf``), ``exact``, and ``detail`` (what was done, its cost);
+    ``call``: a session graph's :class:`~jitsim.frontend.session_call.SessionCall`;
+    ``inputs``: a Keras model's call, per input (:func:`jitsim.frontend.keras_call.keras_inputs`)."""
 
     kind: str
     method: str
     exact: bool
     detail: str
     call: object = None  # a session graph's SessionCall
+    inputs: list | None = None  # a Keras model's call: name, dtype, shape, given, assumed dims per input
+
+    @property
+    def shapes_assumed(self) -> bool:
+        """Whether the Keras call has dimensions jitsim set to 2 (the user did not state them)."""
+        from jitsim.frontend.keras_call import any_assumed
+
+        return any_assumed(self.inputs)
+
+    @property
+    def notes(self) -> list[str]:
+        """What a user should know about the route beyond its detail (a SavedModel's wrapper)."""
+        return [SAVED_MODEL_NOTE] if self.kind == "saved_model" else []
 
     @property
     def line(self) -> str:
-        """One line for people: what the input is, the route, how exact (and a session graph's call)."""
+        """One line for people: what the input is, the route, how exact (and the call: a session
+        graph's, a Keras model's shapes; a SavedModel's signature wrapper)."""
         text = f"input: {KIND_WORDS.get(self.kind, self.kind)}; {'exact' if self.exact else 'approximate'}: {self.detail}"
         if self.call is not None:
             text += f"; the call: {self.call.describe()}"
             if not self.call.exact:
                 text += " (name the call's fetches with --fetch for an exact answer)"
+        if self.inputs is not None:
+            from jitsim.frontend.keras_call import ASSUMED_DIM, HOW_TO_SET, describe_inputs
+
+            text += f"; the call: {describe_inputs(self.inputs)}"
+            if self.shapes_assumed:
+                text += (f"; the model's unknown dims were assumed to be {ASSUMED_DIM}, so this is exact for that "
+                         f"call only: state the real shapes with {HOW_TO_SET}")
+        for note in self.notes:
+            text += f"; note: {note}"
         return text
 
     def to_dict(self) -> dict:
         out = {"kind": self.kind, "method": self.method, "exact": self.exact, "detail": self.detail}
         if self.call is not None:
             out["call"] = self.call.to_dict()
+        if self.inputs is not None:
+            out["inputs"] = [dict(d) for d in self.inputs]
+            out["shapes_assumed"] = self.shapes_assumed
+        if self.notes:
+            out["notes"] = self.notes
         return out
 
 
@@ -120,11 +165,16 @@ def target_kind(target) -> str:
 
 
 def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None = None, device: str | None = None,
-                input_stage: str | None = None, cache_dir=None, progress=None, fetch=(), feed=()) -> PassInput:
+                input_stage: str | None = None, cache_dir=None, progress=None, fetch=(), feed=(),
+                input_shapes=None, input_signature=None) -> PassInput:
     """TF's pass input for ``target``; see :func:`_pass_inputs`. Errors name the target."""
+    from jitsim.frontend.keras_call import normalize_input_shapes
+
     try:
+        shapes = normalize_input_shapes(input_shapes, input_signature)
         return _pass_inputs(target, flags=flags, tf=tf, signature=signature, device=device, input_stage=input_stage,
-                            cache_dir=cache_dir, progress=progress, fetch=tuple(fetch), feed=tuple(feed))
+                            cache_dir=cache_dir, progress=progress, fetch=tuple(fetch), feed=tuple(feed),
+                            input_shapes=shapes)
     except JitsimError as e:
         if e.path is None and isinstance(target, (str, Path)):
             e.path = str(target)
@@ -132,14 +182,16 @@ def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None =
 
 
 def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: str | None,
-                 input_stage: str | None, cache_dir, progress, fetch=(), feed=()) -> PassInput:
+                 input_stage: str | None, cache_dir, progress, fetch=(), feed=(), input_shapes=()) -> PassInput:
     """TF's pass input for ``target`` (a path or a live TF object); see the module docstring.
 
     ``flags``: the TF_XLA_FLAGS the simulation will use (a capture runs TF with them, fuel 0);
     ``tf``: ``auto`` (capture with TF when it is importable), ``always`` or ``never``;
     ``device``: placement for the TF-free route (default CPU); ``input_stage``: what a graph file
     is, taken as it is without a capture or simulated rewrites (``graphdef``: approximate);
-    ``fetch``/``feed``: a session graph's call (:func:`jitsim.frontend.session_call.session_call`)."""
+    ``fetch``/``feed``: a session graph's call (:func:`jitsim.frontend.session_call.session_call`);
+    ``input_shapes``: a Keras model's call (normalized, :func:`jitsim.frontend.keras_call.
+    normalize_input_shapes`)."""
     from jitsim.graph.io import load, load_dump_dir
     from jitsim.passes.pipeline import RAW, detect_input_stage
 
@@ -149,6 +201,12 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
     if (fetch or feed) and kind != "graphdef":
         raise JitsimError("--fetch/--feed name a session call: they apply to a GraphDef or MetaGraphDef file that a "
                           f"tf.compat.v1.Session runs, not to a {KIND_WORDS.get(kind, kind)}")
+    if input_shapes and not (kind == "keras" or (kind == "function" and _is_keras_model(target))):
+        what = "a tf.function (its call is its input_signature)" if kind == "function" else \
+            f"a {KIND_WORDS.get(kind, kind)}"
+        hint = " (a SavedModel signature's shapes are the signature's)" if kind == "saved_model" else ""
+        raise JitsimError(f"--input-shape states a Keras model's call: it applies to a .keras file or a Keras model, "
+                          f"not to {what}{hint}")
     if kind == "dump-dir":
         from jitsim.crosscheck.fidelity import recorded_flags
 
@@ -192,7 +250,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
         if not have_tensorflow():
             raise JitsimError("--tf always: TensorFlow is not importable here (pip install 'jitsim[tf]')")
         try:
-            return _captured(target, kind, flags, signature, cache_dir, progress, call)
+            return _captured(target, kind, flags, signature, cache_dir, progress, call, input_shapes)
         except HarvestError as e:
             # TF cannot run the call (an op library it lacks, inputs it cannot generate...): in
             # auto mode a SavedModel or GraphDef is still predicted, without TF, and says why
@@ -200,7 +258,12 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
                 raise
             fallback = f"TensorFlow could not run the call: {why_tf_failed(e.message)}; predicted without TensorFlow"
     if kind == "function":  # a live object with tf="never": its function body, predicted without running TF
-        return _prepared(_function_graph(target), kind, device)
+        from jitsim.frontend.capture import keras_model_inputs
+
+        inputs = keras_model_inputs(target, input_shapes)
+        pin = _prepared(_function_graph(target, input_shapes), kind, device)
+        pin.route.inputs = inputs
+        return pin
     if kind in ("program", "keras"):
         what = {"program": "a Python program runs only under TensorFlow",
                 "keras": "a .keras file holds a model's configuration and weights, not a graph: tracing it needs "
@@ -244,11 +307,12 @@ def why_tf_failed(message: str) -> str:
     return f"TensorFlow reported: {_short(tail, 120)}"
 
 
-def _captured(target, kind: str, flags: str, signature, cache_dir, progress, call=None) -> PassInput:
+def _captured(target, kind: str, flags: str, signature, cache_dir, progress, call=None, input_shapes=()) -> PassInput:
     from jitsim.frontend.capture import capture
     from jitsim.graph.io import load_dump_dir
 
-    cap = capture(target, flags=flags, signature=signature, cache_dir=cache_dir, progress=progress, call=call)
+    cap = capture(target, flags=flags, signature=signature, cache_dir=cache_dir, progress=progress, call=call,
+                  input_shapes=input_shapes)
     pairs = load_dump_dir(cap.dump_dir, validate=False)
     graphs = [(f"graph {rec.id} ({Path(g.source).name})", g, rec.input_stage) for rec, g in pairs]
     if not graphs:
@@ -261,7 +325,7 @@ def _captured(target, kind: str, flags: str, signature, cache_dir, progress, cal
               f"(--tf_xla_clustering_fuel=0; {cost}; {cap.dump_dir})")
     exact = call is None or call.exact
     rkind = kind if kind in ("metagraph", "function") else cap.kind
-    return PassInput(Route(rkind, "tf-capture", exact, detail, call), graphs, main,
+    return PassInput(Route(rkind, "tf-capture", exact, detail, call, getattr(cap, "inputs", None)), graphs, main,
                      notes=list(cap.notes), op_libraries=_recorded_libraries(cap.dump_dir),
                      session_jit=getattr(cap, "session_jit", None))
 
@@ -298,15 +362,22 @@ def _prepared(graph, kind: str, device: str | None, call=None) -> PassInput:
                      notes=list(prep.caveats))
 
 
-def _function_graph(obj):
-    """The body of a live tf.function / ConcreteFunction / Keras model's call as TF's function
-    runtime instantiates it (``_Arg``/``_Retval``, library attached), before any rewrite."""
+def _is_keras_model(obj) -> bool:
+    from jitsim.frontend.capture import _is_keras_model as is_keras
+
+    return is_keras(obj)
+
+
+def _function_graph(obj, input_shapes=()):
+    """The body of a live tf.function / ConcreteFunction / Keras model's call (with
+    ``input_shapes``) as TF's function runtime instantiates it (``_Arg``/``_Retval``, library
+    attached), before any rewrite."""
     from jitsim.frontend.capture import concrete_function
     from jitsim.graph import protos
     from jitsim.graph.functions import function_to_graphdef
     from jitsim.graph.model import Graph
 
-    cf = concrete_function(obj)
+    cf = concrete_function(obj, input_shapes)
     lib = protos.FunctionDefLibrary()
     lib.ParseFromString(cf.graph.as_graph_def().library.SerializeToString())
     fdef = protos.FunctionDef()

@@ -34,8 +34,9 @@ DEVICES = ("cpu", "gpu")
 
 def profile(target: Path | str, out: Path | str, *, steps: int = 20, warmup: int = 5, flags: str = DEFAULT_FLAGS,
             device: str = "cpu", signature: str | None = None, timeout: float = 600.0, overwrite: bool = False,
-            progress=None) -> dict:
-    """Profile ``target`` with auto-clustering off and on; write ``out/`` and return the summary."""
+            progress=None, input_shapes=()) -> dict:
+    """Profile ``target`` with auto-clustering off and on; write ``out/`` and return the summary.
+    ``input_shapes``: a ``.keras`` file's call (``--input-shape``; unknown dims not given are 2)."""
     target = Path(target).resolve()
     out = Path(out).resolve()
     if steps < 1:
@@ -56,7 +57,7 @@ def profile(target: Path | str, out: Path | str, *, steps: int = 20, warmup: int
                     progress(f"running {target.name} with XLA {label}: {elapsed:5.1f} s")
             runs[label] = runner.run_workload(target, scratch, label, fl, steps=steps, warmup=warmup,
                                               device=device, signature=signature, timeout=timeout,
-                                              progress=run_progress)
+                                              progress=run_progress, input_shapes=input_shapes)
         if progress:
             progress("converting the profiles, drawing HLO, predicting")
         summary, mismatches = _assemble(target, kind, device, steps, warmup, runs, work)

@@ -85,8 +85,9 @@ def xla_dump_flags(dump_dir: Path, base: str | None = None) -> str:
 
 
 def run_workload(target: Path, work: Path, label: str, flags: str, *, steps: int, warmup: int, device: str,
-                 signature: str | None = None, timeout: float = 600.0, progress=None) -> Run:
-    """Run ``target`` once under real TF with ``flags`` (see the module doc)."""
+                 signature: str | None = None, timeout: float = 600.0, progress=None, input_shapes=()) -> Run:
+    """Run ``target`` once under real TF with ``flags`` (see the module doc); ``input_shapes``:
+    a ``.keras`` file's stated call (:func:`jitsim.frontend.keras_call.normalize_input_shapes`)."""
     raw = work / f"raw_{label}"
     raw.mkdir(parents=True)
     env = {
@@ -101,7 +102,7 @@ def run_workload(target: Path, work: Path, label: str, flags: str, *, steps: int
         env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     out = work / f"harvest_{label}"
     index = harvest(target, out, flags=flags, signature=signature, timeout=timeout, progress=progress,
-                    env_extra=env, tail=PROFILE_TAIL, require_dumps=False)
+                    env_extra=env, tail=PROFILE_TAIL, require_dumps=False, input_shapes=input_shapes)
     if not (raw / "timing.json").is_file():
         raise HarvestError(f"the XLA-{label} run ended without timing its steps (see its log)", target)
     return Run(label, flags, out, raw, index)
