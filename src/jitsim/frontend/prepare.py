@@ -211,8 +211,9 @@ def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
     fused_add = sum(1 for n in g if n.op in ("_FusedConv2D", "_FusedMatMul")
                     and any(g[e.dst].op in ("Add", "AddV2") for e in g.out_edges(n.name)))
     if fused_add:
-        out.append(f"remapper's residual-Add fusions not simulated: {fused_add} fused contraction(s) feed an Add that "
-                   "TF may fold into them (oneDNN)")
+        out.append(f"{fused_add} fused contraction(s) feed an Add that the remapper's residual-Add fusion left alone "
+                   "(operand shapes not known to be equal, or the Add is read elsewhere); TF, with its symbolic "
+                   "shapes, may fold some of them into the contraction (oneDNN)")
     gelu_ln = sum(hist.get(o, 0) for o in ("Erf", "Pow", "SquaredDifference"))
     if gelu_ln:
         out.append(f"remapper fusions other than jitsim's (LayerNorm, InstanceNorm, GELU forms other than Keras' "
