@@ -127,7 +127,9 @@ ELEMENTWISE = fdef("body", [("x", DT_FLOAT)], [("y", DT_FLOAT, "neg:y:0")], [
     ("two", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
     ("mul", "Mul", ["relu:activations:0", "two:output:0"], {"T": "DT_FLOAT"}),
     ("tanh", "Tanh", ["mul:z:0"], {"T": "DT_FLOAT"}),
-    ("neg", "Neg", ["tanh:y:0"], {"T": "DT_FLOAT"}),
+    # (a Mul between Tanh and Neg: a Tanh -> Neg chain would become one _UnaryOpsComposition)
+    ("mul2", "Mul", ["tanh:y:0", "two:output:0"], {"T": "DT_FLOAT"}),
+    ("neg", "Neg", ["mul2:z:0"], {"T": "DT_FLOAT"}),
 ])
 
 
@@ -151,7 +153,7 @@ def test_inlining_names_nodes_as_tf_does():
     # and the caller replaced by a NoOp of its name (kept targetable in a function graph).
     eg = EditGraph.from_graph(signature_graph(ELEMENTWISE))
     rec = inline_call(eg, "StatefulPartitionedCall")
-    assert rec.inlined and rec.body_nodes == 5
+    assert rec.inlined and rec.body_nodes == 6
     assert eg["Func/StatefulPartitionedCall/input/_0"].op == "Identity"
     assert list(eg["Func/StatefulPartitionedCall/input/_0"].input) == ["x"]
     assert list(eg["StatefulPartitionedCall/relu"].input) == ["Func/StatefulPartitionedCall/input/_0"]
@@ -304,7 +306,9 @@ def _dense(act="Relu", extra_consumer=False):
         ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT", "transpose_a": False, "transpose_b": False}),
         ("ba", "BiasAdd", ["mm", "b"], {"T": "DT_FLOAT", "data_format": "NHWC"}),
         ("act", act, ["ba"], {"T": "DT_FLOAT"}),
-        ("sq", "Square", ["act"], {"T": "DT_FLOAT"}),
+        # (not a unary op: Relu -> Square would become an _UnaryOpsComposition before the
+        # remapper runs, as TF's arithmetic optimizer runs first)
+        ("sq", "Mul", ["act", "act"], {"T": "DT_FLOAT"}),
         ("neg", "Neg", ["x"], {"T": "DT_FLOAT"}),
         ("add", "AddV2", ["sq", "neg"], {"T": "DT_FLOAT"}),
         ("exp", "Exp", ["add"], {"T": "DT_FLOAT"}),
@@ -747,3 +751,60 @@ def test_inliner_identity_passes_its_input_shape_through():
     eg = EditGraph.from_graph(g2)
     assert remap(eg, shapes=ShapeView(eg)).by_kind == {"Conv2D+BiasAdd+Add": 1}
 
+
+# -- arithmetic optimizer: UnaryOpsComposition (issue 21) ----------------------------------
+
+
+def _unary_chain(extra_consumer=False, ctrl=False):
+    """x -> MatMul -> Abs -> Tanh -> Exp -> {Sqrt(Sigmoid(.)), AddV2(., Sqrt)} -> out."""
+    nodes = [
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+        ("w", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+        ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT", "transpose_a": False, "transpose_b": False}),
+        ("abs", "Abs", ["mm"], {"T": "DT_FLOAT"}),
+        ("tanh", "Tanh", ["abs"] + (["^w"] if ctrl else []), {"T": "DT_FLOAT"}),
+        ("exp", "Exp", ["tanh"], {"T": "DT_FLOAT"}),
+        ("sig", "Sigmoid", ["exp"], {"T": "DT_FLOAT"}),
+        ("sqrt", "Sqrt", ["sig"], {"T": "DT_FLOAT"}),
+        ("add", "AddV2", ["exp", "sqrt"], {"T": "DT_FLOAT"}),
+        ("out", "_Retval", ["add"], {"T": "DT_FLOAT", "index": 0}),
+    ]
+    if extra_consumer:
+        nodes.append(("out2", "_Retval", ["tanh"], {"T": "DT_FLOAT", "index": 1}))
+    g = graph(nodes)
+    place(g, "cpu")
+    return g
+
+
+def test_chains_of_unary_ops_become_unary_ops_compositions_named_after_their_last_op():
+    # arithmetic_optimizer.cc UnaryOpsComposition, as in TF 2.21's dump of build_models.py
+    # `unary`: from the last node up, a root's input 0 joins the chain while it is a composable
+    # unary op of the same T with one data consumer. `exp` has two consumers, so Sigmoid/Sqrt
+    # form their own chain; Abs/Tanh/Exp form one, named `exp/unary_ops_composition`, with
+    # op_names in application order.
+    from jitsim.passes.grappler.arithmetic_optimizer import compose_unary_chains
+
+    eg = EditGraph.from_graph(_unary_chain())
+    rec = compose_unary_chains(eg)
+    assert rec.count == 2
+    c1, c2 = eg["exp/unary_ops_composition"], eg["sqrt/unary_ops_composition"]
+    assert c1.op == c2.op == "_UnaryOpsComposition"
+    assert [s.decode() for s in c1.attr["op_names"].list.s] == ["Abs", "Tanh", "Exp"]
+    assert [s.decode() for s in c2.attr["op_names"].list.s] == ["Sigmoid", "Sqrt"]
+    assert list(c1.input) == ["mm"] and list(c2.input) == ["exp/unary_ops_composition"]
+    assert list(eg["add"].input) == ["exp/unary_ops_composition", "sqrt/unary_ops_composition"]
+    assert not {"abs", "tanh", "exp", "sig", "sqrt"} & set(eg.names())
+
+
+def test_a_chain_stops_at_a_shared_or_control_bound_op():
+    # `tanh` read twice: the chain from `exp` stops above it (Exp alone is no chain), and `tanh`
+    # roots Abs/Tanh. With a control input `tanh` cannot be composed at all.
+    from jitsim.passes.grappler.arithmetic_optimizer import compose_unary_chains
+
+    eg = EditGraph.from_graph(_unary_chain(extra_consumer=True))
+    compose_unary_chains(eg)
+    assert "exp" in eg and "tanh/unary_ops_composition" in eg
+    assert [s.decode() for s in eg["tanh/unary_ops_composition"].attr["op_names"].list.s] == ["Abs", "Tanh"]
+    eg = EditGraph.from_graph(_unary_chain(ctrl=True))
+    compose_unary_chains(eg)
+    assert {"abs", "tanh", "exp"} <= set(eg.names())
