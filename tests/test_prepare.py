@@ -127,7 +127,9 @@ ELEMENTWISE = fdef("body", [("x", DT_FLOAT)], [("y", DT_FLOAT, "neg:y:0")], [
     ("two", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
     ("mul", "Mul", ["relu:activations:0", "two:output:0"], {"T": "DT_FLOAT"}),
     ("tanh", "Tanh", ["mul:z:0"], {"T": "DT_FLOAT"}),
-    ("neg", "Neg", ["tanh:y:0"], {"T": "DT_FLOAT"}),
+    # (a Mul between Tanh and Neg: a Tanh -> Neg chain would become one _UnaryOpsComposition)
+    ("mul2", "Mul", ["tanh:y:0", "two:output:0"], {"T": "DT_FLOAT"}),
+    ("neg", "Neg", ["mul2:z:0"], {"T": "DT_FLOAT"}),
 ])
 
 
@@ -151,7 +153,7 @@ def test_inlining_names_nodes_as_tf_does():
     # and the caller replaced by a NoOp of its name (kept targetable in a function graph).
     eg = EditGraph.from_graph(signature_graph(ELEMENTWISE))
     rec = inline_call(eg, "StatefulPartitionedCall")
-    assert rec.inlined and rec.body_nodes == 5
+    assert rec.inlined and rec.body_nodes == 6
     assert eg["Func/StatefulPartitionedCall/input/_0"].op == "Identity"
     assert list(eg["Func/StatefulPartitionedCall/input/_0"].input) == ["x"]
     assert list(eg["StatefulPartitionedCall/relu"].input) == ["Func/StatefulPartitionedCall/input/_0"]
@@ -304,7 +306,9 @@ def _dense(act="Relu", extra_consumer=False):
         ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT", "transpose_a": False, "transpose_b": False}),
         ("ba", "BiasAdd", ["mm", "b"], {"T": "DT_FLOAT", "data_format": "NHWC"}),
         ("act", act, ["ba"], {"T": "DT_FLOAT"}),
-        ("sq", "Square", ["act"], {"T": "DT_FLOAT"}),
+        # (not a unary op: Relu -> Square would become an _UnaryOpsComposition before the
+        # remapper runs, as TF's arithmetic optimizer runs first)
+        ("sq", "Mul", ["act", "act"], {"T": "DT_FLOAT"}),
         ("neg", "Neg", ["x"], {"T": "DT_FLOAT"}),
         ("add", "AddV2", ["sq", "neg"], {"T": "DT_FLOAT"}),
         ("exp", "Exp", ["add"], {"T": "DT_FLOAT"}),
@@ -592,3 +596,215 @@ def test_relu_of_every_concat_input_moves_after_the_concat():
     assert rec.count == 1 and "rb" not in eg
     assert list(eg["c"].input) == ["a", "b", "axis"]
     assert list(eg["ra"].input) == ["c"] and list(eg["out"].input) == ["ra"]
+
+
+# -- remapper: Conv1D (Conv2D + Squeeze + BiasAdd) and residual Add fusions (issue 21) ------
+
+
+def _shapes(*dims):
+    av = protos.AttrValue()
+    s = av.list.shape.add()
+    for d in dims:
+        s.dim.add(size=d)
+    return av
+
+
+def _ints(values):
+    av = protos.AttrValue()
+    av.list.i.extend(values)
+    return av
+
+
+def _conv_attrs(*out_dims):
+    a = {"T": "DT_FLOAT", "strides": _ints([1, 1, 1, 1]), "padding": "VALID", "data_format": "NHWC",
+         "dilations": _ints([1, 1, 1, 1]), "use_cudnn_on_gpu": True}
+    if out_dims:
+        a["_output_shapes"] = _shapes(*out_dims)
+    return a
+
+
+def _conv1d(squeeze_dims=(-3,), extra_consumer=False):
+    """Keras' Conv1D on TF: ExpandDims(x, -3) -> Conv2D -> Squeeze(-3) -> BiasAdd -> Relu."""
+    nodes = [
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+        ("w", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+        ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 2}),
+        ("axis", "Const", [], {"dtype": "DT_INT32", "value": const(-3, "DT_INT32")}),
+        ("ed", "ExpandDims", ["x", "axis"], {"T": "DT_FLOAT", "Tdim": "DT_INT32"}),
+        ("conv", "Conv2D", ["ed", "w"], _conv_attrs()),
+        ("sq", "Squeeze", ["conv"], {"T": "DT_FLOAT", "squeeze_dims": _ints(squeeze_dims)}),
+        ("ba", "BiasAdd", ["sq", "b"], {"T": "DT_FLOAT", "data_format": "NHWC"}),
+        ("act", "Relu", ["ba"], {"T": "DT_FLOAT"}),
+        ("out", "_Retval", ["act"], {"T": "DT_FLOAT", "index": 0}),
+    ]
+    if extra_consumer:
+        nodes.append(("out2", "_Retval", ["sq"], {"T": "DT_FLOAT", "index": 1}))
+    g = graph(nodes)
+    place(g, "cpu")
+    return g
+
+
+def test_conv1d_squeeze_and_bias_fuse_into_the_conv2d_and_the_biasadd_becomes_the_squeeze():
+    # remapper.cc FindConvWithSqueezeAndBias / AddFusedConvNode: the Conv2D becomes
+    # _FusedConv2D(fused_ops=[BiasAdd]) under its own name, reading the BiasAdd's bias; the
+    # BiasAdd's node becomes the Squeeze, reading the fused conv (TF 2.21's dump of a Keras
+    # Conv1D: `conv1d/convolution` _FusedConv2D, `conv1d/BiasAdd` Squeeze). The Relu after it is
+    # not fused (its input is a Squeeze, not a BiasAdd).
+    eg = EditGraph.from_graph(_conv1d())
+    rec = remap(eg)
+    assert rec.by_kind == {"Conv2D+Squeeze+BiasAdd": 1}
+    assert eg["conv"].op == "_FusedConv2D" and list(eg["conv"].input) == ["ed", "w", "b"]
+    assert [s.decode() for s in eg["conv"].attr["fused_ops"].list.s] == ["BiasAdd"]
+    assert eg["ba"].op == "Squeeze" and list(eg["ba"].input) == ["conv"]
+    assert list(eg["ba"].attr["squeeze_dims"].list.i) == [-3]
+    assert "sq" not in eg and eg["act"].op == "Relu"
+
+
+def test_conv1d_fusion_needs_a_single_use_squeeze_that_keeps_the_channels():
+    # The Squeeze must be read by the BiasAdd only, and must not squeeze dimension 3 (channels).
+    assert remap(EditGraph.from_graph(_conv1d(extra_consumer=True))).count == 0
+    assert remap(EditGraph.from_graph(_conv1d(squeeze_dims=(3,)))).count == 0
+
+
+def test_fused_conv1d_leaves_no_cluster_where_tf_has_none():
+    # The Keras Conv1D model TF 2.21 clusters nothing in (fixtures/models/build_models.py
+    # `conv1d`): without the fusion ExpandDims, Conv2D, Squeeze, BiasAdd and Relu form a cluster.
+    assert any({"conv", "sq", "ba", "act"} <= c for c in clusters_of(_conv1d()).values())
+    assert clusters_of(prepare_without_tf(_conv1d()).graph) == {}
+
+
+def _residual(act=None, side_shape=(-1, 8, 8, 8), bias_extra=False):
+    """ResNetV2's residual add: Conv2D + BiasAdd + Add(shortcut) [+ Relu]."""
+    nodes = [
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0, "_output_shapes": _shapes(-1, 8, 8, 8)}),
+        ("s", "_Arg", [], {"T": "DT_FLOAT", "index": 1, "_output_shapes": _shapes(*side_shape)}),
+        ("w", "_Arg", [], {"T": "DT_FLOAT", "index": 2}),
+        ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 3}),
+        ("conv", "Conv2D", ["x", "w"], _conv_attrs(-1, 8, 8, 8)),
+        ("ba", "BiasAdd", ["conv", "b"], {"T": "DT_FLOAT", "data_format": "NHWC",
+                                          "_output_shapes": _shapes(-1, 8, 8, 8)}),
+        ("add", "AddV2", ["s", "ba"], {"T": "DT_FLOAT", "_output_shapes": _shapes(-1, 8, 8, 8)}),
+    ]
+    last = "add"
+    if act:
+        nodes.append(("act", act, ["add"], {"T": "DT_FLOAT"}))
+        last = "act"
+    nodes.append(("out", "_Retval", [last], {"T": "DT_FLOAT", "index": 0}))
+    if bias_extra:
+        nodes.append(("out2", "_Retval", ["ba"], {"T": "DT_FLOAT", "index": 1}))
+    g = graph(nodes)
+    place(g, "cpu")
+    return g
+
+
+def test_residual_add_fuses_into_the_conv_with_the_shortcut_as_fourth_input():
+    # oneDNN FindContractionWithBiasAddAndAdd: an Add of two same-shaped tensors, one a
+    # Conv2D + BiasAdd, becomes _FusedConv2D(fused_ops=[BiasAdd, Add], num_args=2) named after the
+    # Add: inputs conv input, filter, bias, the other operand (TF 2.21's dump of a ResNetV2-style
+    # block: `add/Add` _FusedConv2D(relu, filter, bias, x)).
+    eg = EditGraph.from_graph(_residual())
+    rec = remap(eg)
+    assert rec.by_kind == {"Conv2D+BiasAdd+Add": 1}
+    assert eg["add"].op == "_FusedConv2D" and list(eg["add"].input) == ["x", "w", "b", "s"]
+    assert [s.decode() for s in eg["add"].attr["fused_ops"].list.s] == ["BiasAdd", "Add"]
+    assert eg["add"].attr["num_args"].i == 2
+    assert "conv" not in eg and "ba" not in eg
+
+
+def test_residual_add_and_relu_fuse_into_one_conv_named_after_the_relu():
+    # FindContractionWithBiasAndAddActivation is tried first, at the activation.
+    eg = EditGraph.from_graph(_residual("Relu"))
+    assert remap(eg).by_kind == {"Conv2D+BiasAdd+Add+Relu": 1}
+    assert eg["act"].op == "_FusedConv2D" and list(eg["act"].input) == ["x", "w", "b", "s"]
+    assert [s.decode() for s in eg["act"].attr["fused_ops"].list.s] == ["BiasAdd", "Add", "Relu"]
+    assert "add" not in eg
+
+
+def test_broadcasting_add_or_a_shared_biasadd_is_no_residual_fusion():
+    # An Add that broadcasts (operand [-1, 1, 1, 8]) is not fused with the conv (it is no bias
+    # either: not 1-D); a BiasAdd read by another node (here a fetch) keeps only the
+    # Conv2D+BiasAdd fusion, at the BiasAdd itself.
+    eg = EditGraph.from_graph(_residual(side_shape=(-1, 1, 1, 8)))
+    assert remap(eg).by_kind == {"Conv2D+BiasAdd": 1}
+    assert eg["add"].op == "AddV2"
+    eg = EditGraph.from_graph(_residual(bias_extra=True))
+    assert remap(eg).by_kind == {"Conv2D+BiasAdd": 1}
+    assert eg["add"].op == "AddV2"
+    # without oneDNN there is no residual fusion (nor a Conv2D+BiasAdd+Add+Relu one)
+    eg = EditGraph.from_graph(_residual("Relu"))
+    assert remap(eg, onednn=False).by_kind == {"Conv2D+BiasAdd": 1}
+
+
+def test_inliner_identity_passes_its_input_shape_through():
+    # Grappler's GraphProperties gives the inliner's `Func/<call>/input/_N` Identity its input's
+    # shape: a residual Add read through it still counts as an Add of same-shaped operands.
+    g = _residual()
+    gd = g.to_graphdef()
+    idn = gd.node.add(name="Func/call/input/_1", op="Identity", input=["s"])
+    idn.attr["T"].type = DT_FLOAT
+    for nd in gd.node:
+        if nd.name == "add":
+            nd.input[0] = "Func/call/input/_1"
+    g2 = Graph(gd, validate=False)
+    place(g2, "cpu")
+    from jitsim.passes.shape_inference import ShapeView
+    eg = EditGraph.from_graph(g2)
+    assert remap(eg, shapes=ShapeView(eg)).by_kind == {"Conv2D+BiasAdd+Add": 1}
+
+
+# -- arithmetic optimizer: UnaryOpsComposition (issue 21) ----------------------------------
+
+
+def _unary_chain(extra_consumer=False, ctrl=False):
+    """x -> MatMul -> Abs -> Tanh -> Exp -> {Sqrt(Sigmoid(.)), AddV2(., Sqrt)} -> out."""
+    nodes = [
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+        ("w", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+        ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT", "transpose_a": False, "transpose_b": False}),
+        ("abs", "Abs", ["mm"], {"T": "DT_FLOAT"}),
+        ("tanh", "Tanh", ["abs"] + (["^w"] if ctrl else []), {"T": "DT_FLOAT"}),
+        ("exp", "Exp", ["tanh"], {"T": "DT_FLOAT"}),
+        ("sig", "Sigmoid", ["exp"], {"T": "DT_FLOAT"}),
+        ("sqrt", "Sqrt", ["sig"], {"T": "DT_FLOAT"}),
+        ("add", "AddV2", ["exp", "sqrt"], {"T": "DT_FLOAT"}),
+        ("out", "_Retval", ["add"], {"T": "DT_FLOAT", "index": 0}),
+    ]
+    if extra_consumer:
+        nodes.append(("out2", "_Retval", ["tanh"], {"T": "DT_FLOAT", "index": 1}))
+    g = graph(nodes)
+    place(g, "cpu")
+    return g
+
+
+def test_chains_of_unary_ops_become_unary_ops_compositions_named_after_their_last_op():
+    # arithmetic_optimizer.cc UnaryOpsComposition, as in TF 2.21's dump of build_models.py
+    # `unary`: from the last node up, a root's input 0 joins the chain while it is a composable
+    # unary op of the same T with one data consumer. `exp` has two consumers, so Sigmoid/Sqrt
+    # form their own chain; Abs/Tanh/Exp form one, named `exp/unary_ops_composition`, with
+    # op_names in application order.
+    from jitsim.passes.grappler.arithmetic_optimizer import compose_unary_chains
+
+    eg = EditGraph.from_graph(_unary_chain())
+    rec = compose_unary_chains(eg)
+    assert rec.count == 2
+    c1, c2 = eg["exp/unary_ops_composition"], eg["sqrt/unary_ops_composition"]
+    assert c1.op == c2.op == "_UnaryOpsComposition"
+    assert [s.decode() for s in c1.attr["op_names"].list.s] == ["Abs", "Tanh", "Exp"]
+    assert [s.decode() for s in c2.attr["op_names"].list.s] == ["Sigmoid", "Sqrt"]
+    assert list(c1.input) == ["mm"] and list(c2.input) == ["exp/unary_ops_composition"]
+    assert list(eg["add"].input) == ["exp/unary_ops_composition", "sqrt/unary_ops_composition"]
+    assert not {"abs", "tanh", "exp", "sig", "sqrt"} & set(eg.names())
+
+
+def test_a_chain_stops_at_a_shared_or_control_bound_op():
+    # `tanh` read twice: the chain from `exp` stops above it (Exp alone is no chain), and `tanh`
+    # roots Abs/Tanh. With a control input `tanh` cannot be composed at all.
+    from jitsim.passes.grappler.arithmetic_optimizer import compose_unary_chains
+
+    eg = EditGraph.from_graph(_unary_chain(extra_consumer=True))
+    compose_unary_chains(eg)
+    assert "exp" in eg and "tanh/unary_ops_composition" in eg
+    assert [s.decode() for s in eg["tanh/unary_ops_composition"].attr["op_names"].list.s] == ["Abs", "Tanh"]
+    eg = EditGraph.from_graph(_unary_chain(ctrl=True))
+    compose_unary_chains(eg)
+    assert {"abs", "tanh", "exp"} <= set(eg.names())

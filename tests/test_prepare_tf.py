@@ -46,3 +46,39 @@ def test_saved_model_prediction_matches_tf(model):
     assert prepared["agreement"] == 1.0
     # the GraphDef of the same function, exported from Python, gives the same partition
     assert r["graphdef_prepared"]["clusters"] == tf["clusters"]
+
+
+# Grappler rewrites of issue 21 item 5, each shown by a tiny model of build_models.py: a Keras
+# Conv1D (remapper's Conv2D + Squeeze + BiasAdd fusion: TF clusters nothing), ResNetV2-style
+# residual adds (oneDNN's Conv2D + BiasAdd + Add [+ Relu] fusions), chains of unary ops
+# (arithmetic optimizer's _UnaryOpsComposition).
+GRAPPLER_MODELS = ("conv1d", "resadd", "unary")
+
+
+@pytest.fixture(scope="module", params=GRAPPLER_MODELS)
+def grappler_model(request, tmp_path_factory):
+    name = request.param
+    out = tmp_path_factory.mktemp(name)
+    env = {**os.environ, "JITSIM_BUILD_ONE": name, "PYTHONPATH": str(ROOT / "src")}
+    subprocess.run([sys.executable, str(ROOT / "fixtures/models/build_models.py"), str(out)], check=True, env=env,
+                   capture_output=True, timeout=300)
+    from jitsim.crosscheck.harvest import harvest
+
+    harvest(out / name / "saved_model", out / name / "truth")
+    return out / name
+
+
+def test_grappler_rewrite_models_match_tf(grappler_model):
+    sys.path.insert(0, str(ROOT / "fixtures/models"))
+    try:
+        from measure_no_tf import measure
+    finally:
+        sys.path.pop(0)
+    r = measure(grappler_model)
+    tf = r["tf"]
+    # (the SavedModel route of `unary` keeps the signature's output Identity, which TF drops
+    # there: one clustered node more; the GraphDef has none)
+    routes = ("graphdef_prepared",) if r["model"] == "unary" else ("saved_model_prepared", "graphdef_prepared")
+    for route in routes:
+        assert (r[route]["clusters"], r[route]["clustered"]) == (tf["clusters"], tf["clustered"]), route
+        assert r[route]["agreement"] in (None, 1.0), route

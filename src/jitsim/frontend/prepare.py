@@ -89,7 +89,8 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     that records shapes is read as recorded either way. ``fetch``: ``(fetch node names, nodes
     to preserve)`` Grappler is given (a session call's, :func:`jitsim.frontend.session_call.
     grappler_fetch_nodes`); default: :func:`fetches_of` the graph."""
-    from jitsim.passes.grappler.arithmetic_optimizer import hoist_unary_out_of_concat, remove_redundant_reshapes
+    from jitsim.passes.grappler.arithmetic_optimizer import (compose_unary_chains, hoist_unary_out_of_concat,
+                                                              remove_redundant_reshapes)
     from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
     from jitsim.passes.grappler.constant_folding import fold_constants
     from jitsim.passes.grappler.dependency_optimizer import optimize_dependencies
@@ -160,11 +161,12 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                 rec = eliminate_common_subgraphs(eg, keep)
             elif step == "arithmetic_optimizer":
                 rec = remove_redundant_reshapes(eg, keep, sv)
-                hoisted = hoist_unary_out_of_concat(eg, keep)
-                rec.count += hoisted.count
-                rec.nodes.extend(hoisted.nodes)
-                for k, v in hoisted.by_kind.items():
-                    rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+                for stage in (hoist_unary_out_of_concat, compose_unary_chains):
+                    more = stage(eg, keep)
+                    rec.count += more.count
+                    rec.nodes.extend(more.nodes)
+                    for k, v in more.by_kind.items():
+                        rec.by_kind[k] = rec.by_kind.get(k, 0) + v
             elif step == "constant_folding":
                 rec = fold_constants(eg, keep, sv)
             elif step == "remapper":
@@ -206,13 +208,14 @@ def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
     hist = g.op_histogram()
     adds = sum(hist.get(o, 0) for o in ("Add", "AddV2"))
     if adds:
-        out.append(f"arithmetic optimizer simulated for Reshapes and Concat-hoisting only: TF may merge some of the "
+        out.append(f"arithmetic optimizer simulated for Reshapes, Concat-hoisting and unary-op compositions only: TF may merge some of the "
                    f"{adds} Add/AddV2 nodes into AddN (the cluster keeps them, renamed) or rewrite other arithmetic")
     fused_add = sum(1 for n in g if n.op in ("_FusedConv2D", "_FusedMatMul")
                     and any(g[e.dst].op in ("Add", "AddV2") for e in g.out_edges(n.name)))
     if fused_add:
-        out.append(f"remapper's residual-Add fusions not simulated: {fused_add} fused contraction(s) feed an Add that "
-                   "TF may fold into them (oneDNN)")
+        out.append(f"{fused_add} fused contraction(s) feed an Add that the remapper's residual-Add fusion left alone "
+                   "(operand shapes not known to be equal, or the Add is read elsewhere); TF, with its symbolic "
+                   "shapes, may fold some of them into the contraction (oneDNN)")
     gelu_ln = sum(hist.get(o, 0) for o in ("Erf", "Pow", "SquaredDifference"))
     if gelu_ln:
         out.append(f"remapper fusions other than jitsim's (LayerNorm, InstanceNorm, GELU forms other than Keras' "

@@ -56,6 +56,10 @@ def function_to_graphdef(library, name: str, *, source=None):
         nd = gd.node.add(name=arg.name, op="_Arg")
         nd.attr["T"].type = arg.type
         nd.attr["index"].i = i
+        # TF's function instantiation gives each _Arg its arg_attr (a signature's
+        # `_output_shapes`: the shapes Grappler's GraphProperties starts from)
+        if i in fdef.arg_attr and "_output_shapes" in fdef.arg_attr[i].attr:
+            nd.attr["_output_shapes"].CopyFrom(fdef.arg_attr[i].attr["_output_shapes"])
         args.add(arg.name)
 
     offsets: dict[str, dict[str, int]] = {}

@@ -745,6 +745,10 @@ def records_shapes(eg) -> bool:
     return any("_output_shapes" in nd.attr for nd in eg.nodes.values())
 
 
+# ops whose output is their input (shape read through them when they record none)
+PASS_THROUGH = frozenset({"Identity", "IdentityN", "Snapshot", "StopGradient", "PreventGradient"})
+
+
 class ShapeView:
     """The static shapes a simulated Grappler rewrite sees.
 
@@ -758,14 +762,33 @@ class ShapeView:
         self.inferring = False
         self.literals = literals
         self.assumed: list[str] = []  # nodes a rewrite took for what their unknown shape hid
+        self.eg = eg
         if eg is not None and infer and not records_shapes(eg):
             self.inferred = infer_shapes(eg)
             self.inferring = True
 
-    def shape(self, nd, port: int = 0):
+    def shape(self, nd, port: int = 0, eg=None):
         ok, s = recorded(nd, port)
         if ok:
             return s
+        eg = eg if eg is not None else self.eg
+        if eg is not None and nd.op in PASS_THROUGH:
+            # an Identity the inliner adds (`Func/<call>/input/_N`) records no shape; Grappler's
+            # GraphProperties gives it its input's
+            for _ in range(8):
+                data = [r for r in nd.input if not r.startswith("^")]
+                i = port if nd.op == "IdentityN" else 0
+                if i >= len(data):
+                    break
+                src, port = parse_input(data[i])
+                if src not in eg.nodes:
+                    break
+                nd = eg.nodes[src]
+                ok, s = recorded(nd, port)
+                if ok:
+                    return s
+                if nd.op not in PASS_THROUGH:
+                    break
         if self.literals or self.inferring:
             if nd.op in ("Const", "HostConst") and port == 0 and "value" in nd.attr:
                 return _proto_shape(nd.attr["value"].tensor.tensor_shape)

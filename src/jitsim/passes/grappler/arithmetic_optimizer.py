@@ -18,6 +18,10 @@ And the ``HoistCWiseUnaryChains`` stage for concatenations: when every input of 
 moves after the concat: ``Concat(Relu(a), Relu(b))`` becomes ``Relu(Concat(a, b))``, keeping the
 first input's node (Inception's mixed blocks in TF's dumps), repeated for chains.
 
+And the ``UnaryOpsComposition`` stage (:func:`compose_unary_chains`): chains of element-wise
+unary ops on a CPU become one ``_UnaryOpsComposition`` node named ``<last op>/unary_ops_composition``
+(clustered like the ops it replaces, as one node: the clustered-node count drops).
+
 The other stages (AddN rewrites of Add trees, ``Pow`` and ``Reciprocal`` rewrites, unary ops
 sunk into ``Split`` outputs...) keep the same nodes in the same clusters under other names and
 are not simulated.
@@ -25,7 +29,8 @@ are not simulated.
 
 from __future__ import annotations
 
-from jitsim.graph.model import parse_input
+from jitsim.graph import protos
+from jitsim.graph.model import CONTROL, parse_input
 from jitsim.passes.grappler import RewriteRecord, preserved
 from jitsim.passes.graphedit import EditGraph, topological_order
 from jitsim.passes.shape_inference import ShapeView
@@ -122,4 +127,81 @@ def hoist_unary_out_of_concat(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
                 rec.add(name, f"{first.op} hoisted out of a concat")
                 continue
             break
+    return rec
+
+
+DT_FLOAT, DT_DOUBLE, DT_HALF = 1, 2, 19
+_FHD = frozenset({DT_FLOAT, DT_HALF, DT_DOUBLE})
+_FD = frozenset({DT_FLOAT, DT_DOUBLE})
+# the ops _UnaryOpsComposition computes (its CPU kernel), and for which element types
+COMPOSABLE = {
+    **{op: _FHD for op in ("Abs", "Ceil", "Cos", "Expm1", "Exp", "Floor", "Inv", "Log", "Log1p", "Neg",
+                           "Reciprocal", "Round", "Rsqrt", "Sigmoid", "Sin", "Sqrt", "Square", "Tanh",
+                           "Elu", "Relu", "Relu6", "Selu")},
+    **{op: _FD for op in ("Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Cosh", "Rint", "Sinh", "Tan")},
+}
+COMPOSITION_SUFFIX = "/unary_ops_composition"
+
+
+def compose_unary_chains(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """The ``UnaryOpsComposition`` stage (``arithmetic_optimizer.cc``): a chain of element-wise
+    unary ops becomes one ``_UnaryOpsComposition`` node.
+
+    Nodes are visited from the last to the first (the arithmetic optimizer pops its queue of
+    the topologically sorted graph from the back). A root qualifies when it can be composed:
+    its op and ``T`` are among :data:`COMPOSABLE`, it is not preserved, it is on a CPU, it has no
+    control input or output and no earlier chain took it (nor a ``<root>/unary_ops_composition``
+    exists already). From the root the chain follows input 0 while the input has the same
+    ``T``, exactly one data consumer and qualifies too. A chain of two or more ops becomes
+    ``<root>/unary_ops_composition`` (``op_names`` from the first op applied to the last, on
+    the root's device, reading the chain's input); the root's consumers read it and the chain's
+    nodes go. TF's function runtime does this for a CPU graph whatever the clustering; the
+    composed op has an XLA kernel, so the chain stays clustered, as one node."""
+    rec = RewriteRecord("arithmetic_optimizer")
+    keep_set = preserved(eg, keep)
+    fused: set[str] = set()
+
+    def composable(nd, dtype=None) -> bool:
+        if "T" not in nd.attr:
+            return False
+        t = nd.attr["T"].type
+        if nd.op not in COMPOSABLE or t not in COMPOSABLE[nd.op] or (dtype is not None and t != dtype):
+            return False
+        if nd.name in keep_set or nd.name in fused or "GPU" in nd.device.upper():
+            return False
+        return not any(r.startswith("^") for r in nd.input) and not eg.has_control_outputs(nd.name)
+
+    for root in reversed(topological_order(eg)):
+        nd = eg.nodes.get(root)
+        if nd is None or not composable(nd) or (root + COMPOSITION_SUFFIX) in eg:
+            continue
+        dtype = nd.attr["T"].type
+        chain = [root]
+        cur = nd
+        while True:
+            data = [r for r in cur.input if not r.startswith("^")]
+            if not data:
+                break
+            src, port = parse_input(data[0])
+            inp = eg.nodes.get(src)
+            if inp is None or port != 0 or not composable(inp, dtype):
+                break
+            if sum(1 for _, _, p in eg.out_refs(src) if p != CONTROL) != 1:
+                break
+            chain.append(src)
+            cur = inp
+        if len(chain) < 2:
+            continue
+        fused.update(chain)
+        tail_input = [r for r in cur.input if not r.startswith("^")][0]
+        name = root + COMPOSITION_SUFFIX
+        names = protos.AttrValue()
+        names.list.s.extend(eg[n].op.encode() for n in reversed(chain))
+        eg.add(name, "_UnaryOpsComposition", [tail_input], device=nd.device,
+               attrs={"T": nd.attr["T"], "op_names": names})
+        eg.replace_uses(root, 0, name)
+        for n in chain:  # root first: each is then unread
+            if n in eg and not eg.consumers(n):
+                eg.remove(n)
+        rec.add(name, f"{len(chain)} unary ops composed")
     return rec

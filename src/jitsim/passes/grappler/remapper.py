@@ -19,15 +19,26 @@ first and replaces, at each root not already fused, the largest pattern that mat
 * ``MatMul -> BiasAdd -> 0.5 * x * erfc(-x / sqrt(2))`` (Keras' exact GELU) becomes
   ``_FusedMatMul`` with ``fused_ops = ["BiasAdd", "GeluExact"]`` (oneDNN);
 * ``Sigmoid(x)`` and ``Mul(x, Sigmoid(x))`` (swish) becomes ``_MklSwish`` (oneDNN only);
+* ``Conv2D -> Squeeze -> BiasAdd`` (Keras' ``Conv1D``, ``FindConvWithSqueezeAndBias``): the
+  Conv2D becomes ``_FusedConv2D(fused_ops=["BiasAdd"])`` under its own name and the BiasAdd
+  becomes the Squeeze (``AddFusedConvNode``);
+* with oneDNN, tried first at each root: ``Conv2D``|``MatMul`` + bias + ``Add``/``AddV2`` of a
+  same-shaped tensor (or a two-input ``AddN``) becomes ``_Fused*`` with
+  ``fused_ops = ["BiasAdd", "Add"]`` named after the Add, the other operand a fourth input
+  (``FindContractionWithBiasAddAndAdd``: ResNetV2's residual adds), and ``Conv2D`` + bias +
+  such an Add + activation one with ``["BiasAdd", "Add", act]`` named after the activation
+  (``FindContractionWithBiasAndAddActivation``: ResNet's ``relu(x + conv(y))``). Same-shaped:
+  both shapes known to the rank, equal, unknown dimensions at the same places (Grappler's
+  symbolic shapes; jitsim takes two unknown batch dimensions for the same);
 
-The fused node takes the root's name and place (its consumers are untouched). Every
+Patterns and their conditions follow ``grappler/optimizers/remapper.cc`` of TF 2.21 (read, not
+copied). The fused node takes the root's name and place (its consumers are untouched). Every
 intermediate node must have that single consumer, not be a fetch/preserved node, and be on a
 CPU; data types ``float`` or ``bfloat16``; convolutions in ``NHWC``. Of these ops only
 ``_FusedConv2D`` for int8 has an XLA kernel: a fused op splits the XLA cluster it would have
 been in, which is why TF's clusters of a CNN end at every convolution with a bias.
 
-Not simulated (recorded as a caveat by :mod:`jitsim.frontend.prepare`): the fusions with a
-residual ``Add``, approximate (tanh) GELU, LayerNorm / InstanceNorm, ``_FusedBatchNormEx``, batch-matmul and
+Not simulated (recorded as a caveat by :mod:`jitsim.frontend.prepare`): approximate (tanh) GELU, LayerNorm / InstanceNorm, ``_FusedBatchNormEx``, batch-matmul and
 the quantized/int8 patterns.
 """
 
@@ -272,6 +283,138 @@ def _match_gelu_exact(m: _Matcher, root: str):
     return None
 
 
+def _no_control(m: _Matcher, name: str) -> bool:
+    """``HasControlFaninOrFanout`` is false: no control input, no control output."""
+    return not _ctrl(m.eg[name]) and not m.eg.has_control_outputs(name)
+
+
+def _same_dtype(a, b) -> bool:
+    return "T" in a.attr and "T" in b.attr and a.attr["T"].type == b.attr["T"].type
+
+
+def _try_conv_squeeze_bias(m: _Matcher, root: str):
+    """``Conv2D -> Squeeze -> BiasAdd`` (Keras' ``Conv1D``: ``ExpandDims`` around a ``Conv2D``),
+    the ``FindConvWithSqueezeAndBias`` conditions of ``remapper.cc``: the root is a ``BiasAdd``
+    (a bias-like ``Add`` does not count), none of the three has control edges, the Squeeze and
+    the Conv2D are read once (output 0) and not preserved, all share ``T``, the Squeeze does not
+    drop the channel dimension (3), and the Conv2D is CPU-compatible. Returns (conv, squeeze)."""
+    eg = m.eg
+    bnd = eg[root]
+    if bnd.op != "BiasAdd" or not m.cpu(bnd) or not _no_control(m, root):
+        return None
+    src = m.data_input(root, 0)
+    if src is None or src[1] != 0 or src[0] not in eg:
+        return None
+    sq = eg[src[0]]
+    if sq.op != "Squeeze" or not _same_dtype(bnd, sq) or not _no_control(m, sq.name) \
+            or not m.single_use(sq.name, root):
+        return None
+    csrc = m.data_input(sq.name, 0)
+    if csrc is None or csrc[1] != 0 or csrc[0] not in eg:
+        return None
+    conv = eg[csrc[0]]
+    if conv.op != "Conv2D" or not _same_dtype(bnd, conv) or not _no_control(m, conv.name):
+        return None
+    if m.contraction(conv.name, sq.name) is None:
+        return None
+    if 3 in list(sq.attr["squeeze_dims"].list.i) if "squeeze_dims" in sq.attr else False:
+        return None
+    return conv, sq
+
+
+def _fuse_conv_squeeze_bias(eg: EditGraph, root: str, conv, sq) -> None:
+    """TF's ``AddFusedConvNode`` for the squeeze pattern: the Conv2D becomes a ``_FusedConv2D``
+    (its own name, ``fused_ops = ["BiasAdd"]``, the BiasAdd's bias as third input) and the
+    BiasAdd becomes the Squeeze (the BiasAdd's name, reading the fused convolution); the old
+    Squeeze goes."""
+    bias = [r for r in eg[root].input if not r.startswith("^")][1]
+    cdata = [r for r in conv.input if not r.startswith("^")]
+    new = protos.NodeDef(name=conv.name, op="_FusedConv2D", device=conv.device)
+    new.input.extend(cdata[:2] + [bias])
+    for k in KEEP_ATTRS["Conv2D"]:
+        if k in conv.attr:
+            new.attr[k].CopyFrom(conv.attr[k])
+    new.attr["TArgs"].list.type.extend([conv.attr["T"].type])
+    new.attr["num_host_args"].i = 0
+    new.attr["num_args"].i = 1
+    new.attr["fused_ops"].list.s.append(b"BiasAdd")
+    new.attr["epsilon"].f = 0.0
+    new.attr["leakyrelu_alpha"].f = 0.2
+    for k in ("_class", "_output_shapes"):
+        if k in conv.attr:
+            new.attr[k].CopyFrom(conv.attr[k])
+    eg.set_inputs(conv.name, [])
+    conv.Clear()
+    conv.CopyFrom(new)
+    eg.set_inputs(conv.name, list(new.input))
+    rnd = eg[root]
+    squeezed = protos.NodeDef(name=root, op="Squeeze", device=rnd.device)
+    squeezed.input.append(conv.name)
+    for k, v in sq.attr.items():
+        if k != "_output_shapes":
+            squeezed.attr[k].CopyFrom(v)
+    if "_output_shapes" in rnd.attr:
+        squeezed.attr["_output_shapes"].CopyFrom(rnd.attr["_output_shapes"])
+    eg.set_inputs(root, [])
+    rnd.Clear()
+    rnd.CopyFrom(squeezed)
+    eg.set_inputs(root, [conv.name])
+    eg.remove(sq.name)
+
+
+def _same_shapes(m: _Matcher, a: tuple[str, int], b: tuple[str, int]) -> bool:
+    """``ShapesSymbolicallyEqual`` of two tensors, as jitsim can tell it: both ranks known and
+    every dimension equal, an unknown dimension matching an unknown one at the same place (in a
+    CNN both operands of a residual add carry the batch dimension of the same input, which
+    Grappler's symbolic shapes identify)."""
+    if a[0] not in m.eg or b[0] not in m.eg:
+        return False
+    sa, sb = m.shapes.shape(m.eg[a[0]], a[1]), m.shapes.shape(m.eg[b[0]], b[1])
+    if sa is None or sb is None or len(sa) != len(sb):
+        return False
+    return all(x == y and (x >= 0 or x == -1) for x, y in zip(sa, sb))
+
+
+RESIDUAL_CONTRACTIONS = ("Conv2D", "MatMul")
+
+
+def _try_bias_add_add(m: _Matcher, add: str, onednn: bool):
+    """oneDNN's ``FindContractionWithBiasAddAndAdd``: ``add`` is an ``AddN`` of two inputs or an
+    ``Add``/``AddV2`` whose operands have the same shape (no broadcast), on a CPU, float or
+    bfloat16, without control edges; one operand (input 0 tried first) is a contraction + bias
+    (``BiasAdd``, or a bias-like ``Add``) read only by ``add``. Returns (contraction, bias ref,
+    side-input ref, the bias add's name). Only ``Conv2D`` and ``MatMul`` are fused (TF's
+    rewrite knows no fused depthwise op with an ``Add``)."""
+    if not onednn or add not in m.eg:
+        return None
+    eg = m.eg
+    nd = eg[add]
+    if nd.op not in ("Add", "AddV2", "AddN") or not m.cpu(nd) or not m.dtype_ok(nd) or not _no_control(m, add):
+        return None
+    data = [r for r in nd.input if not r.startswith("^")]
+    if len(data) != 2:
+        return None
+    if nd.op != "AddN" and not _same_shapes(m, parse_input(data[0]), parse_input(data[1])):
+        return None
+    for port in (0, 1):
+        src = parse_input(data[port])
+        if src[1] != 0 or src[0] not in eg or src[0] in m.keep:
+            continue
+        bnd = eg[src[0]]
+        if not _same_dtype(nd, bnd) or not _no_control(m, src[0]):
+            continue
+        if len(eg.out_refs(src[0])) != 1:
+            continue
+        hit = _try_bias(m, src[0], add, onednn)
+        if hit is None:
+            continue
+        c, bias = hit
+        if c.op not in RESIDUAL_CONTRACTIONS or not _no_control(m, c.name):
+            continue
+        return c, bias, data[1 - port], src[0]
+    return None
+
+
 def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True, shapes: ShapeView | None = None) -> RewriteRecord:
     """Apply the CPU fusions (see the module docstring); edits ``eg`` in place. ``shapes``: the
     static shapes the bias-like ``Add`` check reads (default: recorded ``_output_shapes`` only)."""
@@ -284,6 +427,26 @@ def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True, shapes: Shape
         if not m.cpu(nd):
             continue
         op = nd.op
+        if op in ACTIVATIONS and onednn and m.dtype_ok(nd) and _no_control(m, root):
+            # FindContractionWithBiasAndAddActivation (oneDNN, tried first): Conv2D + BiasAdd +
+            # residual Add + activation
+            src = m.data_input(root, 0)
+            hit = None
+            if src is not None and src[1] == 0 and m.single_use(src[0], root):
+                hit = _try_bias_add_add(m, src[0], onednn)
+            if hit is not None and hit[0].op == "Conv2D":
+                c, bias, side, bias_add = hit
+                alpha = nd.attr["alpha"].f if op == "LeakyRelu" and "alpha" in nd.attr else None
+                _fuse(eg, root, c, [bias, side], ["BiasAdd", "Add", op], [bias_add, src[0], root], alpha=alpha)
+                rec.add(root, f"Conv2D+BiasAdd+Add+{op}")
+                continue
+        if op in ("Add", "AddV2", "AddN"):
+            hit = _try_bias_add_add(m, root, onednn)
+            if hit is not None:
+                c, bias, side, bias_add = hit
+                _fuse(eg, root, c, [bias, side], ["BiasAdd", "Add"], [bias_add, root])
+                rec.add(root, f"{c.op}+BiasAdd+Add")
+                continue
         if op in ACTIVATIONS:
             src = m.data_input(root, 0)
             if src is None or src[1] != 0:
@@ -311,6 +474,11 @@ def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True, shapes: Shape
                 c, bias = hit
                 _fuse(eg, root, c, [bias], ["BiasAdd"], [root])
                 rec.add(root, f"{c.op}+BiasAdd")
+                continue
+            sq = _try_conv_squeeze_bias(m, root) if op == "BiasAdd" else None
+            if sq is not None:
+                _fuse_conv_squeeze_bias(eg, root, *sq)
+                rec.add(root, "Conv2D+Squeeze+BiasAdd")
                 continue
         if op in BATCH_NORMS:
             bn = _try_batch_norm(m, root, None)
