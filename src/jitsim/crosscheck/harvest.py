@@ -184,6 +184,21 @@ _GRAPHDEF_RUNNER = _INPUT_GEN + textwrap.dedent(
                 fetches.extend(op.outputs or [op])
     sess = tf.compat.v1.Session(graph=g)
     init = [op for op in g.get_operations() if op.name == "init"]
+    if not init and call is not None:
+        # a TF1 program runs its variables' initializer before the call (and TF instantiates that
+        # run's graph first, which moves the process-wide cluster counter): the graph's own init
+        # op, else global_variables_initializer() of a MetaGraph's variables, else the
+        # initializers of a GraphDef's variables (their <variable>/Assign ops), grouped as "init"
+        with g.as_default():
+            if tf.compat.v1.global_variables():
+                init = [tf.compat.v1.variables_initializer(tf.compat.v1.global_variables(), name="init")]
+            else:
+                kinds = ("VariableV2", "Variable", "VarHandleOp")
+                names = {op.name for op in g.get_operations() if op.type in kinds}
+                assigns = [op for op in g.get_operations() if op.type in ("Assign", "AssignVariableOp")
+                           and op.name.endswith("/Assign") and op.name[:-len("/Assign")] in names]
+                if assigns:
+                    init = [tf.group(*assigns, name="init")]
     if init:
         try:
             sess.run(init, feed_dict=feeds)
