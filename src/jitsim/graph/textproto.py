@@ -89,6 +89,16 @@ def _varint(v: int) -> bytes:
 
 
 _FD = _d.FieldDescriptor
+
+
+def _is_repeated(fd) -> bool:
+    """Whether field ``fd`` is repeated, on every supported protobuf (pyproject.toml):
+    ``FieldDescriptor.is_repeated`` exists from 6.x on (``label`` is deprecated there and gone
+    in 7.x), ``label`` is all that 4.25 and 5.x have."""
+    try:
+        return fd.is_repeated
+    except AttributeError:
+        return fd.label == _FD.LABEL_REPEATED
 # kind -> (wire type, value encoder taking the token)
 _K_STRING, _K_BYTES, _K_INT, _K_ENUM, _K_BOOL, _K_FLOAT, _K_DOUBLE, _K_MSG, _K_SINT, _K_F32, _K_F64 = range(11)
 _INT_RANGES = {
@@ -126,7 +136,7 @@ class _Field:
         self.message = fd.message_type
         self.enum = {v.name: v.number for v in fd.enum_type.values} if fd.enum_type else None
         self.lo, self.hi = _INT_RANGES.get(t, (0, 0))
-        self.once = None if fd.is_repeated else fd.number
+        self.once = None if _is_repeated(fd) else fd.number
         self.oneof = fd.containing_oneof.name if fd.containing_oneof else None
         self.fmt = "<i" if t == _FD.TYPE_SFIXED32 else "<I" if t == _FD.TYPE_FIXED32 else \
             "<q" if t == _FD.TYPE_SFIXED64 else "<Q"
@@ -388,9 +398,9 @@ class _Printer:
             elif fd.cpp_type == _FD.CPPTYPE_MESSAGE:
                 if fd.message_type.full_name == "google.protobuf.Any":
                     raise _Fallback
-                p = (3 if fd.is_repeated else 2, None)
+                p = (3 if _is_repeated(fd) else 2, None)
             else:
-                p = (1 if fd.is_repeated else 0, _value_printer(fd))
+                p = (1 if _is_repeated(fd) else 0, _value_printer(fd))
             self._plans[fd] = p
         return p
 
