@@ -47,6 +47,11 @@ def _impl(name: str):
         textproto._c = saved
 
 
+def _wire(gd) -> bytes:
+    # messages compared by their bytes: protobuf 4.25's upb has NaN != NaN in message equality
+    return gd.SerializeToString(deterministic=True)
+
+
 def _same_both_ways(text: str, impls=IMPLS) -> None:
     try:
         want = _slow_parse(text)
@@ -59,7 +64,7 @@ def _same_both_ways(text: str, impls=IMPLS) -> None:
     for impl in impls:
         with _impl(impl):
             got = textproto.parse(text, protos.GraphDef())
-            assert got == want, impl
+            assert _wire(got) == _wire(want), impl
             assert textproto.print_message(got) == textproto._print_slow(want), impl
 
 
@@ -250,7 +255,7 @@ def test_generated_messages_print_and_read_back(gd):
             text = textproto.print_message(gd)
             assert text == slow, impl
             back = textproto.parse(text, protos.GraphDef())
-            assert back == want, impl
+            assert _wire(back) == _wire(want), impl
 
 
 def test_c_float_digits():
