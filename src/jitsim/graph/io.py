@@ -141,6 +141,68 @@ def looks_like_text(data: bytes) -> bool:
     return not stripped or stripped[0].isalpha() or stripped[0] == "#"
 
 
+# upb's decoding depth limit (protobuf's default, as in TF's C++), and how many fields
+# :func:`_too_deep` looks at before it gives up (it only runs on data protobuf refused)
+_MAX_DEPTH = 100
+_DEPTH_WALK_FIELDS = 300_000  # about 0.5 s
+
+
+def _too_deep(data: bytes, desc) -> bool:
+    """Whether binary ``data`` nests messages of type ``desc`` ``_MAX_DEPTH`` levels deep.
+
+    protobuf 7 says so in its DecodeError ("Exceeded upb_DecodeOptions_MaxDepth"); 4.25 to 6.x
+    only say "Error parsing message", so the wire is walked here, leniently (what does not
+    decode ends that message's walk), descending into message-typed fields only."""
+    stack = [(0, len(data), desc, 1)]
+    budget = _DEPTH_WALK_FIELDS
+    while stack:
+        pos, end, d, depth = stack.pop()
+        by_number = d.fields_by_number
+        while pos < end and budget > 0:
+            budget -= 1
+            tag = shift = 0
+            while pos < end and shift < 64:  # the field's key, a varint
+                b = data[pos]
+                pos += 1
+                tag |= (b & 0x7F) << shift
+                shift += 7
+                if b < 0x80:
+                    break
+            else:
+                break
+            wire = tag & 7
+            if wire == 0:
+                while pos < end and data[pos] >= 0x80:
+                    pos += 1
+                pos += 1
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            elif wire == 2:
+                n = shift = 0
+                while pos < end and shift < 64:
+                    b = data[pos]
+                    pos += 1
+                    n |= (b & 0x7F) << shift
+                    shift += 7
+                    if b < 0x80:
+                        break
+                else:
+                    break
+                if pos + n > end:
+                    break
+                fd = by_number.get(tag >> 3)
+                if fd is not None and fd.message_type is not None:
+                    if depth + 1 > _MAX_DEPTH:
+                        return True
+                    stack.append((pos, pos + n, fd.message_type, depth + 1))
+                pos += n
+            else:  # groups: not in TF's protos
+                break
+    return False
+
+
 def _parse(msg, data: bytes, path: Path, text: bool, what: str):
     try:
         if text:
@@ -151,7 +213,8 @@ def _parse(msg, data: bytes, path: Path, text: bool, what: str):
     except text_format.ParseError as e:
         raise GraphError(f"malformed text {what}: {e}", path) from None
     except _message.DecodeError as e:
-        if "recursion" in str(e).lower() or "depth" in str(e).lower() or "Exceeded" in str(e):
+        if ("recursion" in str(e).lower() or "depth" in str(e).lower() or "Exceeded" in str(e)
+                or _too_deep(data, msg.DESCRIPTOR)):
             raise GraphError(f"binary {what} is nested too deeply (more than protobuf's 100 levels, which TF "
                              "refuses too)", path) from None
         raise GraphError(f"not a valid binary {what} (truncated or corrupt: {e})", path) from None

@@ -89,6 +89,16 @@ def _varint(v: int) -> bytes:
 
 
 _FD = _d.FieldDescriptor
+
+
+def _is_repeated(fd) -> bool:
+    """Whether field ``fd`` is repeated, on every supported protobuf (pyproject.toml):
+    ``FieldDescriptor.is_repeated`` exists from 6.x on (``label`` is deprecated there and gone
+    in 7.x), ``label`` is all that 4.25 and 5.x have."""
+    try:
+        return fd.is_repeated
+    except AttributeError:
+        return fd.label == _FD.LABEL_REPEATED
 # kind -> (wire type, value encoder taking the token)
 _K_STRING, _K_BYTES, _K_INT, _K_ENUM, _K_BOOL, _K_FLOAT, _K_DOUBLE, _K_MSG, _K_SINT, _K_F32, _K_F64 = range(11)
 _INT_RANGES = {
@@ -126,7 +136,7 @@ class _Field:
         self.message = fd.message_type
         self.enum = {v.name: v.number for v in fd.enum_type.values} if fd.enum_type else None
         self.lo, self.hi = _INT_RANGES.get(t, (0, 0))
-        self.once = None if fd.is_repeated else fd.number
+        self.once = None if _is_repeated(fd) else fd.number
         self.oneof = fd.containing_oneof.name if fd.containing_oneof else None
         self.fmt = "<i" if t == _FD.TYPE_SFIXED32 else "<I" if t == _FD.TYPE_FIXED32 else \
             "<q" if t == _FD.TYPE_SFIXED64 else "<Q"
@@ -350,6 +360,22 @@ def c_float_text(text: str, digits: tuple[int, int], single: bool) -> str:
     return _c_float(v, digits, single)
 
 
+# protobuf's text_encoding.CEscape as 5.x and later have it (``as_utf8`` for strings, non-ASCII
+# kept; all non-printable bytes of bytes fields octal), here so that the output does not depend
+# on the protobuf installed: 4.25's CEscape leaves control characters raw in strings.
+_STR_ESCAPES = {i: "\\%03o" % i for i in (*range(32), 127)}
+_STR_ESCAPES.update({9: r"\t", 10: r"\n", 13: r"\r", 34: r'\"', 39: r"\'", 92: r"\\"})
+_BYTE_ESCAPES = [_STR_ESCAPES.get(i, chr(i)) if i < 128 else "\\%03o" % i for i in range(256)]
+
+
+def _escape_str(v: str) -> str:
+    return '"' + v.translate(_STR_ESCAPES) + '"'
+
+
+def _escape_bytes(v: bytes) -> str:
+    return '"' + "".join([_BYTE_ESCAPES[c] for c in v]) + '"'
+
+
 def _value_printer(fd):
     """A function value -> text for a scalar field, as text_format (plus TF's float digits)."""
     cpp = fd.cpp_type
@@ -357,9 +383,7 @@ def _value_printer(fd):
         names = {v.number: v.name for v in fd.enum_type.values}
         return lambda v: names.get(v) or str(v)
     if cpp == _FD.CPPTYPE_STRING:
-        if fd.type == _FD.TYPE_BYTES:
-            return lambda v: '"' + text_encoding.CEscape(v, False) + '"'
-        return lambda v: '"' + text_encoding.CEscape(v, True) + '"'
+        return _escape_bytes if fd.type == _FD.TYPE_BYTES else _escape_str
     if cpp == _FD.CPPTYPE_BOOL:
         return lambda v: "true" if v else "false"
     if cpp == _FD.CPPTYPE_FLOAT:
@@ -388,9 +412,9 @@ class _Printer:
             elif fd.cpp_type == _FD.CPPTYPE_MESSAGE:
                 if fd.message_type.full_name == "google.protobuf.Any":
                     raise _Fallback
-                p = (3 if fd.is_repeated else 2, None)
+                p = (3 if _is_repeated(fd) else 2, None)
             else:
-                p = (1 if fd.is_repeated else 0, _value_printer(fd))
+                p = (1 if _is_repeated(fd) else 0, _value_printer(fd))
             self._plans[fd] = p
         return p
 
@@ -519,9 +543,15 @@ _FLOAT_LINE = re.compile(r"^(\s*(?:f|float_val|scomplex_val): )(\S+)$", re.M)
 _DOUBLE_LINE = re.compile(r"^(\s*(?:double_val|dcomplex_val): )(\S+)$", re.M)
 
 
+# Raw control characters in text_format's output: 4.25's leaves them in strings
+_RAW_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _print_slow(msg) -> str:
-    """text_format's printer with TF's float digits and zero map keys patched in."""
-    text = text_format.MessageToString(msg)
+    """text_format's printer with TF's float digits and zero map keys patched in (and strings
+    escaped as by protobuf 5.x and later, whichever protobuf is installed)."""
+    text = text_format.MessageToString(msg, as_utf8=True)
+    text = _RAW_CONTROL.sub(lambda m: "\\%03o" % ord(m.group()), text)
     text = _FLOAT_LINE.sub(lambda m: m.group(1) + c_float_text(m.group(2), (6, 9), True), text)
     text = _DOUBLE_LINE.sub(lambda m: m.group(1) + c_float_text(m.group(2), (15, 17), False), text)
     text = _INT_KEY_MAP.sub(lambda m: m.group(0) + f"{m.group(1)}  key: 0\n", text)
