@@ -808,3 +808,33 @@ def test_a_chain_stops_at_a_shared_or_control_bound_op():
     eg = EditGraph.from_graph(_unary_chain(ctrl=True))
     compose_unary_chains(eg)
     assert {"abs", "tanh", "exp"} <= set(eg.names())
+
+
+def _tile_graph(multiples):
+    """``Tile(Reshape(g, []), multiples)``: the gradient of a sum over a scalar (TF1's losses
+    build ``Sum_1_grad/Tile`` by ``[]``), and ``Tile(v, multiples)`` of a vector."""
+    i32 = lambda v: const(v, "DT_INT32")
+    mult = protos.AttrValue()
+    mult.tensor.dtype = protos.DataType.values_by_name["DT_INT32"].number
+    mult.tensor.tensor_shape.dim.add(size=len(multiples))
+    mult.tensor.int_val.extend(multiples)
+    return graph([("v", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+                  ("shape", "Const", [], {"dtype": "DT_INT32", "value": i32(1)}),
+                  ("mult", "Const", [], {"dtype": "DT_INT32", "value": mult}),
+                  ("tile", "Tile", ["v", "mult"], {"T": "DT_FLOAT", "Tmultiples": "DT_INT32"}),
+                  ("out", "_Retval", ["tile"], {"T": "DT_FLOAT", "index": 0})])
+
+
+@pytest.mark.parametrize("multiples, simplified", [([], True), ([1, 1], True), ([1, 2], False)])
+def test_tile_by_ones_becomes_identity(multiples, simplified):
+    # TF's ConstantFolding::SimplifyTile: a Tile whose multiples come from a Const node with
+    # every entry 1 (an empty vector vacuously) repeats nothing and becomes Identity(input) with
+    # ^multiples (ReplaceOperationWithIdentity), whatever the input's shape; any other entry
+    # keeps the Tile.
+    eg = EditGraph.from_graph(_tile_graph(multiples))
+    rec = fold_constants(eg)
+    if simplified:
+        assert eg["tile"].op == "Identity" and list(eg["tile"].input) == ["v", "^mult"]
+        assert set(eg["tile"].attr) == {"T"} and "Tile by ones to Identity" in rec.by_kind
+    else:
+        assert eg["tile"].op == "Tile"

@@ -345,3 +345,15 @@ def test_an_add_to_a_matmul_of_a_shapeless_weight_is_a_bias_when_wider_than_one(
 
     assert prepare_without_tf(g(5)).graph["add"].op == "_FusedMatMul"
     assert prepare_without_tf(g(1)).graph["add"].op == "AddV2"
+
+
+def test_softmax_cross_entropy_losses():
+    # core/ops/nn_ops.cc: SparseSoftmaxCrossEntropyWithLogits(features [batch, classes],
+    # labels [batch]) -> loss [batch], backprop [batch, classes], batch merged from both;
+    # SoftmaxCrossEntropyWithLogits broadcasts features and labels to [batch, classes].
+    s = infer([ph("f", -1, 10), ("l", "Placeholder", [], {"dtype": "DT_INT64", "shape": shape_attr(8)}),
+               ("x", "SparseSoftmaxCrossEntropyWithLogits", ["f", "l"], {"T": "DT_FLOAT", "Tlabels": "DT_INT64"}),
+               ph("g", 1, 10), ph("h", 4, 1),
+               ("y", "SoftmaxCrossEntropyWithLogits", ["g", "h"], {"T": "DT_FLOAT"})])
+    assert s[("x", 0)] == (8,) and s[("x", 1)] == (8, 10)
+    assert s[("y", 0)] == (4,) and s[("y", 1)] == (4, 10)

@@ -549,6 +549,18 @@ class _Inference:
             return [tuple(s[:a]) + (dep,) + tuple(s[a:])]
         if op == "Einsum":
             return [None]
+        if op == "SparseSoftmaxCrossEntropyWithLogits" and len(ins) == 2:
+            # features [batch, classes], labels [batch] -> loss [batch], backprop [batch, classes]
+            f, lab = ins
+            batch = _merge_same((f[0],) if f is not None and len(f) == 2 else (-1,),
+                                (lab[0],) if lab is not None and len(lab) == 1 else (-1,))
+            b = batch[0] if batch is not None else -1
+            return [(b,), (b, f[1] if f is not None and len(f) == 2 else -1)]
+        if op == "SoftmaxCrossEntropyWithLogits" and len(ins) == 2:
+            both = broadcast(ins[0], ins[1])  # features and labels broadcast to [batch, classes]
+            if both is None or len(both) != 2:
+                return [(-1,), (-1, -1)]
+            return [(both[0],), tuple(both)]
         return None
 
     def reshape(self, s, shape_ref):

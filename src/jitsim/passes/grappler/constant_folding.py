@@ -29,6 +29,8 @@ the dependency optimizer then bypasses it. ``tf.debugging.assert_equal`` on scal
 ``All(Equal(x, y), Range(0, Rank=0, 1))``; once the ``Range`` is folded to ``[]`` the ``All`` goes,
 and with it one clusterable op: TF Text's ragged-tensor checks then fall under the minimum
 cluster size (``text_tokenizer``).
+A ``Tile`` by a constant multiples vector of ones (or an empty one) likewise becomes an
+``Identity`` (TF's ``SimplifyTile``): the gradient of a sum over a scalar tiles by ``[]``.
 Not simulated: partial folding of ``AddN``/``Concat``, moving constants through associative ops,
 the shape-dependent reduction simplifications (reducing only size-1 dimensions: ``Identity``
 with ``keep_dims``, ``Reshape`` without).
@@ -113,11 +115,11 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
         eg.set_inputs(name, ctrl)
         rec.add(name, kind)
         touched.update(src for src, _ in data)
-    reductions = simplify_empty_reductions(eg, keep)
-    rec.count += reductions.count
-    rec.nodes.extend(reductions.nodes)
-    for k, v in reductions.by_kind.items():
-        rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+    for simplified in (simplify_empty_reductions(eg, keep), simplify_trivial_tiles(eg, keep)):
+        rec.count += simplified.count
+        rec.nodes.extend(simplified.nodes)
+        for k, v in simplified.by_kind.items():
+            rec.by_kind[k] = rec.by_kind.get(k, 0) + v
     # what folding leaves unread goes (TF's ConstantFolding deletes the nodes it made useless)
     while touched:
         n = touched.pop()
@@ -214,6 +216,38 @@ def simplify_empty_reductions(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         nd.attr["T"].type = t
         eg.set_inputs(name, [data[0], "^" + parse_input(data[1])[0]] + ctrl)
         rec.add(name, "reduction over no axes to Identity")
+    return rec
+
+
+def simplify_trivial_tiles(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """A ``Tile`` whose multiples are a ``Const`` of ones (or of no elements: a scalar's gradient
+    ``Tile(Reshape(g, []), [])``) repeats nothing: TF's ``SimplifyTile`` makes it ``Identity(x)``
+    with ``^multiples``, whatever the input's shape."""
+    rec = RewriteRecord("constant_folding")
+    keep_set = preserved(eg, keep)
+    for name in topological_order(eg):
+        nd = eg.nodes.get(name)
+        if nd is None or name in keep_set or nd.op != "Tile":
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        if len(data) != 2:
+            continue
+        mult = eg.nodes.get(parse_input(data[1])[0])
+        if mult is None or mult.op not in ("Const", "HostConst") or "value" not in mult.attr:
+            continue
+        try:
+            v = tensor_proto_to_numpy(mult.attr["value"].tensor)
+        except Exception:  # noqa: BLE001 - a value jitsim cannot read: left as it is
+            continue
+        if v.ndim != 1 or not (v == 1).all():
+            continue
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        nd.op = "Identity"
+        for k in list(nd.attr):
+            if k != "T" and not k.startswith("_"):
+                del nd.attr[k]
+        eg.set_inputs(name, [data[0], "^" + parse_input(data[1])[0]] + ctrl)
+        rec.add(name, "Tile by ones to Identity")
     return rec
 
 
