@@ -206,17 +206,23 @@ _GRAPHDEF_RUNNER = _INPUT_GEN + textwrap.dedent(
             if call is None:
                 raise
             print("JITSIM_NOTE: the init op failed: %s" % str(e).splitlines()[0], file=sys.stderr)
-    for name in sorted(variables):  # fresh values for the variables the call binds
+    assigns = []  # fresh values for the variables the call binds, written in one run
+    for name in sorted(variables):
         op = g.get_operation_by_name(name)
         shape = tf.TensorShape(op.get_attr("shape"))
         dims = [2 if d is None else d for d in shape.as_list()] if shape.rank is not None else [2]
         try:
             with g.as_default():
-                assign = tf.raw_ops.AssignVariableOp(resource=op.outputs[0],
-                                                     value=tf.constant(_gen(op.get_attr("dtype"), dims)))
-            sess.run(assign)
+                assigns.append(tf.raw_ops.AssignVariableOp(resource=op.outputs[0],
+                                                           value=tf.constant(_gen(op.get_attr("dtype"), dims))))
         except Exception as e:
             print("JITSIM_NOTE: variable %s left uninitialised: %s" % (name, str(e).splitlines()[0]),
+                  file=sys.stderr)
+    if assigns:
+        try:
+            sess.run(assigns)
+        except tf.errors.OpError as e:
+            print("JITSIM_NOTE: the variables were left uninitialised: %s" % str(e).splitlines()[0],
                   file=sys.stderr)
     def _step():
         if call is None:

@@ -48,7 +48,7 @@ from pathlib import Path
 from jitsim.crosscheck import harvest as _harvest
 from jitsim.errors import HarvestError
 
-RUNNER_VERSION = "capture/5"  # bump when a runner's behaviour changes: old cache entries go stale
+RUNNER_VERSION = "capture/6"  # bump when a runner's behaviour changes: old cache entries go stale
 CAPTURE_FLAGS = "--tf_xla_clustering_debug --tf_xla_clustering_fuel=0"
 KINDS = ("saved_model", "keras", "graphdef", "function", "program")
 
