@@ -839,7 +839,13 @@ def cmd_fuzz(args) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line too (``jitsim: jitsim cluster: ...``), exit 2, like bad input."""
+    """Usage errors as one line too (``jitsim: jitsim cluster: ...``), exit 2, like bad input.
+    Options are never matched by a prefix (``--tf`` is not ``--tf-xla-flags``): every parser,
+    subcommands' included, is made with ``allow_abbrev=False``."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"jitsim: {_one_line(message)} (see {self.prog} --help)\n")

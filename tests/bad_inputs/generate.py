@@ -389,7 +389,7 @@ def cases() -> list[dict]:
         ("out_proc", ["cluster", "{CASE}", *NEVER, "-o", "/proc/x.pbtxt"], ["/proc/x.pbtxt", "cannot write"]),
         ("out_under_file", ["cluster", "{CASE}", *NEVER, "-o", "{CASE}/x.pbtxt"], ["x.pbtxt", "not a directory"]),
         ("out_no_dir", ["cluster", "{CASE}", *NEVER, "-o", "{DIR}/no/such/x.pbtxt"], ["does not exist"]),
-        ("out_is_dir", ["rewrite", "{CASE}", *NEVER, "-o", "{DIR}"], ["is a directory"]),
+        ("out_is_dir", ["rewrite", "{CASE}", "-o", "{DIR}"], ["is a directory"]),  # rewrite has no --tf
         ("out_render_proc", ["render", "{CASE}", *NEVER, "-o", "/proc/x.dot"], ["/proc/x.dot", "cannot write"]),
         ("out_rewrite_under_file", ["rewrite", "{CASE}", *NEVER, "-o", "{CASE}/x.pbtxt"], ["not a directory"]),
         ("out_report_file", ["report", "{CASE}", *NEVER, "-o", "{CASE}"], ["not a directory"]),
