@@ -24,7 +24,8 @@ def test_every_release_has_loadable_data(version):
     from jitsim.passes.devices import tf_kernels
     from jitsim.passes.flags import ops_to_cluster_categories
 
-    for name in ("ops.binpb", "xla-kernels.binpb", "const-inputs.json", "kernels-cpu-gpu.binpb", "ops-to-cluster.json"):
+    for name in ("ops.binpb", "xla-kernels.binpb", "const-inputs.json", "kernels-cpu-gpu.binpb", "ops-to-cluster.json",
+                 "slow-ops.json"):
         assert data_file(name, version).is_file(), name
     assert len(op_defs(version)) > 1800
     for dev in ("XLA_CPU_JIT", "XLA_GPU_JIT"):
@@ -241,3 +242,47 @@ def test_fft64_api():
     assert w.options.tf_version == "2.16"
     c21 = jitsim.cluster(dump, tf_version="2.21")
     assert [len(m) for m in c21.clusters.values()] == [24]
+
+
+# -- a rule that changed: OpIsSlow's list (fixtures/versions/nms_slow, make.sh) ---------------------
+
+NMS = FFT64.parent / "nms_slow"
+
+
+@pytest.mark.parametrize("version, slow", [("2.16", False), ("2.18", False), ("2.19", False), ("2.20", True),
+                                           ("2.21", True)])
+def test_slow_ops_are_the_releases_own(version, slow):
+    # read from each release's libtensorflow_cc.so.2 (RecursiveCompilabilityChecker::OpIsSlow's
+    # string literals, jitsim.registry.regen.read_slow_ops): TF 2.20 added the two NMS ops
+    from jitsim.registry import slow_ops
+
+    assert {"SelfAdjointEigV2", "Svd", "Qr", "MatrixInverse", "MatrixSolve", "ResizeBilinearGrad"} <= slow_ops(version)
+    assert ({"NonMaxSuppressionV3", "NonMaxSuppressionV4"} <= slow_ops(version)) is slow
+
+
+@pytest.mark.parametrize("release", ["2.18", "2.21"])
+def test_nms_clusters_as_each_release_did(release):
+    # TF 2.18 clusters NonMaxSuppressionV3 with the math around it (21 nodes); TF 2.21 keeps it
+    # out as a slow op (7 nodes). Each release's dumps, simulated with no option (the release
+    # read from the producer), give that release's partition; the other release's rule does not.
+    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.crosscheck.scoring import labels_of_file
+    from jitsim.graph.io import read_graphdef
+    from jitsim.graph.model import Graph
+    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.passes.pipeline import cluster_graph
+
+    root = NMS / f"tf{release}"
+    rec = [r for r in group_dumps(root / "dumps", (root / "log.txt").read_text())
+           if "mark_for_compilation" in r.files and r.files.get("before_clone_constants_for_better_clustering")][-1]
+    truth = _partition(labels_of_file(root / "dumps" / rec.files["mark_for_compilation"]))
+    assert sum(map(len, truth)) == {"2.18": 21, "2.21": 7}[release]
+    f = root / "dumps" / rec.files["before_clone_constants_for_better_clustering"]
+    g = Graph(read_graphdef(f), source=str(f), validate=False)
+    flags = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    chosen = choose_tf_version(None, producer_of(g))[0]
+    assert chosen == release
+    assert _partition(cluster_graph(g, flags, tf_version=chosen).labels()) == truth
+    other = "2.21" if release == "2.18" else "2.18"
+    assert _partition(cluster_graph(Graph(read_graphdef(f), source=str(f), validate=False), flags,
+                                    tf_version=other).labels()) != truth

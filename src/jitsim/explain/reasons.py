@@ -230,9 +230,10 @@ _REASONS = [
            f"leaves them to TF (OpIsInaccurate, {_CCU})."),
     Reason("SLOW_OP", "node", "op that is slow under XLA",
            "nothing needed: TF keeps the op on its own kernel on purpose", "slow operation",
-           "Some ops are much slower under XLA than with TF's kernels (b/128001705, b/135640736). TF 2.21's "
-           "list (OpIsSlow, read from the 2.21 binary): SelfAdjointEigV2, Svd, Qr, MatrixInverse, MatrixSolve, "
-           f"ResizeBilinearGrad, NonMaxSuppressionV3 and NonMaxSuppressionV4 ({_CCU})."),
+           "Some ops are much slower under XLA than with TF's kernels (b/128001705, b/135640736). The list "
+           "(OpIsSlow, read from each release's binary: registry data tf-<release>-slow-ops.json) is "
+           "SelfAdjointEigV2, Svd, Qr, MatrixInverse, MatrixSolve and ResizeBilinearGrad in TF 2.16-2.19; "
+           f"TF 2.20 and 2.21 add NonMaxSuppressionV3 and NonMaxSuppressionV4 ({_CCU})."),
     Reason("FUNCTION_DEPTH_LIMIT", "node", "function nesting deeper than 50",
            "flatten the nesting of non-inlined calls", "function depth limit exceeded",
            "RecursiveCompilabilityChecker::IsCompilableCall stops following calls more than kMaxRecursionDepth "

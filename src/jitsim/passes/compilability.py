@@ -14,17 +14,11 @@ from jitsim.graph.model import attr_value_to_python
 from jitsim.passes import optypes
 from jitsim.passes.resource_safety import RESOURCE_OPS, STACK, TENSOR_ARRAY
 from jitsim.passes.tfgraph import CALL_OPS, CASE_OPS, IDENTITY_OPS, IF_OPS, WHILE_OPS
-from jitsim.registry import find_xla_kernel, kernel_mismatch, op_defs, op_library_of
+from jitsim.registry import find_xla_kernel, kernel_mismatch, op_defs, op_library_of, slow_ops
 
 STATEFUL_RNG_OPS = frozenset({"RandomUniform", "RandomShuffle", "RandomUniformInt", "RandomStandardNormal",
                               "TruncatedNormal", "Multinomial"})
 INACCURATE_OPS = frozenset({"SelfAdjointEigV2", "Svd"})
-# TF 2.21's list, read from the string comparisons of RecursiveCompilabilityChecker::OpIsSlow
-# in the 2.21 libtensorflow_cc.so.2 (docs/ground-truth.md) and confirmed by the image_ops and
-# numeric_no_xla_kernel fixtures. It differs from every stored source version and from our
-# spec: ResizeNearestNeighbor / ResizeBilinear are gone, NonMaxSuppressionV3 / V4 are new.
-SLOW_OPS = frozenset({"SelfAdjointEigV2", "Svd", "Qr", "MatrixInverse", "MatrixSolve", "ResizeBilinearGrad",
-                      "NonMaxSuppressionV3", "NonMaxSuppressionV4"})
 MAX_RECURSION_DEPTH = 50
 
 
@@ -218,7 +212,7 @@ class CompilabilityChecker:
             return "RESOURCE_OP_IN_FUNCTION", "resource variable op in called function", ()
         if not f.allow_inaccurate_ops and op in INACCURATE_OPS:
             return "INACCURATE_OP", "operation with numerical accuracy issues", ()
-        if not f.allow_slow_ops and op in SLOW_OPS:
+        if not f.allow_slow_ops and op in slow_ops():  # the simulated release's OpIsSlow list
             return "SLOW_OP", "slow operation", ()
         return None
 

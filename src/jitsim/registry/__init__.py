@@ -101,6 +101,19 @@ def _op_defs(tf_version: str) -> dict:
     return {o.name: o for o in ol.op}
 
 
+def slow_ops(tf_version: str | None = None) -> frozenset[str]:
+    """The ops TF's ``RecursiveCompilabilityChecker::OpIsSlow`` keeps out of auto-clustering in
+    that release (default: the simulated one; ``data/tf-<release>-slow-ops.json``)."""
+    return _slow_ops(tf_version or _TF_VERSION.get())
+
+
+@lru_cache(maxsize=None)
+def _slow_ops(tf_version: str) -> frozenset[str]:
+    import json
+
+    return frozenset(json.loads(read_data("slow-ops.json", tf_version))["slow_ops"])
+
+
 @dataclass(frozen=True)
 class OpLibrary:
     """Op definitions beyond TF core's, with the kernels registered for them.

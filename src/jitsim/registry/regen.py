@@ -201,6 +201,64 @@ def read_allowlist_table() -> tuple[str, dict[str, list[str]]]:
     return version, dict(sorted(table.items()))
 
 
+SLOW_OPS_FUNCTION = "_ZNK10tensorflow29RecursiveCompilabilityChecker8OpIsSlowERKNS_4NodeE"
+
+
+def read_slow_ops(library) -> list[str]:
+    """The op names ``RecursiveCompilabilityChecker::OpIsSlow`` compares a node's op with, read
+    from a TF release's ``libtensorflow_cc.so.2``: the string literals its machine code loads
+    (rip-relative operands, resolved through the ELF load segments). TF keeps the list in code,
+    not in a registry, and it changes between releases (2.20 added NonMaxSuppressionV3/V4).
+    Needs binutils' ``nm``, ``objdump`` and ``readelf``."""
+    import re
+    import subprocess
+
+    def run(*cmd):
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+    sym = next((f for f in (line.split() for line in run("nm", "-D", "-S", str(library)).splitlines())
+                if len(f) == 4 and f[3].split("@")[0] == SLOW_OPS_FUNCTION), None)
+    if sym is None:
+        raise RuntimeError(f"{library}: no {SLOW_OPS_FUNCTION} symbol")
+    start, size = int(sym[0], 16), int(sym[1], 16)
+    code = run("objdump", "-d", "--no-show-raw-insn", f"--start-address={start}", f"--stop-address={start + size}",
+               str(library))
+    segments = []
+    for line in run("readelf", "-lW", str(library)).splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD":
+            segments.append((int(f[2], 16), int(f[1], 16), int(f[4], 16)))
+    data = open(library, "rb").read()
+    names: list[str] = []
+    for m in re.finditer(r"#\s*([0-9a-f]+)", code):
+        va = int(m.group(1), 16)
+        for seg_va, offset, filesz in segments:
+            if seg_va <= va < seg_va + filesz:
+                o = offset + va - seg_va
+                text = data[o:data.find(b"\0", o, o + 128)]
+                if re.fullmatch(rb"[A-Z][A-Za-z0-9]+", text) and text.decode() not in names:
+                    names.append(text.decode())
+    return names
+
+
+def regenerate_slow_ops(library=None, version: str | None = None) -> tuple[str, list[str]]:
+    """Write ``data/tf-<version>-slow-ops.json`` from a TF release's library (default: the
+    installed TensorFlow's)."""
+    import json
+    from pathlib import Path
+
+    if library is None:
+        import tensorflow as tf
+
+        library = Path(tf.__file__).parent / "libtensorflow_cc.so.2"
+        version = ".".join(tf.__version__.split(".")[:2])
+    names = read_slow_ops(library)
+    doc = {"source": "string literals of RecursiveCompilabilityChecker::OpIsSlow in libtensorflow_cc.so.2 "
+                     "(jitsim.registry.regen.read_slow_ops)", "slow_ops": names}
+    data_file("slow-ops.json", version).write_text(json.dumps(doc, indent=1) + "\n")
+    return version, names
+
+
 def regenerate_ops_to_cluster() -> tuple[str, int, bool]:
     """Write ``data/tf-<v>-ops-to-cluster.json`` (kept as it is when its categories are the
     same). Returns ``(version, categories, written)``."""
@@ -353,6 +411,8 @@ def main() -> int:
     version, n_cat, changed = regenerate_ops_to_cluster()
     print(f"TensorFlow {version}: {n_cat} --tf_xla_ops_to_cluster categories -> "
           f"{data_file('ops-to-cluster.json', version)}{'' if changed else ' (unchanged)'}")
+    version, slow = regenerate_slow_ops()
+    print(f"TensorFlow {version}: slow ops {', '.join(slow)} -> {data_file('slow-ops.json', version)}")
     version, read, written = regenerate_kernel_snapshot()
     print(f"TF {version}: {read} CPU/GPU/DEFAULT kernels -> {written} entries in tf-{version}-{KERNELS_DATA}")
     return 0
