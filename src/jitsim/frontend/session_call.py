@@ -85,7 +85,7 @@ class SessionCall:
         parts.append(f"feeds {names(self.feeds)}" if self.feeds else "no feeds")
         if self.variables:
             parts.append(f"variables for {names(self.variables)}")
-        how = "given" if self.chosen_by == GIVEN else f"assumed: {self.chosen_by}"
+        how = self.chosen_by if self.exact else f"assumed: {self.chosen_by}"
         return f"sess.run with {'; '.join(parts)} ({how})"
 
     def to_dict(self) -> dict:
