@@ -838,3 +838,49 @@ def test_tile_by_ones_becomes_identity(multiples, simplified):
         assert set(eg["tile"].attr) == {"T"} and "Tile by ones to Identity" in rec.by_kind
     else:
         assert eg["tile"].op == "Tile"
+
+
+def _cond_reading_its_predicate():
+    """A lowered ``tf.cond(p, then, else)`` whose branches read ``p`` (TF 2.21's lowering of
+    ``tf.cond(p, lambda: relu(y) * cast(p), lambda: tanh(y) + cast(not p))``): ``switch_pred`` =
+    Switch(p, p) feeds the pivots; the branches' own input ``cond/p/_6`` = Switch(p, p) too."""
+    b, f = {"T": "DT_BOOL"}, {"T": "DT_FLOAT"}
+    return graph([("y", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+                  ("p", "_Arg", [], {"T": "DT_BOOL", "index": 1}),
+                  ("cond/switch_pred/_2", "Switch", ["p", "p"], b),
+                  ("cond/pivot_f/_3", "Identity", ["cond/switch_pred/_2"], b),
+                  ("cond/pivot_t/_4", "Identity", ["cond/switch_pred/_2:1"], b),
+                  ("cond/p/_6", "Switch", ["p", "p"], b),
+                  ("cond/y/_5", "Switch", ["y", "p"], f),
+                  ("cond/else/Tanh", "Tanh", ["cond/y/_5", "^cond/pivot_f/_3"], f),
+                  ("cond/else/Not", "LogicalNot", ["cond/p/_6", "^cond/pivot_f/_3"], {}),
+                  ("cond/else/Cast", "Cast", ["cond/else/Not"], {"SrcT": "DT_BOOL", "DstT": "DT_FLOAT"}),
+                  ("cond/else/add", "AddV2", ["cond/else/Tanh", "cond/else/Cast"], f),
+                  ("cond/then/Relu", "Relu", ["cond/y/_5:1", "^cond/pivot_t/_4"], f),
+                  ("cond/then/Cast", "Cast", ["cond/p/_6:1", "^cond/pivot_t/_4"], {"SrcT": "DT_BOOL", "DstT": "DT_FLOAT"}),
+                  ("cond/then/mul", "Mul", ["cond/then/Relu", "cond/then/Cast"], f),
+                  ("cond/output", "Merge", ["cond/then/mul", "cond/else/add"], {"T": "DT_FLOAT", "N": 2}),
+                  ("out", "_Retval", ["cond/output"], {"T": "DT_FLOAT", "index": 0})])
+
+
+def test_switch_of_a_predicate_on_itself_becomes_constants():
+    # TF's ConstantFolding::SimplifySwitch, as TF 2.21's dump of that cond shows it: the
+    # branches' Switch(p, p) forwards false on port 0 and true on port 1, so its data uses
+    # read Consts ConstantFolding/<switch>_const_false|true, each anchored on its port by a new
+    # Identity ConstantFoldingCtrl/<switch>_<port>; folding then makes the branches' Casts
+    # constants carrying those anchors (TF: cond/else/_1/cond/Cast = Const with
+    # ^ConstantFoldingCtrl/cond/p/_6_0 and ^pivot_f), and x * 1 in the then branch goes.
+    # switch_pred is left alone: its outputs feed the two pivots, Identities without data
+    # consumers (the form the rewrite leaves).
+    eg = EditGraph.from_graph(_cond_reading_its_predicate())
+    rec = fold_constants(eg)
+    assert rec.by_kind.get("Switch(p, p) outputs to constants") == 1
+    assert list(eg["ConstantFoldingCtrl/cond/p/_6_0"].input) == ["cond/p/_6"]
+    assert list(eg["ConstantFoldingCtrl/cond/p/_6_1"].input) == ["cond/p/_6:1"]
+    assert eg["cond/else/Cast"].op == "Const"
+    assert sorted(eg["cond/else/Cast"].input) == ["^ConstantFoldingCtrl/cond/p/_6_0", "^cond/pivot_f/_3"]
+    assert eg["cond/then/Cast"].op == "Const"
+    assert eg["cond/then/mul"].op == "Identity"  # x * 1, simplified right after folding
+    assert "ConstantFolding/cond/switch_pred/_2_const_false" not in eg
+    # already simplified: a second run changes nothing
+    assert fold_constants(eg).by_kind.get("Switch(p, p) outputs to constants") is None

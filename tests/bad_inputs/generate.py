@@ -391,7 +391,7 @@ def cases() -> list[dict]:
         ("out_no_dir", ["cluster", "{CASE}", *NEVER, "-o", "{DIR}/no/such/x.pbtxt"], ["does not exist"]),
         ("out_is_dir", ["rewrite", "{CASE}", "-o", "{DIR}"], ["is a directory"]),  # rewrite has no --tf
         ("out_render_proc", ["render", "{CASE}", *NEVER, "-o", "/proc/x.dot"], ["/proc/x.dot", "cannot write"]),
-        ("out_rewrite_under_file", ["rewrite", "{CASE}", *NEVER, "-o", "{CASE}/x.pbtxt"], ["not a directory"]),
+        ("out_rewrite_under_file", ["rewrite", "{CASE}", "-o", "{CASE}/x.pbtxt"], ["not a directory"]),
         ("out_report_file", ["report", "{CASE}", *NEVER, "-o", "{CASE}"], ["not a directory"]),
         ("out_index_proc", ["crosscheck", "index", "{DIR}", "-o", "/proc/i.json"], ["/proc/i.json", "cannot write"]),
     ]

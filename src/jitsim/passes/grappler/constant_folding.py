@@ -38,7 +38,8 @@ with ``keep_dims``, ``Reshape`` without).
 
 from __future__ import annotations
 
-from jitsim.graph.model import Graph, parse_input
+from jitsim.graph import protos
+from jitsim.graph.model import CONTROL, Graph, parse_input
 from jitsim.passes.folding.kernels import GRAPPLER_KERNELS, KERNELS
 from jitsim.passes.folding.tensors import NP_DTYPES, numpy, tensor_proto_to_numpy, to_tensor_proto
 from jitsim.passes.grappler import RewriteRecord, preserved
@@ -61,6 +62,11 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
     shapes = shapes if shapes is not None else ShapeView(literals=True)
     shapes.literals = True
     rec = simplify_neutral_operands(eg, keep)
+    switches = simplify_switches(eg, keep)
+    rec.count += switches.count
+    rec.nodes.extend(switches.nodes)
+    for k, v in switches.by_kind.items():
+        rec.by_kind[k] = rec.by_kind.get(k, 0) + v
     keep_set = preserved(eg, keep)
     touched: set[str] = set()
     for name in topological_order(eg):
@@ -115,7 +121,10 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
         eg.set_inputs(name, ctrl)
         rec.add(name, kind)
         touched.update(src for src, _ in data)
-    for simplified in (simplify_empty_reductions(eg, keep), simplify_trivial_tiles(eg, keep)):
+    # TF simplifies after it folds, in the same pass: what folding has just made a constant
+    # (a reduction's axes, a Tile's multiples, a neutral operand) is simplified now
+    for simplified in (simplify_empty_reductions(eg, keep), simplify_trivial_tiles(eg, keep),
+                       simplify_neutral_operands(eg, keep)):
         rec.count += simplified.count
         rec.nodes.extend(simplified.nodes)
         for k, v in simplified.by_kind.items():
@@ -249,6 +258,69 @@ def simplify_trivial_tiles(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         eg.set_inputs(name, [data[0], "^" + parse_input(data[1])[0]] + ctrl)
         rec.add(name, "Tile by ones to Identity")
     return rec
+
+
+FOLDING_PREFIX, CTRL_PREFIX = "ConstantFolding", "ConstantFoldingCtrl"
+
+
+def simplify_switches(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """TF's ``SimplifySwitch``: a ``Switch(p, p)`` forwards ``p`` on the port ``p`` selects, so
+    its false output is always ``false`` and its true output always ``true``. A lowered
+    ``tf.cond`` on a bool ``p`` whose branches read ``p`` has such a switch (``cond/p/_N``; the
+    predicate's own ``switch_pred`` is left alone: its two outputs feed the pivots, Identities
+    without data consumers, the form this rewrite itself leaves). Each data use of port 0 /
+    port 1 reads a new scalar ``Const`` ``ConstantFolding/<switch>_const_false`` /
+    ``_const_true``, anchored by a control edge on that port through a new ``Identity``
+    ``ConstantFoldingCtrl/<switch>_<port>``. Folding then evaluates what the constants feed (a
+    ``Cast(p)`` in a branch becomes a ``Const`` under the pivot)."""
+    rec = RewriteRecord("constant_folding")
+    keep_set = preserved(eg, keep)
+    for name in list(eg.nodes):
+        nd = eg.nodes.get(name)
+        if nd is None or name in keep_set or nd.op != "Switch" or len(nd.input) < 2 or nd.input[0] != nd.input[1]:
+            continue
+        base = f"{FOLDING_PREFIX}/{name}"
+        if f"{base}_const_false" in eg or f"{base}_const_true" in eg:
+            continue
+        consumers = sorted(set(eg.consumers(name)))
+        if len(consumers) == 2 and all(_bare_identity(eg, c) for c in consumers):
+            continue
+        made = []
+        for port, value in ((0, False), (1, True)):
+            anchor = _control_anchor(eg, name, port, nd)
+            value_attr = protos.AttrValue()
+            to_tensor_proto(numpy().array(value), DT_BOOL, value_attr.tensor)
+            made.append(f"{base}_const_{'true' if value else 'false'}")
+            eg.add(made[-1], "Const", ["^" + anchor], device=nd.device,
+                   attrs={"dtype": protos.AttrValue(type=DT_BOOL), "value": value_attr})
+        refs = {name: made[0], f"{name}:0": made[0], f"{name}:1": made[1]}
+        for c in consumers:
+            ins = list(eg[c].input)
+            new = [refs.get(r, r) for r in ins]
+            if new != ins:
+                eg.set_inputs(c, new)
+        rec.add(name, "Switch(p, p) outputs to constants")
+    return rec
+
+
+def _bare_identity(eg: EditGraph, name: str) -> bool:
+    """An Identity (or one-input IdentityN) whose outputs are read by control edges only."""
+    nd = eg[name]
+    return (nd.op in ("Identity", "IdentityN") and sum(1 for r in nd.input if not r.startswith("^")) == 1
+            and not any(p != CONTROL for _, _, p in eg.out_refs(name)))
+
+
+def _control_anchor(eg: EditGraph, switch: str, port: int, nd) -> str:
+    """TF's ``AddControlDependency`` on a switch output: the Identity
+    ``ConstantFoldingCtrl/<switch>_<port>`` of it (made once). TF also looks for an Identity
+    already reading the output, but compares the *switch's* first input with the output's name,
+    which never match: it always makes (or reuses by name) this one. An existing reader could
+    not anchor anyway: it is one of the consumers rewired to the constant, a cycle."""
+    name = f"{CTRL_PREFIX}/{switch}_{port}"
+    if name not in eg:
+        eg.add(name, "Identity", [switch if port == 0 else f"{switch}:{port}"], device=nd.device,
+               attrs={"T": protos.AttrValue(type=nd.attr["T"].type if "T" in nd.attr else DT_BOOL)})
+    return name
 
 
 def foldable_candidates(g: Graph) -> int:
