@@ -4,7 +4,7 @@ Hand-derived cases (no TF) follow TF's ``subgraph::RewriteGraphForExecution`` as
 DirectSession runs it (docs/cli.md, "Session calls"): feeds become ``_arg_<node>_<port>_<i>``,
 fetches ``_retval_<node>_<port>_<i>``, ``i`` in sorted name order, then everything the fetches
 and targets do not need is pruned. The ``tf`` tests compare with real TF runs of the same call:
-the XLA tutorial's MNIST step (``tests/data/tf1/mnist_session.py``) run by its own program, and an
+the XLA tutorial's MNIST step (``fixtures/tf1/mnist_softmax.py``) run by its own program, and an
 exported tf.function GraphDef with a captured variable.
 """
 
@@ -195,7 +195,7 @@ def test_cli_json_carries_the_call(tmp_path, capsys):
 
 # -- real TensorFlow ---------------------------------------------------------------------------
 
-MNIST = Path(__file__).parent / "data" / "tf1" / "mnist_session.py"
+MNIST = Path(__file__).resolve().parents[1] / "fixtures" / "tf1" / "mnist_softmax.py"  # the XLA tutorial's step
 
 
 @pytest.mark.tf

@@ -147,6 +147,20 @@ _MAX_DEPTH = 100
 _DEPTH_WALK_FIELDS = 300_000  # about 0.5 s
 
 
+def _varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
+    """``(value, position after it)`` of the varint at ``pos``; value None where it runs past
+    ``end`` or over 64 bits."""
+    value = shift = 0
+    while pos < end and shift < 64:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value, pos
+    return None, pos
+
+
 def _too_deep(data: bytes, desc) -> bool:
     """Whether binary ``data`` nests messages of type ``desc`` ``_MAX_DEPTH`` levels deep.
 
@@ -160,37 +174,19 @@ def _too_deep(data: bytes, desc) -> bool:
         by_number = d.fields_by_number
         while pos < end and budget > 0:
             budget -= 1
-            tag = shift = 0
-            while pos < end and shift < 64:  # the field's key, a varint
-                b = data[pos]
-                pos += 1
-                tag |= (b & 0x7F) << shift
-                shift += 7
-                if b < 0x80:
-                    break
-            else:
+            tag, pos = _varint(data, pos, end)  # the field's key
+            if tag is None:
                 break
             wire = tag & 7
             if wire == 0:
-                while pos < end and data[pos] >= 0x80:
-                    pos += 1
-                pos += 1
+                pos = _varint(data, pos, end)[1]
             elif wire == 1:
                 pos += 8
             elif wire == 5:
                 pos += 4
             elif wire == 2:
-                n = shift = 0
-                while pos < end and shift < 64:
-                    b = data[pos]
-                    pos += 1
-                    n |= (b & 0x7F) << shift
-                    shift += 7
-                    if b < 0x80:
-                        break
-                else:
-                    break
-                if pos + n > end:
+                n, pos = _varint(data, pos, end)
+                if n is None or pos + n > end:
                     break
                 fd = by_number.get(tag >> 3)
                 if fd is not None and fd.message_type is not None:
