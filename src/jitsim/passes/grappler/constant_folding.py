@@ -196,26 +196,50 @@ def simplify_empty_reductions(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     """A reduction over a constant, empty list of axes becomes ``Identity(x)`` with ``^indices``
     (module docstring). Runs after folding, as TF simplifies after it folds: the indices are
     often a ``Range`` folding has just made a ``Const``."""
+    def identity_type(nd, indices):
+        dims = [d.size for d in indices.attr["value"].tensor.tensor_shape.dim]
+        if not dims or all(d != 0 for d in dims):
+            return None  # a scalar index, or a non-empty list
+        if "T" in nd.attr:
+            return nd.attr["T"].type
+        return DT_BOOL if nd.op in ("Any", "All") else None
+
+    return _by_constant_operand(eg, keep, REDUCTIONS, identity_type, "reduction over no axes to Identity")
+
+
+def simplify_trivial_tiles(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """A ``Tile`` whose multiples are a ``Const`` of ones (or of no elements: a scalar's gradient
+    ``Tile(Reshape(g, []), [])``) repeats nothing: TF's ``SimplifyTile`` makes it ``Identity(x)``
+    with ``^multiples``, whatever the input's shape."""
+    def identity_type(nd, multiples):
+        try:
+            v = tensor_proto_to_numpy(multiples.attr["value"].tensor)
+        except Exception:  # noqa: BLE001 - a value jitsim cannot read: left as it is
+            return None
+        return nd.attr["T"].type if v.ndim == 1 and (v == 1).all() and "T" in nd.attr else None
+
+    return _by_constant_operand(eg, keep, frozenset({"Tile"}), identity_type, "Tile by ones to Identity")
+
+
+def _by_constant_operand(eg: EditGraph, keep, ops, identity_type, kind: str) -> RewriteRecord:
+    """``op(x, c)`` (``op`` in ``ops``, ``c`` a ``Const``) for which ``identity_type(node, c)``
+    gives a dtype becomes ``Identity(x)`` of that type with ``^c`` added to its control inputs
+    (TF's ``ReplaceOperationWithIdentity``)."""
     rec = RewriteRecord("constant_folding")
     keep_set = preserved(eg, keep)
     for name in topological_order(eg):
         nd = eg.nodes.get(name)
-        if nd is None or name in keep_set or nd.op not in REDUCTIONS:
+        if nd is None or name in keep_set or nd.op not in ops:
             continue
         data = [r for r in nd.input if not r.startswith("^")]
         if len(data) != 2:
             continue
-        ind = eg.nodes.get(parse_input(data[1])[0])
-        if ind is None or ind.op not in ("Const", "HostConst") or "value" not in ind.attr:
+        c = parse_input(data[1])[0]
+        cnd = eg.nodes.get(c)
+        if cnd is None or cnd.op not in ("Const", "HostConst") or "value" not in cnd.attr:
             continue
-        dims = [d.size for d in ind.attr["value"].tensor.tensor_shape.dim]
-        if not dims or all(d != 0 for d in dims):
-            continue  # a scalar index, or a non-empty list
-        if "T" in nd.attr:
-            t = nd.attr["T"].type
-        elif nd.op in ("Any", "All"):
-            t = DT_BOOL
-        else:
+        t = identity_type(nd, cnd)
+        if t is None:
             continue
         ctrl = [r for r in nd.input if r.startswith("^")]
         nd.op = "Identity"
@@ -223,40 +247,8 @@ def simplify_empty_reductions(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
             if not k.startswith("_"):
                 del nd.attr[k]
         nd.attr["T"].type = t
-        eg.set_inputs(name, [data[0], "^" + parse_input(data[1])[0]] + ctrl)
-        rec.add(name, "reduction over no axes to Identity")
-    return rec
-
-
-def simplify_trivial_tiles(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
-    """A ``Tile`` whose multiples are a ``Const`` of ones (or of no elements: a scalar's gradient
-    ``Tile(Reshape(g, []), [])``) repeats nothing: TF's ``SimplifyTile`` makes it ``Identity(x)``
-    with ``^multiples``, whatever the input's shape."""
-    rec = RewriteRecord("constant_folding")
-    keep_set = preserved(eg, keep)
-    for name in topological_order(eg):
-        nd = eg.nodes.get(name)
-        if nd is None or name in keep_set or nd.op != "Tile":
-            continue
-        data = [r for r in nd.input if not r.startswith("^")]
-        if len(data) != 2:
-            continue
-        mult = eg.nodes.get(parse_input(data[1])[0])
-        if mult is None or mult.op not in ("Const", "HostConst") or "value" not in mult.attr:
-            continue
-        try:
-            v = tensor_proto_to_numpy(mult.attr["value"].tensor)
-        except Exception:  # noqa: BLE001 - a value jitsim cannot read: left as it is
-            continue
-        if v.ndim != 1 or not (v == 1).all():
-            continue
-        ctrl = [r for r in nd.input if r.startswith("^")]
-        nd.op = "Identity"
-        for k in list(nd.attr):
-            if k != "T" and not k.startswith("_"):
-                del nd.attr[k]
-        eg.set_inputs(name, [data[0], "^" + parse_input(data[1])[0]] + ctrl)
-        rec.add(name, "Tile by ones to Identity")
+        eg.set_inputs(name, [data[0], "^" + c] + ctrl)
+        rec.add(name, kind)
     return rec
 
 
