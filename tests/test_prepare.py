@@ -22,6 +22,7 @@ from jitsim.passes.grappler.remapper import remap
 from jitsim.passes.lower_functional_ops import lower_functional_ops
 from jitsim.passes.pipeline import run_pipeline
 from jitsim.passes.placement import place
+from test_shape_inference import shapes_attr
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -601,14 +602,6 @@ def test_relu_of_every_concat_input_moves_after_the_concat():
 # -- remapper: Conv1D (Conv2D + Squeeze + BiasAdd) and residual Add fusions (issue 21) ------
 
 
-def _shapes(*dims):
-    av = protos.AttrValue()
-    s = av.list.shape.add()
-    for d in dims:
-        s.dim.add(size=d)
-    return av
-
-
 def _ints(values):
     av = protos.AttrValue()
     av.list.i.extend(values)
@@ -619,7 +612,7 @@ def _conv_attrs(*out_dims):
     a = {"T": "DT_FLOAT", "strides": _ints([1, 1, 1, 1]), "padding": "VALID", "data_format": "NHWC",
          "dilations": _ints([1, 1, 1, 1]), "use_cudnn_on_gpu": True}
     if out_dims:
-        a["_output_shapes"] = _shapes(*out_dims)
+        a["_output_shapes"] = shapes_attr(*out_dims)
     return a
 
 
@@ -676,14 +669,14 @@ def test_fused_conv1d_leaves_no_cluster_where_tf_has_none():
 def _residual(act=None, side_shape=(-1, 8, 8, 8), bias_extra=False):
     """ResNetV2's residual add: Conv2D + BiasAdd + Add(shortcut) [+ Relu]."""
     nodes = [
-        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0, "_output_shapes": _shapes(-1, 8, 8, 8)}),
-        ("s", "_Arg", [], {"T": "DT_FLOAT", "index": 1, "_output_shapes": _shapes(*side_shape)}),
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0, "_output_shapes": shapes_attr(-1, 8, 8, 8)}),
+        ("s", "_Arg", [], {"T": "DT_FLOAT", "index": 1, "_output_shapes": shapes_attr(*side_shape)}),
         ("w", "_Arg", [], {"T": "DT_FLOAT", "index": 2}),
         ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 3}),
         ("conv", "Conv2D", ["x", "w"], _conv_attrs(-1, 8, 8, 8)),
         ("ba", "BiasAdd", ["conv", "b"], {"T": "DT_FLOAT", "data_format": "NHWC",
-                                          "_output_shapes": _shapes(-1, 8, 8, 8)}),
-        ("add", "AddV2", ["s", "ba"], {"T": "DT_FLOAT", "_output_shapes": _shapes(-1, 8, 8, 8)}),
+                                          "_output_shapes": shapes_attr(-1, 8, 8, 8)}),
+        ("add", "AddV2", ["s", "ba"], {"T": "DT_FLOAT", "_output_shapes": shapes_attr(-1, 8, 8, 8)}),
     ]
     last = "add"
     if act:

@@ -18,25 +18,35 @@ pytestmark = pytest.mark.tf
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("models")
-    env = {**os.environ, "JITSIM_BUILD_ONE": "cnn_bn", "PYTHONPATH": str(ROOT / "src")}
-    subprocess.run([sys.executable, str(ROOT / "fixtures/models/build_models.py"), str(out)], check=True, env=env,
-                   capture_output=True, timeout=300)
+def _built_and_harvested(name: str, tmp_path_factory) -> Path:
+    """Model ``name`` of build_models.py, saved, and its signature call harvested under TF."""
     from jitsim.crosscheck.harvest import harvest
 
-    harvest(out / "cnn_bn" / "saved_model", out / "cnn_bn" / "truth")
-    return out / "cnn_bn"
+    out = tmp_path_factory.mktemp(name)
+    env = {**os.environ, "JITSIM_BUILD_ONE": name, "PYTHONPATH": str(ROOT / "src")}
+    subprocess.run([sys.executable, str(ROOT / "fixtures/models/build_models.py"), str(out)], check=True, env=env,
+                   capture_output=True, timeout=300)
+    harvest(out / name / "saved_model", out / name / "truth")
+    return out / name
 
 
-def test_saved_model_prediction_matches_tf(model):
+def _measure(model: Path) -> dict:
+    """fixtures/models/measure_no_tf.py's row for one model directory."""
     sys.path.insert(0, str(ROOT / "fixtures/models"))
     try:
         from measure_no_tf import measure
     finally:
         sys.path.pop(0)
-    r = measure(model)
+    return measure(model)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return _built_and_harvested("cnn_bn", tmp_path_factory)
+
+
+def test_saved_model_prediction_matches_tf(model):
+    r = _measure(model)
     tf = r["tf"]
     assert tf["clusters"] >= 1
     raw, prepared = r["saved_model_raw"], r["saved_model_prepared"]
@@ -57,24 +67,11 @@ GRAPPLER_MODELS = ("conv1d", "resadd", "unary")
 
 @pytest.fixture(scope="module", params=GRAPPLER_MODELS)
 def grappler_model(request, tmp_path_factory):
-    name = request.param
-    out = tmp_path_factory.mktemp(name)
-    env = {**os.environ, "JITSIM_BUILD_ONE": name, "PYTHONPATH": str(ROOT / "src")}
-    subprocess.run([sys.executable, str(ROOT / "fixtures/models/build_models.py"), str(out)], check=True, env=env,
-                   capture_output=True, timeout=300)
-    from jitsim.crosscheck.harvest import harvest
-
-    harvest(out / name / "saved_model", out / name / "truth")
-    return out / name
+    return _built_and_harvested(request.param, tmp_path_factory)
 
 
 def test_grappler_rewrite_models_match_tf(grappler_model):
-    sys.path.insert(0, str(ROOT / "fixtures/models"))
-    try:
-        from measure_no_tf import measure
-    finally:
-        sys.path.pop(0)
-    r = measure(grappler_model)
+    r = _measure(grappler_model)
     tf = r["tf"]
     # (the SavedModel route of `unary` keeps the signature's output Identity, which TF drops
     # there: one clustered node more; the GraphDef has none)
