@@ -38,6 +38,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -349,7 +350,8 @@ def measure_commands(path: Path, repeat: int, timeout: float, tmp: Path) -> dict
         "explain": cli + ["explain", str(path), node],
         "whatif": cli + ["whatif", str(path), "--tf-xla-flags=--tf_xla_min_cluster_size=10"],
         "diff": cli + ["diff", str(path), str(path), "--b-tf-xla-flags=--tf_xla_min_cluster_size=10"],
-        "render": cli + ["render", str(path), "-o", str(tmp / "clusters.svg")],
+        # SVG needs graphviz's dot program; without it the DOT source (still the whole layout input)
+        "render": cli + ["render", str(path), "-o", str(tmp / ("clusters.svg" if shutil.which("dot") else "clusters.dot"))],
         "report": cli + ["report", str(path), "-o", str(tmp / "report")],
     }
     # diff exits 1 when the clusters differ: a result like 0

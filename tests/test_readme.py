@@ -51,3 +51,16 @@ def test_matcher_is_strict():
     assert not matches(["a", "d"], ["a", "b", "d"])
     assert not matches(["a", "...", "e"], ["a", "b", "d"])
     assert matches(["a", "..."], ["a", "b"])
+
+
+def test_first_command_is_the_light_install():
+    """Issue 22 item 16: the newcomer's first command installs jitsim without extras (no
+    TensorFlow: a few hundred MB, not 3 GB) and still runs the main job on a shipped graph."""
+    import tomllib
+
+    first = re.search(r"```sh\n([^\n]*)\n([^\n]*)\n```", (ROOT / "README.md").read_text()).group(1)
+    install, run = first.split(" && ")
+    assert install == "python3 -m pip install -e ."
+    assert run.startswith("jitsim cluster examples/") and (ROOT / run.split()[2]).is_file()
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert not [d for d in deps if re.match(r"(tensorflow|tf-|keras|xprof|torch|jax)", d)], deps
