@@ -60,6 +60,7 @@ F16, F64, VARIANT, RESOURCE = (_DT[n].number for n in ("DT_HALF", "DT_DOUBLE", "
 
 # devices the TESTs use
 HARNESS_CPU = "/job:localhost/replica:0/task:0/cpu:0"  # what the harness gives unplaced nodes
+UNPLACED = HARNESS_CPU  # the device :func:`mark` gives unplaced nodes (test_with_unplaced_nodes_on_gpu changes it)
 W_CPU0 = "/job:worker/replica:0/task:0/device:CPU:0"
 W_GPU0 = "/job:worker/replica:0/task:0/device:GPU:0"
 W_GPU1 = "/job:worker/replica:0/task:0/device:GPU:1"
@@ -205,7 +206,7 @@ def mark(nodes, functions=(), *, global_jit=True, deadness=False, scoping=True, 
     xf = parse_tf_xla_flags(flags)
     session = SessionConfig(global_jit_level=ON_2 if global_jit else DEFAULT, cluster_name_prefix=session_name)
     with using_op_libraries(TEST_OPS):
-        tg = _tfgraph(graphdef(nodes, functions), HARNESS_CPU)
+        tg = _tfgraph(graphdef(nodes, functions), UNPLACED)
         if scoping and global_jit_level(xf, session, tg) != OFF:
             cluster_scoping(tg)
         tg.fixup_source_and_sink_edges()
@@ -1040,6 +1041,23 @@ def test_allowlist_ops_have_xla_kernels():
     known = set(xla_kernels("XLA_CPU_JIT"))
     listed = {op for ops in ops_to_cluster_categories().values() for op in ops}
     assert listed and listed <= known, sorted(listed - known)
+
+
+MARK_TESTS = [name for name in list(globals()) if name.startswith("test_") and name != "test_allowlist_ops_have_xla_kernels"]
+
+
+@pytest.mark.parametrize("test_name", MARK_TESTS)
+def test_with_unplaced_nodes_on_gpu(test_name, monkeypatch):
+    """Every mark_for_compilation TEST above again, with the nodes the TEST leaves unplaced on
+    ``/job:localhost/replica:0/task:0/device:GPU:0`` instead of the harness's CPU. Hand-derived
+    expectation: TF's assertions still hold. Under the harness's settings the GPU's JIT device is
+    registered like the CPU's (policy "if enabled globally", the same operation filter) and the
+    global jit level is the same for both, every op these graphs use has an XLA_GPU_JIT kernel
+    for the types used wherever it has an XLA_CPU_JIT one, and no TEST's outcome hinges on
+    which of CPU or GPU its unplaced nodes are on (explicit placements are kept). So a
+    difference here would be jitsim treating GPU-placed nodes differently from TF."""
+    monkeypatch.setattr(__import__(__name__), "UNPLACED", L_GPU)
+    globals()[test_name]()
 
 
 # ============================================================================================================
