@@ -1043,7 +1043,8 @@ def test_allowlist_ops_have_xla_kernels():
     assert listed and listed <= known, sorted(listed - known)
 
 
-MARK_TESTS = [name for name in list(globals()) if name.startswith("test_") and name != "test_allowlist_ops_have_xla_kernels"]
+MARK_TESTS = [name for name in list(globals())
+              if name.startswith("test_") and name != "test_allowlist_ops_have_xla_kernels"]
 
 
 @pytest.mark.parametrize("test_name", MARK_TESTS)

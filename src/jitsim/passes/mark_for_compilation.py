@@ -127,7 +127,7 @@ class MarkResult:
 # -- the pass ----------------------------------------------------------------------------------
 
 
-def describe_cycle(cycles: GraphCycles, g: TfGraph, src: int, dst: int) -> str:
+def cycle_description(cycles: GraphCycles, g: TfGraph, src: int, dst: int) -> str:
     """TF's ``DescribeCycle`` (xla_cluster_util.cc): why edge ``src -> dst`` would close a cycle
     of the cycle graph, as the path ``dst ~> src`` already there, one node a line
     (``+-> dst``, ``|   ...``, ``+-- src``); "" when no such path is found."""
@@ -371,7 +371,7 @@ class MarkForCompilation:
                 return None
             e = edges[bad]
             raise GraphError("Found cycle in graph without control flow operator during XLA compilation: "
-                             + describe_cycle(cycles, g, e.src, e.dst))
+                             + cycle_description(cycles, g, e.src, e.dst))
         return cycles
 
     # -- initial clusters --------------------------------------------------------------------------
