@@ -127,6 +127,24 @@ class MarkResult:
 # -- the pass ----------------------------------------------------------------------------------
 
 
+def cycle_description(cycles: GraphCycles, g: TfGraph, src: int, dst: int) -> str:
+    """TF's ``DescribeCycle`` (xla_cluster_util.cc): why edge ``src -> dst`` would close a cycle
+    of the cycle graph, as the path ``dst ~> src`` already there, one node a line
+    (``+-> dst``, ``|   ...``, ``+-- src``); "" when no such path is found."""
+    path = cycles.find_path(dst, src, g.num_node_ids + 1)
+    if not path:
+        return ""
+
+    def name(v: int) -> str:
+        n = g.nodes[v] if 0 <= v < g.num_node_ids else None
+        return n.name if n is not None else "(null)"
+    lines = [f"Edge from {name(src)} to {name(dst)} would create a cycle."]
+    for v in path:
+        art = "+-> " if v == dst else ("|   " if v != src else "+-- ")
+        lines.append(art + name(v))
+    return "\n".join(lines) + "\n"
+
+
 class MarkForCompilation:
     def __init__(self, g: TfGraph, flags: XlaFlags, session: SessionConfig | None = None,
                  state: ProcessState | None = None, *, explain_cycles: bool = False,
@@ -352,7 +370,8 @@ class MarkForCompilation:
             if frame_edge[bad]:
                 return None
             e = edges[bad]
-            raise GraphError(f"cycle without control flow through {nodes[e.src].name} -> {nodes[e.dst].name}")
+            raise GraphError("Found cycle in graph without control flow operator during XLA compilation: "
+                             + cycle_description(cycles, g, e.src, e.dst))
         return cycles
 
     # -- initial clusters --------------------------------------------------------------------------
