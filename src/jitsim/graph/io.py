@@ -364,12 +364,12 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
     graphs that have neither (no compilation candidate) are skipped unless ``stage`` names a
     stage they have.
     """
-    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.crosscheck.dumps import dump_dir
 
     path = Path(path)
-    dumps = path / "dumps" if (path / "dumps").is_dir() else path
-    log = path / "log.txt"
-    records = group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
+    where = dump_dir(path)
+    dumps = where.dumps
+    records = where.records()
     if not records:
         raise GraphError("directory holds no TF dump files (and is not a SavedModel)", path)
     out = []
