@@ -142,7 +142,7 @@ def test_auto_jit_off_is_added_and_said():
 
 
 def test_missing_serving_default_lists_signatures(targets, tmp_path):
-    with pytest.raises(HarvestError, match=r"no signature 'serving_default'; its signatures: .*embed, predict"):
+    with pytest.raises(HarvestError, match=r"no 'serving_default' signature; its signatures: .*embed, predict"):
         capture(targets / "sm_other", flags=USER_FLAGS, cache_dir=tmp_path)
     assert not any(tmp_path.iterdir())  # checked before starting TF
     with pytest.raises(HarvestError, match="its signatures"):

@@ -480,7 +480,7 @@ def check_signature_name(sigs, signature: str | None, path) -> str:
         if not usable:
             raise GraphError(f"the SavedModel has no usable signature (only TF's internal "
                              f"{', '.join(sorted(sigs))})", path)
-        raise GraphError(f"the SavedModel has no signature 'serving_default'; its signatures: {listed} "
+        raise GraphError(f"the SavedModel has no 'serving_default' signature; its signatures: {listed} "
                          "(pass one with --signature NAME)", path)
     if signature.startswith(INTERNAL_SIGNATURE_PREFIX) and signature in sigs:
         raise GraphError(f"--signature {signature}: TF's internal entry (what its loader runs to initialise the "
