@@ -385,3 +385,17 @@ def test_cluster_with_other_clustering_flags_reuses_the_capture(tmp_path, monkey
     assert "served from jitsim's cache" in again["route"]["detail"]
     assert first["graphs"][first["main_graph"]]["clusters"] and not again["graphs"][again["main_graph"]]["clusters"]
     assert len(list((tmp_path / "cache").iterdir())) == 1
+
+
+def test_diff_of_two_kinds_gives_each_option_to_its_own_kind(tmp_path, capsys):
+    """diff SAVEDMODEL GRAPHDEF --signature S: the signature states the SavedModel's call and is
+    not refused for the GraphDef. Both compute sin(tanh(x @ w)) + cos(tanh(x @ w)) from x, so
+    both make one cluster of the same ops."""
+    sm = saved_model(tmp_path / "sm", with_call=False)
+    raw = tmp_path / "raw.pbtxt"
+    raw.write_text(RAW)
+    rc, out, err = run(capsys, "diff", sm, raw, "--tf", "never", "--signature", "serving_default", "--format", "json")
+    assert rc in (0, 1), err
+    assert "Traceback" not in err and "--signature" not in err
+    rc, _, err = run(capsys, "explain", raw, "m", "--tf", "never", "--signature", "serving_default")
+    assert rc == 2 and "not to a GraphDef" in err

@@ -527,15 +527,17 @@ def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=()
               until="decluster", explain_cycles=None):
     from jitsim.explain.clustering import cluster
 
-    shapes = args.input_shape
-    if shapes and getattr(args, "other", None):  # diff of two targets: the Keras call applies to the .keras one
+    shapes, signature = args.input_shape, args.signature
+    if getattr(args, "other", None):  # diff of two targets: a Keras call or a signature applies to its own kind
         from jitsim.frontend.resolve import target_kind
 
-        shapes = shapes if target_kind(graph or args.graph) == "keras" else None
+        kind = target_kind(graph or args.graph)
+        shapes = shapes if kind == "keras" else None
+        signature = signature if kind == "saved_model" else None
     return cluster(graph or args.graph, flags=flags, device=device, exclude_ops=exclude, force_compilable=force,
                    session_jit_level=_JIT_LEVELS[args.session_jit_level],
                    session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
-                   signature=args.signature, cluster_number_start=args.cluster_number_start,
+                   signature=signature, cluster_number_start=args.cluster_number_start,
                    move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed,
                    tf_version=args.tf_version, input_shapes=shapes, until=until, explain_cycles=explain_cycles)
 
