@@ -380,7 +380,11 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
         f = dumps / rec.files[st]
         out.append((rec, Graph(read_graphdef(f), source=str(f), validate=validate)))
     if not out:
-        raise GraphError(f"no graph in this dump directory has a {stage or 'clustering input'} dump", path)
+        from jitsim.crosscheck.dumps import DUMP_ENV_HINT
+
+        what = stage or "clustering input (before_clone_constants_for_better_clustering or before_mark_for_compilation)"
+        raise GraphError(f"no graph in this dump directory has a {what} dump; TF writes them with {DUMP_ENV_HINT}",
+                         path)
     return out
 
 
