@@ -13,6 +13,7 @@ import argparse
 import gc
 import json
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -335,41 +336,44 @@ def _add_session_args(p) -> None:
 
 
 def cmd_rewrite(args) -> int:
-    from jitsim.graph.io import load, save
-    from jitsim.passes.mark_for_compilation import ProcessState
-    from jitsim.passes.pipeline import run_pipeline
+    """The graph after ``--until``, taken by the same route and options as every simulating
+    command (:func:`_simulate`: a raw GraphDef or SavedModel gets TF's pass input first)."""
+    from jitsim.graph.io import save
 
-    path = Path(args.graph)
-    from jitsim.graph.io import is_saved_model_dir
-
-    if path.is_dir() and not is_saved_model_dir(path):
-        raise JitsimError("rewrite takes one graph file (a dump file of a harvest, or a GraphDef)", path)
+    _single_graph(args.graph)
     choice = _flags_choice(args, args.tf_xla_flags)
-    state = ProcessState()
-    if args.cluster_number_start:
-        state.counters[0] = args.cluster_number_start
-    g = load(path, signature=args.signature, check_ops=True)
-    version, version_reason = _tf_version_choice(args, g, path)
-    res = run_pipeline(g, choice.flags, until=args.until, session=_session(args), state=state,
-                       input_stage=args.input_stage, device=args.device, tf_version=version)
-    save(res.to_graphdef(), args.output)
-    n_clusters = len(res.cluster.clusters)
-    print(f"{path.name}: simulated TensorFlow {version} ({version_reason}) up to {args.until} with "
-          f"{choice.describe()}; {n_clusters} clusters; wrote {args.output}", file=sys.stderr)
+    c = _simulate(args, flags=choice.flags.text, device=args.device, until=args.until, explain_cycles=False)
+    save(c.to_graphdef(), args.output)
+    o = c.options
+    if c.route is not None:
+        print(c.route.line, file=sys.stderr)
+    print(f"{Path(args.graph).name}: simulated TensorFlow {o.tf_version} ({o.tf_version_reason}) up to {args.until} "
+          f"with {choice.describe()}; {len(c.pipeline.cluster.clusters)} clusters; wrote {args.output}",
+          file=sys.stderr)
     return 0
 
 
 def cmd_verify(args) -> int:
     from jitsim.crosscheck.fidelity import recorded_flags, verify_dir
+    from jitsim.frontend.resolve import check_route_options, target_kind
 
-    choice = _flags_choice(args, args.tf_xla_flags, recorded=recorded_flags(Path(args.dir)))
+    path = Path(args.dir)
+    if target_kind(path) != "dump-dir":
+        raise JitsimError("verify compares jitsim with TF's own dumps: give a harvest or TF dump directory "
+                          "(`jitsim crosscheck harvest` makes one from a model)", path)
+    # the shared options mean what they mean for `jitsim cluster DIR`; those stating another
+    # target's call are refused the same way
+    check_route_options("dump-dir", signature=args.signature, fetch=args.fetch, feed=args.feed,
+                        input_shapes=args.input_shape)
+    choice = _flags_choice(args, args.tf_xla_flags, recorded=recorded_flags(path))
 
     def progress(i, n):
         _progress_line(f"simulating graph {i + 1}/{n}")
 
     try:
-        result = verify_dir(args.dir, choice.flags, input_stage=args.input_stage, progress=progress,
-                            session=_session(args), tf_version=args.tf_version)
+        result = verify_dir(path, choice.flags, input_stage=args.input_stage, progress=progress,
+                            session=_session(args), tf_version=args.tf_version, device=args.device,
+                            cluster_number_start=args.cluster_number_start)
     finally:
         _progress_done()
     version = {"version": result.tf_version, "reason": result.tf_version_reason}
@@ -377,10 +381,50 @@ def cmd_verify(args) -> int:
         _emit_json({"tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "tf_version": version,
                     **result.to_dict()})
     else:
-        sys.stdout.write(f"jitsim simulating TensorFlow {result.tf_version} ({result.tf_version_reason}) with "
-                         f"{choice.describe()}\n")
-        sys.stdout.write(result.format_text(limit=args.limit) + "\n")
+        con = _console()
+        con.print(f"jitsim simulating TensorFlow {result.tf_version} ({result.tf_version_reason}) with "
+                  f"{choice.describe()}", markup=False)
+        _print_compare(con, result, args.limit)
     return 0 if result.all_same_names else 1
+
+
+def _print_compare(con, result, limit: int) -> None:
+    """A clustering comparison (verify, compare) as a rich table, one row per graph, then the
+    differences of each graph that differs."""
+    from rich.table import Table
+
+    from jitsim.crosscheck.compare import corpus_summary
+
+    if len(result.rows) == 1 and result.rows[0].diff is not None:
+        con.print(result.rows[0].diff.format_text(limit=limit), markup=False, highlight=False)
+    else:
+        summ = corpus_summary(result.rows)
+        t = Table(title=None if result.truth_stage == "mark_for_compilation" else
+                  f"TF's clusters read from {result.truth_stage}", title_justify="left")
+        for col, just in (("graph", "left"), ("nodes", "right"), ("TF cl", "right"), ("jitsim cl", "right"),
+                          ("agree", "right"), ("partition", "left"), ("names", "left"), ("first difference", "left")):
+            t.add_column(col, justify=just, overflow="fold")
+        t.columns[0].no_wrap = True
+        for d in summ["rows"]:
+            # "graph 3 (before_clone_..._3.pbtxt)" -> "graph 3": the file is in the details and the JSON
+            m = re.fullmatch(r"(graph \S+) \(.*\)", d["name"])
+            d["name"] = m.group(1) if m else _middle_cut(d["name"])
+            if d["error"] is not None:
+                t.add_row(d["name"], "-", "-", "-", "-", "ERROR", "-", "error: " + d["error"].splitlines()[0])
+                continue
+            t.add_row(d["name"], str(d["n_nodes"]), str(d["n_truth_clusters"]), str(d["n_predicted_clusters"]),
+                      f"{100 * d['agreement']:.1f}%", "yes" if d["identical"] else "no",
+                      "yes" if d["same_names"] else "no", d["first_difference"] or "")
+        con.print(t)
+        con.print(f"{summ['identical']}/{summ['graphs']} graphs identical, {100 * summ['agreement']:.1f}% nodes "
+                  f"agree; {summ['same_names']}/{summ['graphs']} same names"
+                  + (f"; {summ['errors']} error{'s' if summ['errors'] != 1 else ''}" if summ["errors"] else ""),
+                  markup=False)
+        for r in result.rows:
+            if r.diff is not None and not r.diff.identical:
+                con.print(f"\n== {r.name}\n{r.diff.format_text(limit=limit)}", markup=False, highlight=False)
+    for n in result.notes:
+        con.print(f"note: {n}", markup=False)
 
 
 def cmd_registry_export(args) -> int:
@@ -399,7 +443,11 @@ def cmd_registry_export(args) -> int:
 
 
 def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
-    """Options of one simulation (explain, render, report; the baseline of whatif)."""
+    """The options of one simulation and its input route, defined once for every command that
+    simulates (cluster, rewrite, explain, whatif, diff, render, report, crosscheck verify), so
+    that each takes the same inputs by the same routes with options meaning the same thing.
+    ``flags``/``device``: whatif's --tf-xla-flags and --device state its variant, so it adds
+    its own (and --baseline-... for these)."""
     if flags:
         p.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS " + FLAGS_RULE)
     if device:
@@ -412,7 +460,8 @@ def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
     _tf_version_arg(p)
     _input_shape_arg(p)
     _no_defaults_arg(p)
-    p.add_argument("--cluster-number-start", type=int, default=0, help="first cluster number (0 or more)")
+    p.add_argument("--cluster-number-start", type=int, default=0,
+                   help="first cluster number: TF's process-wide counter when this graph ran (0 or more)")
     _add_session_args(p)
     _op_defs_arg(p)
 
@@ -474,20 +523,23 @@ def _whatif_args(p, prefix: str = "") -> None:
                    help="what-if: treat OP as compilable, skipping every compilability check (repeatable)")
 
 
-def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=(), move_devices=False):
+def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=(), move_devices=False,
+              until="decluster", explain_cycles=None):
     from jitsim.explain.clustering import cluster
 
-    shapes = args.input_shape
-    if shapes and getattr(args, "other", None):  # diff of two targets: the Keras call applies to the .keras one
+    shapes, signature = args.input_shape, args.signature
+    if getattr(args, "other", None):  # diff of two targets: a Keras call or a signature applies to its own kind
         from jitsim.frontend.resolve import target_kind
 
-        shapes = shapes if target_kind(graph or args.graph) == "keras" else None
+        kind = target_kind(graph or args.graph)
+        shapes = shapes if kind == "keras" else None
+        signature = signature if kind == "saved_model" else None
     return cluster(graph or args.graph, flags=flags, device=device, exclude_ops=exclude, force_compilable=force,
                    session_jit_level=_JIT_LEVELS[args.session_jit_level],
                    session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
-                   signature=args.signature, cluster_number_start=args.cluster_number_start,
+                   signature=signature, cluster_number_start=args.cluster_number_start,
                    move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed,
-                   tf_version=args.tf_version, input_shapes=shapes)
+                   tf_version=args.tf_version, input_shapes=shapes, until=until, explain_cycles=explain_cycles)
 
 
 def _single_graph(path: str) -> None:
@@ -711,34 +763,56 @@ def _print_index(index: dict, where) -> None:
 
     con = _console()
     tot = index["totals"]
-    con.print(f"{where}: TF {index.get('tf_version') or '?'}, TF_XLA_FLAGS=\"{index.get('tf_xla_flags', '')}\"")
+    flags = index.get("tf_xla_flags")
+    con.print(f"{where}: TF {index.get('tf_version') or 'version not recorded'}, "
+              + (f'TF_XLA_FLAGS="{flags}"' if flags is not None else "TF_XLA_FLAGS not recorded"), markup=False)
     con.print(f"{tot['graphs']} graphs, {tot['graphs_with_candidates']} with candidates, "
               f"{tot['graphs_with_clusters']} with clusters, {tot['clusters']} clusters")
     t = Table()
     for col, just in (("graph", "right"), ("input dump", "left"), ("nodes", "right"),
                       ("clusters", "left"), ("TF pass time", "right")):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, no_wrap=col != "clusters")
     for g in index["graphs"]:
         clusters = ", ".join(f"{c}({n})" for c, n in g["clusters"].items()) or "-"
         us = g.get("mark_pass_us")
-        t.add_row(str(g["id"]), g["files"].get(g.get("input_stage") or "", "-"), str(g["nodes"]),
+        t.add_row(str(g["id"]), _middle_cut(g["files"].get(g.get("input_stage") or "", "-")), str(g["nodes"]),
                   clusters, "-" if us is None else f"{us / 1000:.2f} ms")
     con.print(t)
 
 
+def _middle_cut(name: str, keep: int = 32) -> str:
+    """A long dump file name cut in the middle, its start (the stage) and its end (the unique
+    ``_N.pbtxt`` suffix) kept, so rows stay apart (--format json has the full names)."""
+    if len(name) <= keep:
+        return name
+    tail = keep * 2 // 3
+    return name[:keep - tail - 1] + "…" + name[-tail:]
+
+
 def cmd_index(args) -> int:
-    from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
+    from jitsim.crosscheck.dumps import INDEX_SCHEMA, dump_dir, index_dump_dir
     from jitsim.crosscheck.harvest import totals
 
+    where = dump_dir(args.dumps)
     log_text = None
     if args.log:
         try:
             log_text = Path(args.log).read_text(errors="replace")
         except OSError as e:
             raise JitsimError(f"cannot read log: {e.strerror}", args.log) from None
-    graphs = index_dump_dir(args.dumps, log_text)
-    index = {"schema": INDEX_SCHEMA, "target": None, "kind": "dump_dir", "tf_version": None,
-             "tf_xla_flags": None, "graphs": graphs, "totals": totals(graphs)}
+    else:  # a harvest's own log, as verify and cluster read it
+        log_text = where.log_text()
+    graphs = index_dump_dir(where.dumps, log_text)
+    recorded = {}
+    if (where.root / "index.json").is_file():  # a harvest: what it recorded about its run
+        try:
+            recorded = json.loads((where.root / "index.json").read_text())
+        except (OSError, ValueError):
+            recorded = {}
+        recorded = recorded if isinstance(recorded, dict) else {}
+    index = {"schema": INDEX_SCHEMA, "target": recorded.get("target"), "kind": recorded.get("kind", "dump_dir"),
+             "tf_version": recorded.get("tf_version"), "tf_xla_flags": recorded.get("tf_xla_flags"),
+             "graphs": graphs, "totals": totals(graphs)}
     if args.output:
         from jitsim.graph.io import write_atomic
 
@@ -752,16 +826,14 @@ def cmd_index(args) -> int:
 
 def _graph_pairs(predicted: Path, truth: Path, stage: str):
     """(label, predicted file, truth file) for files, or per graph for two dump directories."""
-    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.crosscheck.dumps import dump_dir
 
     if not predicted.is_dir() and not truth.is_dir():
         return [(truth.name, predicted, truth)]
 
     def files(root: Path):
-        d = root / "dumps" if (root / "dumps").is_dir() else root
-        log = root / "log.txt"
-        recs = group_dumps(d, log.read_text(errors="replace") if log.exists() else None)
-        return [(r.id, d / r.files[stage]) for r in recs if stage in r.files]
+        where = dump_dir(root)
+        return [(r.id, where.dumps / r.files[stage]) for r in where.records() if stage in r.files]
 
     if not (predicted.is_dir() and truth.is_dir()):
         raise JitsimError("compare a file with a file, or a directory with a directory", predicted)
@@ -798,7 +870,7 @@ def cmd_compare(args) -> int:
     if args.format == "json":
         _emit_json(result.to_dict())
     else:
-        sys.stdout.write(result.format_text(limit=args.limit) + "\n")
+        _print_compare(_console(), result, args.limit)
     ok = result.all_same_names if args.names else result.all_identical
     return 0 if ok else 1
 
@@ -873,46 +945,27 @@ def build_parser() -> argparse.ArgumentParser:
     cl = sub.add_parser("cluster", help="predict TF's XLA clusters for a graph (mark-for-compilation)")
     cl.add_argument("graph", help="TF dump file (best: before_clone_constants_for_better_clustering_N.pbtxt), "
                     "dump/harvest directory, .pbtxt/.pb GraphDef, or SavedModel directory")
-    cl.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS " + FLAGS_RULE)
-    _no_defaults_arg(cl)
-    cl.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
-    cl.add_argument("--input-stage", choices=_INPUT_STAGES,
-                    help="what a graph file is, taken as it is: no TF capture, no simulated rewrites (default: decided from its content)")
-    cl.add_argument("--signature", help="SavedModel signature (default: serving_default)")
-    _tf_arg(cl)
-    _call_args(cl)
-    _tf_version_arg(cl)
-    _input_shape_arg(cl)
-    cl.add_argument("--cluster-number-start", type=int, default=0,
-                    help="first cluster number (TF's process-wide counter when this graph ran)")
+    _sim_args(cl)
     cl.add_argument("-o", "--output", help="write the marked graph like TF's mark_for_compilation dump (.pbtxt/.pb; "
                     "a directory for several graphs)")
     cl.add_argument("--explain-cycles", action="store_true",
                     help="record the path behind every merge refused for a cycle (slower on big graphs)")
-    _add_session_args(cl)
     cl.add_argument("--all", action="store_true", help="also list graphs without clusters")
     cl.add_argument("--top", type=int, default=12,
                     help="rows of each table: the largest clusters, the most common unclustered ops (default 12)")
     cl.add_argument("--format", **fmt)
-    _op_defs_arg(cl)
     cl.set_defaults(func=cmd_cluster)
 
     rw = sub.add_parser("rewrite", help="simulate TF's JIT pipeline up to a stage and write the graph as TF dumps it")
-    rw.add_argument("graph", help="TF dump file (best: before_clone_constants_for_better_clustering_N.pbtxt) or GraphDef")
+    rw.add_argument("graph", help="one graph (as for explain): TF dump file (best: "
+                    "before_clone_constants_for_better_clustering_N.pbtxt), .pbtxt/.pb GraphDef, SavedModel "
+                    "directory, .keras file or .py program; taken by the same route as cluster")
     rw.add_argument("--until", default="build-xla-ops", choices=("mark", "decluster", "encapsulate", "build-xla-ops"),
                     help="last stage to simulate (default build-xla-ops); the output matches TF's dump of that "
                          "stage: mark_for_compilation, encapsulate_subgraphs_before, encapsulate_subgraphs_after, "
                          "build_xla_ops")
     rw.add_argument("-o", "--output", required=True, help="output GraphDef (.pbtxt text, else binary)")
-    rw.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS " + FLAGS_RULE)
-    _no_defaults_arg(rw)
-    rw.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
-    rw.add_argument("--input-stage", choices=_INPUT_STAGES)
-    rw.add_argument("--signature", help="SavedModel signature (default: serving_default)")
-    rw.add_argument("--cluster-number-start", type=int, default=0)
-    _tf_version_arg(rw)
-    _add_session_args(rw)
-    _op_defs_arg(rw)
+    _sim_args(rw)
     rw.set_defaults(func=cmd_rewrite)
 
     ex = sub.add_parser("explain", help="why a node is (not) in a cluster; with two nodes, why they are (not) "
@@ -1009,25 +1062,18 @@ def build_parser() -> argparse.ArgumentParser:
     h.set_defaults(func=cmd_harvest)
 
     i = ccs.add_parser("index", help="pair the dump files of a TF_DUMP_GRAPH_PREFIX directory graph by graph")
-    i.add_argument("dumps", help="the dump directory")
-    i.add_argument("--log", help="TF's stderr from the same run (gives exact write order and pass times)")
+    i.add_argument("dumps", help="a harvest directory, its dumps/, or a TF_DUMP_GRAPH_PREFIX directory")
+    i.add_argument("--log", help="TF's stderr from the same run (gives exact write order and pass times; default: "
+                   "the directory's log.txt)")
     i.add_argument("-o", "--output", help="also write the index as JSON to this file")
     i.add_argument("--format", **fmt)
     i.set_defaults(func=cmd_index)
 
     v = ccs.add_parser("verify", help="run jitsim on every graph of a harvest and compare with TF's own clusters")
     v.add_argument("dir", help="harvest or dump directory")
-    v.add_argument("--input-stage", default="before_clone_constants_for_better_clustering",
-                   choices=("before_clone_constants_for_better_clustering", "before_mark_for_compilation"),
-                   help="which TF dump jitsim starts from (default: before_clone_...)")
-    v.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS added on top of the flags the harvest recorded (else "
-                   "$TF_XLA_FLAGS, else jitsim's default); later flags win, as in TF")
-    _no_defaults_arg(v)
-    _tf_version_arg(v)
-    _add_session_args(v)
+    _sim_args(v)
     v.add_argument("--limit", type=int, default=30, help="differing nodes listed per graph")
     v.add_argument("--format", **fmt)
-    _op_defs_arg(v)
     v.set_defaults(func=cmd_verify)
 
     c = ccs.add_parser("compare", help="compare two clusterings as partitions (exit 0 identical, 1 different)")

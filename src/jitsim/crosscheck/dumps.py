@@ -292,6 +292,50 @@ def scan_node_names(path: Path) -> list[str]:
     return [m.group(1).decode() for m in _TOP_NAME_RE.finditer(top)]
 
 
+# What TF needs to write the dumps jitsim reads: the harvest's environment (crosscheck.harvest)
+DUMP_ENV_HINT = ("TF_DUMP_GRAPH_PREFIX=DIR TF_CPP_VMODULE=mark_for_compilation_pass=1,encapsulate_subgraphs_pass=1,"
+                 "build_xla_ops_pass=1,clone_constants_for_better_clustering=1 "
+                 "TF_XLA_FLAGS=\"--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug\"")
+
+
+@dataclass(frozen=True)
+class DumpDir:
+    """Where a directory's pieces are, whichever form the user named: ``root`` (a harvest's
+    ``index.json``, ``log.txt``, ``op_defs.pb``) and ``dumps`` (the dump files)."""
+
+    root: Path
+    dumps: Path
+
+    @property
+    def log(self) -> Path | None:
+        """TF's log of the run (``log.txt``), if the directory has one."""
+        for d in dict.fromkeys((self.root, self.dumps)):
+            f = d / "log.txt"
+            if f.is_file():
+                return f
+        return None
+
+    def log_text(self) -> str | None:
+        f = self.log
+        return None if f is None else f.read_text(errors="replace")
+
+    def records(self) -> list["DumpGraph"]:
+        """The dump files grouped per graph, in TF's order (:func:`group_dumps`)."""
+        return group_dumps(self.dumps, self.log_text())
+
+
+def dump_dir(path: Path | str) -> DumpDir:
+    """The one resolver of a dump or harvest directory, for every command: a harvest (``h``,
+    holding ``dumps/``), a harvest's ``h/dumps`` (its ``index.json``/``log.txt`` are one level
+    up), or a plain ``TF_DUMP_GRAPH_PREFIX`` directory."""
+    path = Path(path)
+    if (path / "dumps").is_dir():
+        return DumpDir(path, path / "dumps")
+    if path.name == "dumps" and any((path.parent / f).is_file() for f in ("index.json", "log.txt")):
+        return DumpDir(path.parent, path)
+    return DumpDir(path, path)
+
+
 def index_dump_dir(root: Path | str, log_text: str | None = None) -> list[dict]:
     """One JSON-ready record per graph: its files, sizes, TF's clusters and pass time."""
     root = Path(root)

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 
 from jitsim.crosscheck.compare import CorpusRow, compare_partitions
-from jitsim.crosscheck.dumps import group_dumps
-from jitsim.crosscheck.scoring import CompareResult, labels_of_file
+from jitsim.crosscheck.dumps import DUMP_ENV_HINT, dump_dir
+from jitsim.crosscheck.scoring import CompareResult, labels_of_file, labels_of_graphdef
 from jitsim.errors import JitsimError
 from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
@@ -27,12 +27,15 @@ from jitsim.registry.versions import choose_tf_version, producer_of, recorded_tf
 
 
 def recorded_flags(root: Path) -> str | None:
-    idx = root / "index.json"
-    if idx.exists():
+    """The TF_XLA_FLAGS a harvest or capture ran with (its ``index.json``), for any form of
+    its directory (:func:`jitsim.crosscheck.dumps.dump_dir`); None for a plain dump directory."""
+    idx = dump_dir(root).root / "index.json"
+    if idx.is_file():
         try:
-            return json.loads(idx.read_text()).get("tf_xla_flags")
-        except json.JSONDecodeError:
+            v = json.loads(idx.read_text()).get("tf_xla_flags")
+        except (OSError, ValueError, AttributeError):
             return None
+        return v if isinstance(v, str) else None
     return None
 
 
@@ -45,53 +48,98 @@ def _without_fingerprint(labels: dict) -> dict:
     return {k: (None if v is None else _DETERMINISTIC.sub(r"\1#_\2", v)) for k, v in labels.items()}
 
 
-def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_CLONE, progress=None,
-               session: SessionConfig | None = None, tf_version: str | None = None) -> CompareResult:
+MARK = "mark_for_compilation"
+AFTER_DECLUSTER = "encapsulate_subgraphs_before"
+
+
+def truth_stage(records, root: Path) -> tuple[str, list[str]]:
+    """Which of TF's dumps holds TF's clusters for :func:`verify_dir`, and a note when it is not
+    ``mark_for_compilation``. TF writes that dump only with ``--tf_xla_clustering_debug`` and
+    only for a graph with a compilation candidate: a harvest (which records that flag) or a
+    directory holding one mark dump is compared as usual, a graph without one clustered
+    nothing. A directory with none was most likely written without the flag: the clusters TF
+    kept at ``encapsulate_subgraphs_before`` (after partial declustering) are compared instead
+    where TF wrote them, else there is nothing to verify against (one-line error)."""
+    from jitsim.passes.flags import parse_tf_xla_flags
+
+    if any(MARK in r.files for r in records):
+        return MARK, []
+    recorded = recorded_flags(root)
+    try:
+        debug = recorded is not None and parse_tf_xla_flags(recorded).clustering_debug
+    except JitsimError:
+        debug = False
+    if debug:  # TF ran with the flag: no mark dump means no graph had a candidate
+        return MARK, []
+    missing = ("TF wrote no mark_for_compilation dump (TF_XLA_FLAGS lacked --tf_xla_clustering_debug, or no graph "
+               "had a compilation candidate)")
+    if any(AFTER_DECLUSTER in r.files for r in records):
+        return AFTER_DECLUSTER, [f"{missing}: mark_for_compilation was not checked; compared the clusters TF kept at "
+                                 f"{AFTER_DECLUSTER} (after partial declustering) instead"]
+    raise JitsimError(f"{missing}, nor any {AFTER_DECLUSTER} dump: nothing to verify against; rerun TF with "
+                      "--tf_xla_clustering_debug added to TF_XLA_FLAGS (or use `jitsim crosscheck harvest`)", root)
+
+
+def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str | None = None, progress=None,
+               session: SessionConfig | None = None, tf_version: str | None = None, device: str | None = None,
+               cluster_number_start: int = 0) -> CompareResult:
     """Score jitsim against TF on every graph of a harvest directory (see module doc).
+    ``input_stage``: TF's dump jitsim starts from (default: each graph's best,
+    ``before_clone...`` else ``before_mark...``, as ``jitsim cluster`` takes a dump directory).
     ``tf_version``: the TF release to simulate; default: the one that wrote the dumps (the
-    first graph's GraphDef producer), else the harvest's recorded TF, else 2.21."""
-    root = Path(root)
+    first graph's GraphDef producer), else the harvest's recorded TF, else 2.21. The truth is
+    TF's ``mark_for_compilation`` dump, else (:func:`truth_stage`) what TF wrote after partial
+    declustering, said in :attr:`CompareResult.notes`."""
+    where = dump_dir(root)
+    root, dumps = where.root, where.dumps
     lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)
     libraries = (lib,) if lib is not None else ()
-    dumps = root / "dumps" if (root / "dumps").is_dir() else root
-    log = root / "log.txt"
-    records = group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
+    records = where.records()
     if not records:
-        raise JitsimError("no TF dump files found", dumps)
-    if input_stage not in (BEFORE_CLONE, BEFORE_MARK):
-        raise JitsimError(f"input stage must be {BEFORE_CLONE} or {BEFORE_MARK}", root)
+        raise JitsimError(f"holds no TF dump files; TF writes them with {DUMP_ENV_HINT}", dumps)
+    if input_stage not in (None, BEFORE_CLONE, BEFORE_MARK):
+        raise JitsimError(f"--input-stage {input_stage}: verify starts from TF's dumps, {BEFORE_CLONE} or "
+                          f"{BEFORE_MARK}", root)
     state = ProcessState()
+    if cluster_number_start:
+        state.counters[0] = cluster_number_start
     rows = []
-    usable = [r for r in records if input_stage in r.files]
+    usable = [(r, input_stage or r.input_stage) for r in records if (input_stage or r.input_stage) in r.files]
     if not usable:
-        raise JitsimError(f"no {input_stage} dumps here (harvest with jitsim, or set TF_CPP_VMODULE)", dumps)
+        what = input_stage or f"clustering input ({BEFORE_CLONE} or {BEFORE_MARK})"
+        raise JitsimError(f"no {what} dumps here; TF writes them with {DUMP_ENV_HINT} (or use `jitsim crosscheck "
+                          "harvest`)", dumps)
+    truth_at, notes = truth_stage(records, root)
     version = reason = None
-    for i, rec in enumerate(usable):
+    for i, (rec, stage) in enumerate(usable):
         if progress:
             progress(i, len(usable))
-        f = dumps / rec.files[input_stage]
-        name = f"graph {rec.id} ({rec.files[input_stage]})"
+        f = dumps / rec.files[stage]
+        name = f"graph {rec.id} ({rec.files[stage]})"
         try:
             g = Graph(read_graphdef(f), source=str(f), validate=False)
             if version is None:  # one TF process: one release for the whole run
                 version, reason = choose_tf_version(tf_version, producer_of(g), recorded_tf_version(root))
-            res = cluster_graph(g, flags, state=state, input_stage=input_stage, session=session,
-                                op_libraries=libraries, tf_version=version)
+            kwargs = dict(state=state, input_stage=stage, session=session, op_libraries=libraries,
+                          tf_version=version, device=device)
+            if truth_at == MARK:
+                predicted = cluster_graph(g, flags, **kwargs).labels()
+            else:
+                predicted = labels_of_graphdef(run_pipeline(g, flags, until="decluster", **kwargs).to_graphdef())
         except JitsimError as e:
             rows.append(CorpusRow(name=name, diff=None, error=str(e)))
             continue
-        mark = rec.files.get("mark_for_compilation")
-        predicted = res.labels()
-        if mark is not None:
-            truth = labels_of_file(dumps / mark)
-        else:
+        truth_file = rec.files.get(truth_at)
+        if truth_file is not None:
+            truth = labels_of_file(dumps / truth_file)
+        else:  # TF wrote no mark dump for this graph: it had no candidate, nothing clustered
             truth = {n: None for n in predicted}
         if flags.deterministic_cluster_names:
             predicted, truth = _without_fingerprint(predicted), _without_fingerprint(truth)
         rows.append(CorpusRow(name=name, diff=compare_partitions(predicted, truth)))
     if version is None:
         version, reason = choose_tf_version(tf_version, None, recorded_tf_version(root))
-    return CompareResult(rows, version, reason)
+    return CompareResult(rows, version, reason, truth_stage=truth_at, notes=notes)
 
 
 def pass_input_graphdef(dumps: Path, rec):
@@ -115,13 +163,11 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
     :func:`verify_dir`."""
     from jitsim.crosscheck.graphdiff import diff_graphdefs
 
-    root = Path(root)
+    where = dump_dir(root)
+    root, dumps = where.root, where.dumps
     lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)
     libraries = (lib,) if lib is not None else ()
-    dumps = root / "dumps" if (root / "dumps").is_dir() else root
-    log = root / "log.txt"
-    records = [r for r in group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
-               if BEFORE_CLONE in r.files]
+    records = [r for r in where.records() if BEFORE_CLONE in r.files]
     state = ProcessState()
     out = []
     truth_stage = STAGE_DUMPS[until]

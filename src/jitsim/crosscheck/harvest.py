@@ -377,13 +377,19 @@ def saved_model_signatures(target: Path) -> list[str]:
 
 def check_signature(target: Path, signature: str | None) -> None:
     """A clear error, before starting TF, when the signature to call is not there (the
-    default ``serving_default`` included: never fall back to another one)."""
+    default ``serving_default`` included: never fall back to another one) or is one of TF's
+    internal entries (``__saved_model_init_op``): the rule of the TF-free route
+    (:func:`jitsim.graph.io.check_signature_name`)."""
+    from jitsim.graph.io import check_signature_name
+
     sigs = saved_model_signatures(target)
-    want = signature or "serving_default"
-    if want not in sigs:
-        hint = "" if signature else " (pass a signature: --signature NAME)"
-        raise HarvestError(f"the SavedModel has no signature {want!r}; its signatures: "
-                           f"{', '.join(sigs) or 'none'}{hint}", target)
+    if not sigs:
+        raise HarvestError(f"the SavedModel has no signature {signature or 'serving_default'!r}; it has no "
+                           "signatures", target)
+    try:
+        check_signature_name(sigs, signature, target)
+    except JitsimError as e:
+        raise HarvestError(e.message, target) from None
 
 
 def _ops_of_graphdef(gd) -> set[str]:

@@ -9,11 +9,11 @@ dump of the requested stage (TF found no candidate in it) counts as "nothing clu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.crosscheck.compare import CorpusRow, PartitionDiff, compare_partitions, corpus_summary, corpus_table
-from jitsim.crosscheck.dumps import group_dumps
+from jitsim.crosscheck.dumps import dump_dir
 from jitsim.errors import JitsimError
 from jitsim.graph.io import read_graphdef
 
@@ -34,10 +34,9 @@ def labels_of_file(path: Path | str) -> dict[str, str | None]:
 
 def _dir_graphs(root: Path, stage: str) -> list[tuple[str, dict[str, str | None]]]:
     """[(label, labelling)] for every graph of a harvest or dump directory."""
-    dumps = root / "dumps" if (root / "dumps").is_dir() else root
-    log = root / "log.txt"
-    log_text = log.read_text(errors="replace") if log.exists() else None
-    graphs = group_dumps(dumps, log_text)
+    where = dump_dir(root)
+    dumps = where.dumps
+    graphs = where.records()
     if not graphs:
         raise JitsimError("no TF dump files found", dumps)
     out = []
@@ -64,6 +63,8 @@ class CompareResult:
     rows: list[CorpusRow]
     tf_version: str = "2.21"  # the simulated TensorFlow release (verify_dir)
     tf_version_reason: str = "jitsim default"
+    truth_stage: str = "mark_for_compilation"  # TF's dump the clusters were compared with
+    notes: list[str] = field(default_factory=list)  # what was not checked, and why
 
     @property
     def all_identical(self) -> bool:
@@ -76,6 +77,8 @@ class CompareResult:
     def to_dict(self) -> dict:
         return {
             "schema": "jitsim.compare/1",
+            "truth_stage": self.truth_stage,
+            "notes": list(self.notes),
             "summary": corpus_summary(self.rows),
             "graphs": [
                 {"name": r.name, "error": r.error, "diff": None if r.diff is None else r.diff.to_dict()}
@@ -86,7 +89,7 @@ class CompareResult:
     def format_text(self, limit: int = 50) -> str:
         if len(self.rows) == 1 and self.rows[0].diff is not None:
             return self.rows[0].diff.format_text(limit=limit)
-        parts = [corpus_table(self.rows)]
+        parts = [corpus_table(self.rows)] + [f"note: {n}" for n in self.notes]
         for r in self.rows:
             if r.diff is not None and not r.diff.identical:
                 parts.append(f"\n== {r.name}\n{r.diff.format_text(limit=limit)}")

@@ -94,19 +94,52 @@ class Capture:
 
 # -- flags and keys ------------------------------------------------------------------------
 
+# TF_XLA_FLAGS that TensorFlow reads only from its clustering passes on (mark_for_compilation,
+# partially decluster, encapsulate, build_xla_ops, the compile and launch ops at run time):
+# the pass input a capture dumps (before_clone_constants_for_better_clustering, the first of
+# the POST_REWRITE_FOR_EXEC passes) is written before any of them is read, so a capture runs
+# without them and one capture serves every value (the simulation applies them, as whatif does)
+AFTER_THE_DUMP = frozenset({
+    "tf_xla_min_cluster_size", "tf_xla_max_cluster_size", "tf_xla_ops_to_cluster", "tf_xla_cluster_exclude_ops",
+    "tf_xla_clustering_debug", "tf_xla_cpu_global_jit", "tf_xla_clustering_fuel",
+    "tf_xla_disable_deadness_safety_checks_for_debugging",
+    "tf_xla_disable_resource_variable_safety_checks_for_debugging", "tf_xla_deterministic_cluster_names",
+    "tf_xla_enable_lazy_compilation", "tf_xla_print_cluster_outputs", "tf_xla_check_cluster_input_numerics",
+    "tf_xla_check_cluster_output_numerics", "tf_xla_disable_constant_folding", "tf_xla_always_defer_compilation",
+    "tf_xla_async_compilation", "tf_xla_persistent_cache_directory", "tf_xla_persistent_cache_device_types",
+    "tf_xla_persistent_cache_read_only", "tf_xla_persistent_cache_prefix",
+})
+
+
 def capture_flags(user_flags: str, *, session_jit_on: bool = False) -> tuple[str, bool]:
     """``(flags TF runs with, whether --tf_xla_auto_jit=2 was added)``. The user's flags are
-    checked as strictly as TF checks them (unknown flags are an error)."""
-    from jitsim.passes.flags import parse_tf_xla_flags
+    checked as strictly as TF checks them (unknown flags are an error), then reduced to what
+    can change the dumped pass input: the flags of :data:`AFTER_THE_DUMP` are left out, and
+    ``--tf_xla_auto_jit`` is kept only as far as TF reads it before the dump: whether the
+    clustering passes run at all (``GetGlobalJitLevelForGraph`` is not OFF) and whether
+    Grappler sees XLA auto-clustering on (meta_optimizer.cc's ``IsXlaGlobalJitOn``: the
+    general and single-GPU levels both ON_1 or ON_2, which changes the remapper's fusions and
+    turns the memory optimizer off). Levels 1 and 2 give the same dump: both become ``2``."""
+    import shlex
+
+    from jitsim.passes.flags import ON_1, parse_tf_xla_flags
 
     parsed = parse_tf_xla_flags(user_flags)
-    off = parsed.auto_jit_general <= 0 and parsed.auto_jit_single_gpu <= 0 and not session_jit_on
-    text = user_flags.strip()
-    added = False
-    if off:
-        text = f"{text} --tf_xla_auto_jit=2".strip()
-        added = True
-    return f"{text} {CAPTURE_FLAGS}".strip(), added
+    general, single = parsed.auto_jit_general, parsed.auto_jit_single_gpu
+    added = general <= 0 and single <= 0 and not session_jit_on
+    if added or (general >= ON_1 and single >= ON_1):
+        jit = "--tf_xla_auto_jit=2"
+    elif single >= ON_1:  # single-gpu(N): on for graphs placed on one GPU only
+        jit = f"--tf_xla_auto_jit=single-gpu({single})"
+    else:  # no level of its own: the caller's process's jit setting (set_jit) decides, as in TF
+        jit = ""
+    keep = []
+    for tok in shlex.split(user_flags or ""):
+        name = tok[2:].partition("=")[0]
+        base = name[2:] if name.startswith("no") and name[2:] in AFTER_THE_DUMP else name
+        if base not in AFTER_THE_DUMP and base != "tf_xla_auto_jit":
+            keep.append(tok)
+    return " ".join(x for x in (jit, *keep, CAPTURE_FLAGS) if x), added
 
 
 def tf_version() -> str:

@@ -181,6 +181,22 @@ def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None =
         raise
 
 
+def check_route_options(kind: str, *, signature=None, fetch=(), feed=(), input_shapes=None, what=None) -> None:
+    """Options that state the call of one kind of target, refused (one line) for another:
+    ``--signature`` (a SavedModel's), ``--fetch``/``--feed`` (a TF1 graph's session call),
+    ``--input-shape`` (a Keras model's). Every simulating command checks them here."""
+    words = what or f"a {KIND_WORDS.get(kind, kind)}"
+    if signature is not None and kind != "saved_model":
+        raise JitsimError(f"--signature names a SavedModel's signature: it applies to a SavedModel, not to {words}")
+    if (fetch or feed) and kind not in ("graphdef", "metagraph"):
+        raise JitsimError("--fetch/--feed name a session call: they apply to a GraphDef or MetaGraphDef file that a "
+                          f"tf.compat.v1.Session runs, not to {words}")
+    if input_shapes and kind not in ("keras", "function"):
+        hint = " (a SavedModel signature's shapes are the signature's)" if kind == "saved_model" else ""
+        raise JitsimError(f"--input-shape states a Keras model's call: it applies to a .keras file or a Keras model, "
+                          f"not to {words}{hint}")
+
+
 def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: str | None,
                  input_stage: str | None, cache_dir, progress, fetch=(), feed=(), input_shapes=()) -> PassInput:
     """TF's pass input for ``target`` (a path or a live TF object); see the module docstring.
@@ -198,15 +214,21 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
     if tf not in TF_MODES:
         raise JitsimError(f"--tf must be one of {', '.join(TF_MODES)}, not {tf!r}")
     kind = target_kind(target)
-    if (fetch or feed) and kind != "graphdef":
-        raise JitsimError("--fetch/--feed name a session call: they apply to a GraphDef or MetaGraphDef file that a "
-                          f"tf.compat.v1.Session runs, not to a {KIND_WORDS.get(kind, kind)}")
-    if input_shapes and not (kind == "keras" or (kind == "function" and _is_keras_model(target))):
-        what = "a tf.function (its call is its input_signature)" if kind == "function" else \
-            f"a {KIND_WORDS.get(kind, kind)}"
-        hint = " (a SavedModel signature's shapes are the signature's)" if kind == "saved_model" else ""
-        raise JitsimError(f"--input-shape states a Keras model's call: it applies to a .keras file or a Keras model, "
-                          f"not to {what}{hint}")
+    what = None
+    if kind == "function" and not _is_keras_model(target):
+        what, kind_for_shapes = "a tf.function (its call is its input_signature)", "tf.function"
+    else:
+        kind_for_shapes = kind
+    check_route_options(kind, signature=signature, fetch=fetch, feed=feed)
+    check_route_options(kind_for_shapes, input_shapes=input_shapes, what=what)
+    if kind == "saved_model":  # one rule for both routes, before either starts (never TF's init entry)
+        from jitsim.crosscheck.harvest import saved_model_signatures
+        from jitsim.graph.io import check_signature_name
+
+        root = Path(target).parent if Path(target).is_file() else Path(target)
+        sigs = saved_model_signatures(root)
+        if sigs or signature is not None:  # a TF1 SavedModel without signatures is its whole graph
+            check_signature_name(sigs, signature, root)
     if kind == "dump-dir":
         from jitsim.crosscheck.fidelity import recorded_flags
 
@@ -272,6 +294,10 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
                           "TensorFlow", target)
     if graph is None:
         graph = load(target, signature=signature, validate=True, check_ops=True)
+    if graph.signature_io is not None:  # no one call computes the signature: prune the MetaGraph to it
+        from jitsim.frontend.session_call import signature_call
+
+        call = signature_call(graph, *graph.signature_io)
     pin = _prepared(graph, kind, device, call)
     if fallback:
         pin.notes.insert(0, fallback)

@@ -43,6 +43,7 @@ from jitsim.passes.subgraph_rewrite import PLACEHOLDER_OPS, output_type, split_t
 GIVEN = "given"
 TRAIN_OP = "the train_op collection"
 FUNCTION_OUTPUTS = "the exported function's outputs"
+SIGNATURE = "the SavedModel signature's inputs and outputs"
 SINKS = "every sink but init, saver and bookkeeping ops"
 DT_RESOURCE = 20
 _INIT_NAME = re.compile(r"^(init|init_\d+)$")
@@ -70,7 +71,7 @@ class SessionCall:
     @property
     def exact(self) -> bool:
         """Whether the call is known (given by the user, or an exported function's own)."""
-        return self.chosen_by in (GIVEN, FUNCTION_OUTPUTS)
+        return self.chosen_by in (GIVEN, FUNCTION_OUTPUTS, SIGNATURE)
 
     def describe(self, limit: int = 6) -> str:
         def names(xs):
@@ -158,6 +159,16 @@ def session_call(graph: Graph, fetch=(), feed=()) -> SessionCall:
     return SessionCall(tuple(fetches), tuple(targets), tuple(sorted(feeds | set(added))),
                        tuple(sorted((n, s) for n, s in parsed if s is not None)), tuple(variables), chosen,
                        tuple(added))
+
+
+def signature_call(graph: Graph, inputs, outputs) -> SessionCall:
+    """The call of a SavedModel signature that no single function call computes (a TF1
+    SavedModel's): its output tensors fetched, its input tensors fed, as TF's signature
+    function (the MetaGraph wrapped and pruned to them) computes it."""
+    import dataclasses
+
+    call = session_call(graph, [o.lstrip("^") for o in outputs], [i.lstrip("^") for i in inputs])
+    return dataclasses.replace(call, chosen_by=SIGNATURE)
 
 
 def _assumed_call(graph: Graph) -> tuple[str, list[str], list[str]]:

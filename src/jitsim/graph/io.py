@@ -364,12 +364,12 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
     graphs that have neither (no compilation candidate) are skipped unless ``stage`` names a
     stage they have.
     """
-    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.crosscheck.dumps import dump_dir
 
     path = Path(path)
-    dumps = path / "dumps" if (path / "dumps").is_dir() else path
-    log = path / "log.txt"
-    records = group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
+    where = dump_dir(path)
+    dumps = where.dumps
+    records = where.records()
     if not records:
         raise GraphError("directory holds no TF dump files (and is not a SavedModel)", path)
     out = []
@@ -380,7 +380,11 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
         f = dumps / rec.files[st]
         out.append((rec, Graph(read_graphdef(f), source=str(f), validate=validate)))
     if not out:
-        raise GraphError(f"no graph in this dump directory has a {stage or 'clustering input'} dump", path)
+        from jitsim.crosscheck.dumps import DUMP_ENV_HINT
+
+        what = stage or "clustering input (before_clone_constants_for_better_clustering or before_mark_for_compilation)"
+        raise GraphError(f"no graph in this dump directory has a {what} dump; TF writes them with {DUMP_ENV_HINT}",
+                         path)
     return out
 
 
@@ -436,31 +440,22 @@ def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str
     if not metas:
         raise GraphError("SavedModel has no MetaGraph", path)
     meta = metas[0]
-    sigs = sorted(meta.signature_def)
-    # TF's own internal signatures (__saved_model_init_op) are not a model's calls
-    usable = [s for s in sigs if not s.startswith("__")]
-    if signature is None:
-        if not sigs:  # a TF1 SavedModel without signatures: its whole graph
-            return _checked(Graph.from_graphdef(meta.graph_def, source=str(path), validate=validate), validate, check_ops)
-        if "serving_default" not in sigs:
-            if not usable:
-                raise GraphError(f"SavedModel has no usable signature (only TF's internal {', '.join(sigs)})", path)
-            raise GraphError(f"SavedModel has no 'serving_default' signature; usable signatures: {', '.join(usable)} "
-                             "(pass one with --signature NAME)", path)
-        signature = "serving_default"
-    if signature not in meta.signature_def:
-        raise GraphError(f"no signature {signature!r}; usable signatures: {', '.join(usable) or 'none'}", path)
+    if signature is None and not meta.signature_def:  # a TF1 SavedModel without signatures: its whole graph
+        return _checked(Graph.from_graphdef(meta.graph_def, source=str(path), validate=validate), validate, check_ops)
+    signature = check_signature_name(sorted(meta.signature_def), signature, path)
     sig = meta.signature_def[signature]
     gd = meta.graph_def
-    by_name = {n.name: n for n in gd.node}
-    fname = None
-    for t in sig.outputs.values():
-        node = by_name.get(t.name.split(":")[0])
-        if node is not None and node.op in ("StatefulPartitionedCall", "PartitionedCall"):
-            fname = node.attr["f"].func.name
-            break
-    if fname is None:
-        return _checked(Graph.from_graphdef(gd, source=f"{path}[{signature}]", validate=validate), validate, check_ops)
+    call = signature_call_node(gd, sig)
+    if call is None:
+        # no one call computes the signature (a TF1 SavedModel, or outputs computed after the call):
+        # the MetaGraph, which the TF-free route prunes to what the signature's outputs need, as
+        # TF's signature function (a pruned wrap of the MetaGraph) does
+        graph = _checked(Graph.from_graphdef(gd, source=f"{path}[{signature}]", validate=validate), validate,
+                         check_ops)
+        graph.signature_io = ([t.name for _, t in sorted(sig.inputs.items())],
+                              [t.name for _, t in sorted(sig.outputs.items())])
+        return graph
+    fname = call.attr["f"].func.name
     from jitsim.graph.functions import function_to_graphdef
 
     if fname not in {f.signature.name for f in gd.library.function}:
@@ -469,6 +464,66 @@ def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str
     fgd = function_to_graphdef(gd.library, fname, source=path)
     fgd.versions.CopyFrom(gd.versions)
     return _checked(Graph(fgd, source=f"{path}[{signature}]", validate=validate), validate, check_ops)
+
+
+# TF's own entries of a SavedModel's signature map: run by the loader (initialisation) or by
+# training code, never a model's call (tensorflow/python/saved_model/signature_constants.py)
+INTERNAL_SIGNATURE_PREFIX = "__saved_model_"
+
+
+def check_signature_name(sigs, signature: str | None, path) -> str:
+    """The signature to call among ``sigs`` (a SavedModel's signature names): ``signature``,
+    else ``serving_default``. One rule for both routes: a missing one, or one of TF's internal
+    entries (``__saved_model_init_op``: what TF's loader runs to initialise tables, not a
+    call), is a :class:`GraphError` listing the signatures there are."""
+    usable = [s for s in sorted(sigs) if not s.startswith(INTERNAL_SIGNATURE_PREFIX)]
+    listed = ", ".join(usable) or "none"
+    if signature is None:
+        if "serving_default" in usable:
+            return "serving_default"
+        if not usable:
+            raise GraphError(f"the SavedModel has no usable signature (only TF's internal "
+                             f"{', '.join(sorted(sigs))})", path)
+        raise GraphError(f"the SavedModel has no 'serving_default' signature; its signatures: {listed} "
+                         "(pass one with --signature NAME)", path)
+    if signature.startswith(INTERNAL_SIGNATURE_PREFIX) and signature in sigs:
+        raise GraphError(f"--signature {signature}: TF's internal entry (what its loader runs to initialise the "
+                         f"model), not a signature to call; the SavedModel's signatures: {listed}", path)
+    if signature not in sigs:
+        raise GraphError(f"the SavedModel has no signature {signature!r}; its signatures: {listed}", path)
+    return signature
+
+
+_PASS_THROUGH_OPS = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient"})
+
+
+def signature_call_node(gd, sig):
+    """The ``(Stateful)PartitionedCall`` node that computes every output of signature ``sig``
+    (each output followed back through Identity-like nodes, which TF's Grappler removes), or
+    None if there is no such single call."""
+    by_name = {n.name: n for n in gd.node}
+    found = None
+    for _, t in sorted(sig.outputs.items()):
+        name, _, port = t.name.lstrip("^").partition(":")
+        port = int(port) if port.isdigit() else 0
+        node = by_name.get(name)
+        seen = set()
+        while node is not None and node.op in _PASS_THROUGH_OPS and node.name not in seen:
+            seen.add(node.name)
+            data = [i for i in node.input if not i.startswith("^")]
+            i = port if node.op == "IdentityN" else 0
+            if i >= len(data):
+                node = None
+                break
+            name, _, p = data[i].partition(":")
+            port = int(p) if p.isdigit() else 0
+            node = by_name.get(name)
+        if node is None or node.op not in ("StatefulPartitionedCall", "PartitionedCall"):
+            return None
+        if found is not None and found.name != node.name:
+            return None
+        found = node
+    return found
 
 
 def _checked(graph: Graph, validate: bool, check_ops: bool) -> Graph:

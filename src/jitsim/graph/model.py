@@ -167,6 +167,8 @@ class Graph:
         self.source = source
         # a MetaGraphDef's collections naming graph elements (e.g. "train_op"), when loaded from one
         self.collections: dict[str, list[str]] = {}
+        # a SavedModel signature that no single function call computes: (input, output) tensor names
+        self.signature_io: tuple[list[str], list[str]] | None = None
         self.nodes: dict[str, Node] = {}
         nodes = self.nodes
         names = []  # each name read from the proto once (every read makes a new str)
