@@ -48,6 +48,33 @@ def _emit_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def _tensorboard_arg(p) -> None:
+    """``--tensorboard DIR``: the one definition every command that makes a clustered graph uses."""
+    p.add_argument("--tensorboard", metavar="DIR",
+                   help="also write the clustered graph as a TensorBoard event file in DIR "
+                        "(events.out.tfevents.<seconds>.<host>.jitsim; `tensorboard --logdir DIR`, Graphs, "
+                        "color by XLA cluster); several graphs: one run (subdirectory) each")
+
+
+def _write_tensorboard(args, graphs: list) -> None:
+    """Write ``graphs`` (``[(label, GraphDef)]``) for ``--tensorboard``: one graph into DIR, several
+    into DIR/<NN>_<label> (one TensorBoard run each); one line on stderr says where."""
+    logdir = getattr(args, "tensorboard", None)
+    if not logdir or not graphs:
+        return
+    import re
+
+    from jitsim.graph.events import write_graph_event_file
+
+    if len(graphs) == 1:
+        paths = [write_graph_event_file(logdir, graphs[0][1])]
+    else:
+        paths = [write_graph_event_file(Path(logdir) / f"{i:02d}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', label).strip('_')}",
+                                        gd) for i, (label, gd) in enumerate(graphs)]
+    where = paths[0] if len(paths) == 1 else f"{len(paths)} event files under {logdir}"
+    print(f"wrote {where} (tensorboard --logdir {logdir})", file=sys.stderr)
+
+
 # -- show ---------------------------------------------------------------------------------
 
 
@@ -230,6 +257,10 @@ def cmd_cluster(args) -> int:
                 if res.mark.ran or res.mark.candidates:
                     save(res.to_graphdef(), out / (f"mark_for_compilation_{k}.pbtxt" if k else "mark_for_compilation.pbtxt"))
                     k += 1
+    if args.tensorboard:
+        chosen = [(rep["name"], res) for i, (rep, res) in enumerate(zip(reports, results))
+                  if i == pin.main or res.mark.ran or res.mark.candidates]
+        _write_tensorboard(args, [(label, res.to_graphdef()) for label, res in chosen])
     doc = {"schema": "jitsim.cluster/1", "input": str(path),
            "tf_version": {"version": version, "reason": version_reason},
            "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "route": pin.route.to_dict(),
@@ -353,6 +384,7 @@ def cmd_rewrite(args) -> int:
     res = run_pipeline(g, choice.flags, until=args.until, session=_session(args), state=state,
                        input_stage=args.input_stage, device=args.device, tf_version=version)
     save(res.to_graphdef(), args.output)
+    _write_tensorboard(args, [(path.name, res.to_graphdef())])
     n_clusters = len(res.cluster.clusters)
     print(f"{path.name}: simulated TensorFlow {version} ({version_reason}) up to {args.until} with "
           f"{choice.describe()}; {n_clusters} clusters; wrote {args.output}", file=sys.stderr)
@@ -601,6 +633,7 @@ def cmd_render(args) -> int:
         _progress_done()
     if msg:
         print(msg, file=sys.stderr)
+    _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
     return 0
 
 
@@ -613,6 +646,7 @@ def cmd_report(args) -> int:
         _progress_done()
     if msg:
         print(msg, file=sys.stderr)
+    _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
     return 0
 
 
@@ -887,6 +921,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="first cluster number (TF's process-wide counter when this graph ran)")
     cl.add_argument("-o", "--output", help="write the marked graph like TF's mark_for_compilation dump (.pbtxt/.pb; "
                     "a directory for several graphs)")
+    _tensorboard_arg(cl)
     cl.add_argument("--explain-cycles", action="store_true",
                     help="record the path behind every merge refused for a cycle (slower on big graphs)")
     _add_session_args(cl)
@@ -904,6 +939,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "stage: mark_for_compilation, encapsulate_subgraphs_before, encapsulate_subgraphs_after, "
                          "build_xla_ops")
     rw.add_argument("-o", "--output", required=True, help="output GraphDef (.pbtxt text, else binary)")
+    _tensorboard_arg(rw)
     rw.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS " + FLAGS_RULE)
     _no_defaults_arg(rw)
     rw.add_argument("--device", help="place nodes without a device on cpu or gpu (raw GraphDefs)")
@@ -965,6 +1001,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="above this many nodes the collapsed view is the default (default 400)")
     _sim_args(rd)
     _whatif_args(rd)
+    _tensorboard_arg(rd)
     rd.set_defaults(func=cmd_render)
 
     rp = sub.add_parser("report", help="write a self-contained HTML report (summary, tables, search, "
@@ -973,6 +1010,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", required=True, help="output directory (index.html)")
     _sim_args(rp)
     _whatif_args(rp)
+    _tensorboard_arg(rp)
     rp.set_defaults(func=cmd_report)
 
     rg = sub.add_parser("registry", help="jitsim's copy of TF's op and kernel registries")
@@ -1133,10 +1171,17 @@ _OUTPUT_KIND = {"cluster": "file-or-dir", "rewrite": "file", "render": "file", "
 
 def _check_outputs(args) -> None:
     """One rule for every command's ``-o``: checked before any work (graph/io.check_output)."""
+    from jitsim.graph.io import check_output
+
+    tb = getattr(args, "tensorboard", None)
+    if tb is not None:
+        try:
+            check_output(tb, directory=True)
+        except JitsimError as e:
+            raise JitsimError(f"--tensorboard: {e.message}", tb) from None
     out = getattr(args, "output", None)
     if out is None:
         return
-    from jitsim.graph.io import check_output
 
     key = getattr(args, "crosscheck_command", None) or args.command
     kind = _OUTPUT_KIND.get(key, "file")
