@@ -253,6 +253,9 @@ _KERAS = textwrap.dedent("""
     w = tf.summary.create_file_writer(sys.argv[2])
     with w.as_default():
         tf.summary.graph(f.get_concrete_function(tf.TensorSpec([2, 2])).graph)
+        tf.summary.trace_on(graph=True)
+        f(tf.ones([2, 2]))
+        tf.summary.trace_export("traced", step=3)
     w.close()
 """)
 
@@ -269,9 +272,18 @@ def test_keras_callback_and_tf_summary_event_files(tmp_path):
     r = jitsim("cluster", tf_file, "--tf", "never", "--format", "json")
     assert r.returncode == 0, r.stderr
     assert "read as a TensorBoard event file" in r.stderr
+    # without the graph_def event, the function graph tf.summary.trace_export recorded is taken
+    recs = events.records(tf_file.read_bytes())
+    trace_only = tmp_path / "trace_only"
+    trace_only.write_bytes(b"".join(events.record(x) for x in recs if b"graph_run_metadata_graph" in x or
+                                    b"brain.Event" in x))
+    r = jitsim("show", trace_only, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert "tf.summary.trace_export 'traced' recorded (step 3" in r.stderr
+    assert '"MatMul": 1' in r.stdout
     # an event file holding Keras' summary and a graph (as Keras 2's callback wrote them): the note
     # says whose graph it is
-    graph_records = events.records(tf_file.read_bytes())[1:]
+    graph_records = [x for x in recs[1:] if b"graph_run_metadata_graph" not in x]
     both = tmp_path / "both"
     both.write_bytes(keras_file.read_bytes() + b"".join(events.record(x) for x in graph_records))
     r = jitsim("show", both)

@@ -345,9 +345,9 @@ def _event_file_graph(data: bytes, path: Path):
         graphs = [fg.pre_optimization_graph for fg in rm.function_graphs if fg.pre_optimization_graph.node]
         if not graphs:
             raise GraphError(f"an event file with no graph (trace {tag!r} holds no function graph; {ef.holds()})", path)
-        gd = graphs[-1]
-        which = (f"the traced function graph of tf.summary.trace_export {tag!r} (step {step}; before TF's "
-                 "optimizations)" + (f", the last of {len(graphs)}" if len(graphs) > 1 else ""))
+        gd = max(reversed(graphs), key=lambda g: len(g.node))  # the traced function, not an eager op's graph
+        which = (f"the function graph tf.summary.trace_export {tag!r} recorded (step {step}; before TF's "
+                 "optimizations)" + (f", the largest of {len(graphs)}" if len(graphs) > 1 else ""))
     else:
         raise GraphError(f"an event file with no graph ({ef.holds()})", path)
     if not gd.node:
