@@ -106,6 +106,13 @@ def test_rewrite_and_report_share_the_option(tmp_path):
     assert "--tensorboard" in jitsim("render", "--help").stdout
 
 
+def test_a_tensorboard_log_directory_names_its_event_file(tmp_path):
+    r = jitsim("cluster", MNIST, "--tf", "never", "--tensorboard", tmp_path / "tb")
+    assert r.returncode == 0, r.stderr
+    _one_error_line(jitsim("cluster", tmp_path / "tb", "--tf", "never"), "TensorBoard log directory",
+                    str(_only_event_file(tmp_path / "tb")))
+
+
 def test_tensorboard_dir_checked_before_any_work(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")

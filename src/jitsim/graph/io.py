@@ -422,6 +422,10 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
     log = path / "log.txt"
     records = group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
     if not records:
+        tb = sorted(p for pattern in ("*tfevents*", "*/*tfevents*") for p in path.glob(pattern) if p.is_file())
+        if tb:
+            raise GraphError(f"is a TensorBoard log directory, not a TF dump directory; name one event file "
+                             f"(e.g. {tb[-1]})", path)
         raise GraphError("directory holds no TF dump files (and is not a SavedModel)", path)
     out = []
     for rec in records:
