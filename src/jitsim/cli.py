@@ -25,16 +25,35 @@ def _stderr_is_tty() -> bool:
     return sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
 
 
+# The one progress display of every command: a rich status line (spinner and text) on stderr,
+# only when stderr is a terminal; nothing is written otherwise (pipes, files, CI logs).
+_STATUS = None
+
+
 def _progress_line(text: str) -> None:
-    if _stderr_is_tty():
-        sys.stderr.write("\r\x1b[2K" + text)
-        sys.stderr.flush()
+    """Show ``text`` as the command's progress (replacing the previous one)."""
+    global _STATUS
+    if not _stderr_is_tty():
+        return
+    from rich.text import Text
+
+    line = Text(text, no_wrap=True, overflow="ellipsis")  # one line, cut to the terminal's width
+    if _STATUS is None:
+        from rich.console import Console
+        from rich.status import Status
+
+        _STATUS = Status(line, console=Console(stderr=True, highlight=False), spinner="dots")
+        _STATUS.start()
+    else:
+        _STATUS.update(line)
 
 
 def _progress_done() -> None:
-    if _stderr_is_tty():
-        sys.stderr.write("\r\x1b[2K")
-        sys.stderr.flush()
+    """Clear the progress line (before the command prints its results or an error)."""
+    global _STATUS
+    if _STATUS is not None:
+        status, _STATUS = _STATUS, None
+        status.stop()
 
 
 def _console():
@@ -514,12 +533,16 @@ def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=()
         from jitsim.frontend.resolve import target_kind
 
         shapes = shapes if target_kind(graph or args.graph) == "keras" else None
-    return cluster(graph or args.graph, flags=flags, device=device, exclude_ops=exclude, force_compilable=force,
-                   session_jit_level=_JIT_LEVELS[args.session_jit_level],
-                   session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
-                   signature=args.signature, cluster_number_start=args.cluster_number_start,
-                   move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed,
-                   tf_version=args.tf_version, input_shapes=shapes)
+    _progress_line(f"simulating {Path(str(graph or args.graph)).name}")
+    try:
+        return cluster(graph or args.graph, flags=flags, device=device, exclude_ops=exclude, force_compilable=force,
+                       session_jit_level=_JIT_LEVELS[args.session_jit_level],
+                       session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
+                       signature=args.signature, cluster_number_start=args.cluster_number_start,
+                       move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed,
+                       tf_version=args.tf_version, input_shapes=shapes)
+    finally:
+        _progress_done()
 
 
 def _single_graph(path: str) -> None:
@@ -1229,9 +1252,11 @@ def main(argv: list[str] | None = None) -> int:
                 _show_warning(w.message)
         return rc
     except JitsimError as e:
+        _progress_done()
         print(f"jitsim: {_one_line(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
+        _progress_done()
         print("jitsim: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
