@@ -162,6 +162,30 @@ def test_last_graph_def_event_is_taken(tmp_path):
     assert "the last of its 2 graph_def events (step 7" in r.stderr
 
 
+def test_meta_graph_def_event(tmp_path):
+    # TF1's FileWriter.add_meta_graph writes a meta_graph_def event (field 9): its graph is taken
+    # when the file has no graph_def event, and its collections come with it
+    mg = protos.MetaGraphDef()
+    mg.graph_def.CopyFrom(read_graphdef(MNIST))
+    mg.meta_info_def.tags.append("train")
+    mg.collection_def["train_op"].node_list.value.append(mg.graph_def.node[-1].name)
+    p = tmp_path / "meta"
+    p.write_bytes(events.record(events.encode_event(wall_time=1.0, file_version=events.FILE_VERSION))
+                  + events.record(events.encode_event(wall_time=1.0) + events._bytes_field(9, mg.SerializeToString())))
+    from jitsim.graph.io import load
+
+    with pytest.warns(UserWarning, match="its meta_graph_def event"):
+        g = load(p)
+    assert len(g.nodes) == len(mg.graph_def.node)
+    assert g.collections == {"train_op": [mg.graph_def.node[-1].name]}
+
+
+def test_corrupt_graph_in_an_event_file(tmp_path):
+    p = tmp_path / "badgraph"
+    p.write_bytes(events.event_file_bytes(b"\x0a\x05ab", 1))  # a node field cut short
+    _one_error_line(jitsim("show", p), "not a valid binary GraphDef in the event file")
+
+
 @pytest.mark.parametrize("damage,fragment", [
     (lambda d: d[:-3], "event file is truncated"),
     (lambda d: d[:30] + bytes([d[30] ^ 1]) + d[31:], "bad data checksum"),

@@ -319,10 +319,16 @@ def _event_file_graph(data: bytes, path: Path):
     and, for Keras' TensorBoard callback, whose graph it is."""
     from jitsim.graph import events
 
+    head = data
+    if data.startswith(_GZIP_MAGIC):  # look at the start only: most gzip inputs are GraphDefs
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data[:4096], 64)
+        except zlib.error:
+            return None
+    if not events.looks_like_event_file(head):
+        return None
     if data.startswith(_GZIP_MAGIC):
         data = _gunzip(data, path)
-    if not events.looks_like_event_file(data):
-        return None
     ef = events.read_event_file(data, path)
     whose = ("an event file of Keras' TensorBoard callback (write_graph=True): the graph of Keras' training step, "
              "not of the model's call" if ef.keras else "a TensorBoard event file")
