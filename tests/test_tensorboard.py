@@ -93,6 +93,27 @@ def test_cluster_tensorboard_writes_the_marked_graph(tmp_path):
     assert _only_event_file(tmp_path / "tb2").read_bytes() == f.read_bytes()
 
 
+def test_several_graphs_one_run_each(tmp_path):
+    # a dump directory with two graphs: each goes into its own run directory (TensorBoard shows
+    # one graph per run)
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    for name in ("before_clone_constants_for_better_clustering.pbtxt",
+                 "before_clone_constants_for_better_clustering_1.pbtxt"):
+        (dumps / name).write_bytes(MNIST.read_bytes())
+    r = jitsim("cluster", dumps, "--tensorboard", tmp_path / "tb")
+    assert r.returncode == 0, r.stderr
+    runs = sorted(p for p in (tmp_path / "tb").iterdir())
+    assert [p.name[:3] for p in runs] == ["00_", "01_"] and all(p.is_dir() for p in runs)
+    assert "the_call" in runs[0].name or "the_call" in runs[1].name
+    for run in runs:
+        ef = events.read_event_file(_only_event_file(run).read_bytes())
+        gd = protos.GraphDef()
+        gd.ParseFromString(ef.graph_defs[0][1])
+        assert len(set(_clusters(gd).values())) == 5
+    assert f"2 event files under {tmp_path / 'tb'}" in r.stderr
+
+
 def test_rewrite_and_report_share_the_option(tmp_path):
     env = {"SOURCE_DATE_EPOCH": "1700000000"}
     r = jitsim("rewrite", MNIST, "--until", "mark", "-o", tmp_path / "m.pbtxt", "--tensorboard", tmp_path / "tb",

@@ -88,7 +88,7 @@ def _write_tensorboard(args, graphs: list) -> None:
     if len(graphs) == 1:
         paths = [write_graph_event_file(logdir, graphs[0][1])]
     else:
-        paths = [write_graph_event_file(Path(logdir) / f"{i:02d}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', label).strip('_')}",
+        paths = [write_graph_event_file(Path(logdir) / f"{i:02d}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', label).strip('_')[:80]}",
                                         gd) for i, (label, gd) in enumerate(graphs)]
     where = paths[0] if len(paths) == 1 else f"{len(paths)} event files under {logdir}"
     print(f"wrote {where} (tensorboard --logdir {logdir})", file=sys.stderr)
