@@ -222,7 +222,6 @@ class EventFile:
     meta_graph_defs: list[tuple[int, bytes]] = field(default_factory=list)
     run_metadata: list[tuple[int, str, bytes]] = field(default_factory=list)
     summary_plugins: dict[str, str] = field(default_factory=dict)  # tag -> plugin name
-    scalars_or_other: int = 0
 
     @property
     def keras(self) -> bool:
