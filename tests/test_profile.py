@@ -3,6 +3,7 @@ input, and the whole command on the MNIST softmax example under real TF (marked 
 its page in headless Chromium."""
 
 import json
+import re
 import shutil
 import xml.dom.minidom
 from pathlib import Path
@@ -95,7 +96,8 @@ def _fake_summary(traces, prediction):
     timing = {"off": {"warmup_s": [0.2], "steps_s": [0.004, 0.002, 0.003]},
               "on": {"warmup_s": [0.9], "steps_s": [0.001, 0.002, 0.0015]}}
     return link.build_summary(target="t.py", kind="program", device="cpu", steps=3, warmup=1,
-                              flags={"off": "a", "on": "b"}, timing=timing, traces=traces,
+                              flags={"off": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_auto_jit=-1",
+                                     "on": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"}, timing=timing, traces=traces,
                               warmup_trace_on=traces["on"], clusters=clusters, modules=modules,
                               prediction=None, tf_version="2.21.0", notes=["a <note>"])
 
@@ -140,6 +142,56 @@ def test_timeline_and_page_escape(traces):
     html = page.render_page(s, "diff <b>")
     assert "<script>x" not in html and "&lt;script&gt;x" in html and "diff &lt;b&gt;" in html
     assert "a &lt;note&gt;" in html
+
+
+def test_timeline_tooltips(traces):
+    # every drawn event carries a <title> (the browser's tooltip): its name, the TF node and op it
+    # ran for, the HLO module and op, its start in the step and its duration
+    svg = timeline.timeline_svg(traces["on"], "on")
+    doc = xml.dom.minidom.parseString(svg)
+    groups = [g for g in doc.getElementsByTagName("g") if "ev" in g.getAttribute("class").split()]
+    assert groups
+    for g in groups:
+        (title,) = [c for c in g.childNodes if getattr(c, "tagName", None) == "title"]
+        text = title.firstChild.data
+        assert "duration" in text and "start +" in text
+    titles = [g.getElementsByTagName("title")[0].firstChild.data for g in groups]
+    launch = next(t for t in titles if t.startswith("_XlaRun"))
+    assert "TF node:op cluster_0_1/xla_run:_XlaRun" in launch
+    assert any("HLO module cluster_0__" in t and "HLO op " in t for t in titles)
+
+
+def test_page_flags_names_and_timelines(traces):
+    s = _fake_summary(traces, {})
+    s["xspace"] = {"off": ["plugins/profile/xla_off/h.xplane.pb"], "on": ["plugins/profile/xla_on/h.xplane.pb"]}
+    html = page.render_page(s, "")
+    # the XLA-off line shows the flags in force, not the on-flags with an override appended
+    off = re.search(r'<code id="flags-off">(.*?)</code>', html).group(1)
+    on = re.search(r'<code id="flags-on">(.*?)</code>', html).group(1)
+    assert off == "--tf_xla_cpu_global_jit --tf_xla_auto_jit=-1"
+    assert on == "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
+    assert s["tf_xla_flags_effective"] == {"off": off, "on": on}
+    # long HLO module names wrap between their parts only; no CSS that breaks inside words
+    assert "break-all" not in html and "word-break: keep-all" in html
+    name = s["clusters"][0]["hlo_module"]
+    assert page.breakable(name) in html and "<wbr>" in page.breakable(name)
+    assert page.breakable("a_b.c") == "a_<wbr>b.<wbr>c"
+    # timelines embedded as documents (their tooltips show), the trace linked; xprof named
+    assert html.count("<object class='timeline'") == 2
+    assert "plugins/profile/xla_off/" in html and "xprof --logdir DIR" in html
+
+
+def test_keep_xspace_layout(tmp_path):
+    # TF's profiler writes LOGDIR/plugins/profile/<timestamp>/<host>.xplane.pb; the output keeps
+    # it as DIR/plugins/profile/<run>/<host>.xplane.pb, xprof's and TensorBoard's layout
+    from jitsim.profile.command import keep_xspace
+
+    raw = tmp_path / "raw" / "step" / "plugins" / "profile" / "2026_11_25_10_00_00"
+    raw.mkdir(parents=True)
+    (raw / "myhost.xplane.pb").write_bytes(b"xspace")
+    out = tmp_path / "out"
+    assert keep_xspace(tmp_path / "raw" / "step", out, "xla_on") == ["plugins/profile/xla_on/myhost.xplane.pb"]
+    assert (out / "plugins/profile/xla_on/myhost.xplane.pb").read_bytes() == b"xspace"
 
 
 def test_step_stats_one_step():
@@ -250,6 +302,26 @@ def test_profile_mnist(mnist_profile):
 
 
 @pytest.mark.tf
+def test_profile_keeps_xspace_for_xprof(mnist_profile):
+    """Both runs' XSpace under DIR/plugins/profile/<run>/: xprof's profile plugin lists the runs
+    from DIR, and the XLA-on run's file converts to a trace with the cluster's launch."""
+    from types import SimpleNamespace
+
+    from xprof import profile_plugin
+    from xprof.convert import raw_to_tool_data
+
+    s = json.loads((mnist_profile / "summary.json").read_text())
+    assert set(s["xspace"]) == {"off", "on", "on_warmup"} and all(s["xspace"].values())
+    ctx = SimpleNamespace(logdir=str(mnist_profile), data_provider=None,
+                          flags=SimpleNamespace(master_tpu_unsecure_channel=""))
+    assert sorted(profile_plugin.ProfilePlugin(ctx).generate_runs()) == ["xla_off", "xla_on", "xla_on_warmup"]
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(mnist_profile / f) for f in s["xspace"]["on"]],
+                                                   "trace_viewer", {})
+    assert b"_XlaRun" in (data if isinstance(data, bytes) else data.encode())
+    assert "--tf_xla_auto_jit=2" not in s["tf_xla_flags_effective"]["off"]
+
+
+@pytest.mark.tf
 def test_profile_page_in_browser(mnist_profile, browser):
     from selenium.webdriver.common.by import By
 
@@ -260,12 +332,19 @@ def test_profile_page_in_browser(mnist_profile, browser):
     rows = browser.find_elements(By.CSS_SELECTOR, "#clusters tr.cluster")
     assert [r.get_attribute("data-cluster") for r in rows] == [c["cluster"] for c in s["clusters"]]
     assert browser.find_element(By.ID, "ratio").text == f"{s['step_time_ratio']:.2f}"
-    # every picture loaded (timelines and HLO graphs), every trace link is there
+    # every picture loaded (HLO graphs; the timelines are <object> documents), every trace link is there
     imgs = browser.find_elements(By.TAG_NAME, "img")
-    assert len(imgs) >= 3
+    assert len(imgs) >= 1
+    objs = browser.find_elements(By.CSS_SELECTOR, "object.timeline")
+    assert len(objs) == 2 and all(o.size["height"] > 100 for o in objs)  # the SVGs loaded (not the fallback text)
+    svgs = [o.get_attribute("data") for o in objs]
     assert all(browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", i) for i in imgs)
     hrefs = {a.get_attribute("href").rsplit("/", 1)[-1] for a in browser.find_elements(By.TAG_NAME, "a")}
     assert {"trace_xla_off.json", "trace_xla_on.json"} <= hrefs
+    for svg in svgs:  # each drawn event has its tooltip (a file:// page cannot look inside an <object>)
+        browser.get(svg)
+        evs = browser.find_elements(By.CSS_SELECTOR, "g.ev")
+        assert evs and len(browser.find_elements(By.CSS_SELECTOR, "g.ev > title")) == len(evs)
 
 
 @pytest.mark.tf

@@ -26,16 +26,35 @@ def _stderr_is_tty() -> bool:
     return sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
 
 
+# The one progress display of every command: a rich status line (spinner and text) on stderr,
+# only when stderr is a terminal; nothing is written otherwise (pipes, files, CI logs).
+_STATUS = None
+
+
 def _progress_line(text: str) -> None:
-    if _stderr_is_tty():
-        sys.stderr.write("\r\x1b[2K" + text)
-        sys.stderr.flush()
+    """Show ``text`` as the command's progress (replacing the previous one)."""
+    global _STATUS
+    if not _stderr_is_tty():
+        return
+    from rich.text import Text
+
+    line = Text(text, no_wrap=True, overflow="ellipsis")  # one line, cut to the terminal's width
+    if _STATUS is None:
+        from rich.console import Console
+        from rich.status import Status
+
+        _STATUS = Status(line, console=Console(stderr=True, highlight=False), spinner="dots")
+        _STATUS.start()
+    else:
+        _STATUS.update(line)
 
 
 def _progress_done() -> None:
-    if _stderr_is_tty():
-        sys.stderr.write("\r\x1b[2K")
-        sys.stderr.flush()
+    """Clear the progress line (before the command prints its results or an error)."""
+    global _STATUS
+    if _STATUS is not None:
+        status, _STATUS = _STATUS, None
+        status.stop()
 
 
 def _console():
@@ -47,6 +66,33 @@ def _console():
 def _emit_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+def _tensorboard_arg(p) -> None:
+    """``--tensorboard DIR``: the one definition every command that makes a clustered graph uses."""
+    p.add_argument("--tensorboard", metavar="DIR",
+                   help="also write the clustered graph as a TensorBoard event file in DIR "
+                        "(events.out.tfevents.<seconds>.<host>.jitsim; `tensorboard --logdir DIR`, Graphs, "
+                        "color by XLA cluster); several graphs: one run (subdirectory) each")
+
+
+def _write_tensorboard(args, graphs: list) -> None:
+    """Write ``graphs`` (``[(label, GraphDef)]``) for ``--tensorboard``: one graph into DIR, several
+    into DIR/<NN>_<label> (one TensorBoard run each); one line on stderr says where."""
+    logdir = getattr(args, "tensorboard", None)
+    if not logdir or not graphs:
+        return
+    import re
+
+    from jitsim.graph.events import write_graph_event_file
+
+    if len(graphs) == 1:
+        paths = [write_graph_event_file(logdir, graphs[0][1])]
+    else:
+        paths = [write_graph_event_file(Path(logdir) / f"{i:02d}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', label).strip('_')[:80]}",
+                                        gd) for i, (label, gd) in enumerate(graphs)]
+    where = paths[0] if len(paths) == 1 else f"{len(paths)} event files under {logdir}"
+    print(f"wrote {where} (tensorboard --logdir {logdir})", file=sys.stderr)
 
 
 # -- show ---------------------------------------------------------------------------------
@@ -231,6 +277,10 @@ def cmd_cluster(args) -> int:
                 if res.mark.ran or res.mark.candidates:
                     save(res.to_graphdef(), out / (f"mark_for_compilation_{k}.pbtxt" if k else "mark_for_compilation.pbtxt"))
                     k += 1
+    if args.tensorboard:
+        chosen = [(rep["name"], res) for i, (rep, res) in enumerate(zip(reports, results))
+                  if i == pin.main or res.mark.ran or res.mark.candidates]
+        _write_tensorboard(args, [(label, res.to_graphdef()) for label, res in chosen])
     doc = {"schema": "jitsim.cluster/1", "input": str(path),
            "tf_version": {"version": version, "reason": version_reason},
            "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "route": pin.route.to_dict(),
@@ -344,6 +394,7 @@ def cmd_rewrite(args) -> int:
     choice = _flags_choice(args, args.tf_xla_flags)
     c = _simulate(args, flags=choice.flags.text, device=args.device, until=args.until, explain_cycles=False)
     save(c.to_graphdef(), args.output)
+    _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
     o = c.options
     if c.route is not None:
         print(c.route.line, file=sys.stderr)
@@ -534,12 +585,16 @@ def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=()
         kind = target_kind(graph or args.graph)
         shapes = shapes if kind == "keras" else None
         signature = signature if kind == "saved_model" else None
-    return cluster(graph or args.graph, flags=flags, device=device, exclude_ops=exclude, force_compilable=force,
-                   session_jit_level=_JIT_LEVELS[args.session_jit_level],
-                   session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
-                   signature=signature, cluster_number_start=args.cluster_number_start,
-                   move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed,
-                   tf_version=args.tf_version, input_shapes=shapes, until=until, explain_cycles=explain_cycles)
+    _progress_line(f"simulating {Path(str(graph or args.graph)).name}")
+    try:
+        return cluster(graph or args.graph, flags=flags, device=device, exclude_ops=exclude, force_compilable=force,
+                       session_jit_level=_JIT_LEVELS[args.session_jit_level],
+                       session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
+                       signature=signature, cluster_number_start=args.cluster_number_start,
+                       move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed,
+                       tf_version=args.tf_version, input_shapes=shapes, until=until, explain_cycles=explain_cycles)
+    finally:
+        _progress_done()
 
 
 def _single_graph(path: str) -> None:
@@ -653,6 +708,7 @@ def cmd_render(args) -> int:
         _progress_done()
     if msg:
         print(msg, file=sys.stderr)
+    _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
     return 0
 
 
@@ -665,6 +721,7 @@ def cmd_report(args) -> int:
         _progress_done()
     if msg:
         print(msg, file=sys.stderr)
+    _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
     return 0
 
 
@@ -948,6 +1005,7 @@ def build_parser() -> argparse.ArgumentParser:
     _sim_args(cl)
     cl.add_argument("-o", "--output", help="write the marked graph like TF's mark_for_compilation dump (.pbtxt/.pb; "
                     "a directory for several graphs)")
+    _tensorboard_arg(cl)
     cl.add_argument("--explain-cycles", action="store_true",
                     help="record the path behind every merge refused for a cycle (slower on big graphs)")
     cl.add_argument("--all", action="store_true", help="also list graphs without clusters")
@@ -966,6 +1024,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "build_xla_ops")
     rw.add_argument("-o", "--output", required=True, help="output GraphDef (.pbtxt text, else binary)")
     _sim_args(rw)
+    _tensorboard_arg(rw)
     rw.set_defaults(func=cmd_rewrite)
 
     ex = sub.add_parser("explain", help="why a node is (not) in a cluster; with two nodes, why they are (not) "
@@ -1018,6 +1077,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="above this many nodes the collapsed view is the default (default 400)")
     _sim_args(rd)
     _whatif_args(rd)
+    _tensorboard_arg(rd)
     rd.set_defaults(func=cmd_render)
 
     rp = sub.add_parser("report", help="write a self-contained HTML report (summary, tables, search, "
@@ -1026,6 +1086,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", required=True, help="output directory (index.html)")
     _sim_args(rp)
     _whatif_args(rp)
+    _tensorboard_arg(rp)
     rp.set_defaults(func=cmd_report)
 
     rg = sub.add_parser("registry", help="jitsim's copy of TF's op and kernel registries")
@@ -1179,10 +1240,17 @@ _OUTPUT_KIND = {"cluster": "file-or-dir", "rewrite": "file", "render": "file", "
 
 def _check_outputs(args) -> None:
     """One rule for every command's ``-o``: checked before any work (graph/io.check_output)."""
+    from jitsim.graph.io import check_output
+
+    tb = getattr(args, "tensorboard", None)
+    if tb is not None:
+        try:
+            check_output(tb, directory=True)
+        except JitsimError as e:
+            raise JitsimError(f"--tensorboard: {e.message}", tb) from None
     out = getattr(args, "output", None)
     if out is None:
         return
-    from jitsim.graph.io import check_output
 
     key = getattr(args, "crosscheck_command", None) or args.command
     kind = _OUTPUT_KIND.get(key, "file")
@@ -1230,9 +1298,11 @@ def main(argv: list[str] | None = None) -> int:
                 _show_warning(w.message)
         return rc
     except JitsimError as e:
+        _progress_done()
         print(f"jitsim: {_one_line(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
+        _progress_done()
         print("jitsim: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

@@ -447,7 +447,7 @@ def _command(target: Path, kind: str, signature: str | None, python: str, workdi
     runner = workdir / f"_jitsim_{kind}_runner.py"
     body = _PROGRAM_STEP_RUNNER if kind == "program" else RUNNERS[kind]
     runner.write_text(body + (CALL_ONCE if tail is None else tail))
-    args = [python, str(boot), str(runner), str(target)]
+    args = [python, str(boot), str(runner), str(_tf_readable(target, kind, workdir))]
     if kind == "saved_model":
         args.append(signature or "")
     if kind == "graphdef" and call is not None:
@@ -459,6 +459,24 @@ def _command(target: Path, kind: str, signature: str | None, python: str, workdi
         spec.write_text(json.dumps({"input_shapes": [[k, list(v)] for k, v in input_shapes]}))
         args.append(str(spec))
     return args
+
+
+def _tf_readable(target: Path, kind: str, workdir: Path) -> Path:
+    """The file TF's GraphDef runner reads: ``target`` itself, or for a TensorBoard event file
+    (which jitsim reads by content, :mod:`jitsim.graph.events`) its graph as a binary
+    GraphDef or MetaGraphDef in ``workdir``."""
+    if kind != "graphdef":
+        return target
+    from jitsim.graph.events import is_event_file
+
+    if not is_event_file(target):
+        return target
+    from jitsim.graph.io import read_graph_file
+
+    gd, meta = read_graph_file(target)
+    out = workdir / ("_jitsim_graph.meta" if meta is not None else "_jitsim_graph.pb")
+    out.write_bytes((meta if meta is not None else gd).SerializeToString(deterministic=True))
+    return out
 
 
 def harvest_env(dump_dir: Path, flags: str, base: dict | None = None) -> dict:

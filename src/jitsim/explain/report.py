@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import jitsim
 from collections import Counter
 from pathlib import Path
@@ -92,8 +93,45 @@ def _json_script(obj) -> str:
 # -- page parts -----------------------------------------------------------------------------
 
 
+def _wrap(s) -> str:
+    """``s`` escaped, with a line-break opportunity (``<wbr>``) after each ``/``, ``_``, ``.`` and
+    ``:``: long node names and paths wrap between their parts, never inside a word (the page's CSS
+    forbids breaks inside words: ``word-break: keep-all; overflow-wrap: normal``)."""
+    out = _e(s)
+    for sep in ("/", "_", ".", ":"):
+        out = out.replace(sep, sep + "<wbr>")
+    return out
+
+
+def _code(code: str) -> str:
+    """A reason code: never broken, linked to its row of this page where it has one."""
+    return f'<code class="rc">{_e(code)}</code>'
+
+
+_FLAG = re.compile(r"--tf_xla_[A-Za-z0-9_]+(?:=[^\s,;)]+)?")
+
+
+def _flags_as_code(text: str) -> str:
+    """``text`` escaped, each TF_XLA_FLAGS flag in it as an unbreakable ``<code>``."""
+    out, pos = [], 0
+    for m in _FLAG.finditer(text):
+        out.append(_e(text[pos:m.start()]) + _code(m.group()))
+        pos = m.end()
+    return "".join(out) + _e(text[pos:])
+
+
+def _docs_link(r) -> str:
+    """The reason's entry in docs/reasons.md as a link: to the source tree's docs where jitsim runs
+    from one (an editable install), else the path as text."""
+    docs = Path(jitsim.__file__).resolve().parents[2] / "docs" / "reasons.md"
+    page, _, frag = r.anchor.partition("#")
+    if docs.is_file():
+        return f'<a class="docs" href="{_e(docs.as_uri())}#{_e(frag)}">{_e(r.anchor)}</a>'
+    return f'<span class="docs">{_e(r.anchor)}</span>'
+
+
 def _node_link(name: str) -> str:
-    return f'<a href="#node={_e(quote(name, safe=""))}">{_e(name)}</a>'
+    return f'<a href="#node={_e(quote(name, safe=""))}">{_wrap(name)}</a>'
 
 
 def _summary(c) -> str:
@@ -113,12 +151,12 @@ def _summary(c) -> str:
         title = REASONS[gd.code].title if gd.code in REASONS else gd.code
         rows.append(("whole graph", f"{gd.code}: {title}"))
     out = ['<section id="summary"><h2>Summary</h2><dl>']
-    out += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in rows]
+    out += [f"<dt>{_e(k)}</dt><dd>{_wrap(v) if k == 'source' else _e(v)}</dd>" for k, v in rows]
     out.append("</dl>")
     refused = Counter(r.code for r in c.refusals)
     if refused:
         out.append("<p>Refused merges by reason: " + ", ".join(
-            f'<a href="#merge-{_e(code)}">{_e(code)}</a> {k}'
+            f'<a href="#merge-{_e(code)}">{_code(code)}</a> {k}'
             for code, k in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))) + "</p>")
     if c.notes:
         out.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in c.notes) + "</ul>")
@@ -146,12 +184,12 @@ def _why(code: str) -> str:
         return f"<b>{_e(code)}</b>"
     why = [f"<b>{_e(r.title)}</b>"]
     if r.hint:
-        why.append(f'<div><span class="k">change:</span> {_e(r.hint)}</div>')
+        why.append(f'<div><span class="k">change:</span> {_flags_as_code(r.hint)}</div>')
     if r.tf_log:
         why.append(f'<div><span class="k">TF logs:</span> <code>{_e(r.tf_log)}</code></div>')
     if r.explanation:
-        why.append(f"<p>{_e(r.explanation)}</p>")
-    why.append(f'<div class="muted">docs: {_e(r.anchor)}</div>')
+        why.append(f"<p>{_flags_as_code(r.explanation)}</p>")
+    why.append(f'<div class="muted">docs: {_docs_link(r)}</div>')
     return "".join(why)
 
 
@@ -171,7 +209,7 @@ def _merges(c) -> str:
                 seen.add((r.from_node, r.to_node))
                 pairs.append(f"{_node_link(r.from_node)} → {_node_link(r.to_node)}")
         shown = "; ".join(pairs[:6]) + (f"; … {len(pairs) - 6} more" if len(pairs) > 6 else "")
-        rows.append(f'<tr id="merge-{_e(code)}"><td><code>{_e(code)}</code></td><td class="num">{len(rs)}</td>'
+        rows.append(f'<tr id="merge-{_e(code)}"><td>{_code(code)}</td><td class="num">{len(rs)}</td>'
                     f"<td>{_why(code)}</td><td>{shown}</td></tr>")
     return ('<section id="merges"><h2>Merges TF refused, by reason</h2><p class="muted">Each row counts the '
             "attempts (a pair can be tried again in a later phase); a node's explanation lists the refused "
@@ -193,7 +231,7 @@ def _reasons(c) -> str:
         shown = ", ".join(_node_link(n) for n in names[:NAMES_PER_REASON])
         more = len(names) - NAMES_PER_REASON
         shown += (f', <a href="#q=code:{_e(code)}">… all {len(names)}</a>' if more > 0 else "")
-        rows.append(f'<tr id="reason-{_e(code)}"><td><code>{_e(code)}</code></td><td class="num">{len(names)}</td>'
+        rows.append(f'<tr id="reason-{_e(code)}"><td>{_code(code)}</td><td class="num">{len(names)}</td>'
                     f"<td>{_e(op_summary(c, names))}</td><td>{why}</td><td>{shown}</td></tr>")
     return ('<section id="reasons"><h2>Not in a cluster, by reason</h2><table id="reason-table"><thead><tr>'
             "<th>reason</th><th>nodes</th><th>ops</th><th>why</th><th>nodes</th></tr></thead><tbody>"
@@ -216,9 +254,13 @@ def _graph(c, view: str, max_nodes: int) -> tuple[str, str | None]:
         return (head + f'<p id="graph-missing">{_e(problem)}, then run <code>jitsim report</code> again '
                 "(or draw it with <code>jitsim render GRAPH -o graph.svg</code>).</p></section>", problem)
     svg = svg[svg.index("<svg"):]
-    return (head + '<p class="muted">Click a node for its explanation. '
-            '<label><input type="checkbox" id="fit" checked> fit to width</label></p>'
-            f'<div id="graph-box" class="fit">{svg}</div></section>', None)
+    return (head + '<p class="muted">Click a node for its explanation; drag to pan. Zoom: '
+            '<button type="button" id="zoom-out" title="zoom out">−</button> '
+            '<span id="zoom">100%</span> '
+            '<button type="button" id="zoom-in" title="zoom in">+</button> '
+            '<button type="button" id="zoom-fit" title="the whole width">fit to width</button> '
+            '<button type="button" id="zoom-1" title="graphviz\'s own size">100%</button></p>'
+            f'<div id="graph-box">{svg}</div></section>', None)
 
 
 _CSS = """
@@ -226,15 +268,17 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-seri
 header,main{max-width:1200px;margin:auto;padding:0 16px}
 header{border-bottom:1px solid #ddd}h1{font-size:22px;margin:14px 0 4px}h2{font-size:18px;margin:26px 0 8px}
 nav a{margin-right:14px}code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}dt{color:#555}dd{margin:0;word-break:break-all}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}dt{color:#555}dd{margin:0}
+dd,th,td,code,a{overflow-wrap:normal;word-break:keep-all}code.rc{white-space:nowrap}
 table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #e5e5e5;padding:4px 8px;text-align:left;
-vertical-align:top;overflow-wrap:anywhere}th{background:#f6f6f6;position:sticky;top:0;white-space:nowrap}td.num{text-align:right}td p{margin:4px 0}tr:target{background:#fff6d5}
+vertical-align:top}th{background:#f6f6f6;position:sticky;top:0;white-space:nowrap}td.num{text-align:right}td p{margin:4px 0}tr:target{background:#fff6d5}
 .scroll{max-height:520px;overflow:auto;border:1px solid #eee}.muted{color:#777}.k{color:#555}a{color:#0b5cad;text-decoration:none}a:hover{text-decoration:underline}
 #search{width:100%;max-width:560px;font-size:15px;padding:6px 8px}#count{color:#555;margin:6px 0}
 #results{max-height:260px;overflow:auto;margin:0;padding-left:20px;columns:2}#results li{break-inside:avoid}
 #explanation{background:#f7f7f9;border:1px solid #e3e3e8;padding:10px;white-space:pre-wrap;word-break:break-word}
-#explanation:empty{display:none}#graph-box{overflow:auto;max-height:85vh;border:1px solid #ddd}
-#graph-box.fit svg{width:100%;height:auto}#graph-box g.node{cursor:pointer}
+#explanation:empty{display:none}#graph-box{overflow:auto;max-height:85vh;border:1px solid #ddd;cursor:grab}
+#graph-box.panning{cursor:grabbing;user-select:none}#graph-box svg{display:block;height:auto}#graph-box g.node{cursor:pointer}
+#zoom{display:inline-block;min-width:3.5em;text-align:center}
 #graph-box g.hl path,#graph-box g.hl polygon{stroke:#d00;stroke-width:4px}
 """
 
@@ -327,8 +371,40 @@ _JS = r"""
   fromHash();
   var box = $("graph-box");
   if (box) {
-    $("fit").addEventListener("change", function (e) { box.classList.toggle("fit", e.target.checked); });
+    // zoom: the picture's width as a multiple of graphviz's own size;
+    // default: 100% when it fits, else fit to the width, but never below READABLE (text stays legible;
+    // the box scrolls and pans)
+    var svg = box.querySelector("svg"), READABLE = 0.6;
+    var w = svg.getAttribute("width") || "";  // graphviz writes points: 1 pt = 4/3 CSS px
+    var natural = (parseFloat(w) * (/pt$/.test(w) ? 4 / 3 : 1)) || svg.getBBox().width || 1;
+    var zoom = 1;
+    function setZoom(z) {
+      zoom = Math.min(4, Math.max(0.05, z));
+      svg.style.width = (natural * zoom) + "px";
+      $("zoom").textContent = Math.round(zoom * 100) + "%";
+    }
+    function fitScale() { return Math.min(1, (box.clientWidth - 2) / natural); }
+    setZoom(Math.max(fitScale(), READABLE));
+    $("zoom-in").addEventListener("click", function () { setZoom(zoom * 1.25); });
+    $("zoom-out").addEventListener("click", function () { setZoom(zoom / 1.25); });
+    $("zoom-fit").addEventListener("click", function () { setZoom((box.clientWidth - 2) / natural); });
+    $("zoom-1").addEventListener("click", function () { setZoom(1); });
+    var drag = null, moved = false;
+    box.addEventListener("mousedown", function (e) {
+      if (e.button !== 0) return;
+      drag = {x: e.clientX, y: e.clientY, left: box.scrollLeft, top: box.scrollTop};
+      moved = false;
+    });
+    window.addEventListener("mousemove", function (e) {
+      if (!drag) return;
+      var dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 3) { moved = true; box.classList.add("panning"); }
+      box.scrollLeft = drag.left - dx;
+      box.scrollTop = drag.top - dy;
+    });
+    window.addEventListener("mouseup", function () { drag = null; box.classList.remove("panning"); });
     box.addEventListener("click", function (e) {
+      if (moved) { moved = false; return; }
       var g = e.target.closest("g.node, g.cluster");
       if (!g) return;
       e.preventDefault();

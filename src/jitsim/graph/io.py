@@ -7,6 +7,9 @@ Accepted inputs:
   by content (a note says what was assumed); gzip-compressed files (``.pbtxt.gz``, ``.pb.gz``,
   any gzip content) and a UTF-8 byte-order mark are read transparently, UTF-16 text with a
   byte-order mark with a note. Only regular files are read, at most 2 GiB;
+* a TensorBoard event file (TFRecord framing, by content): its last ``graph_def`` event's graph
+  (else a ``meta_graph_def``'s, else a ``tf.summary.trace_export`` graph), with a note saying
+  which (see :mod:`jitsim.graph.events`);
 * a SavedModel directory (``saved_model.pb`` or ``saved_model.pbtxt`` inside): the graph of
   one signature's function, with the library attached (see :func:`load_saved_model`);
 * a TF dump directory (``TF_DUMP_GRAPH_PREFIX``): one graph per instantiated function,
@@ -285,6 +288,9 @@ def read_graph_file(path: Path | str, *, allow_empty: bool = False):
     decided from the content."""
     path = Path(path)
     data = read_bytes(path)
+    event = _event_file_graph(data, path)
+    if event is not None:
+        return event
     try:
         gd = parse_message(protos.GraphDef(), data, path, text=_format_of(path), what="GraphDef")
     except GraphError:
@@ -303,6 +309,57 @@ def read_graph_file(path: Path | str, *, allow_empty: bool = False):
             raise GraphError("holds a function library but no graph nodes: nothing to cluster", path)
         raise GraphError("contains no graph nodes (is it a GraphDef?)", path)
     return gd, None
+
+
+def _event_file_graph(data: bytes, path: Path):
+    """``(GraphDef, MetaGraphDef or None)`` of a TensorBoard event file (recognised by its
+    TFRecord framing, whatever its name; see :mod:`jitsim.graph.events`), else None. The
+    graph is the last ``graph_def`` event's (the one TensorBoard shows), else the last
+    ``meta_graph_def`` event's, else the last ``tf.summary.trace_export`` graph; notes say which
+    and, for Keras' TensorBoard callback, whose graph it is."""
+    from jitsim.graph import events
+
+    head = data
+    if data.startswith(_GZIP_MAGIC):  # look at the start only: most gzip inputs are GraphDefs
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data[:4096], 64)
+        except zlib.error:
+            return None
+    if not events.looks_like_event_file(head):
+        return None
+    if data.startswith(_GZIP_MAGIC):
+        data = _gunzip(data, path)
+    ef = events.read_event_file(data, path)
+    whose = ("an event file of Keras' TensorBoard callback (write_graph=True): the graph of Keras' training step, "
+             "not of the model's call" if ef.keras else "a TensorBoard event file")
+    mg = None
+    if ef.graph_defs:
+        step, raw = ef.graph_defs[-1]
+        gd = parse_message(protos.GraphDef(), raw, path, text=False, what="GraphDef in the event file")
+        which = (f"the last of its {len(ef.graph_defs)} graph_def events (step {step}; TensorBoard shows that one "
+                 "too)" if len(ef.graph_defs) > 1 else "its graph_def event")
+    elif ef.meta_graph_defs:
+        step, raw = ef.meta_graph_defs[-1]
+        mg = parse_message(protos.MetaGraphDef(), raw, path, text=False, what="MetaGraphDef in the event file")
+        gd = mg.graph_def
+        which = (f"the last of its {len(ef.meta_graph_defs)} meta_graph_def events" if len(ef.meta_graph_defs) > 1
+                 else "its meta_graph_def event") + " (it has no graph_def event)"
+    elif ef.run_metadata:
+        step, tag, raw = ef.run_metadata[-1]
+        rm = parse_message(protos.message_class("tensorflow.RunMetadata")(), raw, path, text=False,
+                           what="RunMetadata in the event file")
+        graphs = [fg.pre_optimization_graph for fg in rm.function_graphs if fg.pre_optimization_graph.node]
+        if not graphs:
+            raise GraphError(f"an event file with no graph (trace {tag!r} holds no function graph; {ef.holds()})", path)
+        gd = max(reversed(graphs), key=lambda g: len(g.node))  # the traced function, not an eager op's graph
+        which = (f"the function graph tf.summary.trace_export {tag!r} recorded (step {step}; before TF's "
+                 "optimizations)" + (f", the largest of {len(graphs)}" if len(graphs) > 1 else ""))
+    else:
+        raise GraphError(f"an event file with no graph ({ef.holds()})", path)
+    if not gd.node:
+        raise GraphError(f"an event file whose graph has no nodes ({which})", path)
+    assume(f"read as {whose}; the graph is {which}", path)
+    return gd, mg
 
 
 def is_saved_model_dir(path: Path | str) -> bool:
@@ -371,6 +428,10 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
     dumps = where.dumps
     records = where.records()
     if not records:
+        tb = sorted(p for pattern in ("*tfevents*", "*/*tfevents*") for p in path.glob(pattern) if p.is_file())
+        if tb:
+            raise GraphError(f"is a TensorBoard log directory, not a TF dump directory; name one event file "
+                             f"(e.g. {tb[-1]})", path)
         raise GraphError("directory holds no TF dump files (and is not a SavedModel)", path)
     out = []
     for rec in records:

@@ -12,6 +12,9 @@ partial directory. Layout::
     timeline_xla_off.svg  timeline_xla_on.svg the two traces drawn
     hlo/        module_NNNN.<cluster>.{before,after}_optimizations.{txt,svg}
     tf_off/ tf_on/   each run's harvest: TF's graph dumps, log.txt, index.json
+    plugins/profile/xla_off/<host>.xplane.pb  TF's own profiles (XSpace) in the layout xprof and
+    plugins/profile/xla_on/<host>.xplane.pb   TensorBoard's profile plugin read: `xprof --logdir DIR`
+    plugins/profile/xla_on_warmup/<host>.xplane.pb
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ def _assemble(target: Path, kind: str, device: str, steps: int, warmup: int, run
     (work / "trace_xla_on_warmup.json").write_text(json.dumps(warm_on))
     for label, r in runs.items():
         shutil.copytree(r.harvest, work / f"tf_{label}")
+    xspace = {"off": keep_xspace(runs["off"].raw / "step", work, "xla_off"),
+              "on": keep_xspace(runs["on"].raw / "step", work, "xla_on"),
+              "on_warmup": keep_xspace(runs["on"].raw / "warmup", work, "xla_on_warmup")}
     on_dir = work / "tf_on"
     modules = hlo.export_modules(hlo.collect_modules(runs["on"].xla_dump), work / "hlo")
 
@@ -117,5 +123,18 @@ def _assemble(target: Path, kind: str, device: str, steps: int, warmup: int, run
         target=str(target), kind=kind, device=device, steps=steps, warmup=warmup,
         flags={k: r.flags for k, r in runs.items()}, timing={k: r.timing for k, r in runs.items()},
         traces=traces, warmup_trace_on=warm_on, clusters=clusters, modules=modules, prediction=prediction,
-        tf_version=index.get("tf_version"), notes=notes)
+        tf_version=index.get("tf_version"), notes=notes, xspace=xspace)
     return summary, mismatches
+
+
+def keep_xspace(logdir: Path, work: Path, run: str) -> list[str]:
+    """Copy the XSpace files TF's profiler wrote under ``logdir`` (``plugins/profile/<timestamp>/
+    <host>.xplane.pb``) to ``work/plugins/profile/<run>/``, the layout xprof and TensorBoard's
+    profile plugin read (one session per run, named after the run); their paths relative to ``work``."""
+    dest = work / "plugins" / "profile" / run
+    dest.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for f in tr.xplane_files(logdir):
+        shutil.copyfile(f, dest / f.name)
+        kept.append((dest / f.name).relative_to(work).as_posix())
+    return sorted(kept)

@@ -119,9 +119,12 @@ def link_clusters(clusters: list[dict], prediction: dict[int, dict], modules: li
 def build_summary(*, target: str, kind: str, device: str, steps: int, warmup: int, flags: dict,
                   timing: dict, traces: dict, warmup_trace_on: dict, clusters: list[dict],
                   modules: list[dict], prediction: dict | None, tf_version: str | None,
-                  notes: list[str]) -> dict:
+                  notes: list[str], xspace: dict | None = None) -> dict:
     """The whole ``summary.json``. ``timing``/``traces``: ``{"off": ..., "on": ...}`` (the
-    child's timing.json, the profiled step's trace)."""
+    child's timing.json, the profiled step's trace); ``xspace``: run -> the XSpace files kept
+    (:func:`jitsim.profile.command.keep_xspace`)."""
+    from jitsim.passes.flags import effective_flags
+
     stats = {k: step_stats(timing[k]["steps_s"]) for k in ("off", "on")}
     counts = {k: tr.step_counts(traces[k]) for k in ("off", "on")}
     off_m, on_m = stats["off"]["median_s"], stats["on"]["median_s"]
@@ -135,6 +138,7 @@ def build_summary(*, target: str, kind: str, device: str, steps: int, warmup: in
         "steps": steps,
         "warmup": warmup,
         "tf_xla_flags": flags,
+        "tf_xla_flags_effective": {k: effective_flags(v) for k, v in flags.items()},
         "step_time": stats,
         "step_time_ratio": (off_m / on_m) if off_m and on_m else None,
         "first_step_s": {k: timing[k]["warmup_s"][0] for k in ("off", "on")},
@@ -146,6 +150,7 @@ def build_summary(*, target: str, kind: str, device: str, steps: int, warmup: in
         "op_types_per_step": {k: counts[k]["op_types"] for k in ("off", "on")},
         "traces": {"off": "trace_xla_off.json", "on": "trace_xla_on.json"},
         "timelines": {"off": "timeline_xla_off.svg", "on": "timeline_xla_on.svg"},
+        "xspace": xspace or {},
         "clusters": clusters,
         "hlo_modules": modules,
         "prediction": prediction,

@@ -15,6 +15,15 @@ def _link(href: str | None, text: str) -> str:
     return escape(text) if not href else f'<a href="{escape(href, quote=True)}">{escape(text)}</a>'
 
 
+def breakable(text: str) -> str:
+    """``text`` escaped, with a line-break opportunity (``<wbr>``) after each ``_``, ``.``, ``/``
+    and ``:``: long HLO module and node names wrap between their parts, never inside a word."""
+    out = escape(text)
+    for sep in ("_", ".", "/", ":"):
+        out = out.replace(sep, sep + "<wbr>")
+    return out
+
+
 def _ops(hist: dict) -> str:
     return ", ".join(f"{op}×{n}" if n > 1 else op for op, n in hist.items())
 
@@ -39,7 +48,9 @@ def render_page(summary: dict, mismatches: str | None) -> str:
     rows = []
     for c in s["clusters"]:
         f = c.get("hlo_files") or {}
-        hlo = _link(f.get("after_txt") or f.get("before_txt"), c["hlo_module"] or "–")
+        href = f.get("after_txt") or f.get("before_txt")
+        hlo = breakable(c["hlo_module"] or "–")
+        hlo = f'<a href="{escape(href, quote=True)}">{hlo}</a>' if href else hlo
         rows.append(f'<tr class="cluster" data-cluster="{escape(c["cluster"], quote=True)}">'
                     f"<td>{escape(c['cluster'])}</td><td>{escape(_ops(c['tf_ops']))}</td>"
                     f"<td>{escape(str(c['predicted_cluster'] or '–'))} ({escape(c['prediction'])})</td>"
@@ -61,10 +72,21 @@ def render_page(summary: dict, mismatches: str | None) -> str:
                             f"({_link(f.get(stage + '_txt'), 'HLO text')})</figcaption></figure>")
         for note in m["notes"]:
             pics.append(f"<p>{escape(m['module'])}: {escape(note)}</p>")
+    # <object>, not <img>: a browser shows an SVG's <title> tooltips only in an embedded document
     timelines = "".join(
-        f"<figure><a href='{escape(s['traces'][k], quote=True)}'><img class='timeline' "
-        f"src='{escape(s['timelines'][k], quote=True)}' alt='timeline XLA {k}'></a>"
-        f"<figcaption>one step, XLA {k}</figcaption></figure>" for k in ("off", "on"))
+        f"<figure><object class='timeline' type='image/svg+xml' data='{escape(s['timelines'][k], quote=True)}'>"
+        f"timeline XLA {k}</object><figcaption>one step, XLA {k}: hover an event for its node, op and "
+        f"times; {_link(s['traces'][k], 'the trace')} opens in Perfetto or chrome://tracing</figcaption></figure>"
+        for k in ("off", "on"))
+    xspace = s.get("xspace") or {}
+    xprof = ""
+    if any(xspace.values()):
+        runs = ", ".join(f"<code>plugins/profile/xla_{escape(k)}/</code>" for k, v in xspace.items() if v)
+        xprof = (f"<p id='xprof'>TF's own profiles (XSpace) of both runs are kept in the layout xprof and "
+                 f"TensorBoard's profile plugin read ({runs}): <code>xprof --logdir DIR</code> or "
+                 "<code>tensorboard --logdir DIR</code> (DIR: this page's directory), Profile tab; see "
+                 "<a href='https://github.com/openxla/xprof'>xprof</a>.</p>")
+    eff = s.get("tf_xla_flags_effective") or s["tf_xla_flags"]
     notes = "".join(f"<li>{escape(n)}</li>" for n in s["notes"])
     ratio_text = "–" if ratio is None else f"{ratio:.2f}"
     return f"""<!DOCTYPE html>
@@ -73,15 +95,17 @@ def render_page(summary: dict, mismatches: str | None) -> str:
 body {{ font-family: sans-serif; margin: 1.5em; color: #222; }}
 table {{ border-collapse: collapse; margin: .5em 0 1.5em; }}
 td, th {{ border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }}
-td.hlo {{ word-break: break-all; max-width: 24em; }}
+td, th, code {{ overflow-wrap: normal; word-break: keep-all; }}
+td.hlo {{ max-width: 24em; }}
 img.hlo {{ max-width: 100%; max-height: 600px; border: 1px solid #ddd; }}
-img.timeline {{ max-width: 100%; border: 1px solid #ddd; }}
+object.timeline {{ width: 100%; max-width: 1100px; border: 1px solid #ddd; }}
 pre {{ background: #f6f6f6; padding: .5em; overflow-x: auto; }}
 </style></head><body>
 <h1>jitsim profile</h1>
 <p id="target">{escape(s['target'])} ({escape(s['kind'])}), TF {escape(str(s['tf_version']))}, device {escape(s['device'])};
 {s['steps']} timed steps after {s['warmup']} warm-up steps.
-TF_XLA_FLAGS off: <code>{escape(s['tf_xla_flags']['off'])}</code>, on: <code>{escape(s['tf_xla_flags']['on'])}</code></p>
+TF_XLA_FLAGS in force (later flags win, as in TF), XLA off: <code id="flags-off">{escape(eff['off'])}</code>;
+XLA on: <code id="flags-on">{escape(eff['on'])}</code></p>
 <p>step time ratio (off / on): <b id="ratio">{ratio_text}</b>; one-off XLA compile time
 {_ms(s['compile_s'])} ({s['compilations']} HLO modules compiled).</p>
 <table id="steps">{head}</table>
@@ -91,6 +115,7 @@ TF_XLA_FLAGS off: <code>{escape(s['tf_xla_flags']['off'])}</code>, on: <code>{es
 <pre id="mismatches">{escape(mismatches or 'no prediction')}</pre>
 <h2>Timelines</h2>
 {timelines}
+{xprof}
 <h2>XLA's HLO</h2>
 {''.join(pics) or '<p>no HLO module was dumped</p>'}
 {f'<h2>Notes</h2><ul>{notes}</ul>' if notes else ''}

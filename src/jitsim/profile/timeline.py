@@ -1,6 +1,8 @@
 """A Chrome trace drawn as an SVG timeline: one lane per thread, nested events stacked,
-TF ops blue, XLA launches red, the HLO instructions XLA ran orange, the rest grey. For
-``index.html`` and the docs; the trace itself opens in chrome://tracing or Perfetto."""
+TF ops blue, XLA launches red, the HLO instructions XLA ran orange, the rest grey; every
+event has a tooltip (an SVG ``<title>``: name, TF node and op, HLO module, start and duration).
+For ``index.html`` (embedded as an ``<object>``, so that the tooltips show) and the docs; the
+trace itself opens in chrome://tracing or Perfetto."""
 
 from __future__ import annotations
 
@@ -53,6 +55,21 @@ def _lanes(events: list[dict]) -> list[tuple[str, list[tuple[dict, int]]]]:
     return lanes
 
 
+def tooltip(e: dict, t0: float) -> str:
+    """The event's tooltip (the SVG ``<title>`` a browser shows on hover): its name, the TF node
+    and op it ran for, the HLO module, and when and how long it ran in the step."""
+    args = e.get("args") if isinstance(e.get("args"), dict) else {}
+    lines = [str(e.get("name", ""))]
+    if args.get("long_name") and str(args["long_name"]) != lines[0]:
+        lines.append(f"TF node:op {args['long_name']}")
+    if args.get("hlo_module"):
+        lines.append(f"HLO module {args['hlo_module']}")
+    if args.get("hlo_op"):
+        lines.append(f"HLO op {args['hlo_op']}")
+    lines.append(f"start +{float(e['ts']) - t0:.1f} µs, duration {float(e.get('dur', 0)):.1f} µs")
+    return "\n".join(lines)
+
+
 def timeline_svg(trace: dict, title: str) -> str:
     """The SVG text of ``trace``'s timeline."""
     events = trace["traceEvents"]
@@ -70,7 +87,7 @@ def timeline_svg(trace: dict, title: str) -> str:
             w = max(float(e.get("dur", 0)) * scale, 0.8)
             kind = _kind(e)
             label = escape(str(e.get("name", "")))
-            parts.append(f'<g class="ev {kind}"><title>{label} ({float(e.get("dur", 0)):.1f} µs)</title>'
+            parts.append(f'<g class="ev {kind}"><title>{escape(tooltip(e, t0))}</title>'
                          f'<rect x="{x:.1f}" y="{y + d * ROW}" width="{w:.1f}" height="{ROW - 2}" '
                          f'fill="{COLOURS[kind]}"/>')
             if w > 7 * len(label) * 0.6 + 4:
