@@ -45,7 +45,7 @@ def _console():
 
 # keys whose values are wall-clock times of jitsim's own work (or of a TF run it started): left out
 # of JSON unless --timings, so that JSON is byte-identical from run to run (docs/json.md)
-TIMING_KEYS = frozenset({"seconds", "wall_s", "capture_seconds"})
+TIMING_KEYS = frozenset({"seconds", "wall_s", "capture_seconds", "mark_pass_us"})
 
 
 def without_timings(obj):
@@ -437,7 +437,8 @@ def cmd_registry_export(args) -> int:
 
     doc = export_op_library(args.modules, args.load_library, all_ops=args.all)
     write_atomic(Path(args.output), (json.dumps(doc, indent=1) + "\n").encode())
-    _wrote(args.output, f"{doc['ops']} ops ({', '.join(doc['op_names'][:8])}{', ...' if doc['ops'] > 8 else ''}), "
+    names = f" ({', '.join(doc['op_names'][:8])}{', ...' if doc['ops'] > 8 else ''})" if doc["op_names"] else ""
+    _wrote(args.output, f"{doc['ops']} ops{names}, "
                         f"{doc['xla_kernel_count']} XLA kernels, {doc['kernel_count']} CPU/GPU kernels from "
                         f"TensorFlow {doc['tf_version']}")
     if args.format == "json":

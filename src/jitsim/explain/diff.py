@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 SCHEMA = "jitsim.diff/1"
 # below this share of the smaller graph's nodes paired by name, the two graphs are said to be
 # unrelated in one note line and the per-cluster changes are not listed (the JSON keeps them)
-FEW_NAMES_MATCH = 0.1
+FEW_NAMES_MATCH = 0.25
 PREFIX_DEPTH = 3  # name prefixes tried: up to this many leading path components
 PREFIX_SHARE = 0.2  # ... shared by at least this share of a side's names
 
