@@ -15,7 +15,7 @@ from jitsim.explain.reasons import REASONS
 
 SCHEMA = "jitsim.explain/1"
 # the text stays readable: no line longer than this (the JSON keeps every record whole) ...
-LINE_LIMIT = 240
+LINE_LIMIT = 300
 # ... and refused merges are grouped by reason, then by the other cluster: this many of each shown
 MERGE_TARGETS_SHOWN = 3
 
