@@ -322,3 +322,16 @@ def test_messages_and_pictures_name_the_input_not_the_cache(model, tmp_path):
     main = doc["graphs"][doc["main_graph"]]
     assert main["source"] == str(sm) and main["name"].startswith("graph ") and " of sm" in main["name"]
     assert "sm" in (tmp_path / "p.dot").read_text()
+
+
+def test_long_notes_are_wrapped_not_cut():
+    """A route note (a SavedModel's signature wrapper...) is wrapped: every word kept, no line
+    over the limit; the answer stays first."""
+    from jitsim.explain.explanation import NodeExplanation
+
+    note = "; ".join(f"clause {i} says something about the route" for i in range(20))
+    ex = NodeExplanation("n", "Neg", "", "cluster_0", "cluster_0", "CLUSTERED", "", {}, cluster_size=1,
+                         cluster_ops="Neg", notes=[note])
+    lines = ex.format_text().splitlines()
+    assert lines[0] == "n (Neg) is in cluster_0 (1 nodes: Neg)."
+    assert max(map(len, lines)) <= LINE_LIMIT and " ".join(ln.strip() for ln in lines[1:]) == f"note: {note}"

@@ -8,6 +8,7 @@ each node's decisions, the contraction group each candidate ended in, the refuse
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 from jitsim.explain import summary
@@ -21,6 +22,7 @@ MERGE_TARGETS_SHOWN = 3
 
 
 MERGES_LISTED = 8  # up to this many refused merges are listed one by one
+NOTE_WIDTH = 120  # a note longer than LINE_LIMIT is wrapped to this width
 
 
 def fit(line: str, limit: int = LINE_LIMIT) -> str:
@@ -269,8 +271,12 @@ class NodeExplanation:
             out.append("  merges TF refused for its cluster:" if self.cluster or self.group_members else
                        "  merges TF refused:")
             out.extend(merge_lines(self.merges, "    ", all_merges))
-        out.extend(f"  note: {n}" for n in self.notes)
-        return "\n".join(fit(line) for line in out)
+        out = [fit(line) for line in out]
+        for n in self.notes:  # last; a long one wrapped, not cut: a note's every clause counts
+            line = f"  note: {n}"
+            out.extend([line] if len(line) <= LINE_LIMIT else
+                       textwrap.wrap(line, NOTE_WIDTH, subsequent_indent="        ", break_on_hyphens=False))
+        return "\n".join(out)
 
 
 def _refusals_by_group(c) -> dict[str, list]:
