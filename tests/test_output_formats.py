@@ -335,3 +335,16 @@ def test_long_notes_are_wrapped_not_cut():
     lines = ex.format_text().splitlines()
     assert lines[0] == "n (Neg) is in cluster_0 (1 nodes: Neg)."
     assert max(map(len, lines)) <= LINE_LIMIT and " ".join(ln.strip() for ln in lines[1:]) == f"note: {note}"
+
+
+def test_match_names_strips_one_prefix_per_side_unambiguously():
+    from jitsim.explain.diff import match_names
+
+    a = ["x", "StatefulPartitionedCall/a", "StatefulPartitionedCall/b", "StatefulPartitionedCall/c", "y"]
+    b = ["x", "a", "b", "c", "y"]
+    assert match_names(a, b) == ({n: ("StatefulPartitionedCall/" + n if n in "abc" else n) for n in b},
+                                 ("StatefulPartitionedCall/", ""))
+    assert match_names(b, a)[1] == ("", "StatefulPartitionedCall/")  # either side may carry it
+    # "P/a" and "a" would both become "a": that name pairs with neither, the others do
+    assert match_names(["P/a", "a", "P/b", "P/c"], ["a", "b", "c"]) == ({"b": "P/b", "c": "P/c"}, ("P/", ""))
+    assert match_names(b, b) == ({n: n for n in b}, ("", ""))  # the same names: nothing removed
