@@ -3,8 +3,10 @@
 Exit codes (docs/cli.md): 0 success (``compare``/``verify``/``diff``: identical), 1 differences
 found, 2 bad input or usage (exactly one ``jitsim: ...`` line on stderr, no traceback, no output
 file), 130 interrupted. Notes on what jitsim assumed to accept an odd input go to stderr after a
-successful run. Every ``-o`` is checked before any work (:func:`_check_outputs`); every
-``--*tf-xla-flags`` option follows one rule (:func:`_flags_choice`).
+successful run. Every ``-o`` is checked before any work (:func:`_check_outputs`) and said in one
+``wrote PATH (...)`` line (:func:`_wrote`); every ``--*tf-xla-flags`` option follows one rule
+(:func:`_flags_choice`); ``--format``/``--timings`` have one definition for every command
+(:func:`_output_args`) and JSON is written by one function (:func:`_emit_json`, docs/json.md).
 """
 
 from __future__ import annotations
