@@ -820,7 +820,8 @@ def cmd_index(args) -> int:
         from jitsim.graph.io import write_atomic
 
         write_atomic(Path(args.output), (json.dumps(index, indent=1) + "\n").encode())
-        _wrote(args.output, f"the index of {len(graphs)} graph{'' if len(graphs) == 1 else 's'}, schema {INDEX_SCHEMA}")
+        _wrote(args.output, f"the index of {len(graphs)} graph{'' if len(graphs) == 1 else 's'}, "
+                            f"schema {INDEX_SCHEMA}")
     if args.format == "json":
         _emit_json(index, args)
     else:
