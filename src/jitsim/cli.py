@@ -3,8 +3,10 @@
 Exit codes (docs/cli.md): 0 success (``compare``/``verify``/``diff``: identical), 1 differences
 found, 2 bad input or usage (exactly one ``jitsim: ...`` line on stderr, no traceback, no output
 file), 130 interrupted. Notes on what jitsim assumed to accept an odd input go to stderr after a
-successful run. Every ``-o`` is checked before any work (:func:`_check_outputs`); every
-``--*tf-xla-flags`` option follows one rule (:func:`_flags_choice`).
+successful run. Every ``-o`` is checked before any work (:func:`_check_outputs`) and said in one
+``wrote PATH (...)`` line (:func:`_wrote`); every ``--*tf-xla-flags`` option follows one rule
+(:func:`_flags_choice`); ``--format``/``--timings`` have one definition for every command
+(:func:`_output_args`) and JSON is written by one function (:func:`_emit_json`, docs/json.md).
 """
 
 from __future__ import annotations
@@ -63,7 +65,26 @@ def _console():
     return Console(highlight=False, soft_wrap=True)
 
 
-def _emit_json(obj) -> None:
+# keys whose values are wall-clock times of jitsim's own work (or of a TF run it started): left out
+# of JSON unless --timings, so that JSON is byte-identical from run to run (docs/json.md)
+TIMING_KEYS = frozenset({"seconds", "wall_s", "capture_seconds", "mark_pass_us"})
+
+
+def without_timings(obj):
+    """``obj`` (JSON-ready) without :data:`TIMING_KEYS`, at any depth."""
+    if isinstance(obj, dict):
+        return {k: without_timings(v) for k, v in obj.items() if k not in TIMING_KEYS}
+    if isinstance(obj, list):
+        return [without_timings(v) for v in obj]
+    return obj
+
+
+def _emit_json(obj, args) -> None:
+    """The one way a command writes JSON to stdout: a versioned ``schema`` first, timings only
+    with ``--timings``, two-space indent."""
+    assert isinstance(obj, dict) and str(obj.get("schema", "")).startswith("jitsim."), "JSON output needs a schema"
+    if not getattr(args, "timings", False):
+        obj = without_timings(obj)
     json.dump(obj, sys.stdout, indent=2)
     sys.stdout.write("\n")
 
@@ -92,7 +113,14 @@ def _write_tensorboard(args, graphs: list) -> None:
         paths = [write_graph_event_file(Path(logdir) / f"{i:02d}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', label).strip('_')[:80]}",
                                         gd) for i, (label, gd) in enumerate(graphs)]
     where = paths[0] if len(paths) == 1 else f"{len(paths)} event files under {logdir}"
-    print(f"wrote {where} (tensorboard --logdir {logdir})", file=sys.stderr)
+    _wrote(where, f"the clustered graph for TensorBoard: tensorboard --logdir {logdir}")
+
+
+def _wrote(path, what: str = "") -> None:
+    """The one line every command that writes an output file or directory prints on stderr."""
+    from jitsim.graph.output import wrote_line
+
+    print(wrote_line(path, what), file=sys.stderr)
 
 
 # -- show ---------------------------------------------------------------------------------
@@ -104,7 +132,7 @@ def cmd_show(args) -> int:
     g = load(args.graph, signature=args.signature)  # a summary: odd nodes are shown, not refused
     s = g.summary()
     if args.format == "json":
-        _emit_json({"schema": "jitsim.show/1", **s})
+        _emit_json({"schema": "jitsim.show/1", **s}, args)
         return 0
     from rich.table import Table
 
@@ -265,18 +293,27 @@ def cmd_cluster(args) -> int:
             results.append(res)
     finally:
         _progress_done()
+    written = []
     if args.output:
         out = Path(args.output)
         if not out.is_dir() and (len(results) == 1 or pin.route.method == "tf-capture"):
             save(results[pin.main].to_graphdef(), out)
+            n = len(results[pin.main].clusters)
+            written.append((out, f"the marked graph, {n} cluster{'' if n == 1 else 's'}"))
         else:
             if not out.is_dir():
                 raise JitsimError("with several graphs, -o must name an existing directory", out)
             k = 0
             for res in results:
                 if res.mark.ran or res.mark.candidates:
-                    save(res.to_graphdef(), out / (f"mark_for_compilation_{k}.pbtxt" if k else "mark_for_compilation.pbtxt"))
+                    f = out / (f"mark_for_compilation_{k}.pbtxt" if k else "mark_for_compilation.pbtxt")
+                    save(res.to_graphdef(), f)
+                    written.append((f, f"a marked graph, {len(res.clusters)} clusters"))
                     k += 1
+            if k == 0:
+                written.append((out, "nothing: no graph had candidates"))
+    for f, what in written:
+        _wrote(f, what)
     if args.tensorboard:
         chosen = [(rep["name"], res) for i, (rep, res) in enumerate(zip(reports, results))
                   if i == pin.main or res.mark.ran or res.mark.candidates]
@@ -284,13 +321,13 @@ def cmd_cluster(args) -> int:
     doc = {"schema": "jitsim.cluster/1", "input": str(path),
            "tf_version": {"version": version, "reason": version_reason},
            "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "route": pin.route.to_dict(),
-           "main_graph": pin.main, "graphs": reports}
+           "main_graph": pin.main, "graphs": reports, "outputs": [str(f) for f, _ in written]}
     if args.format == "json":
-        _emit_json(doc)
+        _emit_json(doc, args)
         return 0
     con = _console()
     con.print(f"jitsim simulating TensorFlow {version} ({version_reason}) auto-clustering with {choice.describe()}")
-    con.print(pin.route.line, markup=False)
+    con.print(pin.route.line + pin.route.cost, markup=False)
     shown = reports if args.all or len(reports) == 1 else [r for i, r in enumerate(reports)
                                                           if i == pin.main or r["clusters"] or r["candidates"] > 3]
     for rep in shown:
@@ -394,14 +431,27 @@ def cmd_rewrite(args) -> int:
     choice = _flags_choice(args, args.tf_xla_flags)
     c = _simulate(args, flags=choice.flags.text, device=args.device, until=args.until, explain_cycles=False)
     save(c.to_graphdef(), args.output)
-    _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
     o = c.options
+    n_clusters = len(c.pipeline.cluster.clusters)
     if c.route is not None:
         print(c.route.line, file=sys.stderr)
-    print(f"{Path(args.graph).name}: simulated TensorFlow {o.tf_version} ({o.tf_version_reason}) up to {args.until} "
-          f"with {choice.describe()}; {len(c.pipeline.cluster.clusters)} clusters; wrote {args.output}",
-          file=sys.stderr)
+    _wrote(args.output, f"TF's {STAGE_OF_UNTIL[args.until]} dump of the graph, {n_clusters} clusters")
+    _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
+    if args.format == "json":
+        _emit_json({"schema": "jitsim.rewrite/1", "input": str(args.graph), "output": str(args.output),
+                    "until": args.until, "stage_dump": STAGE_OF_UNTIL[args.until],
+                    "tf_version": {"version": o.tf_version, "reason": o.tf_version_reason},
+                    "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin,
+                    "clusters": {k: list(m) for k, m in c.pipeline.cluster.clusters.items()}}, args)
+    else:
+        print(f"{Path(args.graph).name}: simulated TensorFlow {o.tf_version} ({o.tf_version_reason}) up to "
+              f"{args.until} with {choice.describe()}; {n_clusters} clusters")
     return 0
+
+
+# what `rewrite --until` writes: the name of TF's dump of that stage
+STAGE_OF_UNTIL = {"mark": "mark_for_compilation", "decluster": "encapsulate_subgraphs_before",
+                  "encapsulate": "encapsulate_subgraphs_after", "build-xla-ops": "build_xla_ops"}
 
 
 def cmd_verify(args) -> int:
@@ -429,8 +479,8 @@ def cmd_verify(args) -> int:
         _progress_done()
     version = {"version": result.tf_version, "reason": result.tf_version_reason}
     if args.format == "json":
-        _emit_json({"tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "tf_version": version,
-                    **result.to_dict()})
+        _emit_json({**result.to_dict(), "schema": "jitsim.verify/1", "tf_xla_flags": choice.flags.text,
+                    "flags_origin": choice.origin, "tf_version": version}, args)
     else:
         con = _console()
         con.print(f"jitsim simulating TensorFlow {result.tf_version} ({result.tf_version_reason}) with "
@@ -484,9 +534,15 @@ def cmd_registry_export(args) -> int:
 
     doc = export_op_library(args.modules, args.load_library, all_ops=args.all)
     write_atomic(Path(args.output), (json.dumps(doc, indent=1) + "\n").encode())
-    print(f"{args.output}: {doc['ops']} ops ({', '.join(doc['op_names'][:8])}"
-          f"{', ...' if doc['ops'] > 8 else ''}), {doc['xla_kernel_count']} XLA kernels, {doc['kernel_count']} "
-          f"CPU/GPU kernels from TensorFlow {doc['tf_version']}", file=sys.stderr)
+    names = f" ({', '.join(doc['op_names'][:8])}{', ...' if doc['ops'] > 8 else ''})" if doc["op_names"] else ""
+    _wrote(args.output, f"{doc['ops']} ops{names}, "
+                        f"{doc['xla_kernel_count']} XLA kernels, {doc['kernel_count']} CPU/GPU kernels from "
+                        f"TensorFlow {doc['tf_version']}")
+    if args.format == "json":
+        _emit_json({"schema": "jitsim.registry-export/1", "output": str(args.output), "file_schema": doc["schema"],
+                    "tf_version": doc["tf_version"], "modules": doc["modules"], "libraries": doc["libraries"],
+                    "ops": doc["ops"], "op_names": doc["op_names"], "xla_kernel_count": doc["xla_kernel_count"],
+                    "kernel_count": doc["kernel_count"]}, args)
     return 0
 
 
@@ -610,8 +666,10 @@ def _single_graph(path: str) -> None:
 def _simulate_given(args):
     """One graph simulated with the command's options and what-if knobs (explain, render, report)."""
     _single_graph(args.graph)
-    flags = _flags_choice(args, args.tf_xla_flags).flags.text
-    c = _simulate(args, flags=flags, device=args.device, exclude=args.exclude_op, force=args.force_compilable)
+    choice = _flags_choice(args, args.tf_xla_flags)
+    c = _simulate(args, flags=choice.flags.text, device=args.device, exclude=args.exclude_op,
+                  force=args.force_compilable)
+    c.options.flags_origin = choice.origin  # where the flags came from, as the command chose them
     _check_ops_exist(c, args.exclude_op, "--exclude-op")
     _check_ops_exist(c, args.force_compilable, "--force-compilable")
     return c
@@ -645,9 +703,9 @@ def cmd_explain(args) -> int:
     c = _simulate_given(args)
     ex = c.explain(args.node, args.other)
     if args.format == "json":
-        _emit_json(ex.to_dict())
+        _emit_json(ex.to_dict(), args)
     else:
-        sys.stdout.write(str(ex) + "\n")
+        sys.stdout.write(ex.format_text(all_merges=args.all) + "\n")
     return 0
 
 
@@ -667,7 +725,7 @@ def cmd_whatif(args) -> int:
                       force_compilable=args.force_compilable)
     d = base.diff(var)
     if args.format == "json":
-        _emit_json(d.to_dict())
+        _emit_json(d.to_dict(), args)
     else:
         sys.stdout.write(d.format_text(limit=args.limit) + "\n")
     return 0
@@ -693,34 +751,51 @@ def cmd_diff(args) -> int:
 
     d = diff_clusterings(a, b, baseline=la, variant=lb)
     if args.format == "json":
-        _emit_json(d.to_dict())
+        _emit_json(d.to_dict(), args)
     else:
         sys.stdout.write(d.format_text(limit=args.limit) + "\n")
     return 0 if d.same_partition else 1
 
 
+def _simulation_json(c, args) -> dict:
+    """What every JSON of one simulated graph starts with (render, report): the input as given,
+    the release, the flags, the route."""
+    o = c.options
+    return {"input": str(args.graph), "tf_version": {"version": o.tf_version, "reason": o.tf_version_reason},
+            "tf_xla_flags": o.flags_text, "flags_origin": o.flags_origin,
+            "route": None if c.route is None else c.route.to_dict()}
+
+
 def cmd_render(args) -> int:
+    from jitsim.explain.render import render_file
+
     c = _simulate_given(args)
     view = "collapsed" if args.collapsed else ("full" if args.full else "auto")
     try:
-        msg = c.render(args.output, view=view, max_nodes=args.max_nodes, progress=_progress_line)
+        info = render_file(c, args.output, view=view, max_nodes=args.max_nodes, progress=_progress_line)
     finally:
         _progress_done()
-    if msg:
-        print(msg, file=sys.stderr)
+    _wrote(info["output"], info["what"])
+    if args.format == "json":
+        _emit_json({"schema": "jitsim.render/1", **_simulation_json(c, args),
+                    **{k: info[k] for k in ("output", "format", "view", "clusters", "nodes")}}, args)
     _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
     return 0
 
 
 def cmd_report(args) -> int:
+    from jitsim.explain.report import write_report_file
+
     c = _simulate_given(args)
     _progress_line("writing the report (graphviz dot draws the picture)")
     try:
-        msg = c.report(args.output)
+        info = write_report_file(c, args.output)
     finally:
         _progress_done()
-    if msg:
-        print(msg, file=sys.stderr)
+    _wrote(info["output"], info["what"] + (f"; {info['problem']}" if info["problem"] else ""))
+    if args.format == "json":
+        _emit_json({"schema": "jitsim.report/1", **_simulation_json(c, args),
+                    **{k: info[k] for k in ("output", "clusters", "nodes", "bytes", "problem")}}, args)
     _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
     return 0
 
@@ -771,8 +846,9 @@ def cmd_harvest(args) -> int:
                         overwrite=args.overwrite, call=call, input_shapes=shapes)
     finally:
         _progress_done()
+    _wrote(args.output, f"TF's dumps of {len(index['graphs'])} graphs, log.txt, index.json")
     if args.format == "json":
-        _emit_json(index)
+        _emit_json(index, args)
         return 0
     _print_index(index, args.output)
     return 0
@@ -790,8 +866,9 @@ def cmd_profile(args) -> int:
                     progress=_progress_line, input_shapes=args.input_shape)
     finally:
         _progress_done()
+    _wrote(args.output, "summary.json, index.html, traces, timelines, hlo/")
     if args.format == "json":
-        _emit_json(s)
+        _emit_json(s, args)
         return 0
     st = s["step_time"]
 
@@ -874,8 +951,10 @@ def cmd_index(args) -> int:
         from jitsim.graph.io import write_atomic
 
         write_atomic(Path(args.output), (json.dumps(index, indent=1) + "\n").encode())
+        _wrote(args.output, f"the index of {len(graphs)} graph{'' if len(graphs) == 1 else 's'}, "
+                            f"schema {INDEX_SCHEMA}")
     if args.format == "json":
-        _emit_json(index)
+        _emit_json(index, args)
     else:
         _print_index(index, args.dumps)
     return 0
@@ -908,7 +987,7 @@ def cmd_compare_graphs(args) -> int:
     for label, p, t in _graph_pairs(Path(args.predicted), Path(args.truth), args.stage):
         results.append((label, diff_graphdefs(read_graphdef(p), read_graphdef(t), ignore_attrs=args.ignore_attr or ())))
     if args.format == "json":
-        _emit_json({"schema": "jitsim.graphdiff/1", "graphs": [{"name": n, **d.to_dict()} for n, d in results]})
+        _emit_json({"schema": "jitsim.graphdiff/1", "graphs": [{"name": n, **d.to_dict()} for n, d in results]}, args)
     else:
         for n, d in results:
             sys.stdout.write(f"== {n}: " + d.format_text(limit=args.limit) + "\n")
@@ -925,7 +1004,7 @@ def cmd_compare(args) -> int:
 
     result = compare_paths(args.predicted, args.truth, stage=args.stage)
     if args.format == "json":
-        _emit_json(result.to_dict())
+        _emit_json(result.to_dict(), args)
     else:
         _print_compare(_console(), result, args.limit)
     ok = result.all_same_names if args.names else result.all_identical
@@ -951,7 +1030,11 @@ def cmd_fuzz(args) -> int:
         _progress_done()
     cmd = (f"jitsim crosscheck fuzz --examples {args.examples} --seed {args.seed} --profile {args.profile} "
            f"--tf-reruns {args.tf_reruns}")
-    write_summary(res, Path(args.output) / "summary.json", seed=args.seed, command=cmd)
+    summary = write_summary(res, Path(args.output) / "summary.json", seed=args.seed, command=cmd)
+    _wrote(args.output, f"summary.json, {len(res.reproducers)} reproducers")
+    if args.format == "json":
+        _emit_json(summary, args)
+        return 1 if res.disagreements else 0
     unstable = (f"{res.tf_unstable} examples differ only where TF differed from itself when rerun"
                 + (f" (evidence: {Path(args.output) / 'tf-unstable'})" if res.tf_unstable_dirs else "")
                 if args.tf_reruns > 0 else "TF reruns off")
@@ -989,13 +1072,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    fmt = dict(choices=("text", "json"), default="text", help="output format (default: text)")
-
     s = sub.add_parser("show", help="summarise a graph: nodes, ops, devices, and TF's _XlaCluster marks")
     s.add_argument("graph", help=".pbtxt/.pb GraphDef, TF dump file, or SavedModel directory")
     s.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     s.add_argument("--top", type=int, default=15, help="ops shown in the histogram (default 15)")
-    s.add_argument("--format", **fmt)
     _op_defs_arg(s)
     s.set_defaults(func=cmd_show)
 
@@ -1011,7 +1091,6 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--all", action="store_true", help="also list graphs without clusters")
     cl.add_argument("--top", type=int, default=12,
                     help="rows of each table: the largest clusters, the most common unclustered ops (default 12)")
-    cl.add_argument("--format", **fmt)
     cl.set_defaults(func=cmd_cluster)
 
     rw = sub.add_parser("rewrite", help="simulate TF's JIT pipeline up to a stage and write the graph as TF dumps it")
@@ -1035,7 +1114,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("other", nargs="?", help="a second node: explain why the two are (not) together")
     _sim_args(ex)
     _whatif_args(ex)
-    ex.add_argument("--format", **fmt)
+    ex.add_argument("--all", action="store_true", help="list every merge TF refused, one line each (default: grouped "
+                    "by reason and by the other cluster, with a count and an example)")
     ex.set_defaults(func=cmd_explain)
 
     wi = sub.add_parser("whatif", help="rerun with changed flags / device / op lists and show the cluster diff")
@@ -1048,7 +1128,6 @@ def build_parser() -> argparse.ArgumentParser:
     wi.add_argument("--baseline-device", help="the baseline's --device (raw GraphDefs)")
     _sim_args(wi, flags=False, device=False)
     wi.add_argument("--limit", type=int, default=20, help="changes listed (default 20)")
-    wi.add_argument("--format", **fmt)
     wi.set_defaults(func=cmd_whatif)
 
     df = sub.add_parser("diff", help="compare the clusters of two graphs, two flag sets, or CPU vs GPU "
@@ -1064,7 +1143,6 @@ def build_parser() -> argparse.ArgumentParser:
     df.add_argument("--b-device", help="re-place the variant on cpu or gpu")
     _whatif_args(df, "b-")
     df.add_argument("--limit", type=int, default=20, help="changes listed (default 20)")
-    df.add_argument("--format", **fmt)
     df.set_defaults(func=cmd_diff)
 
     rd = sub.add_parser("render", help="draw the clusters with graphviz (.dot, .svg, .png)")
@@ -1119,7 +1197,6 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--python", help="Python interpreter with TensorFlow (default: this one)")
     h.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is killed (default 600)")
     h.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
-    h.add_argument("--format", **fmt)
     h.set_defaults(func=cmd_harvest)
 
     i = ccs.add_parser("index", help="pair the dump files of a TF_DUMP_GRAPH_PREFIX directory graph by graph")
@@ -1127,14 +1204,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--log", help="TF's stderr from the same run (gives exact write order and pass times; default: "
                    "the directory's log.txt)")
     i.add_argument("-o", "--output", help="also write the index as JSON to this file")
-    i.add_argument("--format", **fmt)
     i.set_defaults(func=cmd_index)
 
     v = ccs.add_parser("verify", help="run jitsim on every graph of a harvest and compare with TF's own clusters")
     v.add_argument("dir", help="harvest or dump directory")
     _sim_args(v)
     v.add_argument("--limit", type=int, default=30, help="differing nodes listed per graph")
-    v.add_argument("--format", **fmt)
     v.set_defaults(func=cmd_verify)
 
     c = ccs.add_parser("compare", help="compare two clusterings as partitions (exit 0 identical, 1 different)")
@@ -1148,7 +1223,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "not just the clustering")
     c.add_argument("--ignore-attr", action="append", metavar="ATTR", help="with --graph: an attr to ignore (repeatable)")
     c.add_argument("--limit", type=int, default=50, help="differing nodes listed per graph (default 50)")
-    c.add_argument("--format", **fmt)
     c.set_defaults(func=cmd_compare)
 
     pf = sub.add_parser("profile", help="run a workload under real TF with XLA auto-clustering off and on: traces, "
@@ -1167,7 +1241,6 @@ def build_parser() -> argparse.ArgumentParser:
     _input_shape_arg(pf)
     pf.add_argument("--timeout", type=float, default=600.0, help="seconds before each TF run is killed (default 600)")
     pf.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
-    pf.add_argument("--format", **fmt)
     pf.set_defaults(func=cmd_profile)
 
     fz = ccs.add_parser("fuzz", help="differential fuzzing: generated programs under real TF vs jitsim, stage by "
@@ -1190,7 +1263,31 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--keep-work", action="store_true", help="keep the TF runs (output/jitsim-fuzz-*)")
     fz.add_argument("--timeout", type=float, default=600.0, help="seconds per TF process (default 600)")
     fz.set_defaults(func=cmd_fuzz)
+    for leaf in _leaf_parsers(p):  # options that mean the same in every command: one definition each
+        _output_args(leaf)
     return p
+
+
+def _leaf_parsers(parser):
+    """Every parser that runs a command (subcommands of subcommands included), in order."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+        return
+    for action in subs:
+        for child in dict.fromkeys(action.choices.values()):
+            yield from _leaf_parsers(child)
+
+
+def _output_args(p) -> None:
+    """``--format`` and ``--timings``: the same options, with the same meaning, in every command
+    (docs/json.md)."""
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="output format: text for people, or JSON on stdout with a versioned \"schema\" "
+                        "(docs/json.md; byte-identical from run to run) (default: text)")
+    p.add_argument("--timings", action="store_true",
+                   help="with --format json: also give how long jitsim's own steps took (\"seconds\" fields; they "
+                        "differ from run to run, so JSON leaves them out by default)")
 
 
 _FLAG_VALUE_OPTIONS = ("--tf-xla-flags", "--baseline-tf-xla-flags", "--a-tf-xla-flags", "--b-tf-xla-flags")

@@ -4,7 +4,10 @@ Clusters are matched by the nodes they share, not by name (numbering changes whe
 clusters appear or vanish): the baseline's and the variant's clusters form a bipartite
 "shares a node" graph, and each connected component is one change: unchanged, grown or
 shrunk, several clusters merging, one splitting, a reshuffle, a new cluster, or one gone.
-Node names pair the two sides, so the diff also works across two graphs.
+Node names pair the two sides, so the diff also works across two graphs; where one side's
+names carry a prefix the other's lack (TF inlines a called function's body under its call
+node's name: a SavedModel's signature wrapper adds ``StatefulPartitionedCall/`` to every node
+of the model a ``.keras`` file holds), the prefix is removed first (:func:`match_names`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,57 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 SCHEMA = "jitsim.diff/1"
+# below this share of the smaller graph's nodes paired by name, the two graphs are said to be
+# unrelated in one note line and the per-cluster changes are not listed (the JSON keeps them)
+FEW_NAMES_MATCH = 0.25
+PREFIX_DEPTH = 3  # name prefixes tried: up to this many leading path components
+PREFIX_SHARE = 0.2  # ... shared by at least this share of a side's names
+
+
+def _prefixes(names: list[str]) -> list[str]:
+    """Leading path components (``a/``, ``a/b/``...) shared by many of ``names``, with ``""``."""
+    counts: dict[str, int] = {}
+    for n in names:
+        parts = n.split("/")[:-1]
+        for k in range(1, min(PREFIX_DEPTH, len(parts)) + 1):
+            p = "/".join(parts[:k]) + "/"
+            counts[p] = counts.get(p, 0) + 1
+    need = max(1, int(PREFIX_SHARE * len(names)))
+    return [""] + sorted((p for p, k in counts.items() if k >= need), key=lambda p: (-counts[p], p))[:8]
+
+
+def _keyed(names: list[str], prefix: str) -> dict[str, str]:
+    """name without ``prefix`` -> name, for the keys only one name gives."""
+    out: dict[str, str | None] = {}
+    for n in names:
+        k = n[len(prefix):] if prefix and n.startswith(prefix) else n
+        out[k] = None if k in out else n
+    return {k: n for k, n in out.items() if n is not None}
+
+
+def match_names(names_a: list[str], names_b: list[str]) -> tuple[dict[str, str], tuple[str, str]]:
+    """Pair the nodes of two graphs by name: ``({name in b: name in a}, (prefix a, prefix b))``.
+    Each side may drop one leading path prefix (``StatefulPartitionedCall/``, a function-inlining
+    prefix) from the names that carry it, chosen among the prefixes many names share so that the
+    most names pair unambiguously (a name two nodes of one side would take pairs with none); no
+    prefix wins ties, and none is tried when 90% of the smaller side pairs as it is."""
+    set_a = set(names_a)
+    best, best_n = ("", ""), sum(1 for n in names_b if n in set_a)
+    if best_n < 0.9 * min(len(names_a), len(names_b)):  # (nearly) every name already pairs: nothing to try
+        pa_list, pb_list = _prefixes(names_a), _prefixes(names_b)
+        keyed_a = {p: _keyed(names_a, p) for p in pa_list}
+        for pb in pb_list:
+            kb = _keyed(names_b, pb)
+            for pa in pa_list:
+                if (pa, pb) == ("", ""):
+                    continue
+                n = sum(1 for k in kb if k in keyed_a[pa])
+                if n > best_n:
+                    best, best_n = (pa, pb), n
+    if best == ("", ""):
+        return {n: n for n in names_b if n in set_a}, best
+    ka, kb = _keyed(names_a, best[0]), _keyed(names_b, best[1])
+    return {nb: ka[k] for k, nb in kb.items() if k in ka}, best
 
 
 def _n(k: int) -> str:
@@ -76,6 +130,16 @@ class ClusterDiff:
     code_changes: dict[tuple[str, str], list[str]]  # (code in a, code in b) -> nodes
     only_in_a: list[str] = field(default_factory=list)
     only_in_b: list[str] = field(default_factory=list)
+    # how nodes were paired: {"paired", "baseline_nodes", "variant_nodes", "baseline_prefix",
+    # "variant_prefix"}; notes: the pairing in words, when it is not plain equal names
+    name_match: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def unrelated(self) -> bool:
+        """Almost no node names pair: the two graphs are not one graph's variants."""
+        m = self.name_match
+        return bool(m) and m["paired"] < FEW_NAMES_MATCH * min(m["baseline_nodes"], m["variant_nodes"])
 
     @property
     def identical(self) -> bool:
@@ -120,13 +184,18 @@ class ClusterDiff:
                 "unchanged_clusters": [c.a[0] for c in self.changes if c.kind == "same"],
                 "reason_changes": [{"baseline": a, "variant": b, "nodes": n}
                                    for (a, b), n in sorted(self.code_changes.items())],
-                "only_in_baseline": self.only_in_a, "only_in_variant": self.only_in_b}
+                "only_in_baseline": self.only_in_a, "only_in_variant": self.only_in_b,
+                "name_match": self.name_match, "notes": self.notes}
 
     def format_text(self, limit: int = 20) -> str:
         out = [f"baseline: {self.baseline}: {self.clusters_a} clusters, {self.compiled_a} nodes compiled",
                f"variant:  {self.variant}: {self.clusters_b} clusters, {self.compiled_b} nodes compiled "
                f"({self.compiled_b - self.compiled_a:+d})",
-               "", self.headline()]
+               ""]
+        out.extend(f"note: {n}" for n in self.notes)
+        if self.unrelated:  # the changes would list every cluster as new and gone
+            return "\n".join(out)
+        out.append(self.headline())
         changed = [c for c in self.changes if c.kind != "same"]
         if changed:
             out.append("")
@@ -156,8 +225,13 @@ def diff_clusterings(a, b, *, baseline: str | None = None, variant: str | None =
     """Compare two :class:`~jitsim.explain.clustering.Clustering` results (``a`` = baseline)."""
     import networkx as nx
 
-    la, lb = a.labels(), b.labels()
+    la, lb_own = a.labels(), b.labels()
+    to_a, (pa, pb) = match_names(list(la), list(lb_own))
+    # the variant's names as the baseline's (a name that pairs with none stays as it is)
+    rename = {n: to_a.get(n, n) for n in lb_own}
+    lb = {rename[n]: c for n, c in lb_own.items() if n in to_a}
     common = [n for n in la if n in lb]
+    b_members = {c: [rename[m] for m in ms] for c, ms in b.clusters.items()}
     bip = nx.Graph()
     for c in a.clusters:
         bip.add_node(("a", c))
@@ -173,7 +247,7 @@ def diff_clusterings(a, b, *, baseline: str | None = None, variant: str | None =
         ca = sorted((c for s, c in comp if s == "a"), key=order_a.get)
         cb = sorted((c for s, c in comp if s == "b"), key=order_b.get)
         ma = {m for c in ca for m in a.clusters[c]}
-        mb = {m for c in cb for m in b.clusters[c]}
+        mb = {m for c in cb for m in b_members[c]}
         added = sorted(mb - ma)
         removed = sorted(ma - mb)
         if not ca:
@@ -192,11 +266,25 @@ def diff_clusterings(a, b, *, baseline: str | None = None, variant: str | None =
     changes.sort(key=lambda c: (order_a.get(c.a[0], 1 << 30) if c.a else 1 << 30,
                                 order_b.get(c.b[0], 1 << 30) if c.b else 1 << 30))
     code_changes: dict[tuple[str, str], list[str]] = {}
+    from_a = {na: nb for nb, na in to_a.items()}
     for n in common:
-        ca_, cb_ = a.nodes[n].code, b.nodes[n].code
+        ca_, cb_ = a.nodes[n].code, b.nodes[from_a[n]].code
         if ca_ != cb_:
             code_changes.setdefault((ca_, cb_), []).append(n)
-    return ClusterDiff(
+    match = {"paired": len(common), "baseline_nodes": len(la), "variant_nodes": len(lb_own),
+             "baseline_prefix": pa, "variant_prefix": pb}
+    notes = []
+    if pa or pb:
+        which = " and ".join(f"{side}'s {p!r}" for side, p in (("the baseline", pa), ("the variant", pb)) if p)
+        notes.append(f"nodes paired by name after removing {which} from the names that carry it (TF inlines a "
+                     f"called function's nodes under the call's name): {len(common)} of {len(la)} baseline and "
+                     f"{len(lb_own)} variant nodes paired")
+    d = ClusterDiff(
         baseline or a.options.describe(), variant or b.options.describe(), changes,
         len(a.clusters), len(b.clusters), a.compiled_nodes, b.compiled_nodes, code_changes,
-        [n for n in la if n not in lb], [n for n in lb if n not in la])
+        [n for n in la if n not in lb], [n for n in lb_own if n not in to_a], match, notes)
+    if d.unrelated:
+        d.notes.append(f"only {len(common)} of {len(la)} baseline and {len(lb_own)} variant node names pair (even "
+                       "without a common prefix): the two graphs do not look like one model, so their clusters "
+                       "are not compared cluster by cluster (--format json has the raw comparison)")
+    return d

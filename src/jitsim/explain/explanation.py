@@ -8,12 +8,31 @@ each node's decisions, the contraction group each candidate ended in, the refuse
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 from jitsim.explain import summary
 from jitsim.explain.reasons import REASONS
 
 SCHEMA = "jitsim.explain/1"
+# the text stays readable: no line longer than this (the JSON keeps every record whole) ...
+LINE_LIMIT = 300
+# ... and refused merges are grouped by reason, then by the other cluster: this many of each shown
+MERGE_TARGETS_SHOWN = 3
+
+
+MERGES_LISTED = 8  # up to this many refused merges are listed one by one
+NOTE_WIDTH = 120  # a note longer than LINE_LIMIT is wrapped to this width
+
+
+def fit(line: str, limit: int = LINE_LIMIT) -> str:
+    """``line`` at most ``limit`` characters: its middle left out (both ends tell: a path's
+    first and last steps), saying how much."""
+    if len(line) <= limit:
+        return line
+    keep = limit - 48
+    head, tail = line[:keep * 2 // 3], line[len(line) - keep // 3:]
+    return f"{head} … ({len(line) - len(head) - len(tail)} chars; --format json has all) … {tail}"
 
 
 def _reason_dict(code: str) -> dict:
@@ -146,11 +165,42 @@ class MergeNote:
         return {"other": self.other, "direction": self.direction, "phase": self.phase, "code": self.code,
                 "detail": self.detail, "evidence": self.evidence, **{"reason": _reason_dict(self.code)}}
 
+    @property
+    def arrow(self) -> str:
+        return f"-> {self.other}" if self.direction == "into" else f"<- {self.other}"
+
     def line(self) -> str:
         title = REASONS[self.code].title if self.code in REASONS else self.code
-        arrow = f"-> {self.other}" if self.direction == "into" else f"<- {self.other}"
         ev = "; ".join(format_evidence(self.evidence))
-        return f"{arrow} (phase {self.phase}) {self.code}: {title}" + (f" [{ev}]" if ev else "")
+        return f"{self.arrow} (phase {self.phase}) {self.code}: {title}" + (f" [{ev}]" if ev else "")
+
+
+def merge_lines(merges: list[MergeNote], indent: str, all_merges: bool = False) -> list[str]:
+    """Refused merges as short lines: one line each with ``all_merges`` (or when there are few),
+    else grouped by reason code, then by the other cluster (count, phases, one example each, at
+    most :data:`MERGE_TARGETS_SHOWN` other clusters per code), most frequent first."""
+    if all_merges or len(merges) <= MERGES_LISTED:
+        return [fit(indent + m.line()) for m in merges]
+    by_code: dict[str, dict[str, list[MergeNote]]] = {}
+    for m in merges:  # in TF's order: the first of each group is its example
+        by_code.setdefault(m.code, {}).setdefault(m.arrow, []).append(m)
+    out = []
+    for code, targets in sorted(by_code.items(), key=lambda kv: -sum(len(v) for v in kv[1].values())):
+        title = REASONS[code].title if code in REASONS else code
+        n = sum(len(v) for v in targets.values())
+        out.append(fit(f"{indent}{code} ×{n}: {title}" + (f" ({len(targets)} other clusters)" if len(targets) > 1
+                                                            else "")))
+        ranked = sorted(targets.items(), key=lambda kv: -len(kv[1]))
+        for arrow, ms in ranked[:MERGE_TARGETS_SHOWN]:
+            phases = ", ".join(str(p) for p in sorted({m.phase for m in ms}))
+            ev = "; ".join(format_evidence(ms[0].evidence))
+            count = f" ×{len(ms)}" if len(ms) > 1 else ""
+            out.append(fit(f"{indent}  {arrow}{count} (phase {phases})" + (f", e.g. [{ev}]" if ev else "")))
+        if len(ranked) > MERGE_TARGETS_SHOWN:
+            rest = ranked[MERGE_TARGETS_SHOWN:]
+            out.append(f"{indent}  ... {sum(len(v) for _, v in rest)} more with {len(rest)} other clusters")
+    out.append(f"{indent}(--all lists each of the {len(merges)} refused merges; --format json has every record)")
+    return out
 
 
 @dataclass
@@ -186,6 +236,12 @@ class NodeExplanation:
                 "removed": self.removed, "created_by": self.created_by}
 
     def __str__(self) -> str:
+        return self.format_text()
+
+    def format_text(self, all_merges: bool = False) -> str:
+        """The text ``jitsim explain`` prints: the answer first (where the node is, why, what to
+        change), then the history, the would-be cluster, the refused merges grouped
+        (``all_merges``: one line each), the notes; no line longer than :data:`LINE_LIMIT`."""
         r = self.reason
         head = f"{self.node} ({self.op}" + (f" on {self.device}" if self.device else "") + ")"
         if self.removed:
@@ -214,11 +270,12 @@ class NodeExplanation:
         if self.merges:
             out.append("  merges TF refused for its cluster:" if self.cluster or self.group_members else
                        "  merges TF refused:")
-            for m in self.merges[:20]:
-                out.append(f"    {m.line()}")
-            if len(self.merges) > 20:
-                out.append(f"    ... {len(self.merges) - 20} more (--format json lists all)")
-        out.extend(f"  note: {n}" for n in self.notes)
+            out.extend(merge_lines(self.merges, "    ", all_merges))
+        out = [fit(line) for line in out]
+        for n in self.notes:  # last; a long one wrapped, not cut: a note's every clause counts
+            line = f"  note: {n}"
+            out.extend([line] if len(line) <= LINE_LIMIT else
+                       textwrap.wrap(line, NOTE_WIDTH, subsequent_indent="        ", break_on_hyphens=False))
         return "\n".join(out)
 
 
@@ -346,15 +403,19 @@ class PairExplanation:
         return [m.code for m in self.refusals]
 
     def __str__(self) -> str:
-        out = [self.verdict]
+        return self.format_text()
+
+    def format_text(self, all_merges: bool = False) -> str:
+        """The verdict first, then the merges refused between the two (grouped unless
+        ``all_merges``), then each node not clustered, as :meth:`NodeExplanation.format_text`."""
+        out = [fit(self.verdict)]
         if self.refusals:
             out.append("merges TF refused between them:")
-            for m in self.refusals:
-                out.append(f"  {m.line()}")
+            out.extend(merge_lines(self.refusals, "  ", all_merges))
         for ex in (self.a, self.b):
             if not self.together and ex.code != "CLUSTERED":
                 out.append("")
-                out.append(str(ex))
+                out.append(ex.format_text(all_merges))
         return "\n".join(out)
 
 

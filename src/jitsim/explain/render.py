@@ -435,12 +435,22 @@ def render_svg(c, view: str = "auto", max_nodes: int = 400) -> str | None:
 
 
 def render_to_file(c, path, view: str = "auto", max_nodes: int = 400, progress=None) -> str:
+    """Write the picture to ``path``; see :func:`render_file`. Returns a one-line message for
+    the user (``wrote PATH (...)``)."""
+    from jitsim.graph.output import wrote_line
+
+    info = render_file(c, path, view, max_nodes, progress)
+    return wrote_line(info["output"], info["what"])
+
+
+def render_file(c, path, view: str = "auto", max_nodes: int = 400, progress=None) -> dict:
     """Write the picture to ``path`` (.dot/.gv: DOT source; .svg/.png: through ``dot``).
 
     Without ``dot``, or when dot runs past :data:`DOT_TIMEOUT_S`, an image request writes the
     DOT source next to ``path`` (same stem, ``.dot``) and raises :class:`JitsimError` saying
     so. Files are written atomically. ``progress(text)`` hears what is being drawn before dot
-    starts. Returns a one-line message for the user."""
+    starts. Returns what was written: ``output``, ``format`` (the extension), ``view``, ``clusters``,
+    ``nodes``, ``what`` (those in words)."""
     path = Path(path)
     ext = path.suffix.lower()
     if ext not in FORMATS:
@@ -448,10 +458,12 @@ def render_to_file(c, path, view: str = "auto", max_nodes: int = 400, progress=N
     chosen = choose_view(c, view, max_nodes)
     source = to_dot(c, chosen, max_nodes)
     what = f"{len(c.clusters)} clusters, {len(c.nodes)} nodes, {chosen} view"
+    info = {"output": str(path), "format": ext[1:], "view": chosen, "clusters": len(c.clusters),
+            "nodes": len(c.nodes), "what": what}
     fmt = FORMATS[ext]
     if fmt is None:
         write_file(path, source.encode("utf-8"))
-        return f"wrote {path} ({what})"
+        return info
     dot = shutil.which("dot")
     if dot is None:
         dot_path = path.with_suffix(".dot")
@@ -470,4 +482,4 @@ def render_to_file(c, path, view: str = "auto", max_nodes: int = 400, progress=N
         raise JitsimError(f"{e.message}, so no {ext[1:]} was written; wrote {dot_path} instead "
                           f"(try --collapsed, or a .dot file and your own dot settings)", path) from None
     write_file(path, data)
-    return f"wrote {path} ({what})"
+    return info

@@ -452,6 +452,15 @@ def report_html(c, view: str = "auto", max_nodes: int = 400) -> tuple[str, str |
 
 def write_report(c, directory, view: str = "auto", max_nodes: int = 400) -> str:
     """Write ``directory/index.html`` (created if needed); returns a one-line message."""
+    from jitsim.graph.output import wrote_line
+
+    info = write_report_file(c, directory, view, max_nodes)
+    return wrote_line(info["output"], info["what"]) + (f"; {info['problem']}" if info["problem"] else "")
+
+
+def write_report_file(c, directory, view: str = "auto", max_nodes: int = 400) -> dict:
+    """Write ``directory/index.html``; returns what was written: ``output``, ``clusters``,
+    ``nodes``, ``bytes``, ``what`` (in words), ``problem`` (why the picture is missing, or None)."""
     from jitsim.explain.render import write_file
 
     d = Path(directory)
@@ -466,5 +475,5 @@ def write_report(c, directory, view: str = "auto", max_nodes: int = 400) -> str:
     out = d / "index.html"
     write_file(out, data)
     size = f"{len(data) / 1e6:.1f} MB" if len(data) >= 1e6 else f"{max(1, round(len(data) / 1e3))} kB"
-    msg = f"wrote {out} ({len(c.clusters)} clusters, {len(c.nodes)} nodes, {size})"
-    return msg + (f"; {problem}" if problem else "")
+    return {"output": str(out), "clusters": len(c.clusters), "nodes": len(c.nodes), "bytes": len(data),
+            "what": f"{len(c.clusters)} clusters, {len(c.nodes)} nodes, {size}", "problem": problem or None}

@@ -77,6 +77,9 @@ class Route:
     detail: str
     call: object = None  # a session graph's SessionCall
     inputs: list | None = None  # a Keras model's call: name, dtype, shape, given, assumed dims per input
+    # a TF capture: what it cost this time (0.0: served from jitsim's cache). Said on the text line;
+    # in JSON only as the timing `capture_seconds` (--timings), so JSON is the same run to run
+    capture_seconds: float | None = None
 
     @property
     def shapes_assumed(self) -> bool:
@@ -110,8 +113,19 @@ class Route:
             text += f"; note: {note}"
         return text
 
+    @property
+    def cost(self) -> str:
+        """What the capture cost this time, for the line a command prints (never in notes or
+        JSON, which stay the same from run to run): ``" (12.3 s)"``, ``" (served from jitsim's
+        cache)"``, or ``""`` without a capture."""
+        if self.capture_seconds is None:
+            return ""
+        return " (served from jitsim's cache)" if self.capture_seconds == 0.0 else f" ({self.capture_seconds:.1f} s)"
+
     def to_dict(self) -> dict:
         out = {"kind": self.kind, "method": self.method, "exact": self.exact, "detail": self.detail}
+        if self.capture_seconds is not None:
+            out["capture_seconds"] = round(self.capture_seconds, 3)
         if self.call is not None:
             out["call"] = self.call.to_dict()
         if self.inputs is not None:
@@ -305,6 +319,14 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
     return pin
 
 
+def _target_words(target) -> str:
+    """What the user gave, as messages name it: the path as given, or a live object's kind."""
+    if isinstance(target, (str, Path)):
+        return str(target)
+    name = getattr(target, "name", None) or getattr(target, "__name__", None) or type(target).__name__
+    return f"<{type(target).__name__} {name}>"
+
+
 def _short(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
@@ -340,18 +362,23 @@ def _captured(target, kind: str, flags: str, signature, cache_dir, progress, cal
     cap = capture(target, flags=flags, signature=signature, cache_dir=cache_dir, progress=progress, call=call,
                   input_shapes=input_shapes)
     pairs = load_dump_dir(cap.dump_dir, validate=False)
-    graphs = [(f"graph {rec.id} ({Path(g.source).name})", g, rec.input_stage) for rec, g in pairs]
+    # the graphs are files of jitsim's cache: messages, tables and pictures name the user's target
+    where = _target_words(target)
+    for _, g in pairs:
+        g.source = where
+    graphs = [(f"graph {rec.id} of {Path(where).name}", g, rec.input_stage) for rec, g in pairs]
     if not graphs:
         raise JitsimError("TensorFlow's run of the call wrote no pass input (auto-clustering never ran)", target)
     ids = [rec.id for rec, _ in pairs]
     main = ids.index(cap.main_graph) if cap.main_graph in ids else max(range(len(graphs)), key=lambda i: len(graphs[i][1]))
-    cost = "served from jitsim's cache" if cap.cached else f"{cap.seconds:.1f} s"
     sig = f" (signature {signature or 'serving_default'})" if cap.kind == "saved_model" else ""
     detail = (f"TensorFlow built the pass input{sig} in one run of the call that compiled nothing "
-              f"(--tf_xla_clustering_fuel=0; {cost}; {cap.dump_dir})")
+              "(--tf_xla_clustering_fuel=0)")
     exact = call is None or call.exact
     rkind = kind if kind in ("metagraph", "function") else cap.kind
-    return PassInput(Route(rkind, "tf-capture", exact, detail, call, getattr(cap, "inputs", None)), graphs, main,
+    route = Route(rkind, "tf-capture", exact, detail, call, getattr(cap, "inputs", None),
+                  capture_seconds=0.0 if cap.cached else float(cap.seconds))
+    return PassInput(route, graphs, main,
                      notes=list(cap.notes), op_libraries=_recorded_libraries(cap.dump_dir),
                      session_jit=getattr(cap, "session_jit", None))
 

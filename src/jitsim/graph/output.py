@@ -14,7 +14,7 @@ from pathlib import Path
 
 from jitsim.errors import JitsimError
 
-__all__ = ["check_output", "write_atomic"]
+__all__ = ["check_output", "write_atomic", "wrote_line"]
 
 
 def check_output(path: Path | str, *, directory: bool = False) -> Path:
@@ -101,3 +101,9 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def wrote_line(path, what: str = "") -> str:
+    """The line every command that writes a file or directory says it with (on stderr):
+    ``wrote PATH`` and, in parentheses, what it holds."""
+    return f"wrote {path}" + (f" ({what})" if what else "")

@@ -109,7 +109,8 @@ def campaign(n: int, seed: int = 0, *, out: Path | str = "fuzz-out", batch_size:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def write_summary(res: CampaignResult, path: Path, *, seed: int, command: str) -> None:
+def write_summary(res: CampaignResult, path: Path, *, seed: int, command: str) -> dict:
+    """Write ``path`` (schema ``jitsim.fuzz-campaign/2``, docs/json.md) and return what it holds."""
     data = {
         "schema": "jitsim.fuzz-campaign/2", "command": command, "seed": seed, "examples": res.examples,
         "disagreements": res.disagreements, "graphs_compared": res.graphs, "wall_s": round(res.wall_s, 1),
@@ -130,4 +131,5 @@ def write_summary(res: CampaignResult, path: Path, *, seed: int, command: str) -
         "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
     }
     path.write_text(json.dumps(data, indent=1) + "\n")
+    return data
 
