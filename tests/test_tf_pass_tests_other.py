@@ -703,7 +703,7 @@ def test_PartiallyDecluster_DeclusterDependentNodes():
 def _shape_reshape(b: GraphBuilder, shape_cluster="cluster_0", reshape_cluster="cluster_0"):
     b.placeholder("shape_a", I32)
     b.placeholder("shape_b", I32)
-    b.add("shape", "AddV2", ["shape_a", "shape_b"], T=ty(I32), cluster=shape_cluster)
+    b.add("shape", "Add", ["shape_a", "shape_b"], T=ty(I32), cluster=shape_cluster)
     b.placeholder("reshape_input")
     b.add("reshape", "Reshape", ["reshape_input", "shape"], T=ty(F32), Tshape=ty(I32), cluster=reshape_cluster)
     return b
@@ -712,7 +712,7 @@ def _shape_reshape(b: GraphBuilder, shape_cluster="cluster_0", reshape_cluster="
 def test_PartiallyDecluster_DeclusterMustBeConstantNodes():
     """``DeclusterMustBeConstantNodes``: a clustered node that must be a compile-time constant
     of its cluster (a Reshape's shape) and has only outside inputs leaves the cluster: each
-    new shape would otherwise recompile it. (TF's ``ops::Add`` builds an ``AddV2`` node.)"""
+    new shape would otherwise recompile it. """
     tg = _decluster(_shape_reshape(GraphBuilder()))
     assert cluster_of(tg, "shape") is None
 
@@ -726,7 +726,7 @@ def test_PartiallyDecluster_DeclusteringStopsAtMetadataOps():
     b.placeholder("shape_b")
     b.add("mul", "Mul", ["shape_b", "shape_b"], T=ty(F32), cluster="cluster_0")
     b.add("shape_of_mul", "Shape", ["mul"], T=ty(F32), out_type=ty(I32), cluster="cluster_0")
-    b.add("shape", "AddV2", ["shape_of_mul", "input_a"], T=ty(I32), cluster="cluster_0")
+    b.add("shape", "Add", ["shape_of_mul", "input_a"], T=ty(I32), cluster="cluster_0")
     b.placeholder("reshape_input")
     b.add("reshape", "Reshape", ["reshape_input", "shape"], T=ty(F32), Tshape=ty(I32), cluster="cluster_0")
     tg = _decluster(b)
@@ -779,7 +779,7 @@ def test_PartiallyDecluster_MetaConsumersArentDeclustered():
     host-memory input is neither copied out nor declustered; the Add stays too."""
     b = GraphBuilder()
     b.placeholder("a")
-    b.add("b", "AddV2", ["a", "a"], T=ty(F32), cluster="cluster_0")
+    b.add("b", "Add", ["a", "a"], T=ty(F32), cluster="cluster_0")
     b.add("c", "Rank", ["b"], T=ty(F32), cluster="cluster_0")
     _fake(b, "e", "FakeBinary", ["c", "c"])
     tg = _decluster(b)
@@ -834,7 +834,7 @@ class Dead(GraphBuilder):
         self.add(f"{prefix}/switch", "Switch", [f"{prefix}/value", f"{prefix}/pred"], T=ty(F32))
         return f"{prefix}/switch:1", f"{prefix}/switch"  # (true, false) outputs
 
-    def binop(self, name, a, b, op="AddV2"):
+    def binop(self, name, a, b, op="Add"):
         self.add(name, op, [a, b], T=ty(F32))
         return name
 
@@ -856,7 +856,7 @@ class Dead(GraphBuilder):
         self.add(f"{p}/cond", "Less", [f"{p}/iv", f"{p}/final"], T=ty(I32))
         self.add(f"{p}/latch", "Switch", [f"{p}/iv", f"{p}/cond"], T=ty(I32))
         self.add(f"{p}/exit", "Exit", [f"{p}/latch"], T=ty(I32))
-        self.add(f"{p}/ivnext", "AddV2", [f"{p}/latch:1", f"{p}/incr"], T=ty(I32))
+        self.add(f"{p}/ivnext", "Add", [f"{p}/latch:1", f"{p}/incr"], T=ty(I32))
         self.add(f"{p}/next_iteration", "NextIteration", [f"{p}/ivnext"], T=ty(I32))
         return f"{p}/iv", f"{p}/cond"
 
@@ -1057,8 +1057,8 @@ def _loop_graph() -> Dead:
     iv0, _ = d.induction_var("iv0", "fr0", 0)
     iv1, _ = d.induction_var("iv1", "fr0", 0)
     iv2, _ = d.induction_var("iv2", "fr0", 1)
-    d.add("add0", "AddV2", [iv0, iv1], T=ty(I32))
-    d.add("add1", "AddV2", [iv1, iv2], T=ty(I32))
+    d.add("add0", "Add", [iv0, iv1], T=ty(I32))
+    d.add("add1", "Add", [iv1, iv2], T=ty(I32))
     return d
 
 
@@ -1067,7 +1067,7 @@ def _equivalent_bodies_graph() -> Dead:
     _, cond = d.induction_var("iv0", "loop", 0)
     div0 = d.dependent_invariant("div0", "loop", cond, 0)
     div1 = d.dependent_invariant("div1", "loop", cond, 0)
-    d.add("add0", "AddV2", [div0, div1], T=ty(I32))
+    d.add("add0", "Add", [div0, div1], T=ty(I32))
     return d
 
 
@@ -1106,7 +1106,7 @@ def _induction_var_named(self, p, frame, s, init=None):
     self.add(n["cond"], "Less", [n["iv"], n["final"]], T=ty(I32))
     self.add(n["latch"], "Switch", [n["iv"], n["cond"]], T=ty(I32))
     self.add(n["exit"], "Exit", [n["latch"]], T=ty(I32))
-    self.add(n["ivnext"], "AddV2", [n["latch"] + ":1", n["incr"]], T=ty(I32))
+    self.add(n["ivnext"], "Add", [n["latch"] + ":1", n["incr"]], T=ty(I32))
     self.add(n["next_iteration"], "NextIteration", [n["ivnext"]], T=ty(I32))
     return n["iv"], n["cond"]
 
@@ -1121,7 +1121,7 @@ def _equivalent_nested_graph() -> Dead:
     o1 = d.dependent_invariant("dependent_outer_iv1", "outer_loop", cond_outer, 0)
     i0 = d.dependent_invariant("dependent_inner_iv0", "inner_loop", cond_inner, o0, value_is_const=False)
     i1 = d.dependent_invariant("dependent_inner_iv1", "inner_loop", cond_inner, o1, value_is_const=False)
-    d.add("add0", "AddV2", [i0, i1], T=ty(I32))
+    d.add("add0", "Add", [i0, i1], T=ty(I32))
     return d
 
 
@@ -1129,7 +1129,7 @@ def _non_equivalent_nested_graph() -> Dead:
     d = Dead()
     _, _, inner0, _ = _nested(d)
     _, _, inner1, _ = _nested(d, "_1")
-    d.add("add0", "AddV2", [inner0, inner1], T=ty(I32))
+    d.add("add0", "Add", [inner0, inner1], T=ty(I32))
     return d
 
 
@@ -1302,7 +1302,7 @@ def test_Deadness_ControlInputs():
     d.add("id1", "Identity", [t], T=ty(F32))
     d.const("const0", 1, inputs=["^id0"])
     d.const("const1", 2, inputs=["^id1"])
-    d.add("add", "AddV2", ["const0", "const1"], T=ty(I32))
+    d.add("add", "Add", ["const0", "const1"], T=ty(I32))
     assert mismatching(*d.analyse(), "add")
 
 
@@ -1317,7 +1317,7 @@ def test_Deadness_ControlTrigger():
     d.add("ctrl_trigger1", "ControlTrigger", ["^id1"])
     d.const("const0", 1, inputs=["^ctrl_trigger0"])
     d.const("const1", 2, inputs=["^ctrl_trigger1"])
-    d.add("add", "AddV2", ["const0", "const1"], T=ty(I32))
+    d.add("add", "Add", ["const0", "const1"], T=ty(I32))
     assert not mismatching(*d.analyse(), "add")
 
 
@@ -1331,7 +1331,7 @@ def test_Deadness_ControlInputsToMerge():
     d.const("constant", 5)
     d.add("m0", "Merge", ["constant", "^id0"], T=ty(I32), N=1)
     d.add("m0_1", "Merge", ["constant", "^id1"], T=ty(I32), N=1)
-    d.add("add", "AddV2", ["m0", "m0_1"], T=ty(I32))
+    d.add("add", "Add", ["m0", "m0_1"], T=ty(I32))
     assert not mismatching(*d.analyse(), "add")
 
 
@@ -1380,3 +1380,219 @@ def test_canonical_predicate_ignores_only_operand_order():
     assert _canonical("(a & b)") != _canonical("(a & c)")
     assert _canonical("{#true,&,(a & b)}<f>") != _canonical("{#true,&,(a & b)}<g>")
     assert _canonical("(a | b)") != _canonical("(a & b)")
+
+
+# ================================================================================================
+# encapsulate_subgraphs_pass_test.cc
+# ================================================================================================
+# These TESTs call TF's EncapsulateSubgraphsInFunctions directly: nodes grouped by the attribute
+# "_encapsulate" (or "_cluster"), no rewrite callback, no reuse of existing functions. jitsim's
+# encapsulate_subgraphs(group_attribute=..., xla_rewrite=False) is that call.
+
+from jitsim.passes.encapsulate import encapsulate_subgraphs  # noqa: E402
+
+# The test file's own ops (REGISTER_OP in the TEST file), as an op library
+_ENCAPSULATE_OPS = """
+op { name: "InputTest" output_arg { name: "o" type: DT_FLOAT } }
+op { name: "UnaryTest" input_arg { name: "a" type: DT_FLOAT } output_arg { name: "o" type: DT_FLOAT } }
+op { name: "BinaryTest" input_arg { name: "a" type: DT_FLOAT } input_arg { name: "b" type: DT_FLOAT }
+     output_arg { name: "o" type: DT_FLOAT } }
+"""
+
+
+def _encapsulate_library() -> OpLibrary:
+    ol = text_format.Parse(_ENCAPSULATE_OPS, protos.OpList())
+    return OpLibrary({o.name: o for o in ol.op}, source="encapsulate_subgraphs_pass_test.cc")
+
+
+def _x_times_two():
+    """TF's test::function::XTimesTwo (a library function the TESTs carry through unchanged)."""
+    f = protos.FunctionDef()
+    text_format.Parse("""
+      signature { name: "XTimesTwo" input_arg { name: "x" type_attr: "T" } output_arg { name: "y" type_attr: "T" }
+                  attr { name: "T" type: "type" } }
+      node_def { name: "two" op: "Const" attr { key: "dtype" value { type: DT_INT64 } }
+                 attr { key: "value" value { tensor { dtype: DT_INT64 tensor_shape { } int64_val: 2 } } } }
+      node_def { name: "scale" op: "Cast" input: "two:output:0" attr { key: "SrcT" value { type: DT_INT64 } }
+                 attr { key: "DstT" value { placeholder: "T" } } }
+      node_def { name: "y" op: "Mul" input: "x" input: "scale:y:0" attr { key: "T" value { placeholder: "T" } } }
+      ret { key: "y" value: "y:z:0" }
+    """, f)
+    return f
+
+
+def _encapsulate(b: GraphBuilder, group="_encapsulate"):
+    with using_op_libraries(_encapsulate_library()):
+        return encapsulate_subgraphs(b.tf(), group_attribute=group, xla_rewrite=False)
+
+
+def _fn_summary(f) -> dict:
+    """What TF's EqualFunctionDef compares: signature, attrs, ret, and per node op, device,
+    inputs (in order) and attrs."""
+    return {
+        "inputs": [(a.name, a.type) for a in f.signature.input_arg],
+        "outputs": [(a.name, a.type) for a in f.signature.output_arg],
+        "attr": {k: v.SerializeToString(deterministic=True) for k, v in f.attr.items()},
+        "ret": dict(f.ret),
+        "nodes": {n.name: (n.op, n.device, list(n.input),
+                           {k: v.SerializeToString(deterministic=True) for k, v in n.attr.items()})
+                  for n in f.node_def},
+    }
+
+
+def _graph_summary(gd) -> dict:
+    """What TF's EqualGraphDef compares: per node op, device, data inputs in order, control
+    inputs as a set, attrs."""
+    return {n.name: (n.op, n.device, [i for i in n.input if not i.startswith("^")],
+                     sorted(i for i in n.input if i.startswith("^")),
+                     {k: v.SerializeToString(deterministic=True) for k, v in n.attr.items()}) for n in gd.node}
+
+
+def _ab_graph() -> GraphBuilder:
+    b = GraphBuilder()
+    b.add("A", "InputTest")
+    b.add("B", "InputTest")
+    b.gd.library.function.add().CopyFrom(_x_times_two())
+    return b
+
+
+def test_Encapsulate_NoFunctions():
+    """encapsulate_subgraphs_pass_test ``NoFunctions``: with no marked node the graph and the
+    library come back unchanged."""
+    b = _ab_graph()
+    b.add("C", "UnaryTest", ["A"])
+    b.add("D", "BinaryTest", ["B", "C"])
+    res = _encapsulate(b)
+    out = res.graph.to_graphdef()
+    assert _graph_summary(out) == _graph_summary(b.gd)
+    assert [f.signature.name for f in out.library.function] == ["XTimesTwo"]
+    assert out.library.function[0] == _x_times_two()
+
+
+def test_Encapsulate_OneFunction():
+    """``OneFunction``: ``C`` and ``c`` (names that collide once lower-cased) become function
+    F1(a_0_arg, b_0_arg) -> c_0_retval, the in-function control edge kept, the group attribute
+    dropped; the graph calls ``F1`` (op F1, no attributes) with A and B, and E reads it."""
+    b = _ab_graph()
+    b.add("C", "UnaryTest", ["A"], _encapsulate="F1")
+    b.add("c", "BinaryTest", ["B", "C", "^C"], _encapsulate="F1")
+    b.add("E", "BinaryTest", ["A", "c"])
+    res = _encapsulate(b)
+    out = res.graph.to_graphdef()
+    assert _graph_summary(out) == {
+        "A": ("InputTest", "", [], [], {}), "B": ("InputTest", "", [], [], {}),
+        "F1": ("F1", "", ["A", "B"], [], {}), "E": ("BinaryTest", "", ["A", "F1"], [], {})}
+    fns = {f.signature.name: f for f in out.library.function}
+    assert set(fns) == {"XTimesTwo", "F1"} and fns["XTimesTwo"] == _x_times_two()
+    assert _fn_summary(fns["F1"]) == {
+        "inputs": [("a_0_arg", F32), ("b_0_arg", F32)], "outputs": [("c_0_retval", F32)], "attr": {},
+        "ret": {"c_0_retval": "c:o:0"},
+        "nodes": {"C": ("UnaryTest", "", ["a_0_arg"], {}), "c": ("BinaryTest", "", ["b_0_arg", "C:o:0", "^C"], {})}}
+
+
+def test_Encapsulate_TwoFunctions():
+    """``TwoFunctions``: C -> F1, D -> F2; F2's second argument is F1's result, named after its
+    source ``C`` (c_0_arg); both calls keep the shared control input."""
+    b = _ab_graph()
+    b.add("Control", "InputTest")
+    b.add("C", "UnaryTest", ["A", "^Control"], _encapsulate="F1")
+    b.add("D", "BinaryTest", ["B", "C", "^Control"], _encapsulate="F2")
+    b.add("E", "BinaryTest", ["A", "D"])
+    out = _encapsulate(b).graph.to_graphdef()
+    g = _graph_summary(out)
+    assert g["F1"] == ("F1", "", ["A"], ["^Control"], {})
+    assert g["F2"] == ("F2", "", ["B", "F1"], ["^Control"], {})
+    assert g["E"] == ("BinaryTest", "", ["A", "F2"], [], {})
+    assert set(g) == {"A", "B", "Control", "F1", "F2", "E"}
+    fns = {f.signature.name: f for f in out.library.function}
+    assert set(fns) == {"XTimesTwo", "F1", "F2"}
+    assert _fn_summary(fns["F1"]) == {
+        "inputs": [("a_0_arg", F32)], "outputs": [("c_0_retval", F32)], "attr": {},
+        "ret": {"c_0_retval": "C:o:0"}, "nodes": {"C": ("UnaryTest", "", ["a_0_arg"], {})}}
+    assert _fn_summary(fns["F2"]) == {
+        "inputs": [("b_0_arg", F32), ("c_0_arg", F32)], "outputs": [("d_0_retval", F32)], "attr": {},
+        "ret": {"d_0_retval": "D:o:0"}, "nodes": {"D": ("BinaryTest", "", ["b_0_arg", "c_0_arg"], {})}}
+
+
+def _edges(gd) -> list[tuple[str, str]]:
+    """TF's GraphEdges: sorted (src:output, dst:input) data edges (control inputs count
+    -1 on both sides; source and sink edges left out)."""
+    out = []
+    for n in gd.node:
+        slot = 0
+        for ref in n.input:
+            if ref.startswith("^"):
+                out.append((f"{ref[1:]}:-1", f"{n.name}:-1"))
+                continue
+            src, _, idx = ref.partition(":")
+            out.append((f"{src}:{idx or 0}", f"{n.name}:{slot}"))
+            slot += 1
+    return sorted(out)
+
+
+def test_Encapsulate_InputDeduplication():
+    """``InputDeduplication``: add1 (cluster1) feeds add2 (cluster2) twice and mul once: the
+    output graph has one edge per distinct (source, destination argument) pair."""
+    b = GraphBuilder(LOCAL_CPU)
+    b.placeholder("x")
+    b.add("add1", "Add", ["x", "x"], T=ty(F32), _cluster="cluster1")
+    b.add("add2", "Add", ["add1", "add1"], T=ty(F32), _cluster="cluster2")
+    b.add("mul", "Mul", ["add1", "add2"], T=ty(F32))
+    out = _encapsulate(b, "_cluster").graph.to_graphdef()
+    assert sorted(n.name for n in out.node) == ["cluster1", "cluster2", "mul", "x"]
+    assert _edges(out) == [("cluster1:0", "cluster2:0"), ("cluster1:0", "mul:0"), ("cluster2:0", "mul:1"),
+                           ("x:0", "cluster1:0")]
+
+
+def _guaranteed_args(res) -> dict[str, bool]:
+    """Every _Arg of the built functions (by the name it had in the subgraph, which is what
+    TF's rewrite callback sees) -> whether it carries ``_is_guaranteed_constant``."""
+    out = {}
+    for dec in res.decisions.values():
+        for a in dec.args:
+            out[a.source.rsplit(":", 1)[0]] = a.guaranteed_constant
+    return out
+
+
+def test_EncapsulateWithGuaranteeConst_Simple():
+    """encapsulate_subgraphs_pass_test ``EncapsulateSubgraphsWithGuaranteeConstOpTest.Simple``:
+    an argument computed by a GuaranteeConst is marked ``_is_guaranteed_constant``. The TEST
+    text read (2018) also counts a plain Const argument, which that version's helper treated
+    as constant; TF 2.21's AreAllParentsGuaranteedConst (encapsulate_subgraphs_pass.cc) needs
+    a GuaranteeConst or at least one data input that is one, so the Const argument is not
+    marked: one guaranteed argument."""
+    b = GraphBuilder(LOCAL_CPU)
+    b.placeholder("x1")
+    b.const("const_x2", 10.0, F32)
+    b.add("const_guarantee_x1", "GuaranteeConst", ["x1"], T=ty(F32))
+    b.add("add1", "Add", ["const_guarantee_x1", "const_x2"], T=ty(F32), _encapsulate="encapsulate1")
+    with using_op_libraries(_encapsulate_library()):
+        res = encapsulate_subgraphs(b.tf(), group_attribute="_encapsulate", xla_rewrite=False)
+    assert _guaranteed_args(res) == {"const_guarantee_x1": True, "const_x2": False}
+    # with the second input a GuaranteeConst too, both are (the count the TEST expects)
+    b.node("const_x2").op = "Placeholder"
+    b.node("const_x2").attr.pop("value")
+    b.node("const_x2").name = "x2"
+    b.add("const_guarantee_x2", "GuaranteeConst", ["x2"], T=ty(F32))
+    b.node("add1").input[1] = "const_guarantee_x2"
+    with using_op_libraries(_encapsulate_library()):
+        res = encapsulate_subgraphs(b.tf(), group_attribute="_encapsulate", xla_rewrite=False)
+    assert _guaranteed_args(res) == {"const_guarantee_x1": True, "const_guarantee_x2": True}
+
+
+def test_EncapsulateWithGuaranteeConst_Add():
+    """``EncapsulateSubgraphsWithGuaranteeConstOpTest.Add``: an Add of two GuaranteeConsts is
+    guaranteed constant; an Add of one and a Placeholder is not: exactly one guaranteed
+    argument (``const_guarantee_add1``)."""
+    b = GraphBuilder(LOCAL_CPU)
+    b.placeholder("x1")
+    b.placeholder("x2")
+    b.add("const_guarantee_x1", "GuaranteeConst", ["x1"], T=ty(F32))
+    b.add("const_guarantee_x2", "GuaranteeConst", ["x2"], T=ty(F32))
+    b.add("const_guarantee_add1", "Add", ["const_guarantee_x1", "const_guarantee_x2"], T=ty(F32))
+    b.add("add2", "Add", ["const_guarantee_x1", "x2"], T=ty(F32))
+    b.add("mul1", "Mul", ["const_guarantee_add1", "add2"], T=ty(F32), _encapsulate="encapsulate1")
+    res = _encapsulate(b)
+    args = _guaranteed_args(res)
+    assert args == {"const_guarantee_add1": True, "add2": False}
+    assert sum(args.values()) == 1
