@@ -272,6 +272,24 @@ def test_broken_body_of_a_called_function_still_fails_where_tf_instantiates_it()
         force_xla_constants_on_host(b.tf())
 
 
+def test_broken_body_that_tf_instantiates_is_one_error_line_naming_the_file(tmp_path, capsys):
+    """A PartitionedCall of the broken function: TF's mark-for-compilation instantiates the body
+    for the call's compile-time-constant analysis and fails, so jitsim refuses the input, with
+    one ``jitsim: FILE: ...`` line and exit code 2."""
+    from jitsim.cli import main
+
+    b = GraphBuilder("/job:localhost/replica:0/task:0/device:CPU:0")
+    _library_with_const_function(b.gd)
+    b.add("call", "PartitionedCall", f=func("cluster_0"), Tin=types(), Tout=types(F32))
+    b.add("neg", "Neg", ["call"], T=ty(F32))
+    src = tmp_path / "g.pbtxt"
+    src.write_text(text_format.MessageToString(b.gd))
+    rc = main(["cluster", str(src), "--tf", "never"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert err == [f"jitsim: {src}: function 'cluster_0': input 'out:output:0' names no node or argument"]
+
+
 def test_CleanFailureOnBogusAttr():
     """build_xla_ops_pass_test ``CleanFailureOnBogusAttr``: a cluster call claiming 100 constant
     and 100 resource arguments (it has none) is an invalid-argument error, not a crash."""
@@ -1556,28 +1574,29 @@ def _guaranteed_args(res) -> dict[str, bool]:
 
 def test_EncapsulateWithGuaranteeConst_Simple():
     """encapsulate_subgraphs_pass_test ``EncapsulateSubgraphsWithGuaranteeConstOpTest.Simple``:
-    an argument computed by a GuaranteeConst is marked ``_is_guaranteed_constant``. The TEST
-    text read (2018) also counts a plain Const argument, which that version's helper treated
-    as constant; TF 2.21's AreAllParentsGuaranteedConst (encapsulate_subgraphs_pass.cc) needs
-    a GuaranteeConst or at least one data input that is one, so the Const argument is not
-    marked: one guaranteed argument."""
+    both arguments of the encapsulated Add come from GuaranteeConst nodes, so both ``_Arg``
+    nodes carry ``_is_guaranteed_constant`` (two)."""
+    b = GraphBuilder(LOCAL_CPU)
+    b.placeholder("x1")
+    b.placeholder("x2")
+    b.add("const_guarantee_x2", "GuaranteeConst", ["x2"], T=ty(F32))
+    b.add("const_guarantee_x1", "GuaranteeConst", ["x1"], T=ty(F32))
+    b.add("add1", "Add", ["const_guarantee_x1", "const_guarantee_x2"], T=ty(F32), _encapsulate="encapsulate1")
+    args = _guaranteed_args(_encapsulate(b))
+    assert args == {"const_guarantee_x1": True, "const_guarantee_x2": True}
+
+
+def test_guaranteed_constant_needs_a_guarantee_const_ancestor():
+    """TF 2.21's AreAllParentsGuaranteedConst (encapsulate_subgraphs_pass.cc): a node is a
+    guaranteed constant if it is a GuaranteeConst, or has at least one data input and all its
+    data inputs are; a plain Const (no data input) is not one (an older version of the
+    ``Simple`` TEST counted it)."""
     b = GraphBuilder(LOCAL_CPU)
     b.placeholder("x1")
     b.const("const_x2", 10.0, F32)
     b.add("const_guarantee_x1", "GuaranteeConst", ["x1"], T=ty(F32))
     b.add("add1", "Add", ["const_guarantee_x1", "const_x2"], T=ty(F32), _encapsulate="encapsulate1")
-    with using_op_libraries(_encapsulate_library()):
-        res = encapsulate_subgraphs(b.tf(), group_attribute="_encapsulate", xla_rewrite=False)
-    assert _guaranteed_args(res) == {"const_guarantee_x1": True, "const_x2": False}
-    # with the second input a GuaranteeConst too, both are (the count the TEST expects)
-    b.node("const_x2").op = "Placeholder"
-    b.node("const_x2").attr.pop("value")
-    b.node("const_x2").name = "x2"
-    b.add("const_guarantee_x2", "GuaranteeConst", ["x2"], T=ty(F32))
-    b.node("add1").input[1] = "const_guarantee_x2"
-    with using_op_libraries(_encapsulate_library()):
-        res = encapsulate_subgraphs(b.tf(), group_attribute="_encapsulate", xla_rewrite=False)
-    assert _guaranteed_args(res) == {"const_guarantee_x1": True, "const_guarantee_x2": True}
+    assert _guaranteed_args(_encapsulate(b)) == {"const_guarantee_x1": True, "const_x2": False}
 
 
 def test_EncapsulateWithGuaranteeConst_Add():

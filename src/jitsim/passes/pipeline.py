@@ -69,6 +69,18 @@ def detect_input_stage(graph: Graph) -> str:
     return BEFORE_CLONE
 
 
+@contextmanager
+def _naming(graph: Graph):
+    """A pass's error about something inside the graph (a function body it instantiates, a
+    malformed cluster call) names the graph's file, as every user error does."""
+    try:
+        yield
+    except JitsimError as e:
+        if e.path is None and graph.source:
+            e.path = graph.source
+        raise
+
+
 def _timer(timings: dict | None):
     """``timed(name)``: a context that adds its wall time to ``timings[name]`` (seconds); a
     no-op when ``timings`` is None. Used by the benchmarks; changes nothing else."""
@@ -192,7 +204,7 @@ def cluster_graph(
         with timed("infer_op_library"):
             inferred = infer_op_library(graph)
         libraries = tuple(op_libraries) + ((inferred.library,) if inferred else ())
-        with using_op_libraries(*libraries[len(op_libraries):]):
+        with using_op_libraries(*libraries[len(op_libraries):]), _naming(graph):
             res = _cluster_graph(graph, flags, session, state, input_stage, device, explain_cycles, exclude_ops,
                                  force_compilable, timed)
         res.tf_version = current_tf_version()
@@ -352,7 +364,7 @@ def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops",
         res = PipelineResult(cr, cr.graph, until)
         if until == "mark":
             return res
-        with using_op_libraries(*cr.op_libraries):
+        with using_op_libraries(*cr.op_libraries), _naming(graph):
             _run_later_passes(res, flags, cluster_kwargs.get("state"), _timer(timings))
     return res
 
