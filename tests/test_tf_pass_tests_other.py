@@ -290,6 +290,28 @@ def test_broken_body_that_tf_instantiates_is_one_error_line_naming_the_file(tmp_
     assert err == [f"jitsim: {src}: function 'cluster_0': input 'out:output:0' names no node or argument"]
 
 
+def test_broken_body_of_a_call_no_pass_checks_gets_a_note():
+    """The call ``C`` of the broken function on the CPU with auto-clustering off: it is no
+    candidate, so no clustering pass instantiates ``cluster_0`` (TF would only when the call
+    runs). The input is accepted; the note says so."""
+    import warnings
+
+    from jitsim.errors import JitsimWarning
+    from jitsim.passes.pipeline import cluster_graph
+
+    b = GraphBuilder("/job:localhost/replica:0/task:0/device:CPU:0")
+    _library_with_const_function(b.gd)
+    _compiled_call(b, "C", "cluster_0")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", JitsimWarning)
+        res = cluster_graph(Graph(b.gd, source="g.pbtxt"), NO_FLAGS)
+    notes = [str(w.message) for w in caught if isinstance(w.message, JitsimWarning)]
+    assert notes == ["g.pbtxt: function 'cluster_0' is not instantiated by the clustering passes, so (as in TF) its "
+                     "body was not checked; running its call would fail: input 'out:output:0' names no node or "
+                     "argument"]
+    assert res.mark.decisions["C"].code == "POLICY_NOT_ENABLED"
+
+
 def test_CleanFailureOnBogusAttr():
     """build_xla_ops_pass_test ``CleanFailureOnBogusAttr``: a cluster call claiming 100 constant
     and 100 resource arguments (it has none) is an invalid-argument error, not a crash."""
@@ -1204,7 +1226,8 @@ _PESSIMISTIC = {
 
 # HasInputsWithMismatchingDeadness of add0 (and add1), as each TEST expects it
 _MISMATCH = {"Loop": {"add0": True, "add1": True}, "ControlEquivalentLoopBodies": {"add0": False},
-             "ControlEquivalentNestedLoopBodies": {"add0": False}, "ControlNonEquivalentNestedLoopBodies": {"add0": True}}
+             "ControlEquivalentNestedLoopBodies": {"add0": False},
+             "ControlNonEquivalentNestedLoopBodies": {"add0": True}}
 
 
 def _canonical(pred: str) -> str:

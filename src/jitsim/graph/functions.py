@@ -148,3 +148,16 @@ def function_to_graphdef(library, name: str, *, source=None):
         nd.attr["T"].type = arg.type
         nd.attr["index"].i = i
     return gd
+
+
+def called_functions(nd, fns) -> list[str]:
+    """The library functions (``fns``: by name) node ``nd`` calls: by op name, or through
+    func-valued attrs (``f``, ``then_branch``, ``branches``...)."""
+    out = [nd.op] if nd.op in fns else []
+    for av in nd.attr.values():
+        kind = av.WhichOneof("value")
+        if kind == "func" and av.func.name in fns:
+            out.append(av.func.name)
+        elif kind == "list":
+            out += [f.name for f in av.list.func if f.name in fns]
+    return out

@@ -261,31 +261,42 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
     with timed("mark_for_compilation"):
         mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles,
                                     exclude_ops=exclude_ops, force_compilable=force_compilable)
-    _note_unchecked_bodies(tg.library, mark.body_errors, graph.source)
+    _note_unchecked_bodies(tg, mark.body_errors, graph.source)
     return ClusterResult(graph.source, stage, mark, clones, notes)
 
 
-def _note_unchecked_bodies(library, rejected: dict, source) -> None:
+def _note_unchecked_bodies(tg: TfGraph, rejected: dict, source) -> None:
     """TF checks a function body only where it instantiates the function: a broken body
     (a reference naming nothing) fails nothing unless a pass instantiates it. Say, once per
     such function, whether mark-for-compilation's compilability checks tried (the calls are then
     not compilable, FUNCTION_NOT_FOUND) or nothing instantiated it (so nothing checked it)."""
+    library = tg.library
     if not library.function:
         return
-    from jitsim.graph.functions import body_problem
+    from jitsim.graph.functions import body_problem, called_functions
     from jitsim.graph.io import assume
 
     fns = {f.signature.name: f for f in library.function}
+    called = set()
+    for n in tg.op_nodes():
+        called.update(called_functions(n.nodedef, fns))
     for name in fns:
         prefix = f"function {name!r}: "
         if name in rejected:
-            assume(f"function {name!r} cannot be instantiated ({rejected[name].removeprefix(prefix)}): as in TF, its calls are not "
-                   "compilable (FUNCTION_NOT_FOUND) instead of failing the pass", source)
+            why = rejected[name].removeprefix(prefix)
+            assume(f"function {name!r} cannot be instantiated ({why}): as in TF, its calls are not compilable "
+                   "(FUNCTION_NOT_FOUND) instead of failing the pass", source)
             continue
         why = body_problem(fns, name)
-        if why is not None:
+        if why is None:
+            continue
+        why = why.removeprefix(prefix)
+        if name in called:
+            assume(f"function {name!r} is not instantiated by the clustering passes, so (as in TF) its body was not "
+                   f"checked; running its call would fail: {why}", source)
+        else:
             assume(f"function {name!r} is never instantiated, so (as in TF) its body was not checked; it would "
-                   f"not instantiate: {why.removeprefix(prefix)}", source)
+                   f"not instantiate: {why}", source)
 
 
 def cluster_dump_dir(
