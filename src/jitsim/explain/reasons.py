@@ -240,10 +240,10 @@ _REASONS = [
            f"(50) frames deep ({_CCU}), which bounds the check and stops recursive functions; the call is then "
            "treated as not compilable."),
     Reason("FUNCTION_NOT_FOUND", "node", "called function cannot be instantiated",
-           "define the function in the graph's library", "could not instantiate call",
+           "define the function in the graph's library (or fix its body)", "could not instantiate call",
            "IsCompilableCall instantiates the called function with the function library runtime "
-           f"({_CCU}); when that fails (the function is not defined, or its attributes do not resolve) the "
-           "call is not compilable."),
+           f"({_CCU}); when that fails (the function is not defined, its body names a tensor that does not exist, or "
+           "its attributes do not resolve) the call is not compilable; the pass goes on."),
     Reason("NOT_IN_OPS_TO_CLUSTER", "node", "op not in --tf_xla_ops_to_cluster", "add the op or its category",
            "as it is not listed in --tf_xla_ops_to_cluster.",
            "--tf_xla_ops_to_cluster restricts auto-clustering to the listed ops (names, or categories such as "

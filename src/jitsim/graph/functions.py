@@ -41,17 +41,91 @@ def body_references(fdef) -> list[str]:
     return refs + [fdef.ret[a.name] for a in fdef.signature.output_arg if a.name in fdef.ret]
 
 
-def function_to_graphdef(library, name: str, *, source=None):
-    """A ``GraphDef`` for function ``name`` of ``library`` (a ``FunctionDefLibrary``)."""
-    from jitsim.registry import op_def
+class _BodyRefs:
+    """How the references of one function body resolve: its ``_Arg`` names and, per body
+    node, where each output argument starts among the node's flat outputs."""
 
+    def __init__(self, fdef, fns: dict, name: str, source=None):
+        from jitsim.registry import op_def
+
+        self.name, self.source = name, source
+        self.args = {arg.name for arg in fdef.signature.input_arg}
+        offsets: dict[str, dict[str, int]] = {}
+        unknown: dict[str, str] = {}  # node -> op, for ops nobody registers (a custom-op library's)
+        for node in fdef.node_def:
+            table, pos = {}, 0
+            od = op_def(node.op)
+            if od is None and node.op not in fns:
+                unknown[node.name] = node.op
+            for out_name, n in _output_sizes(node, od, fns):
+                table[out_name] = pos
+                pos += n
+            offsets[node.name] = table
+        if unknown:
+            # without an OpDef, the output arguments a body reads are numbered in the order the body
+            # first reads them: exact for one argument; for several, a guess that
+            # jitsim.registry.custom_ops reports ("could not determine the order of output arguments")
+            read: dict[str, list[str]] = {}
+            for ref in body_references(fdef):
+                parts = ref.split(":")
+                if len(parts) == 3 and parts[0] in unknown and parts[1] not in read.setdefault(parts[0], []):
+                    read[parts[0]].append(parts[1])
+            for node_name, names in read.items():
+                offsets[node_name] = {arg: i for i, arg in enumerate(names)}
+        self.offsets = offsets
+
+    def convert(self, ref: str) -> str:
+        """``ref`` as a graph names it (``node:flat_index``); GraphError when it names nothing."""
+        if ref.startswith("^"):
+            return ref
+        offsets, name = self.offsets, self.name
+        parts = ref.split(":")
+        if len(parts) == 1:
+            if ref in self.args or ref in offsets:
+                return ref
+        elif len(parts) == 3 and parts[0] in offsets:
+            src, out, idx = parts
+            if out not in offsets[src]:
+                raise GraphError(f"function {name!r}: input {ref!r} names an unknown output {out!r} of {src!r}",
+                                 self.source)
+            flat = offsets[src][out] + int(idx)
+            return src if flat == 0 else f"{src}:{flat}"
+        elif len(parts) == 2 and parts[0] in offsets:  # already flat
+            return ref
+        raise GraphError(f"function {name!r}: input {ref!r} names no node or argument", self.source)
+
+
+def body_problem(fns: dict, name: str) -> str | None:
+    """Why TF's instantiation of function ``name`` would refuse its body (the first
+    reference that names nothing), or None. ``fns``: the library by function name.
+
+    TF checks a body only where it instantiates the function (inlining, lowering, a pass that
+    reads the body); a body no pass instantiates may be broken without any error. Callers use
+    this to say so in a note instead of refusing the whole input."""
+    fdef = fns[name]
+    refs = _BodyRefs(fdef, fns, name)
+    try:
+        for ref in body_references(fdef):
+            refs.convert(ref)
+    except GraphError as e:
+        return e.message
+    missing = [a.name for a in fdef.signature.output_arg if a.name not in fdef.ret]
+    if missing:
+        return f"function {name!r}: output {missing[0]!r} is not returned by the body"
+    return None
+
+
+def function_to_graphdef(library, name: str, *, source=None):
+    """A ``GraphDef`` for function ``name`` of ``library`` (a ``FunctionDefLibrary``): TF's
+    instantiation of it, which is where a body is checked (GraphError when a reference
+    names nothing)."""
     fns = {f.signature.name: f for f in library.function}
     if name not in fns:
         raise GraphError(f"function {name!r} is not in the graph's library", source)
     fdef = fns[name]
+    refs = _BodyRefs(fdef, fns, name, source)
     gd = protos.GraphDef()
     gd.library.CopyFrom(library)
-    args = set()
     for i, arg in enumerate(fdef.signature.input_arg):
         nd = gd.node.add(name=arg.name, op="_Arg")
         nd.attr["T"].type = arg.type
@@ -60,57 +134,30 @@ def function_to_graphdef(library, name: str, *, source=None):
         # `_output_shapes`: the shapes Grappler's GraphProperties starts from)
         if i in fdef.arg_attr and "_output_shapes" in fdef.arg_attr[i].attr:
             nd.attr["_output_shapes"].CopyFrom(fdef.arg_attr[i].attr["_output_shapes"])
-        args.add(arg.name)
-
-    offsets: dict[str, dict[str, int]] = {}
-    unknown: dict[str, str] = {}  # node -> op, for ops nobody registers (a custom-op library's)
-    for node in fdef.node_def:
-        table, pos = {}, 0
-        od = op_def(node.op)
-        if od is None and node.op not in fns:
-            unknown[node.name] = node.op
-        for out_name, n in _output_sizes(node, od, fns):
-            table[out_name] = pos
-            pos += n
-        offsets[node.name] = table
-    if unknown:
-        # without an OpDef, the output arguments a body reads are numbered in the order the body
-        # first reads them: exact for one argument; for several, a guess that
-        # jitsim.registry.custom_ops reports ("could not determine the order of output arguments")
-        read: dict[str, list[str]] = {}
-        refs = body_references(fdef)
-        for ref in refs:
-            parts = ref.split(":")
-            if len(parts) == 3 and parts[0] in unknown and parts[1] not in read.setdefault(parts[0], []):
-                read[parts[0]].append(parts[1])
-        for node_name, names in read.items():
-            offsets[node_name] = {arg: i for i, arg in enumerate(names)}
-
-    def convert(ref: str) -> str:
-        if ref.startswith("^"):
-            return ref
-        parts = ref.split(":")
-        if len(parts) == 1:
-            if ref in args or ref in offsets:
-                return ref
-        elif len(parts) == 3 and parts[0] in offsets:
-            src, out, idx = parts
-            if out not in offsets[src]:
-                raise GraphError(f"function {name!r}: input {ref!r} names an unknown output {out!r} of {src!r}", source)
-            flat = offsets[src][out] + int(idx)
-            return src if flat == 0 else f"{src}:{flat}"
-        elif len(parts) == 2 and parts[0] in offsets:  # already flat
-            return ref
-        raise GraphError(f"function {name!r}: input {ref!r} names no node or argument", source)
-
+    convert = refs.convert
     for node in fdef.node_def:
         nd = gd.node.add()
         nd.CopyFrom(node)
         del nd.input[:]
         nd.input.extend(convert(r) for r in node.input)
     for i, arg in enumerate(fdef.signature.output_arg):
+        if arg.name not in fdef.ret:
+            raise GraphError(f"function {name!r}: output {arg.name!r} is not returned by the body", source)
         nd = gd.node.add(name=f"{arg.name}_RetVal", op="_Retval")
         nd.input.append(convert(fdef.ret[arg.name]))
         nd.attr["T"].type = arg.type
         nd.attr["index"].i = i
     return gd
+
+
+def called_functions(nd, fns) -> list[str]:
+    """The library functions (``fns``: by name) node ``nd`` calls: by op name, or through
+    func-valued attrs (``f``, ``then_branch``, ``branches``...)."""
+    out = [nd.op] if nd.op in fns else []
+    for av in nd.attr.values():
+        kind = av.WhichOneof("value")
+        if kind == "func" and av.func.name in fns:
+            out.append(av.func.name)
+        elif kind == "list":
+            out += [f.name for f in av.list.func if f.name in fns]
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jitsim.errors import GraphError
 from jitsim.graph.model import attr_value_to_python
 from jitsim.passes import optypes
 from jitsim.passes.resource_safety import RESOURCE_OPS, STACK, TENSOR_ARRAY
@@ -96,21 +97,30 @@ class CompilabilityChecker:
         self.jit_device = jit_device
         self.filter = op_filter
         self._body_cache: dict[str, list] = {}
+        self.instantiation_errors: dict[str, str] = {}  # function -> why TF cannot instantiate it
 
     # -- helpers ---------------------------------------------------------------------------
     def is_function_call(self, nodedef) -> bool:
         return nodedef.op in CALL_OPS or nodedef.op in self.fns
 
     def _body(self, name: str):
-        """NodeDefs of a function body in TF's instantiation order (args, nodes, rets), or None."""
+        """NodeDefs of a function body in TF's instantiation order (args, nodes, rets), or None
+        when TF cannot instantiate it: not in the library, or a body TF's instantiation refuses
+        (``instantiation_errors`` keeps why; IsCompilableCall then rejects the call, it does
+        not fail the pass)."""
         if name not in self._body_cache:
             if name not in self.fns:
                 self._body_cache[name] = None
             else:
                 from jitsim.graph.functions import function_to_graphdef
 
-                gd = function_to_graphdef(self.library, name)
-                self._body_cache[name] = list(gd.node)
+                try:
+                    gd = function_to_graphdef(self.library, name)
+                except GraphError as e:
+                    self.instantiation_errors[name] = e.message
+                    self._body_cache[name] = None
+                else:
+                    self._body_cache[name] = list(gd.node)
         return self._body_cache[name]
 
     def _has_forwarded_ref_input(self, nodedef, producer_types_of) -> bool:
@@ -261,7 +271,8 @@ class CompilabilityChecker:
             return "FUNCTION_DEPTH_LIMIT", "function depth limit exceeded", ()
         body = self._body(name)
         if body is None:
-            return "FUNCTION_NOT_FOUND", f"could not instantiate call: '{name}'", ()
+            why = self.instantiation_errors.get(name)
+            return "FUNCTION_NOT_FOUND", f"could not instantiate call: '{name}'" + (f" ({why})" if why else ""), ()
         for nd in body:
             fail = self.check_node(nd, depth + 1)
             if fail is not None:

@@ -356,12 +356,19 @@ def _const_reason(sg: TfGraph, arg: TfNode, must: bytearray, analysis, types: No
 
 
 @with_custom_op_signatures
-def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str] | None = None) -> EncapsulateResult:
+def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str] | None = None,
+                          group_attribute: str = CLUSTER_ATTR, xla_rewrite: bool = True) -> EncapsulateResult:
     """Run TF's ``EncapsulateSubgraphsPass`` on ``g`` (not modified) and return the new graph.
 
     ``flags``: the run's :class:`~jitsim.passes.flags.XlaFlags` (only
     ``disable_constant_folding`` matters). ``cluster_order``: the order in which TF iterated
     its clusters (see the module docstring); clusters not named come after, in jitsim's order.
+
+    ``group_attribute`` / ``xla_rewrite=False``: TF's general ``EncapsulateSubgraphsInFunctions``
+    as its own tests call it: nodes grouped by another attribute, and no rewrite callback (no
+    optimization, arguments kept in first-seen order, a plain call node without the
+    ``_Xla*`` attributes) and no ``_XlaHasReferenceVars`` step (that is the pass's, not the
+    function's).
     """
     from jitsim.passes.const_analysis import ConstAnalysis
 
@@ -377,11 +384,11 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
     subgraphs: dict[str, _Subgraph] = {}
     images: dict[int, TfNode] = {}
     for n in g.op_nodes():
-        if CLUSTER_ATTR not in n.attr:
+        if group_attribute not in n.attr:
             continue
-        av = n.attr[CLUSTER_ATTR]
+        av = n.attr[group_attribute]
         if av.WhichOneof("value") != "s":
-            raise GraphError(f"attr {CLUSTER_ATTR} of node {n.name!r} is not a string")
+            raise GraphError(f"attr {group_attribute} of node {n.name!r} is not a string")
         name = av.s.decode()
         if not name:
             continue
@@ -392,7 +399,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
         if not sub.device:
             sub.device = n.device
         nd = _copy_nodedef(n.nodedef)
-        del nd.attr[CLUSTER_ATTR]
+        del nd.attr[group_attribute]
         images[n.id] = add_node(sub.graph, nd)
         sub.members.append(n.name)
 
@@ -469,7 +476,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
     decisions: dict[str, ClusterDecision] = {}
     for name in order:
         sub = subgraphs[name]
-        fdef = _build_function(sub, types, flags, analysis)
+        fdef = _build_function(sub, types, flags, analysis) if xla_rewrite else _plain_function(sub, types)
         library.function.add().CopyFrom(fdef)
         functions.append(fdef)
         decisions[name] = sub.decision
@@ -505,6 +512,8 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
             out.add_edge(s, so, d, di)
 
     _sync_inputs(out)
+    if not xla_rewrite:
+        return EncapsulateResult(graph=out, functions=functions, decisions=decisions)
 
     # -- _XlaHasReferenceVars on every node (after TF's encapsulate_subgraphs_after dump)
     # (the library now has the cluster functions; their bodies are the optimized subgraphs)
@@ -556,6 +565,22 @@ def _mark_guaranteed_constants(g: TfGraph, src_arg_pairs: list[tuple[int, TfNode
     for src, arg in src_arg_pairs:
         if src in marked and nodes[src] is not None:
             arg.attr[GUARANTEED_CONSTANT_ATTR].b = True
+
+
+def _plain_function(sub: _Subgraph, types: NodeTypes):
+    """BuildFunctionDef without a rewrite callback: the subgraph as split, a call node
+    ``name = op = <group>`` with no attributes."""
+    sub.decision = ClusterDecision(name=sub.name, device=sub.device, members=list(sub.members))
+    sub.call_nodedef = protos.NodeDef(name=sub.name, op=sub.name, device=sub.device)
+    fdef, names = graph_to_function_def(sub.graph, sub.name, sub.control_output_names, types)
+    for i, arg in enumerate(sub.args):
+        src, slot = sub.arg_sources[i]
+        sub.decision.args.append(ArgDecision(
+            index=i, position=i, name=names.get(arg.name, arg.name), source=f"{src}:{slot}",
+            dtype=arg.attr["T"].type, kind="normal", reason="no rewrite: arguments in first-seen order",
+            guaranteed_constant=GUARANTEED_CONSTANT_ATTR in arg.attr))
+    sub.decision.control_outputs = sorted(fdef.control_ret.keys())
+    return fdef
 
 
 def _build_function(sub: _Subgraph, types: NodeTypes, flags, analysis):

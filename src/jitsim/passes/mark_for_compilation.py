@@ -114,6 +114,9 @@ class MarkResult:
     # candidate -> representative of the cluster contraction left it in (before the
     # min-size/policy/Fill decisions): lets refused merges be mapped to final clusters
     groups: dict[str, str] = field(default_factory=dict)
+    # function -> why TF could not instantiate it, for the functions the compilability checks
+    # tried to instantiate (their calls are rejected with FUNCTION_NOT_FOUND)
+    body_errors: dict[str, str] = field(default_factory=dict)
 
     def cluster_of(self, node: str) -> str | None:
         n = self.graph.nodes[self.graph.by_name[node]]
@@ -297,6 +300,8 @@ class MarkForCompilation:
                 continue
             cands.append(n)
             self.state.fuel -= 1
+        for checker in checkers.values():
+            self.result.body_errors.update(checker.instantiation_errors)
         return cands
 
     def _input_types_fn(self, n: TfNode):

@@ -69,6 +69,18 @@ def detect_input_stage(graph: Graph) -> str:
     return BEFORE_CLONE
 
 
+@contextmanager
+def _naming(graph: Graph):
+    """A pass's error about something inside the graph (a function body it instantiates, a
+    malformed cluster call) names the graph's file, as every user error does."""
+    try:
+        yield
+    except JitsimError as e:
+        if e.path is None and graph.source:
+            e.path = graph.source
+        raise
+
+
 def _timer(timings: dict | None):
     """``timed(name)``: a context that adds its wall time to ``timings[name]`` (seconds); a
     no-op when ``timings`` is None. Used by the benchmarks; changes nothing else."""
@@ -192,7 +204,7 @@ def cluster_graph(
         with timed("infer_op_library"):
             inferred = infer_op_library(graph)
         libraries = tuple(op_libraries) + ((inferred.library,) if inferred else ())
-        with using_op_libraries(*libraries[len(op_libraries):]):
+        with using_op_libraries(*libraries[len(op_libraries):]), _naming(graph):
             res = _cluster_graph(graph, flags, session, state, input_stage, device, explain_cycles, exclude_ops,
                                  force_compilable, timed)
         res.tf_version = current_tf_version()
@@ -249,7 +261,42 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
     with timed("mark_for_compilation"):
         mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles,
                                     exclude_ops=exclude_ops, force_compilable=force_compilable)
+    _note_unchecked_bodies(tg, mark.body_errors, graph.source)
     return ClusterResult(graph.source, stage, mark, clones, notes)
+
+
+def _note_unchecked_bodies(tg: TfGraph, rejected: dict, source) -> None:
+    """TF checks a function body only where it instantiates the function: a broken body
+    (a reference naming nothing) fails nothing unless a pass instantiates it. Say, once per
+    such function, whether mark-for-compilation's compilability checks tried (the calls are then
+    not compilable, FUNCTION_NOT_FOUND) or nothing instantiated it (so nothing checked it)."""
+    library = tg.library
+    if not library.function:
+        return
+    from jitsim.graph.functions import body_problem, called_functions
+    from jitsim.graph.io import assume
+
+    fns = {f.signature.name: f for f in library.function}
+    called = set()
+    for n in tg.op_nodes():
+        called.update(called_functions(n.nodedef, fns))
+    for name in fns:
+        prefix = f"function {name!r}: "
+        if name in rejected:
+            why = rejected[name].removeprefix(prefix)
+            assume(f"function {name!r} cannot be instantiated ({why}): as in TF, its calls are not compilable "
+                   "(FUNCTION_NOT_FOUND) instead of failing the pass", source)
+            continue
+        why = body_problem(fns, name)
+        if why is None:
+            continue
+        why = why.removeprefix(prefix)
+        if name in called:
+            assume(f"function {name!r} is not instantiated by the clustering passes, so (as in TF) its body was not "
+                   f"checked; running its call would fail: {why}", source)
+        else:
+            assume(f"function {name!r} is never instantiated, so (as in TF) its body was not checked; it would "
+                   f"not instantiate: {why}", source)
 
 
 def cluster_dump_dir(
@@ -328,7 +375,7 @@ def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops",
         res = PipelineResult(cr, cr.graph, until)
         if until == "mark":
             return res
-        with using_op_libraries(*cr.op_libraries):
+        with using_op_libraries(*cr.op_libraries), _naming(graph):
             _run_later_passes(res, flags, cluster_kwargs.get("state"), _timer(timings))
     return res
 
