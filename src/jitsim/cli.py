@@ -218,12 +218,12 @@ def cmd_cluster(args) -> int:
             results.append(res)
     finally:
         _progress_done()
-    if args.output:
+    if args.output is not None:
         out = Path(args.output)
-        if not out.is_dir() and (len(results) == 1 or pin.route.method == "tf-capture"):
+        if not _is_dir(out) and (len(results) == 1 or pin.route.method == "tf-capture"):
             save(results[pin.main].to_graphdef(), out)
         else:
-            if not out.is_dir():
+            if not _is_dir(out):
                 raise JitsimError("with several graphs, -o must name an existing directory", out)
             k = 0
             for res in results:
@@ -730,12 +730,11 @@ def cmd_index(args) -> int:
     from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
     from jitsim.crosscheck.harvest import totals
 
+    from jitsim.graph.input import read_text
+
     log_text = None
-    if args.log:
-        try:
-            log_text = Path(args.log).read_text(errors="replace")
-        except OSError as e:
-            raise JitsimError(f"cannot read log: {e.strerror}", args.log) from None
+    if args.log:  # a regular file only, bounded: /dev/zero or a FIFO is refused, never a hang
+        log_text = read_text(args.log, what="TF's log (a text file)")
     graphs = index_dump_dir(args.dumps, log_text)
     index = {"schema": INDEX_SCHEMA, "target": None, "kind": "dump_dir", "tf_version": None,
              "tf_xla_flags": None, "graphs": graphs, "totals": totals(graphs)}
@@ -753,14 +752,14 @@ def cmd_index(args) -> int:
 def _graph_pairs(predicted: Path, truth: Path, stage: str):
     """(label, predicted file, truth file) for files, or per graph for two dump directories."""
     from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.graph.io import dump_log_text
 
     if not predicted.is_dir() and not truth.is_dir():
         return [(truth.name, predicted, truth)]
 
     def files(root: Path):
         d = root / "dumps" if (root / "dumps").is_dir() else root
-        log = root / "log.txt"
-        recs = group_dumps(d, log.read_text(errors="replace") if log.exists() else None)
+        recs = group_dumps(d, dump_log_text(root))
         return [(r.id, d / r.files[stage]) for r in recs if stage in r.files]
 
     if not (predicted.is_dir() and truth.is_dir()):
@@ -1131,6 +1130,16 @@ _OUTPUT_KIND = {"cluster": "file-or-dir", "rewrite": "file", "render": "file", "
                 "profile": "dir"}
 
 
+def _is_dir(path) -> bool:
+    """``Path.is_dir`` without its exceptions (a name too long is no directory)."""
+    import stat
+
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def _check_outputs(args) -> None:
     """One rule for every command's ``-o``: checked before any work (graph/io.check_output)."""
     out = getattr(args, "output", None)
@@ -1147,7 +1156,7 @@ def _check_outputs(args) -> None:
         if ext not in FORMATS:
             raise JitsimError(f"unknown picture format {ext or '(no extension)'!r}; use .dot, .svg or .png", out)
     if kind == "file-or-dir":
-        check_output(out, directory=Path(out).is_dir())
+        check_output(out, directory=_is_dir(out))
     else:
         check_output(out, directory=kind == "dir")
 
@@ -1160,16 +1169,235 @@ def _check_outputs(args) -> None:
 GC_THRESHOLDS = (100_000, 50, 100)
 
 
+# what an ASCII-only (or Latin-1...) terminal gets for the few non-ASCII characters jitsim prints
+_TRANSLIT = {"×": "x", "→": "->", "←": "<-", "…": "...", "—": "--", "–": "-", "≤": "<=", "≥": ">=", "≠": "!=",
+             "·": ".", "•": "*", "‘": "'", "’": "'", "“": '"', "”": '"', "✓": "ok", "✗": "x"}
+
+
+def _ascii_fallback(e: UnicodeEncodeError):
+    """Codec error handler for stdout and stderr: a character the stream's encoding cannot
+    show becomes its ASCII look-alike, else ``?``; a byte of an undecodable file name (a lone
+    surrogate) becomes ``\\xNN``."""
+    out = []
+    for ch in e.object[e.start:e.end]:
+        if 0xDC80 <= ord(ch) <= 0xDCFF:
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        else:
+            out.append(_TRANSLIT.get(ch, "?"))
+    return "".join(out), e.end
+
+
+def setup_streams() -> None:
+    """stdout and stderr never fail on a character they cannot encode (PYTHONIOENCODING=ascii,
+    a Latin-1 terminal, a file name with undecodable bytes): :func:`_ascii_fallback`. rich
+    draws its tables with ASCII boxes where the encoding is not UTF-8."""
+    import codecs
+
+    try:
+        codecs.lookup_error("jitsim-ascii")
+    except LookupError:
+        codecs.register_error("jitsim-ascii", _ascii_fallback)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="jitsim-ascii")
+            except (ValueError, OSError, AttributeError):
+                pass
+
+
+class _Signalled(BaseException):
+    """A TERM or HUP signal, turned into an exception so that every ``finally`` runs (temporary
+    files are removed) and the command ends with exit code 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _install_signal_handlers():
+    """TERM and HUP end a command as Ctrl-C does: cleanly (temporary files removed, no
+    traceback), exit 128 + N. A second signal while the command cleans up is ignored. Returns
+    a function that puts the previous handlers back."""
+    import signal
+
+    if threading_main() is False:
+        return lambda: None
+    fired = []
+
+    def handler(signum, frame):
+        if fired:
+            return
+        fired.append(signum)
+        raise _Signalled(signum)
+
+    old = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            old[sig] = signal.signal(sig, handler)
+
+    def restore():
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+    return restore
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+class _StdoutError(JitsimError):
+    """Standard output cannot be written (a full disk, /dev/full, a closed descriptor)."""
+
+
+_STDOUT_NAME = "<stdout>"
+
+
+class _GuardedStdout:
+    """``sys.stdout`` while a command runs: a write error is one :class:`_StdoutError` line
+    (the reader going away stays a :class:`BrokenPipeError`, a quiet exit)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _call(self, fn, *args):
+        try:
+            return fn(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            from jitsim.graph.output import _problem
+
+            raise _StdoutError(f"cannot write: {_problem(e)}", _STDOUT_NAME) from None
+
+    def write(self, text):
+        return self._call(self._stream.write, text)
+
+    def writelines(self, lines):
+        return self._call(self._stream.writelines, lines)
+
+    def flush(self):
+        return self._call(self._stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class _ClosedStdout:
+    """``sys.stdout`` when the command was started with standard output closed (``>&-``)."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def write(self, text):
+        if text:
+            raise _StdoutError("cannot write: standard output is closed", _STDOUT_NAME)
+        return 0
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        raise OSError(9, "standard output is closed")
+
+
+def _occupy_closed_fds() -> None:
+    """Descriptors 0, 1 or 2 closed at start (``>&-``): put /dev/null there, so that no file
+    jitsim opens later becomes 'stdout' (and TF or dot, started by jitsim, never write into it)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                got = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            except OSError:
+                continue
+            if got != fd:
+                os.dup2(got, fd)
+                os.close(got)
+
+
+def _silence_stdout() -> None:
+    """After a failed or broken stdout: /dev/null on descriptor 1, so that what is still
+    buffered goes nowhere at exit instead of raising again at the interpreter's last flush."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
+
+
+def _print_error(text: str) -> None:
+    try:
+        print(text, file=sys.stderr)
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # stderr full or closed too: nothing more to say
+        pass
+
+
+_EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool a closed pipe ended
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit code (docs/cli.md "Exit codes")."""
+    from jitsim.graph import output as _output
+
     gc.set_threshold(*GC_THRESHOLDS)
-    parser = build_parser()
-    args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
+    _occupy_closed_fds()
+    saved_stdout, saved_stderr = sys.stdout, sys.stderr
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")
+    setup_streams()
+    sys.stdout = _GuardedStdout(sys.stdout) if sys.stdout is not None else _ClosedStdout()
+    restore_signals = _install_signal_handlers()
+    try:
+        try:
+            rc = _run(argv)
+            sys.stdout.flush()
+        except _StdoutError as e:
+            _silence_stdout()
+            _print_error(f"jitsim: {_one_line(str(e))}")
+            rc = e.exit_code
+        except BrokenPipeError:  # the reader went away (`| head`): quiet, as other Unix tools
+            _silence_stdout()
+            rc = _EXIT_BROKEN_PIPE
+        except _Signalled as e:
+            rc = 128 + e.signum
+        except KeyboardInterrupt:
+            _print_error("jitsim: interrupted")
+            rc = 130
+    finally:
+        _output.stdout_stream = None
+        sys.stdout, sys.stderr = saved_stdout, (saved_stderr if saved_stderr is not None else sys.stderr)
+        _output.cleanup()
+        restore_signals()
+    return rc
+
+
+def _run(argv: list[str] | None) -> int:
+    """Parse and run one command; every error becomes its one line and exit code."""
     notes: list = []
     try:
+        parser = build_parser()
+        args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always", JitsimWarning)
+            _check_inputs(args)
             _check_outputs(args)
             _check_common(args)
+            _reports_to_stderr_if_output_is_stdout(args)
             libraries = _op_libraries(getattr(args, "op_defs", None) or ())
             from jitsim.registry import using_op_libraries
 
@@ -1183,17 +1411,58 @@ def main(argv: list[str] | None = None) -> int:
                 seen.add(str(w.message))
                 _show_warning(w.message)
         return rc
+    except _StdoutError:
+        raise
     except JitsimError as e:
-        print(f"jitsim: {_one_line(str(e))}", file=sys.stderr)
+        _print_error(f"jitsim: {_one_line(str(e))}")
         return e.exit_code
     except KeyboardInterrupt:
-        print("jitsim: interrupted", file=sys.stderr)
+        _print_error("jitsim: interrupted")
         return 130
-    except BrokenPipeError:
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
-            return 0
+    except _Signalled as e:
+        import signal
+
+        _print_error(f"jitsim: terminated by {signal.Signals(e.signum).name}")
+        raise
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):
+            raise
+        # the last resort for the environment's errors a command did not name itself: one line
+        from jitsim.graph.input import os_problem
+
+        where = f"{e.filename}: " if e.filename else ""
+        _print_error(f"jitsim: {_one_line(where + os_problem(e, 'cannot use'))}")
+        return 2
+
+
+# every option and positional argument that names an input file or directory
+_INPUT_ARGS = ("graph", "other", "target", "dumps", "dir", "predicted", "truth", "log", "op_defs", "python")
+
+
+def _check_inputs(args) -> None:
+    """Input paths that no command can use whatever they hold (a name over 255 bytes, a path
+    over 4,095, a symbolic link loop): one line before any work."""
+    from jitsim.graph.input import input_problem
+
+    names = ("graph", "op_defs") if args.command == "explain" else _INPUT_ARGS  # explain's 'other' is a node
+    for name in names:
+        v = getattr(args, name, None)
+        for p in (v if isinstance(v, list) else [v]):
+            if isinstance(p, str) and p:
+                problem = input_problem(p)
+                if problem:
+                    raise JitsimError(problem, p)
+
+
+def _reports_to_stderr_if_output_is_stdout(args) -> None:
+    """``-o -``: standard output carries the written file, so the command's report goes to
+    stderr."""
+    from jitsim.graph import output as _output
+
+    out = getattr(args, "output", None)
+    if isinstance(out, str) and _output.is_stdout(out):
+        _output.stdout_stream = sys.stdout
+        sys.stdout = sys.stderr
 
 
 if __name__ == "__main__":

@@ -25,12 +25,13 @@ attached to the graph being processed when it is printed.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
+from jitsim.graph.input import read_file, read_json
 
 # Pipeline order of the per-graph dumps.
 STAGES = (
@@ -274,7 +275,7 @@ def scan_dump(path: Path) -> dict:
     Much faster than a full protobuf text parse on large dumps; only valid for files
     written by TF's ``DumpGraphToFile`` (canonical text format).
     """
-    data = Path(path).read_bytes()
+    data = read_file(path, what="a TF dump file")
     top = data.split(b"\nlibrary {", 1)[0]
     sizes: dict[str, int] = {}
     for m in _CLUSTER_RE.finditer(top):
@@ -288,7 +289,7 @@ _TOP_NAME_RE = re.compile(rb'^node \{\n  name: "((?:[^"\\]|\\.)*)"$', re.M)
 
 def scan_node_names(path: Path) -> list[str]:
     """Node names of a TF dump, in file order, by scanning TF's canonical text format."""
-    top = Path(path).read_bytes().split(b"\nlibrary {", 1)[0]
+    top = read_file(path, what="a TF dump file").split(b"\nlibrary {", 1)[0]
     return [m.group(1).decode() for m in _TOP_NAME_RE.finditer(top)]
 
 
@@ -320,12 +321,11 @@ def read_index(path: Path | str) -> dict:
     path = Path(path)
     if path.is_dir():
         path = path / "index.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise JitsimError("no index.json (run `jitsim crosscheck harvest` or `jitsim crosscheck index`)", path) from None
-    except json.JSONDecodeError as e:
-        raise JitsimError(f"index is not valid JSON: {e}", path) from None
+    if not os.path.lexists(path):
+        raise JitsimError("no index.json (run `jitsim crosscheck harvest` or `jitsim crosscheck index`)", path)
+    data = read_json(path, what="an index.json")
+    if not isinstance(data, dict):
+        raise JitsimError("index is not a JSON object", path)
     if data.get("schema") != INDEX_SCHEMA:
         raise JitsimError(f"unknown index schema {data.get('schema')!r}", path)
     return data

@@ -9,7 +9,7 @@ for which TF wrote no mark dump had no candidate: TF clustered nothing in it.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from pathlib import Path
 
@@ -17,7 +17,8 @@ from jitsim.crosscheck.compare import CorpusRow, compare_partitions
 from jitsim.crosscheck.dumps import group_dumps
 from jitsim.crosscheck.scoring import CompareResult, labels_of_file
 from jitsim.errors import JitsimError
-from jitsim.graph.io import read_graphdef
+from jitsim.graph.input import read_json
+from jitsim.graph.io import dump_log_text, read_graphdef
 from jitsim.graph.model import Graph
 from jitsim.passes.flags import XlaFlags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
@@ -28,11 +29,9 @@ from jitsim.registry.versions import choose_tf_version, producer_of, recorded_tf
 
 def recorded_flags(root: Path) -> str | None:
     idx = root / "index.json"
-    if idx.exists():
-        try:
-            return json.loads(idx.read_text()).get("tf_xla_flags")
-        except json.JSONDecodeError:
-            return None
+    if os.path.lexists(idx):
+        doc = read_json(idx, what="a harvest's index.json")
+        return doc.get("tf_xla_flags") if isinstance(doc, dict) else None
     return None
 
 
@@ -54,8 +53,7 @@ def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str = BEFORE_C
     lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)
     libraries = (lib,) if lib is not None else ()
     dumps = root / "dumps" if (root / "dumps").is_dir() else root
-    log = root / "log.txt"
-    records = group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
+    records = group_dumps(dumps, dump_log_text(root))
     if not records:
         raise JitsimError("no TF dump files found", dumps)
     if input_stage not in (BEFORE_CLONE, BEFORE_MARK):
@@ -119,8 +117,7 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
     lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)
     libraries = (lib,) if lib is not None else ()
     dumps = root / "dumps" if (root / "dumps").is_dir() else root
-    log = root / "log.txt"
-    records = [r for r in group_dumps(dumps, log.read_text(errors="replace") if log.exists() else None)
+    records = [r for r in group_dumps(dumps, dump_log_text(root))
                if BEFORE_CLONE in r.files]
     state = ProcessState()
     out = []

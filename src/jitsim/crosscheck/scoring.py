@@ -15,7 +15,7 @@ from pathlib import Path
 from jitsim.crosscheck.compare import CorpusRow, PartitionDiff, compare_partitions, corpus_summary, corpus_table
 from jitsim.crosscheck.dumps import group_dumps
 from jitsim.errors import JitsimError
-from jitsim.graph.io import read_graphdef
+from jitsim.graph.io import dump_log_text, read_graphdef
 
 CLUSTER_ATTR = "_XlaCluster"
 
@@ -35,9 +35,7 @@ def labels_of_file(path: Path | str) -> dict[str, str | None]:
 def _dir_graphs(root: Path, stage: str) -> list[tuple[str, dict[str, str | None]]]:
     """[(label, labelling)] for every graph of a harvest or dump directory."""
     dumps = root / "dumps" if (root / "dumps").is_dir() else root
-    log = root / "log.txt"
-    log_text = log.read_text(errors="replace") if log.exists() else None
-    graphs = group_dumps(dumps, log_text)
+    graphs = group_dumps(dumps, dump_log_text(root))
     if not graphs:
         raise JitsimError("no TF dump files found", dumps)
     out = []
