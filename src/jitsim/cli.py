@@ -40,7 +40,11 @@ def _progress_done() -> None:
 def _console():
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit 1 ("differences found"): one rule in main()
+            raise BrokenPipeError(32, "Broken pipe")
+
+    return _Console(highlight=False, soft_wrap=True)
 
 
 def _emit_json(obj) -> None:

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.graph.input import read_file, read_json
+from jitsim.graph.input import kind_of_mode, read_file, read_json
 
 # Pipeline order of the per-graph dumps.
 STAGES = (
@@ -101,6 +102,20 @@ def _order_from_log(log_text: str, names: set[str]) -> list[str]:
     return order
 
 
+def _dump_file(p: Path) -> bool:
+    """Whether ``p`` (named ``*.pbtxt`` in a dump directory) is a file to read: a regular file
+    yes, a directory no; a FIFO, a device or a socket is refused (reading it would never end)."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return False  # a dangling link
+    if stat.S_ISREG(mode):
+        return True
+    if stat.S_ISDIR(mode):
+        return False
+    raise JitsimError(f"is {kind_of_mode(mode)}, not a regular file; a dump directory holds TF's dump files", p)
+
+
 def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph]:
     """Pair the dump files of ``root`` into per-graph records (see the module docstring).
 
@@ -111,7 +126,7 @@ def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph
     root = Path(root)
     if not root.is_dir():
         raise JitsimError("is a file, not a dump directory" if root.exists() else "no such dump directory", root)
-    files = {p.name: p for p in root.iterdir() if p.suffix == ".pbtxt" and p.is_file()}
+    files = {p.name: p for p in root.iterdir() if p.suffix == ".pbtxt" and _dump_file(p)}
     order = None
     if log_text:
         order = _order_from_log(log_text, set(files))

@@ -364,7 +364,7 @@ def target_kind(target: Path) -> str:
     if not target.exists():
         raise HarvestError("no such file or directory", target)
     if not is_regular_file(target):  # TF would read a FIFO or /dev/zero forever
-        raise HarvestError(f"is not a regular file ({kind_of_mode(os.stat(target).st_mode)}); give a program, "
+        raise HarvestError(f"is {kind_of_mode(os.stat(target).st_mode)}, not a regular file; give a program, "
                            "GraphDef, .keras file or SavedModel directory", target)
     if target.suffix == ".py":
         return "program"

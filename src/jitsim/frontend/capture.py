@@ -169,7 +169,9 @@ def usable_cache_dir(cache_dir: Path | None) -> tuple[Path, str | None]:
     be written there; else a temporary directory removed when the command ends, and a note
     saying why nothing is cached (a ``$JITSIM_CACHE`` that is a file, a read-only home...). A
     capture needs somewhere to write TF's dumps, but the cache itself is only a speed-up."""
-    if cache_dir is not None:
+    if cache_dir is not None and os.path.lexists(cache_dir) and not os.path.isdir(cache_dir):
+        why = "it is not a directory"
+    elif cache_dir is not None:
         try:
             cache_dir.mkdir(parents=True, exist_ok=True)
             fd, probe = tempfile.mkstemp(prefix=".jitsim-probe.", dir=cache_dir)

@@ -51,7 +51,7 @@ def kind_of_mode(mode: int) -> str:
         return "a socket"
     if stat.S_ISREG(mode):
         return "a regular file"
-    return "not a regular file"
+    return "a special file"
 
 
 def os_problem(e: OSError, action: str = "cannot read") -> str:
@@ -77,7 +77,7 @@ def _open_regular(path: Path, what: str, error) -> tuple[int, os.stat_result]:
     if stat.S_ISDIR(st.st_mode):
         raise error(f"is a directory, not {what}", path)
     if not stat.S_ISREG(st.st_mode):
-        raise error(f"is not a regular file ({kind_of_mode(st.st_mode)}); give {what}", path)
+        raise error(f"is {kind_of_mode(st.st_mode)}, not a regular file; give {what}", path)
     try:
         fd = os.open(path, flags)
     except OSError as e:
@@ -85,7 +85,7 @@ def _open_regular(path: Path, what: str, error) -> tuple[int, os.stat_result]:
     st = os.fstat(fd)  # the file opened, not the name checked above
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise error(f"is not a regular file ({kind_of_mode(st.st_mode)}); give {what}", path)
+        raise error(f"is {kind_of_mode(st.st_mode)}, not a regular file; give {what}", path)
     return fd, st
 
 
