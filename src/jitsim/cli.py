@@ -1151,6 +1151,8 @@ def _check_outputs(args) -> None:
         return
     from jitsim.graph.io import check_output
 
+    if out == "":
+        raise JitsimError("-o: an empty output name: give a file or directory name (- for stdout)")
     key = getattr(args, "crosscheck_command", None) or args.command
     kind = _OUTPUT_KIND.get(key, "file")
     if key == "render":
