@@ -2,7 +2,8 @@
 
 Exit codes (docs/cli.md): 0 success (``compare``/``verify``/``diff``: identical), 1 differences
 found, 2 bad input or usage (exactly one ``jitsim: ...`` line on stderr, no traceback, no output
-file), 130 interrupted. Notes on what jitsim assumed to accept an odd input go to stderr after a
+file; also stdout that cannot be written), 129/130/143 ended by HUP/INT/TERM (temporary files
+removed), 141 the reader of stdout went away. Notes on what jitsim assumed to accept an odd input go to stderr after a
 successful run. Every ``-o`` is checked before any work (:func:`_check_outputs`); every
 ``--*tf-xla-flags`` option follows one rule (:func:`_flags_choice`).
 """
