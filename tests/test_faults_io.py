@@ -673,3 +673,23 @@ def test_signal_handlers_are_put_back(capsys):
     before = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP))
     _main(capsys, "show", EX)
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == before
+
+
+def test_a_missing_directory_written_with_a_slash_is_not_taken_for_a_file(tmp_path, capsys):
+    rc, _, err = _main(capsys, "rewrite", EX, "-o", f"{tmp_path}/newdir/")
+    assert rc == 2
+    _one_line(err, "ends with /")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stdin_closed_and_caches_on_dev_null(tmp_path):
+    """stdin closed (<&-) changes nothing; caches pointed at /dev/null are no directories: the
+    command runs uncached, with a note at most."""
+    big = tmp_path / "big.pbtxt"
+    big.write_bytes(EX.read_bytes() + b"\n" * (600 << 10))
+    r = subprocess.run([sys.executable, "-m", "jitsim.cli", "cluster", str(big)],
+                       env={**ENV, "JITSIM_PARSE_CACHE": "/dev/null", "JITSIM_CACHE": "/dev/null"},
+                       capture_output=True, timeout=120, preexec_fn=lambda: os.close(0))
+    assert r.returncode == 0, r.stderr
+    assert b"Traceback" not in r.stderr and b"parse cache cannot be written" in r.stderr
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

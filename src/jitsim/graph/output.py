@@ -160,6 +160,9 @@ def destination(path: Path | str) -> Destination:
             raise JitsimError(f"cannot write: {_problem(e)}", path) from None
     if str(real) == _DEV_NULL:
         return Destination("null")
+    if lst is None and text.endswith(os.sep):
+        raise JitsimError("cannot write: names a directory (it ends with /) that does not exist; name an output "
+                          "file", path)
     if lst is None:  # a new file: its directory must take it
         parent = real.parent
         try:
@@ -268,11 +271,12 @@ def write_stdout(data: bytes, name: str = "<stdout>") -> None:
         raise JitsimError(f"cannot write: {_problem(e)}", name) from None
 
 
-def write_atomic(path: Path | str, data: bytes) -> None:
+def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` for ``-o path`` (:func:`destination`): to a file via a temporary file and a
     rename, never a half-written file, the kept (or usual: 0666 minus the umask) permission
-    bits; through a symbolic link to its target. Any failure is one :class:`JitsimError`
-    naming ``path``."""
+    bits; through a symbolic link to its target. ``durable``: the data reaches the disk before
+    the rename (fsync; a cache entry, which is only a speed-up, may skip it). Any failure is one
+    :class:`JitsimError` naming ``path``."""
     dest = destination(path)
     if dest.kind == "stdout":
         write_stdout(data)
@@ -296,7 +300,8 @@ def write_atomic(path: Path | str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, real)
         _forget(tmp)
     except BaseException as e:

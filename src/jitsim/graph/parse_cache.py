@@ -112,7 +112,7 @@ class ParseCache:
         path = self._path(self.key(data, message))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, FORMAT + _HEADER.pack(len(payload)) + payload)
+            write_atomic(path, FORMAT + _HEADER.pack(len(payload)) + payload, durable=False)
             self.trim()
         except (OSError, JitsimError) as e:
             _say_unusable(self.root, e)
