@@ -693,3 +693,14 @@ def test_stdin_closed_and_caches_on_dev_null(tmp_path):
     assert r.returncode == 0, r.stderr
     assert b"Traceback" not in r.stderr and b"parse cache cannot be written" in r.stderr
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="only root can give a file to another user")
+def test_root_replacing_another_users_file_keeps_its_owner(tmp_path, capsys):
+    out = tmp_path / "theirs.pbtxt"
+    out.write_text("old")
+    os.chown(out, 65534, 65534)
+    rc, _, err = _main(capsys, "cluster", EX, "-o", out)
+    assert rc == 0, err
+    st = out.stat()
+    assert (st.st_uid, st.st_gid) == (65534, 65534) and _is_graph_text(out.read_bytes())

@@ -111,6 +111,7 @@ class Destination:
     kind: str
     real: Path | None = None
     mode: int | None = None
+    owner: tuple[int, int] | None = None  # an existing file's (uid, gid), kept where allowed
 
 
 def is_stdout(path: Path | str) -> bool:
@@ -189,7 +190,7 @@ def destination(path: Path | str) -> Destination:
         raise JitsimError(f"cannot write: the file is read-only (mode {stat.S_IMODE(lst.st_mode):o}); "
                           "make it writable or remove it first", path)
     _probe(real.parent, path, "cannot write: the output directory is not writable")
-    return Destination("file", real, stat.S_IMODE(lst.st_mode))
+    return Destination("file", real, stat.S_IMODE(lst.st_mode), (lst.st_uid, lst.st_gid))
 
 
 def check_output(path: Path | str, *, directory: bool = False) -> Path:
@@ -299,6 +300,11 @@ def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            if dest.owner is not None and dest.owner != (os.geteuid(), os.getegid()):
+                try:  # root replacing another user's file: it stays theirs
+                    os.fchown(f.fileno(), *dest.owner)
+                except OSError:
+                    pass
             os.fchmod(f.fileno(), mode)
             if durable:
                 os.fsync(f.fileno())
