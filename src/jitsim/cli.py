@@ -1443,7 +1443,8 @@ def _run(argv: list[str] | None) -> int:
 
 
 # every option and positional argument that names an input file or directory
-_INPUT_ARGS = ("graph", "other", "target", "dumps", "dir", "predicted", "truth", "log", "op_defs", "python")
+_INPUT_ARGS = ("graph", "other", "target", "dumps", "dir", "predicted", "truth", "log", "op_defs", "python",
+               "load_library")
 
 
 def _check_inputs(args) -> None:

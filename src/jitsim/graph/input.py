@@ -25,6 +25,7 @@ from pathlib import Path
 from jitsim.errors import JitsimError
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_LOG_BYTES", "MAX_JSON_BYTES", "read_file", "read_text", "read_json", "hash_file",
+           "read_problem",
            "is_regular_file", "os_problem", "input_problem", "kind_of_mode"]
 
 # protobuf refuses messages of 2 GiB and more; nothing bigger can be a graph
@@ -164,6 +165,15 @@ def is_regular_file(path: Path | str) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
+
+
+def read_problem(path: Path | str, what: str = "a file") -> str:
+    """Why :func:`read_file` would refuse ``path`` (one phrase, without the path), or ``""``."""
+    try:
+        os.close(_open_regular(Path(path), what, JitsimError)[0])
+    except JitsimError as e:
+        return e.message
+    return ""
 
 
 def input_problem(path: Path | str) -> str | None:

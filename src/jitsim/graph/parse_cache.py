@@ -30,6 +30,7 @@ import warnings
 from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
+from jitsim.graph.input import MAX_INPUT_BYTES, read_file
 from jitsim.graph.output import write_atomic
 
 MIN_BYTES = 512 * 1024  # smaller files parse in well under 30 ms: not worth a file
@@ -85,9 +86,9 @@ class ParseCache:
         if self.root is None:
             return None
         path = self._path(self.key(data, message))
-        try:
-            blob = path.read_bytes()
-        except OSError:
+        try:  # a regular file only, bounded (an entry replaced by a FIFO never hangs a read)
+            blob = read_file(path, limit=MAX_INPUT_BYTES + 64)
+        except (OSError, JitsimError):
             return None
         n = len(FORMAT) + _HEADER.size
         if len(blob) < n or not blob.startswith(FORMAT) or _HEADER.unpack_from(blob, len(FORMAT))[0] != len(blob) - n:
