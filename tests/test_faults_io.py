@@ -704,3 +704,13 @@ def test_root_replacing_another_users_file_keeps_its_owner(tmp_path, capsys):
     assert rc == 0, err
     st = out.stat()
     assert (st.st_uid, st.st_gid) == (65534, 65534) and _is_graph_text(out.read_bytes())
+
+
+def test_an_ignored_hup_stays_ignored(tmp_path):
+    """nohup ignores HUP for the command it starts: jitsim must not turn it into an exit."""
+    wrapper = _SIGNAL_WRAPPER.replace("from jitsim.cli import main", "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+                                      "from jitsim.cli import main")
+    r = subprocess.run([sys.executable, "-c", wrapper, "SIGHUP", "cluster", str(EX), "-o", str(tmp_path / "out.pbtxt")],
+                       env=ENV, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert _is_graph_text((tmp_path / "out.pbtxt").read_bytes()) and _no_temp_files(tmp_path) == []

@@ -1228,7 +1228,7 @@ def _install_signal_handlers():
     a function that puts the previous handlers back."""
     import signal
 
-    if threading_main() is False:
+    if not threading_main():  # signal handlers can only be set from the main thread
         return lambda: None
     fired = []
 
@@ -1241,7 +1241,8 @@ def _install_signal_handlers():
     old = {}
     for name in ("SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
-        if sig is not None:
+        # an ignored signal stays ignored (nohup ignores HUP for the command it starts)
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
             old[sig] = signal.signal(sig, handler)
 
     def restore():
