@@ -1213,6 +1213,9 @@ def setup_streams() -> None:
                 pass
 
 
+_SIGNALS_MUTED: list = []  # non-empty while main() cleans up: TERM/HUP then change nothing
+
+
 class _Signalled(BaseException):
     """A TERM or HUP signal, turned into an exception so that every ``finally`` runs (temporary
     files are removed) and the command ends with exit code 128 + the signal's number."""
@@ -1233,7 +1236,7 @@ def _install_signal_handlers():
     fired = []
 
     def handler(signum, frame):
-        if fired:
+        if fired or _SIGNALS_MUTED:
             return
         fired.append(signum)
         raise _Signalled(signum)
@@ -1336,9 +1339,15 @@ def _occupy_closed_fds() -> None:
                 os.close(got)
 
 
-def _silence_stdout() -> None:
+def _silence_stdout(stream) -> None:
     """After a failed or broken stdout: /dev/null on descriptor 1, so that what is still
-    buffered goes nowhere at exit instead of raising again at the interpreter's last flush."""
+    buffered goes nowhere at exit instead of raising again at the interpreter's last flush
+    (only where ``stream``, the process's stdout, is descriptor 1: not a test's capture)."""
+    try:
+        if stream is None or stream.fileno() != 1:
+            return
+    except (OSError, ValueError, AttributeError):
+        return
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
@@ -1368,18 +1377,19 @@ def main(argv: list[str] | None = None) -> int:
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")
     setup_streams()
-    sys.stdout = _GuardedStdout(sys.stdout) if sys.stdout is not None else _ClosedStdout()
+    guard = sys.stdout = _GuardedStdout(sys.stdout) if sys.stdout is not None else _ClosedStdout()
     restore_signals = _install_signal_handlers()
     try:
         try:
             rc = _run(argv)
+            guard.flush()  # what is still buffered: its errors are this command's too
             sys.stdout.flush()
         except _StdoutError as e:
-            _silence_stdout()
+            _silence_stdout(saved_stdout)
             _print_error(f"jitsim: {_one_line(str(e))}")
             rc = e.exit_code
         except BrokenPipeError:  # the reader went away (`| head`): quiet, as other Unix tools
-            _silence_stdout()
+            _silence_stdout(saved_stdout)
             rc = _EXIT_BROKEN_PIPE
         except _Signalled as e:
             rc = 128 + e.signum
@@ -1387,10 +1397,12 @@ def main(argv: list[str] | None = None) -> int:
             _print_error("jitsim: interrupted")
             rc = 130
     finally:
+        _SIGNALS_MUTED.append(True)  # a signal now would only interrupt the cleanup below
         _output.stdout_stream = None
         sys.stdout, sys.stderr = saved_stdout, (saved_stderr if saved_stderr is not None else sys.stderr)
         _output.cleanup()
         restore_signals()
+        _SIGNALS_MUTED.clear()
     return rc
 
 
