@@ -591,6 +591,28 @@ def test_an_unusable_capture_cache_falls_back_to_a_temporary_directory(tmp_path)
     assert where == tmp_path / "fine" and note is None
 
 
+def test_a_read_only_home_gives_the_same_fallback(tmp_path, monkeypatch):
+    """A read-only HOME: ~/.cache/jitsim/capture cannot be made (PermissionError; forced here,
+    as root may write anywhere)."""
+    from jitsim.frontend import capture
+    from jitsim.graph import output
+
+    monkeypatch.delenv("JITSIM_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    real_mkdir = Path.mkdir
+
+    def refuse(self, *a, **k):
+        if str(self).startswith(str(tmp_path / "home")):
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *a, **k)
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    where, note = capture.usable_cache_dir(capture.default_cache_dir())
+    assert where.is_dir() and "Permission denied" in note and str(tmp_path / "home") in note
+    output.cleanup()
+    assert not where.exists()
+
+
 @pytest.mark.tf
 def test_tf_capture_with_jitsim_cache_a_file_runs_uncached(tmp_path):
     g = tmp_path / "g.pbtxt"
