@@ -18,7 +18,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from jitsim import __version__
+from jitsim import __version__, process
 from jitsim.errors import JitsimError, JitsimWarning
 
 
@@ -1176,233 +1176,42 @@ def _check_outputs(args) -> None:
 GC_THRESHOLDS = (100_000, 50, 100)
 
 
-# what an ASCII-only (or Latin-1...) terminal gets for the few non-ASCII characters jitsim prints
-_TRANSLIT = {"×": "x", "→": "->", "←": "<-", "…": "...", "—": "--", "–": "-", "≤": "<=", "≥": ">=", "≠": "!=",
-             "·": ".", "•": "*", "‘": "'", "’": "'", "“": '"', "”": '"', "✓": "ok", "✗": "x"}
-
-
-def _ascii_fallback(e: UnicodeEncodeError):
-    """Codec error handler for stdout and stderr: a character the stream's encoding cannot
-    show becomes its ASCII look-alike, else ``?``; a byte of an undecodable file name (a lone
-    surrogate) becomes ``\\xNN``."""
-    out = []
-    for ch in e.object[e.start:e.end]:
-        if 0xDC80 <= ord(ch) <= 0xDCFF:
-            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
-        else:
-            out.append(_TRANSLIT.get(ch, "?"))
-    return "".join(out), e.end
-
-
-def setup_streams() -> None:
-    """stdout and stderr never fail on a character they cannot encode (PYTHONIOENCODING=ascii,
-    a Latin-1 terminal, a file name with undecodable bytes): :func:`_ascii_fallback`. rich
-    draws its tables with ASCII boxes where the encoding is not UTF-8."""
-    import codecs
-
-    try:
-        codecs.lookup_error("jitsim-ascii")
-    except LookupError:
-        codecs.register_error("jitsim-ascii", _ascii_fallback)
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            try:
-                reconfigure(errors="jitsim-ascii")
-            except (ValueError, OSError, AttributeError):
-                pass
-
-
-_SIGNALS_MUTED: list = []  # non-empty while main() cleans up: TERM/HUP then change nothing
-
-
-class _Signalled(BaseException):
-    """A TERM or HUP signal, turned into an exception so that every ``finally`` runs (temporary
-    files are removed) and the command ends with exit code 128 + the signal's number."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _install_signal_handlers():
-    """TERM and HUP end a command as Ctrl-C does: cleanly (temporary files removed, no
-    traceback), exit 128 + N. A second signal while the command cleans up is ignored. Returns
-    a function that puts the previous handlers back."""
-    import signal
-
-    if not threading_main():  # signal handlers can only be set from the main thread
-        return lambda: None
-    fired = []
-
-    def handler(signum, frame):
-        if fired or _SIGNALS_MUTED:
-            return
-        fired.append(signum)
-        raise _Signalled(signum)
-
-    old = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        sig = getattr(signal, name, None)
-        # an ignored signal stays ignored (nohup ignores HUP for the command it starts)
-        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
-            old[sig] = signal.signal(sig, handler)
-
-    def restore():
-        for sig, h in old.items():
-            signal.signal(sig, h)
-
-    return restore
-
-
-def threading_main() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
-class _StdoutError(JitsimError):
-    """Standard output cannot be written (a full disk, /dev/full, a closed descriptor)."""
-
-
-_STDOUT_NAME = "<stdout>"
-
-
-class _GuardedStdout:
-    """``sys.stdout`` while a command runs: a write error is one :class:`_StdoutError` line
-    (the reader going away stays a :class:`BrokenPipeError`, a quiet exit)."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def _call(self, fn, *args):
-        try:
-            return fn(*args)
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            from jitsim.graph.output import _problem
-
-            raise _StdoutError(f"cannot write: {_problem(e)}", _STDOUT_NAME) from None
-
-    def write(self, text):
-        return self._call(self._stream.write, text)
-
-    def writelines(self, lines):
-        return self._call(self._stream.writelines, lines)
-
-    def flush(self):
-        return self._call(self._stream.flush)
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
-class _ClosedStdout:
-    """``sys.stdout`` when the command was started with standard output closed (``>&-``)."""
-
-    encoding = "utf-8"
-    errors = "strict"
-
-    def write(self, text):
-        if text:
-            raise _StdoutError("cannot write: standard output is closed", _STDOUT_NAME)
-        return 0
-
-    def writelines(self, lines):
-        for line in lines:
-            self.write(line)
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
-
-    def fileno(self):
-        raise OSError(9, "standard output is closed")
-
-
-def _occupy_closed_fds() -> None:
-    """Descriptors 0, 1 or 2 closed at start (``>&-``): put /dev/null there, so that no file
-    jitsim opens later becomes 'stdout' (and TF or dot, started by jitsim, never write into it)."""
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            try:
-                got = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
-            except OSError:
-                continue
-            if got != fd:
-                os.dup2(got, fd)
-                os.close(got)
-
-
-def _silence_stdout(stream) -> None:
-    """After a failed or broken stdout: /dev/null on descriptor 1, so that what is still
-    buffered goes nowhere at exit instead of raising again at the interpreter's last flush
-    (only where ``stream``, the process's stdout, is descriptor 1: not a test's capture)."""
-    try:
-        if stream is None or stream.fileno() != 1:
-            return
-    except (OSError, ValueError, AttributeError):
-        return
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 1)
-        os.close(null)
-    except OSError:
-        pass
-
-
-def _print_error(text: str) -> None:
-    try:
-        print(text, file=sys.stderr)
-        sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):  # stderr full or closed too: nothing more to say
-        pass
-
-
-_EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool a closed pipe ended
-
-
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code (docs/cli.md "Exit codes")."""
     from jitsim.graph import output as _output
 
     gc.set_threshold(*GC_THRESHOLDS)
-    _occupy_closed_fds()
+    process.occupy_closed_fds()
     saved_stdout, saved_stderr = sys.stdout, sys.stderr
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")
-    setup_streams()
-    guard = sys.stdout = _GuardedStdout(sys.stdout) if sys.stdout is not None else _ClosedStdout()
-    restore_signals = _install_signal_handlers()
+    process.setup_streams()
+    guard = sys.stdout = process.GuardedStdout(sys.stdout) if sys.stdout is not None else process.ClosedStdout()
+    restore_signals = process.install_signal_handlers()
     try:
         try:
             rc = _run(argv)
             guard.flush()  # what is still buffered: its errors are this command's too
             sys.stdout.flush()
-        except _StdoutError as e:
-            _silence_stdout(saved_stdout)
-            _print_error(f"jitsim: {_one_line(str(e))}")
+        except process.StdoutError as e:
+            process.silence_stdout(saved_stdout)
+            process.print_error(f"jitsim: {_one_line(str(e))}")
             rc = e.exit_code
         except BrokenPipeError:  # the reader went away (`| head`): quiet, as other Unix tools
-            _silence_stdout(saved_stdout)
-            rc = _EXIT_BROKEN_PIPE
-        except _Signalled as e:
+            process.silence_stdout(saved_stdout)
+            rc = process.EXIT_BROKEN_PIPE
+        except process.Signalled as e:
             rc = 128 + e.signum
         except KeyboardInterrupt:
-            _print_error("jitsim: interrupted")
+            process.print_error("jitsim: interrupted")
             rc = 130
     finally:
-        _SIGNALS_MUTED.append(True)  # a signal now would only interrupt the cleanup below
+        process.SIGNALS_MUTED.append(True)  # a signal now would only interrupt the cleanup below
         _output.stdout_stream = None
         sys.stdout, sys.stderr = saved_stdout, (saved_stderr if saved_stderr is not None else sys.stderr)
         _output.cleanup()
         restore_signals()
-        _SIGNALS_MUTED.clear()
+        process.SIGNALS_MUTED.clear()
     return rc
 
 
@@ -1431,18 +1240,18 @@ def _run(argv: list[str] | None) -> int:
                 seen.add(str(w.message))
                 _show_warning(w.message)
         return rc
-    except _StdoutError:
+    except process.StdoutError:
         raise
     except JitsimError as e:
-        _print_error(f"jitsim: {_one_line(str(e))}")
+        process.print_error(f"jitsim: {_one_line(str(e))}")
         return e.exit_code
     except KeyboardInterrupt:
-        _print_error("jitsim: interrupted")
+        process.print_error("jitsim: interrupted")
         return 130
-    except _Signalled as e:
+    except process.Signalled as e:
         import signal
 
-        _print_error(f"jitsim: terminated by {signal.Signals(e.signum).name}")
+        process.print_error(f"jitsim: terminated by {signal.Signals(e.signum).name}")
         raise
     except OSError as e:
         if isinstance(e, BrokenPipeError):
@@ -1451,7 +1260,7 @@ def _run(argv: list[str] | None) -> int:
         from jitsim.graph.input import os_problem
 
         where = f"{e.filename}: " if e.filename else ""
-        _print_error(f"jitsim: {_one_line(where + os_problem(e, 'cannot use'))}")
+        process.print_error(f"jitsim: {_one_line(where + os_problem(e, 'cannot use'))}")
         return 2
 
 

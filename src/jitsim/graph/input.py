@@ -25,8 +25,7 @@ from pathlib import Path
 from jitsim.errors import JitsimError
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_LOG_BYTES", "MAX_JSON_BYTES", "read_file", "read_text", "read_json", "hash_file",
-           "read_problem",
-           "is_regular_file", "os_problem", "input_problem", "kind_of_mode"]
+           "read_problem", "is_regular_file", "os_problem", "strerror", "input_problem", "kind_of_mode"]
 
 # protobuf refuses messages of 2 GiB and more; nothing bigger can be a graph
 MAX_INPUT_BYTES = 2**31 - 1
@@ -55,17 +54,22 @@ def kind_of_mode(mode: int) -> str:
     return "a special file"
 
 
+def strerror(e: OSError) -> str:
+    """The system's words for ``e``, clearer where they are terse (a loop, a name too long)."""
+    if e.errno == errno.ELOOP:
+        return "a symbolic link loop (too many levels of symbolic links)"
+    if e.errno == errno.ENAMETOOLONG:
+        return "file name too long (at most 255 bytes a name, 4,095 a path)"
+    return e.strerror or str(e)
+
+
 def os_problem(e: OSError, action: str = "cannot read") -> str:
     """One phrase for an ``OSError`` about a path (without the path)."""
     if e.errno == errno.ENOENT:
         return "no such file or directory"
     if e.errno == errno.ENOTDIR:
         return "no such file (a part of the path is a file, not a directory)"
-    if e.errno == errno.ELOOP:
-        return f"{action}: a symbolic link loop (too many levels of symbolic links)"
-    if e.errno == errno.ENAMETOOLONG:
-        return f"{action}: file name too long (at most 255 bytes a name, 4,095 a path)"
-    return f"{action}: {e.strerror or e}"
+    return f"{action}: {strerror(e)}"
 
 
 def _open_regular(path: Path, what: str, error) -> tuple[int, os.stat_result]:

@@ -31,7 +31,6 @@ removes what is left, and the CLI calls it when a signal (TERM, HUP, INT) ends a
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
 import stat
@@ -89,11 +88,9 @@ def cleanup() -> None:
 
 
 def _problem(e: OSError) -> str:
-    if e.errno == errno.ENAMETOOLONG:
-        return "file name too long (at most 255 bytes a name, 4,095 a path)"
-    if e.errno == errno.ELOOP:
-        return "a symbolic link loop (too many levels of symbolic links)"
-    return e.strerror or str(e)
+    from jitsim.graph.input import strerror
+
+    return strerror(e)
 
 
 def _kind(mode: int) -> str:
