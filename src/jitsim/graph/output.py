@@ -71,6 +71,24 @@ def _forget(path: str | Path) -> None:
         _PENDING.pop(str(path), None)
 
 
+@contextlib.contextmanager
+def _signals_deferred():
+    """INT, TERM and HUP held back for the block (a temporary name is made and registered as
+    one step: a signal between the two would leave it behind); delivered right after."""
+    import signal
+
+    sigs = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    except (AttributeError, ValueError, OSError):  # no such call here, or not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def cleanup() -> None:
     """Remove every temporary file and directory jitsim created and has not renamed or removed
     yet (the CLI calls this when a signal ends a command, and at exit)."""
@@ -289,10 +307,11 @@ def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None
     real = dest.real
     mode = dest.mode if dest.mode is not None else 0o666 & ~_umask()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(real.name), dir=real.parent)
+        with _signals_deferred():
+            fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(real.name), dir=real.parent)
+            _register(tmp, False)
     except OSError as e:
         raise JitsimError(f"cannot write: {_problem(e)}", path) from None
-    _register(tmp, False)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -340,9 +359,10 @@ def output_directory(path: Path | str):
             raise JitsimError(f"cannot create the directory: {_problem(e)}", path) from None
     try:
         for d in reversed(missing):
-            os.mkdir(d)
-            created.append(d)
-            _register(d, True)
+            with _signals_deferred():
+                os.mkdir(d)
+                created.append(d)
+                _register(d, True)
         if not path.is_dir():
             raise JitsimError("exists and is not a directory", path)
         yield path
@@ -360,8 +380,9 @@ def output_directory(path: Path | str):
 def temporary_directory(prefix: str = "jitsim-", dir: Path | str | None = None) -> Path:
     """A new temporary directory, removed by :func:`cleanup` (at the end of the command, or when a
     signal ends it) unless :func:`release` hands it on first."""
-    d = tempfile.mkdtemp(prefix=prefix, dir=dir)
-    _register(d, True)
+    with _signals_deferred():
+        d = tempfile.mkdtemp(prefix=prefix, dir=dir)
+        _register(d, True)
     return Path(d)
 
 
