@@ -2,7 +2,8 @@
 
 Exit codes (docs/cli.md): 0 success (``compare``/``verify``/``diff``: identical), 1 differences
 found, 2 bad input or usage (exactly one ``jitsim: ...`` line on stderr, no traceback, no output
-file), 130 interrupted. Notes on what jitsim assumed to accept an odd input go to stderr after a
+file; also stdout that cannot be written), 129/130/143 ended by HUP/INT/TERM (temporary files
+removed), 141 the reader of stdout went away. Notes on what jitsim assumed to accept an odd input go to stderr after a
 successful run. Every ``-o`` is checked before any work (:func:`_check_outputs`) and said in one
 ``wrote PATH (...)`` line (:func:`_wrote`); every ``--*tf-xla-flags`` option follows one rule
 (:func:`_flags_choice`); ``--format``/``--timings`` have one definition for every command
@@ -20,7 +21,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from jitsim import __version__
+from jitsim import __version__, process
 from jitsim.errors import JitsimError, JitsimWarning
 
 
@@ -62,7 +63,11 @@ def _progress_done() -> None:
 def _console():
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit 1 ("differences found"): one rule in main()
+            raise BrokenPipeError(32, "Broken pipe")
+
+    return _Console(highlight=False, soft_wrap=True)
 
 
 # keys whose values are wall-clock times of jitsim's own work (or of a TF run it started): left out
@@ -294,14 +299,14 @@ def cmd_cluster(args) -> int:
     finally:
         _progress_done()
     written = []
-    if args.output:
+    if args.output is not None:
         out = Path(args.output)
-        if not out.is_dir() and (len(results) == 1 or pin.route.method == "tf-capture"):
+        if not _is_dir(out) and (len(results) == 1 or pin.route.method == "tf-capture"):
             save(results[pin.main].to_graphdef(), out)
             n = len(results[pin.main].clusters)
             written.append((out, f"the marked graph, {n} cluster{'' if n == 1 else 's'}"))
         else:
-            if not out.is_dir():
+            if not _is_dir(out):
                 raise JitsimError("with several graphs, -o must name an existing directory", out)
             k = 0
             for res in results:
@@ -927,22 +932,17 @@ def cmd_index(args) -> int:
     from jitsim.crosscheck.dumps import INDEX_SCHEMA, dump_dir, index_dump_dir
     from jitsim.crosscheck.harvest import totals
 
+    from jitsim.graph.input import read_json, read_text
+
     where = dump_dir(args.dumps)
-    log_text = None
-    if args.log:
-        try:
-            log_text = Path(args.log).read_text(errors="replace")
-        except OSError as e:
-            raise JitsimError(f"cannot read log: {e.strerror}", args.log) from None
+    if args.log:  # a regular file only, bounded: /dev/zero or a FIFO is refused, never a hang
+        log_text = read_text(args.log, what="TF's log (a text file)")
     else:  # a harvest's own log, as verify and cluster read it
         log_text = where.log_text()
     graphs = index_dump_dir(where.dumps, log_text)
     recorded = {}
-    if (where.root / "index.json").is_file():  # a harvest: what it recorded about its run
-        try:
-            recorded = json.loads((where.root / "index.json").read_text())
-        except (OSError, ValueError):
-            recorded = {}
+    if os.path.lexists(where.root / "index.json"):  # a harvest: what it recorded about its run
+        recorded = read_json(where.root / "index.json", what="a harvest's index.json")
         recorded = recorded if isinstance(recorded, dict) else {}
     index = {"schema": INDEX_SCHEMA, "target": recorded.get("target"), "kind": recorded.get("kind", "dump_dir"),
              "tf_version": recorded.get("tf_version"), "tf_xla_flags": recorded.get("tf_xla_flags"),
@@ -1335,6 +1335,16 @@ _OUTPUT_KIND = {"cluster": "file-or-dir", "rewrite": "file", "render": "file", "
                 "profile": "dir"}
 
 
+def _is_dir(path) -> bool:
+    """``Path.is_dir`` without its exceptions (a name too long is no directory)."""
+    import stat
+
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def _check_outputs(args) -> None:
     """One rule for every command's ``-o``: checked before any work (graph/io.check_output)."""
     from jitsim.graph.io import check_output
@@ -1349,6 +1359,8 @@ def _check_outputs(args) -> None:
     if out is None:
         return
 
+    if out == "":
+        raise JitsimError("-o: an empty output name: give a file or directory name (- for stdout)")
     key = getattr(args, "crosscheck_command", None) or args.command
     kind = _OUTPUT_KIND.get(key, "file")
     if key == "render":
@@ -1358,7 +1370,7 @@ def _check_outputs(args) -> None:
         if ext not in FORMATS:
             raise JitsimError(f"unknown picture format {ext or '(no extension)'!r}; use .dot, .svg or .png", out)
     if kind == "file-or-dir":
-        check_output(out, directory=Path(out).is_dir())
+        check_output(out, directory=_is_dir(out))
     else:
         check_output(out, directory=kind == "dir")
 
@@ -1372,15 +1384,56 @@ GC_THRESHOLDS = (100_000, 50, 100)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit code (docs/cli.md "Exit codes")."""
+    from jitsim.graph import output as _output
+
     gc.set_threshold(*GC_THRESHOLDS)
-    parser = build_parser()
-    args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
+    process.occupy_closed_fds()
+    saved_stdout, saved_stderr = sys.stdout, sys.stderr
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")
+    process.setup_streams()
+    guard = sys.stdout = process.GuardedStdout(sys.stdout) if sys.stdout is not None else process.ClosedStdout()
+    restore_signals = process.install_signal_handlers()
+    try:
+        try:
+            rc = _run(argv)
+            guard.flush()  # what is still buffered: its errors are this command's too
+            sys.stdout.flush()
+        except process.StdoutError as e:
+            process.silence_stdout(saved_stdout)
+            process.print_error(f"jitsim: {_one_line(str(e))}")
+            rc = e.exit_code
+        except BrokenPipeError:  # the reader went away (`| head`): quiet, as other Unix tools
+            process.silence_stdout(saved_stdout)
+            rc = process.EXIT_BROKEN_PIPE
+        except process.Signalled as e:
+            rc = 128 + e.signum
+        except KeyboardInterrupt:
+            process.print_error("jitsim: interrupted")
+            rc = 130
+    finally:
+        process.SIGNALS_MUTED.append(True)  # a signal now would only interrupt the cleanup below
+        _output.stdout_stream = None
+        sys.stdout, sys.stderr = saved_stdout, (saved_stderr if saved_stderr is not None else sys.stderr)
+        _output.cleanup()
+        restore_signals()
+        process.SIGNALS_MUTED.clear()
+    return rc
+
+
+def _run(argv: list[str] | None) -> int:
+    """Parse and run one command; every error becomes its one line and exit code."""
     notes: list = []
     try:
+        parser = build_parser()
+        args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always", JitsimWarning)
+            _check_inputs(args)
             _check_outputs(args)
             _check_common(args)
+            _reports_to_stderr_if_output_is_stdout(args)
             libraries = _op_libraries(getattr(args, "op_defs", None) or ())
             from jitsim.registry import using_op_libraries
 
@@ -1394,19 +1447,61 @@ def main(argv: list[str] | None = None) -> int:
                 seen.add(str(w.message))
                 _show_warning(w.message)
         return rc
+    except process.StdoutError:
+        raise
     except JitsimError as e:
         _progress_done()
-        print(f"jitsim: {_one_line(str(e))}", file=sys.stderr)
+        process.print_error(f"jitsim: {_one_line(str(e))}")
         return e.exit_code
     except KeyboardInterrupt:
         _progress_done()
-        print("jitsim: interrupted", file=sys.stderr)
+        process.print_error("jitsim: interrupted")
         return 130
-    except BrokenPipeError:
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
-            return 0
+    except process.Signalled as e:
+        import signal
+
+        process.print_error(f"jitsim: terminated by {signal.Signals(e.signum).name}")
+        raise
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):
+            raise
+        # the last resort for the environment's errors a command did not name itself: one line
+        from jitsim.graph.input import os_problem
+
+        where = f"{e.filename}: " if e.filename else ""
+        process.print_error(f"jitsim: {_one_line(where + os_problem(e, 'cannot use'))}")
+        return 2
+
+
+# every option and positional argument that names an input file or directory
+_INPUT_ARGS = ("graph", "other", "target", "dumps", "dir", "predicted", "truth", "log", "op_defs", "python",
+               "load_library")
+
+
+def _check_inputs(args) -> None:
+    """Input paths that no command can use whatever they hold (a name over 255 bytes, a path
+    over 4,095, a symbolic link loop): one line before any work."""
+    from jitsim.graph.input import input_problem
+
+    names = ("graph", "op_defs") if args.command == "explain" else _INPUT_ARGS  # explain's 'other' is a node
+    for name in names:
+        v = getattr(args, name, None)
+        for p in (v if isinstance(v, list) else [v]):
+            if isinstance(p, str) and p:
+                problem = input_problem(p)
+                if problem:
+                    raise JitsimError(problem, p)
+
+
+def _reports_to_stderr_if_output_is_stdout(args) -> None:
+    """``-o -``: standard output carries the written file, so the command's report goes to
+    stderr."""
+    from jitsim.graph import output as _output
+
+    out = getattr(args, "output", None)
+    if isinstance(out, str) and _output.is_stdout(out):
+        _output.stdout_stream = sys.stdout
+        sys.stdout = sys.stderr
 
 
 if __name__ == "__main__":

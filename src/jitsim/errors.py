@@ -12,7 +12,15 @@ class _MessageAboutPath:
         self.path = None if path is None else str(path)
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        return f"{_short_path(self.path)}: {self.message}" if self.path else self.message
+
+
+def _short_path(path: str, keep: int = 120) -> str:
+    """A path of more than a few hundred characters (one that is too long for the system, say)
+    with its middle left out, so that the message stays readable on one line."""
+    if len(path) <= 3 * keep:
+        return path
+    return f"{path[:keep]}...({len(path) - 2 * keep} characters)...{path[-keep:]}"
 
 
 class JitsimError(_MessageAboutPath, Exception):

@@ -25,12 +25,14 @@ attached to the graph being processed when it is printed.
 
 from __future__ import annotations
 
-import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
+from jitsim.graph.input import kind_of_mode, read_file, read_json
 
 # Pipeline order of the per-graph dumps.
 STAGES = (
@@ -100,6 +102,20 @@ def _order_from_log(log_text: str, names: set[str]) -> list[str]:
     return order
 
 
+def _dump_file(p: Path) -> bool:
+    """Whether ``p`` (named ``*.pbtxt`` in a dump directory) is a file to read: a regular file
+    yes, a directory no; a FIFO, a device or a socket is refused (reading it would never end)."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return False  # a dangling link
+    if stat.S_ISREG(mode):
+        return True
+    if stat.S_ISDIR(mode):
+        return False
+    raise JitsimError(f"is {kind_of_mode(mode)}, not a regular file; a dump directory holds TF's dump files", p)
+
+
 def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph]:
     """Pair the dump files of ``root`` into per-graph records (see the module docstring).
 
@@ -110,7 +126,7 @@ def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph
     root = Path(root)
     if not root.is_dir():
         raise JitsimError("is a file, not a dump directory" if root.exists() else "no such dump directory", root)
-    files = {p.name: p for p in root.iterdir() if p.suffix == ".pbtxt" and p.is_file()}
+    files = {p.name: p for p in root.iterdir() if p.suffix == ".pbtxt" and _dump_file(p)}
     order = None
     if log_text:
         order = _order_from_log(log_text, set(files))
@@ -274,7 +290,7 @@ def scan_dump(path: Path) -> dict:
     Much faster than a full protobuf text parse on large dumps; only valid for files
     written by TF's ``DumpGraphToFile`` (canonical text format).
     """
-    data = Path(path).read_bytes()
+    data = read_file(path, what="a TF dump file")
     top = data.split(b"\nlibrary {", 1)[0]
     sizes: dict[str, int] = {}
     for m in _CLUSTER_RE.finditer(top):
@@ -288,7 +304,7 @@ _TOP_NAME_RE = re.compile(rb'^node \{\n  name: "((?:[^"\\]|\\.)*)"$', re.M)
 
 def scan_node_names(path: Path) -> list[str]:
     """Node names of a TF dump, in file order, by scanning TF's canonical text format."""
-    top = Path(path).read_bytes().split(b"\nlibrary {", 1)[0]
+    top = read_file(path, what="a TF dump file").split(b"\nlibrary {", 1)[0]
     return [m.group(1).decode() for m in _TOP_NAME_RE.finditer(top)]
 
 
@@ -311,13 +327,17 @@ class DumpDir:
         """TF's log of the run (``log.txt``), if the directory has one."""
         for d in dict.fromkeys((self.root, self.dumps)):
             f = d / "log.txt"
-            if f.is_file():
+            if os.path.lexists(f):  # whatever it is: reading it refuses what is not a regular file
                 return f
         return None
 
     def log_text(self) -> str | None:
+        """The log's text, read like every input (:func:`jitsim.graph.input.read_text`: a FIFO or a
+        link to /dev/zero is one error line, never a hang; the size is bounded)."""
+        from jitsim.graph.input import read_text
+
         f = self.log
-        return None if f is None else f.read_text(errors="replace")
+        return None if f is None else read_text(f, what="TF's log (a text file)", error=JitsimError)
 
     def records(self) -> list["DumpGraph"]:
         """The dump files grouped per graph, in TF's order (:func:`group_dumps`)."""
@@ -364,12 +384,11 @@ def read_index(path: Path | str) -> dict:
     path = Path(path)
     if path.is_dir():
         path = path / "index.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise JitsimError("no index.json (run `jitsim crosscheck harvest` or `jitsim crosscheck index`)", path) from None
-    except json.JSONDecodeError as e:
-        raise JitsimError(f"index is not valid JSON: {e}", path) from None
+    if not os.path.lexists(path):
+        raise JitsimError("no index.json (run `jitsim crosscheck harvest` or `jitsim crosscheck index`)", path)
+    data = read_json(path, what="an index.json")
+    if not isinstance(data, dict):
+        raise JitsimError("index is not a JSON object", path)
     if data.get("schema") != INDEX_SCHEMA:
         raise JitsimError(f"unknown index schema {data.get('schema')!r}", path)
     return data

@@ -9,7 +9,7 @@ for which TF wrote no mark dump had no candidate: TF clustered nothing in it.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from jitsim.crosscheck.compare import CorpusRow, compare_partitions
 from jitsim.crosscheck.dumps import DUMP_ENV_HINT, dump_dir
 from jitsim.crosscheck.scoring import CompareResult, labels_of_file, labels_of_graphdef
 from jitsim.errors import JitsimError
+from jitsim.graph.input import read_json
 from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
 from jitsim.passes.flags import XlaFlags
@@ -30,11 +31,9 @@ def recorded_flags(root: Path) -> str | None:
     """The TF_XLA_FLAGS a harvest or capture ran with (its ``index.json``), for any form of
     its directory (:func:`jitsim.crosscheck.dumps.dump_dir`); None for a plain dump directory."""
     idx = dump_dir(root).root / "index.json"
-    if idx.is_file():
-        try:
-            v = json.loads(idx.read_text()).get("tf_xla_flags")
-        except (OSError, ValueError, AttributeError):
-            return None
+    if os.path.lexists(idx):
+        doc = read_json(idx, what="a harvest's index.json")
+        v = doc.get("tf_xla_flags") if isinstance(doc, dict) else None
         return v if isinstance(v, str) else None
     return None
 

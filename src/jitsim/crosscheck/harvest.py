@@ -30,7 +30,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -38,7 +37,9 @@ from pathlib import Path
 from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
 from jitsim.errors import HarvestError, JitsimError
 from jitsim.graph import protos
+from jitsim.graph.input import is_regular_file, kind_of_mode, read_file, read_text
 from jitsim.graph.io import is_saved_model_dir, read_graphdef, read_saved_model
+from jitsim.graph.output import release, remove_tree, temporary_directory
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
 
 DEFAULT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
@@ -362,6 +363,9 @@ def target_kind(target: Path) -> str:
         raise HarvestError("is a directory but not a SavedModel", target)
     if not target.exists():
         raise HarvestError("no such file or directory", target)
+    if not is_regular_file(target):  # TF would read a FIFO or /dev/zero forever
+        raise HarvestError(f"is {kind_of_mode(os.stat(target).st_mode)}, not a regular file; give a program, "
+                           "GraphDef, .keras file or SavedModel directory", target)
     if target.suffix == ".py":
         return "program"
     if target.suffix == ".keras":
@@ -411,7 +415,7 @@ def target_ops(target: Path, kind: str) -> set[str]:
             return _ops_of_graphdef(read_graphdef(target))
         if kind == "function":
             lib = protos.FunctionDefLibrary()
-            lib.ParseFromString((target / "library.pb").read_bytes())
+            lib.ParseFromString(read_file(target / "library.pb"))
             return {n.op for f in lib.function for n in f.node_def}
     except Exception:  # noqa: BLE001 - unreadable here: TF will say what is wrong
         return set()
@@ -430,7 +434,7 @@ def runner_imports(target: Path, kind: str) -> list[str]:
     fns = set()
     if kind == "function":
         lib = protos.FunctionDefLibrary()
-        lib.ParseFromString((target / "library.pb").read_bytes())
+        lib.ParseFromString(read_file(target / "library.pb"))
         fns = {f.signature.name for f in lib.function}
     unknown = {o for o in ops if o not in known and o not in fns and not o.startswith("__inference")}
     if unknown and importlib.util.find_spec("tensorflow_text") is not None:
@@ -523,7 +527,7 @@ def checked_target_and_output(target: Path, out: Path, signature: str | None, ov
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise HarvestError("output directory exists and is not empty (use --overwrite)", out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    return kind, Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    return kind, temporary_directory(prefix=f".{out.name[:200]}.", dir=out.parent)
 
 
 def harvest(
@@ -571,13 +575,18 @@ def harvest(
     target = Path(target).resolve()
     out = Path(out).resolve()  # TF runs in a scratch cwd: the dump prefix must be absolute
     kind, work = checked_target_and_output(target, out, signature, overwrite)
+    runtmp = None
     try:
         dumps = work / "dumps"
         dumps.mkdir()
-        runtmp = Path(tempfile.mkdtemp(prefix="jitsim-run-"))
+        runtmp = temporary_directory(prefix="jitsim-run-")
         cmd = _command(target, kind, signature, python or sys.executable, runtmp, tail, call, input_shapes)
         env = harvest_env(dumps, flags)
         env.update(env_extra or {})
+        # TF's and Keras' own temporary files (a .keras file's weights unpacked) go under runtmp,
+        # which is removed whatever happens
+        (runtmp / "tmp").mkdir()
+        env["TMPDIR"] = str(runtmp / "tmp")
         if kind == "program" and tail is not None:
             env["JITSIM_PROGRAM"] = str(target)
         imports = runner_imports(target, kind)
@@ -607,13 +616,13 @@ def harvest(
                             raise HarvestError(f"TensorFlow run timed out after {timeout:.0f} s", target)
                         if progress:
                             progress(elapsed, sum(1 for _ in dumps.iterdir()))
-            except KeyboardInterrupt:
+            except BaseException:  # Ctrl-C, a signal, an error: TF's process ends with jitsim
                 proc.kill()
+                proc.wait()
                 raise
         wall = time.monotonic() - t0
         library_ops = _library_op_defs(all_ops, work / OP_LIBRARY_FILE)
-        shutil.rmtree(runtmp, ignore_errors=True)
-        log_text = log_path.read_text(errors="replace")
+        log_text = read_text(log_path, what="TF's log")
         if proc.returncode != 0:
             bad = [ln[len(INPUT_ERROR_MARK):].strip() for ln in log_text.splitlines() if ln.startswith(INPUT_ERROR_MARK)]
             if bad:  # the stated call does not fit the model: the user's error, in its own words
@@ -655,10 +664,13 @@ def harvest(
         if out.exists():
             shutil.rmtree(out)
         os.replace(work, out)
+        release(work)
         return index
     finally:
+        if runtmp is not None:
+            remove_tree(runtmp)
         if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
+            remove_tree(work)
 
 
 def _library_op_defs(all_ops: Path, out: Path) -> list[str]:
@@ -669,7 +681,7 @@ def _library_op_defs(all_ops: Path, out: Path) -> list[str]:
         return []
     ol = protos.OpList()
     try:
-        ol.ParseFromString(all_ops.read_bytes())
+        ol.ParseFromString(read_file(all_ops))
     except Exception:  # noqa: BLE001 - a truncated file: nothing to keep
         return []
     known = op_defs()

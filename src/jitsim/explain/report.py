@@ -459,21 +459,19 @@ def write_report(c, directory, view: str = "auto", max_nodes: int = 400) -> str:
 
 
 def write_report_file(c, directory, view: str = "auto", max_nodes: int = 400) -> dict:
-    """Write ``directory/index.html``; returns what was written: ``output``, ``clusters``,
+    """Write ``directory/index.html`` (created if needed; removed again, with the missing parents
+    created for it, when the write fails); returns what was written: ``output``, ``clusters``,
     ``nodes``, ``bytes``, ``what`` (in words), ``problem`` (why the picture is missing, or None)."""
     from jitsim.explain.render import write_file
+    from jitsim.graph.output import check_output, output_directory
 
     d = Path(directory)
-    if d.exists() and not d.is_dir():
-        raise JitsimError("not a directory (the report is written as DIR/index.html)", d)
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise JitsimError(f"cannot create the report directory: {e.strerror}", d) from None
+    check_output(d, directory=True)
     page, problem = report_html(c, view, max_nodes)
     data = page.encode("utf-8")
     out = d / "index.html"
-    write_file(out, data)
+    with output_directory(d):
+        write_file(out, data)
     size = f"{len(data) / 1e6:.1f} MB" if len(data) >= 1e6 else f"{max(1, round(len(data) / 1e3))} kB"
     return {"output": str(out), "clusters": len(c.clusters), "nodes": len(c.nodes), "bytes": len(data),
             "what": f"{len(c.clusters)} clusters, {len(c.nodes)} nodes, {size}", "problem": problem or None}

@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 import time
 import weakref
@@ -46,7 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.crosscheck import harvest as _harvest
-from jitsim.errors import HarvestError
+from jitsim.errors import HarvestError, JitsimError
+from jitsim.graph.input import hash_file, read_json
+from jitsim.graph.output import remove_tree, temporary_directory
 
 RUNNER_VERSION = "capture/6"  # bump when a runner's behaviour changes: old cache entries go stale
 CAPTURE_FLAGS = "--tf_xla_clustering_debug --tf_xla_clustering_fuel=0"
@@ -80,7 +81,7 @@ class Capture:
 
     @property
     def index(self) -> dict:
-        return json.loads((self.dump_dir / "index.json").read_text())
+        return read_json(self.dump_dir / "index.json", what="a capture's index.json")
 
     def main_dump(self, stage: str = "before_clone_constants_for_better_clustering") -> Path | None:
         """The path of the main graph's dump of ``stage`` (None if TF wrote none)."""
@@ -158,11 +159,19 @@ def _hash_path(h, path: Path) -> None:
     if path.is_dir():
         for p in sorted(path.rglob("*"), key=lambda q: q.relative_to(path).as_posix()):
             if p.is_file():
-                h.update(b"F" + p.relative_to(path).as_posix().encode() + b"\0")
-                h.update(hashlib.sha256(p.read_bytes()).digest())
+                h.update(b"F" + p.relative_to(path).as_posix().encode("utf-8", "surrogateescape") + b"\0")
+                h.update(_sha256(p))
     else:
-        h.update(b"F" + path.name.encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+        h.update(b"F" + path.name.encode("utf-8", "surrogateescape") + b"\0")
+        h.update(_sha256(path))
+
+
+def _sha256(path: Path) -> bytes:
+    """sha256 of a regular file, read in chunks (a FIFO or device in a SavedModel directory is
+    refused, never read forever)."""
+    h = hashlib.sha256()
+    hash_file(h, path, what="a regular file", error=HarvestError)
+    return h.digest()
 
 
 def cache_key(target: Path, kind: str, signature: str | None, flags: str, call: str = "", shapes: str = "") -> str:
@@ -177,11 +186,41 @@ def cache_key(target: Path, kind: str, signature: str | None, flags: str, call: 
     return h.hexdigest()
 
 
-def default_cache_dir() -> Path:
+def default_cache_dir() -> Path | None:
+    """``$JITSIM_CACHE``, else ``~/.cache/jitsim/capture`` (None: no home directory)."""
     env = os.environ.get("JITSIM_CACHE")
     if env:
         return Path(env)
-    return Path.home() / ".cache" / "jitsim" / "capture"
+    try:
+        return Path.home() / ".cache" / "jitsim" / "capture"
+    except (RuntimeError, KeyError):  # no HOME and no password entry
+        return None
+
+
+def usable_cache_dir(cache_dir: Path | None) -> tuple[Path, str | None]:
+    """``(directory for the capture, note)``: ``cache_dir`` (created if needed) when a file can
+    be written there; else a temporary directory removed when the command ends, and a note
+    saying why nothing is cached (a ``$JITSIM_CACHE`` that is a file, a read-only home...). A
+    capture needs somewhere to write TF's dumps, but the cache itself is only a speed-up."""
+    if cache_dir is not None and os.path.lexists(cache_dir) and not os.path.isdir(cache_dir):
+        why = "it is not a directory"
+    elif cache_dir is not None:
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".jitsim-probe.", dir=cache_dir)
+            os.close(fd)
+            os.unlink(probe)
+            return cache_dir, None
+        except OSError as e:
+            from jitsim.graph.input import os_problem
+
+            why = os_problem(e, "cannot write")
+    else:
+        why = "no home directory"
+    tmp = temporary_directory(prefix="jitsim-capture-")
+    where = f"the capture cache {cache_dir}" if cache_dir is not None else "the capture cache"
+    return tmp, f"{where} cannot be used ({why}; set JITSIM_CACHE to a writable directory): captured into a " \
+                "temporary directory, nothing cached"
 
 
 # -- live objects ----------------------------------------------------------------------------
@@ -347,7 +386,7 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
     :attr:`Capture.inputs` says what the call used."""
     from jitsim.frontend.keras_call import as_pairs, shapes_key
 
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache_dir, cache_note = usable_cache_dir(Path(cache_dir) if cache_dir is not None else default_cache_dir())
     shapes = as_pairs(input_shapes)
     bundle_tmp = None
     notes: list[str] = []
@@ -362,11 +401,13 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
                                    path)
         else:
             inputs = keras_model_inputs(target, shapes)
-            bundle_tmp = Path(tempfile.mkdtemp(prefix="jitsim-function-"))
+            bundle_tmp = temporary_directory(prefix="jitsim-function-")
             spec = write_function_bundle(target, bundle_tmp, shapes)
             path, kind = bundle_tmp, "function"
             session_jit = spec["jit"]
             notes.append(f"function {spec['name']} called by name in a fresh process")
+        if cache_note:
+            notes.append(cache_note)
         if signature is not None and kind != "saved_model":
             raise HarvestError("a signature applies to SavedModels only", path)
         if kind == "saved_model":
@@ -380,7 +421,7 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
         extra = {"capture": {"runner_version": RUNNER_VERSION, "key": key, "user_flags": flags,
                              "auto_jit_added": added, "notes": notes}}
         if (out / "index.json").exists():
-            idx = json.loads((out / "index.json").read_text())
+            idx = _cached_index(out)
             return Capture(out, kind, 0.0, True, key, idx.get("main_graph"), tf_flags, flags, added,
                            notes + list(idx.get("run_notes", [])), session_jit, _inputs(idx, inputs))
         t0 = time.monotonic()
@@ -392,7 +433,7 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
                                    input_shapes=shapes if kind == "keras" else ())
         except HarvestError as e:
             if (out / "index.json").exists():  # another process finished the same capture
-                idx = json.loads((out / "index.json").read_text())
+                idx = _cached_index(out)
             elif "output directory exists" in str(e):
                 raise HarvestError("a cache entry is incomplete (remove it)", out) from None
             else:
@@ -402,7 +443,18 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
                        _inputs(idx, inputs))
     finally:
         if bundle_tmp is not None:
-            shutil.rmtree(bundle_tmp, ignore_errors=True)
+            remove_tree(bundle_tmp)
+
+
+def _cached_index(entry: Path) -> dict:
+    """A cache entry's ``index.json``; a damaged one is one line naming it."""
+    try:
+        idx = read_json(entry / "index.json", what="a capture cache entry's index.json", error=HarvestError)
+    except JitsimError as e:
+        raise HarvestError(f"{e.message}: a damaged cache entry (remove it)", entry / "index.json") from None
+    if not isinstance(idx, dict):
+        raise HarvestError("a damaged cache entry: index.json is not a JSON object (remove it)", entry)
+    return idx
 
 
 def _inputs(index: dict, live: list | None) -> list | None:

@@ -22,7 +22,7 @@ leaves a half-written file.
 
 from __future__ import annotations
 
-import stat
+import os
 import warnings
 import zlib
 from pathlib import Path
@@ -32,15 +32,14 @@ from google.protobuf import text_format
 
 from jitsim.errors import GraphError, JitsimWarning
 from jitsim.graph import protos, textproto
+from jitsim.graph.input import MAX_INPUT_BYTES, read_file, read_text
 from jitsim.graph.model import Graph
 from jitsim.graph.output import check_output as check_output  # re-exported: every -o is checked here
-from jitsim.graph.output import write_atomic
+from jitsim.graph.output import is_stdout, write_atomic
 from jitsim.graph.parse_cache import parse_cached
 
 TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
 BINARY_SUFFIXES = (".pb", ".binpb", ".graphdef")
-# protobuf refuses messages of 2 GiB and more; nothing bigger can be a graph
-MAX_INPUT_BYTES = 2**31 - 1
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -60,30 +59,9 @@ def is_binary_path(path: Path | str) -> bool:
 
 def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of a regular file, at most ``limit`` of them (a device such as /dev/zero, a
-    pipe or a socket is refused: reading one may never end)."""
-    path = Path(path)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise GraphError("no such file or directory", path) from None
-    except NotADirectoryError:
-        raise GraphError("no such file (a part of the path is a file, not a directory)", path) from None
-    except OSError as e:
-        raise GraphError(f"cannot read: {e.strerror}", path) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise GraphError("is a directory, not a graph file", path)
-    if not stat.S_ISREG(st.st_mode):
-        raise GraphError("is not a regular file (a device, pipe or socket); give a graph file", path)
-    if st.st_size > limit:
-        raise GraphError(f"is {st.st_size} bytes, more than any protobuf message can hold ({limit})", path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except OSError as e:
-        raise GraphError(f"cannot read: {e.strerror}", path) from None
-    if len(data) > limit:
-        raise GraphError(f"more than {limit} bytes, more than any protobuf message can hold", path)
-    return data
+    pipe or a socket is refused: reading one may never end); :func:`jitsim.graph.input.read_file`."""
+    return read_file(path, limit=limit, what="a graph file", error=GraphError,
+                     too_big="more than any protobuf message can hold")
 
 
 def assume(message: str, path=None) -> None:
@@ -458,7 +436,7 @@ def save(graph: Graph | object, path: Path | str) -> Path:
     """
     path = Path(path)
     gd = graph.to_graphdef() if isinstance(graph, Graph) else graph
-    if is_text_path(path):
+    if is_text_path(path) or is_stdout(path):  # standard output: text, TF's dump format
         data = to_text(gd).encode()
     else:
         data = gd.SerializeToString(deterministic=True)

@@ -10,8 +10,8 @@ message's schema, and read back from there while the file is unchanged.
 
 Where: ``$JITSIM_PARSE_CACHE`` (a directory; ``off`` or ``0`` turns the cache off), else
 ``~/.cache/jitsim/parsed``. The directory is kept under :data:`MAX_TOTAL_BYTES` (least recently
-used entries go first). A cache that cannot be read or written is ignored: the file is parsed
-as if there were none. An entry records its payload's length, so a truncated entry is never
+used entries go first). A cache that cannot be read or written is not used: the file is parsed
+as if there were none, and a note says so once. An entry records its payload's length, so a truncated entry is never
 taken for a smaller graph.
 
 >>> from jitsim.graph import protos
@@ -26,9 +26,11 @@ import functools
 import hashlib
 import os
 import struct
+import warnings
 from pathlib import Path
 
-from jitsim.errors import JitsimError
+from jitsim.errors import JitsimError, JitsimWarning
+from jitsim.graph.input import MAX_INPUT_BYTES, read_file
 from jitsim.graph.output import write_atomic
 
 MIN_BYTES = 512 * 1024  # smaller files parse in well under 30 ms: not worth a file
@@ -84,9 +86,9 @@ class ParseCache:
         if self.root is None:
             return None
         path = self._path(self.key(data, message))
-        try:
-            blob = path.read_bytes()
-        except OSError:
+        try:  # a regular file only, bounded (an entry replaced by a FIFO never hangs a read)
+            blob = read_file(path, limit=MAX_INPUT_BYTES + 64)
+        except (OSError, JitsimError):
             return None
         n = len(FORMAT) + _HEADER.size
         if len(blob) < n or not blob.startswith(FORMAT) or _HEADER.unpack_from(blob, len(FORMAT))[0] != len(blob) - n:
@@ -111,10 +113,10 @@ class ParseCache:
         path = self._path(self.key(data, message))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, FORMAT + _HEADER.pack(len(payload)) + payload)
+            write_atomic(path, FORMAT + _HEADER.pack(len(payload)) + payload, durable=False)
             self.trim()
-        except (OSError, JitsimError):
-            pass
+        except (OSError, JitsimError) as e:
+            _say_unusable(self.root, e)
 
     def entries(self) -> list[tuple[float, int, Path]]:
         """``(last use, size, path)`` of every entry."""
@@ -144,6 +146,26 @@ class ParseCache:
                 total -= size
             except OSError:
                 pass
+
+
+_SAID: set[str] = set()
+
+
+def _say_unusable(root: Path, e: Exception) -> None:
+    """A note, once per process and directory, that the cache cannot be written (the file is
+    parsed from text every time then; as the capture cache says it, see
+    :func:`jitsim.frontend.capture.usable_cache_dir`)."""
+    if str(root) in _SAID:
+        return
+    _SAID.add(str(root))
+    if isinstance(e, JitsimError):
+        why = e.message
+    elif os.path.lexists(root) and not os.path.isdir(root):
+        why = "it is not a directory"
+    else:
+        why = e.strerror or str(e)
+    warnings.warn(JitsimWarning(f"the parse cache cannot be written ({why}; set JITSIM_PARSE_CACHE to a writable "
+                                "directory, or off): parsed from text, nothing cached", root), stacklevel=3)
 
 
 def parse_cached(data: bytes, message, parse_text) -> object:

@@ -16,6 +16,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jitsim.graph.input import read_text
+
 _FILE = re.compile(r"^module_(?P<num>\d+)\.(?P<module>.+)\.(?P<stage>before_optimizations|[a-z]+_after_optimizations)"
                    r"\.(?P<ext>txt|dot)$")
 _CLUSTER = re.compile(r"^(?P<cluster>.+?)__XlaCompiledKernel_")
@@ -49,7 +51,7 @@ class HloModule:
 
     def text(self, stage: str) -> str | None:
         p = self.files.get(stage, {}).get("txt")
-        return p.read_text(errors="replace") if p else None
+        return read_text(p, what="XLA's HLO dump (text)") if p else None
 
 
 def _short(name: str, width: int = 48) -> str:
@@ -123,7 +125,7 @@ def export_modules(modules: list[HloModule], out_dir: Path) -> list[dict]:
                 rec["files"][f"{stage}_txt"] = f"{out_dir.name}/{dst.name}"
             if "dot" in f:
                 svg = out_dir / f"{mod.stem}.{label}.svg"
-                why = render_dot(f["dot"].read_text(errors="replace"), svg)
+                why = render_dot(read_text(f["dot"]), svg)
                 if why is None:
                     rec["files"][f"{stage}_svg"] = f"{out_dir.name}/{svg.name}"
                 else:

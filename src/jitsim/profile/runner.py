@@ -14,7 +14,6 @@ HLO of every module it compiles. The child writes into ``raw``::
 
 from __future__ import annotations
 
-import json
 import os
 import textwrap
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from jitsim.crosscheck.harvest import harvest
 from jitsim.errors import HarvestError
+from jitsim.graph.input import read_json
 
 OFF_FLAG = "--tf_xla_auto_jit=-1"  # later flags win: appended, it turns auto-clustering off
 
@@ -70,7 +70,7 @@ class Run:
 
     @property
     def timing(self) -> dict:
-        return json.loads((self.raw / "timing.json").read_text())
+        return read_json(self.raw / "timing.json")
 
     @property
     def xla_dump(self) -> Path:

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from jitsim.errors import JitsimError
+from jitsim.graph.input import read_file, read_text
 
 XLA_LAUNCH_OPS = ("_XlaRun", "XlaLaunch")
 XLA_COMPILE_OPS = ("_XlaCompile",)
@@ -45,7 +46,7 @@ def xspace_to_trace(logdir: Path) -> dict:
     with _quiet_stderr() as log:  # xprof's native code logs every step of its work on fd 2
         data, _ = raw_to_tool_data.xspace_to_tool_data([str(f) for f in files], "trace_viewer", {})
     if not data:
-        last = (log.read_text(errors="replace").strip().splitlines() or ["no message"])[-1]
+        last = (read_text(log).strip().splitlines() or ["no message"])[-1]
         raise JitsimError(f"xprof could not convert TF's profile to a trace: {last[:300]}", files[0])
     trace = json.loads(data)
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
@@ -74,8 +75,8 @@ def _quiet_stderr():
 
 def read_trace(path: Path) -> dict:
     try:
-        trace = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        trace = json.loads(read_file(path, what="a Chrome trace (JSON)"))
+    except (ValueError, RecursionError) as e:
         raise JitsimError(f"not a Chrome trace: {e}", path) from None
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         raise JitsimError("not a Chrome trace: no traceEvents list", path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from jitsim.graph.input import is_regular_file, read_problem
 from jitsim.passes.devices import KERNEL_DEVICE_TYPES, KERNELS_DATA
 from jitsim.registry import DATA, XLA_DEVICE_TYPES, data_file, op_defs
 
@@ -300,6 +301,8 @@ def export_op_library(modules=(), libraries=(), *, all_ops: bool = False) -> dic
         except Exception as e:  # noqa: BLE001 - any import failure is the user's to see
             raise JitsimError(f"cannot import {m}: {e}", m) from None
     for lib in libraries:
+        if not is_regular_file(lib):  # dlopen of a FIFO would wait forever
+            raise JitsimError(read_problem(lib, "a custom-op shared library (.so)"), lib)
         try:
             tf.load_op_library(lib)
         except Exception as e:  # noqa: BLE001

@@ -113,16 +113,18 @@ def producer_of(graph) -> int | None:
 def recorded_tf_version(path) -> str | None:
     """The TF version a harvest or capture ran (its ``index.json``'s ``tf_version``) for a
     harvest directory, its ``dumps/`` directory or one of its dump files; else None."""
-    import json
     from pathlib import Path
+
+    from jitsim.errors import JitsimError
+    from jitsim.graph.input import is_regular_file, read_json
 
     p = Path(path)
     for d in ([p] if p.is_dir() else []) + [p.parent, p.parent.parent]:
         idx = d / "index.json"
-        if idx.is_file():
+        if is_regular_file(idx):
             try:
-                v = json.loads(idx.read_text()).get("tf_version")
-            except (OSError, ValueError, AttributeError):
+                v = read_json(idx).get("tf_version")
+            except (JitsimError, AttributeError):
                 return None
             return v if isinstance(v, str) and v else None
     return None

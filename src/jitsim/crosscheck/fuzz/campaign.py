@@ -19,6 +19,7 @@ from jitsim.crosscheck.fuzz.examples import draw_examples
 from jitsim.crosscheck.fuzz.reproducers import write_reproducer, write_tf_unstable
 from jitsim.crosscheck.fuzz.shrink import shrink
 from jitsim.errors import JitsimError
+from jitsim.graph.output import write_atomic
 
 
 @dataclass
@@ -130,6 +131,6 @@ def write_summary(res: CampaignResult, path: Path, *, seed: int, command: str) -
             for o in res.outcomes if any(g in o.not_rebuilt for g, _ in o.problems)},
         "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
     }
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
     return data
 

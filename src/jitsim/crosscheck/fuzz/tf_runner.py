@@ -19,6 +19,7 @@ from pathlib import Path
 
 from jitsim.crosscheck.harvest import last_error_line, harvest_env
 from jitsim.errors import JitsimError
+from jitsim.graph.input import read_text
 
 _BEGIN = "JITSIM_FUZZ_BEGIN "
 _ERROR = "JITSIM_FUZZ_ERROR "
@@ -120,11 +121,12 @@ def run_batch(programs: list[tuple[int, str]], flags: str, devices: int, root: P
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        except KeyboardInterrupt:
+        except BaseException:  # Ctrl-C, a signal (jitsim.cli): TF's process ends with jitsim
             proc.kill()
+            proc.wait()
             raise
     wall = time.monotonic() - t0
-    text = log_path.read_text(errors="replace")
+    text = read_text(log_path, what="TF's log")
     ran, errors, owners, ended = _parse_log(text)
     crashed = None
     if not ended:
