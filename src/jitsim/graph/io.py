@@ -22,7 +22,6 @@ leaves a half-written file.
 
 from __future__ import annotations
 
-import os
 import warnings
 import zlib
 from pathlib import Path
@@ -32,7 +31,7 @@ from google.protobuf import text_format
 
 from jitsim.errors import GraphError, JitsimWarning
 from jitsim.graph import protos, textproto
-from jitsim.graph.input import MAX_INPUT_BYTES, read_file, read_text
+from jitsim.graph.input import MAX_INPUT_BYTES, read_file
 from jitsim.graph.model import Graph
 from jitsim.graph.output import check_output as check_output  # re-exported: every -o is checked here
 from jitsim.graph.output import is_stdout, write_atomic
