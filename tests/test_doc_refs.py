@@ -147,3 +147,34 @@ def test_rewrite_tool_converts_the_old_forms_and_is_idempotent():
     assert md == ("details ([tf-passes §8](tf-passes.md#s8)) and "
                   "([tf-passes Appendix D](tf-passes.md#appendix-d), [tf-passes V7](tf-passes.md#v7))")
     assert TOOL.rewrite(md, True, v) == md
+
+
+def _corpus_runs() -> list[str]:
+    return re.findall(r'^name = "([^"]+)"', (ROOT / "fixtures" / "manifest.toml").read_text(), re.M)
+
+
+def test_what_the_account_names_in_jitsim_exists():
+    """The account points at jitsim's modules, tests, registry data and corpus fixtures; every
+    one of them must exist, so the pointers cannot rot silently."""
+    import fnmatch
+
+    text = DOC.read_text()
+    src = ROOT / "src" / "jitsim"
+    missing = []
+    for rel in set(re.findall(r"`((?:passes|registry|crosscheck|explain|graph|frontend|profile|testing)/[\w/<>.-]+)`", text)):
+        path = rel.replace("<release>", "2.21")
+        if not (src / path).exists():
+            missing.append(rel)
+    for rel in set(re.findall(r"`((?:tests|fixtures)/[\w/.-]+)`", text)):
+        if not (ROOT / rel).exists():
+            missing.append(rel)
+    tests_src = "".join(p.read_text() for p in (ROOT / "tests").glob("test_*.py"))
+    for name in set(re.findall(r"`(?:tests/\w+\.py::)?(test_\w+?)\*?`", text)):
+        if f"def {name}" not in tests_src:
+            missing.append(name)
+    runs = _corpus_runs()
+    for chunk in re.findall(r"[Ff]ixtures?:?\s+((?:`[\w*]+`(?:,?\s*(?:and\s+)?|\s*\(against\s+))+)", text):
+        for pat in re.findall(r"`([\w*]+)`", chunk):
+            if not fnmatch.filter(runs, pat):
+                missing.append(f"fixture {pat}")
+    assert not missing, missing
