@@ -183,7 +183,7 @@ def _body(fdef, name):
 
 
 def _spec_v9():
-    """spec section 14.4: x, y -> mul -> add -> Relu -> Sum -> mul_1; Sum -> AsString."""
+    """tf-passes §14.4: x, y -> mul -> add -> Relu -> Sum -> mul_1; Sum -> AsString."""
     c = "cluster_0"
     return [
         ("x", "_Arg", [], {"T": _T(F32), "index": 0}),

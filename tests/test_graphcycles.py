@@ -1,4 +1,4 @@
-"""Tests for jitsim.passes.graphcycles (spec §4; XLA graphcycles.cc / ordered_set.h / union_find.h).
+"""Tests for jitsim.passes.graphcycles (tf-passes §4; XLA graphcycles.cc / ordered_set.h / union_find.h).
 
 The hand-written tests pin down the *exact* orders upstream produces (sequence order of the
 neighbour sets, rank re-dealing, survivor choice); each states the derivation it checks.

@@ -4,7 +4,7 @@ that runs before it), in the style of TensorFlow's ``mark_for_compilation_pass_t
 Each test builds a tiny graph by hand, runs the simulated pipeline on it as if it were TF's
 ``before_clone_constants_for_better_clustering`` dump (so node ids are the list order), and
 checks the exact clusters *and* the recorded reason codes. Docstrings derive the expected
-result from TF's rules; ``spec`` refers to ``shared/spec/tf_jit_passes.md``.
+result from TF's rules; ``tf-passes`` refers to ``docs/tf-passes.md``.
 
 Conventions of the graphs below (what TF's pass sees for a ``tf.function`` body):
 
@@ -151,9 +151,9 @@ def chain4():
 
 
 def test_chain_of_four_ops_is_one_cluster():
-    """Four compilable float ops form one cluster: every edge between them contracts (spec
-    7.5 phase 1) and the effective size 4 reaches the default minimum of 4 (spec 2.1). The
-    function's ``_Arg``/``_Retval`` fail ``IsCompilableNode`` rule 3 (spec 7.3.1): "top level
+    """Four compilable float ops form one cluster: every edge between them contracts (tf-passes
+    §7.5 phase 1) and the effective size 4 reaches the default minimum of 4 (tf-passes §2.1). The
+    function's ``_Arg``/``_Retval`` fail ``IsCompilableNode`` rule 3 (tf-passes §7.3.1): "top level
     _Arg or _Retval". The only kept cluster gets the first number of a fresh process."""
     res = cluster(chain4())
     assert res.clusters == {"cluster_0": ["a", "b", "c", "d"]}
@@ -167,7 +167,7 @@ def test_chain_of_four_ops_is_one_cluster():
         assert d.evidence == {"cluster": "cluster_0", "cluster_size": 4, "effective_size": 4}
     assert res.mark.refusals == []
     assert res.mark.graph_decision is None
-    # the pass writes both attributes on every clustered node (spec 7.6)
+    # the pass writes both attributes on every clustered node (tf-passes §7.6)
     assert res.graph.nodes[res.graph.by_name["a"]].attr["_XlaAlreadyClustered"].b is True
 
 
@@ -182,7 +182,7 @@ def _three_real_ops():
 
 
 def test_min_cluster_size_counts_effective_size_only():
-    """Const and Identity count 0 towards the effective size (spec 7.4, trap 12; V3): the
+    """Const and Identity count 0 towards the effective size (tf-passes §7.4, trap 12; V3): the
     six-node cluster {c1, mul, id, c2, add, relu} has effective size 3 < 4, so TF builds it
     but does not mark it; every member gets CLUSTER_TOO_SMALL with the sizes as evidence."""
     res = cluster(_three_real_ops())
@@ -207,7 +207,7 @@ def test_min_cluster_size_flag_lowers_the_bar():
 
 
 def test_max_cluster_size_counts_consts():
-    """``--tf_xla_max_cluster_size`` compares the sum of *all* nodes, Consts included (spec 7.5
+    """``--tf_xla_max_cluster_size`` compares the sum of *all* nodes, Consts included (tf-passes §7.5
     rule 4, V14). Contraction walks consumers before producers (post order): c2 joins add,
     then mul joins them (size 3); adding c1 would make 4 > 3 -> MERGE_MAX_SIZE in phase 1 and
     again in phase 2. c1 alone has effective size 0 < 1, so it stays unclustered."""
@@ -235,9 +235,9 @@ def _split_by_strings():
 
 
 def test_op_without_xla_kernel_splits_a_chain():
-    """AsString and StringToNumber have no XLA_CPU_JIT kernel (spec 3.5, V23), so they fail
+    """AsString and StringToNumber have no XLA_CPU_JIT kernel (tf-passes §3.5, V23), so they fail
     ``IsCompilableNode`` rule 5 ("unsupported op") and cut the chain into two clusters,
-    numbered in node-id order of their first members (spec 7.6)."""
+    numbered in node-id order of their first members (tf-passes §7.6)."""
     res = cluster(_split_by_strings(), "--tf_xla_min_cluster_size=2")
     assert res.clusters == {"cluster_0": ["a", "b"], "cluster_1": ["c", "d"]}
     assert codes(res, "s", "n") == {"s": "UNSUPPORTED_OP", "n": "UNSUPPORTED_OP"}
@@ -248,7 +248,7 @@ def test_op_without_xla_kernel_splits_a_chain():
 def test_unsupported_op_detail_is_tfs_text():
     """TF 2.21 logs (compilability_check_util.cc:62, observed with TF_CPP_VMODULE):
     ``Found uncompilable node s (op AsString): No registered 'AsString' OpKernel for
-    XLA_CPU_JIT devices compatible with node {{node s}}`` (spec 7.3.1 rule 5, V16). jitsim's
+    XLA_CPU_JIT devices compatible with node {{node s}}`` (tf-passes §7.3.1 rule 5, V16). jitsim's
     detail is ``no XLA_CPU_JIT kernel for op AsString``."""
     res = cluster(_split_by_strings(), "--tf_xla_min_cluster_size=2")
     assert res.decisions["s"].detail == (
@@ -257,7 +257,7 @@ def test_unsupported_op_detail_is_tfs_text():
 
 def test_identity_on_string_has_no_kernel():
     """XLA's Identity kernel is registered for numeric types only: the kernel lookup checks
-    the ``T`` type constraint (spec trap 16, V16), so an Identity of a DT_STRING is rejected
+    the ``T`` type constraint (tf-passes trap 16, V16), so an Identity of a DT_STRING is rejected
     while the same Identity on DT_FLOAT would be a candidate."""
     g = graph(arg("x", dtype=STR), op("i", "Identity", "x", dtype=STR), ret("y", "i", dtype=STR))
     res = cluster(g, "--tf_xla_min_cluster_size=1")
@@ -283,7 +283,7 @@ def _diamond():
 
 def test_merging_across_an_uncompilable_path_would_create_a_cycle():
     """Contracting A -> B would make the cluster both feed and consume X: GraphCycles refuses
-    the contraction (spec 7.5 rule 7), in phase 1 and again in phase 2. A and B end up in
+    the contraction (tf-passes §7.5 rule 7), in phase 1 and again in phase 2. A and B end up in
     separate single-node clusters (like upstream's UncompilableCycles test)."""
     res = cluster(_diamond(), "--tf_xla_min_cluster_size=1")
     assert res.clusters == {"cluster_0": ["A"], "cluster_1": ["B"]}
@@ -295,7 +295,7 @@ def test_merging_across_an_uncompilable_path_would_create_a_cycle():
 
 def test_explain_cycles_names_the_alternative_path():
     """With ``explain_cycles`` jitsim runs TF's debug path search
-    (``FindAlternatePathForDebugging``, spec 7.5): the other path A ~> B goes through X."""
+    (``FindAlternatePathForDebugging``, tf-passes §7.5): the other path A ~> B goes through X."""
     res = cluster(_diamond(), "--tf_xla_min_cluster_size=1", explain_cycles=True)
     assert [r.evidence for r in res.mark.refusals] == [{"path": ["X"]}, {"path": ["X"]}]
 
@@ -312,9 +312,9 @@ def _cond():
 
 
 def test_deadness_keeps_cond_branches_apart():
-    """Deadness predicates (spec 8): ``a`` and ``r`` (after the Merge) are ``#true``, ``f`` is
-    ``~*pred:0`` and ``t`` is ``*pred:0`` (V12). Clusters with different predicates never
-    merge (spec 7.5 rule 1), so the edges a -> f and a -> t are refused with TF's message
+    """Deadness predicates (tf-passes §8): ``a`` and ``r`` (after the Merge) are ``#true``, ``f`` is
+    ``~*pred:0`` and ``t`` is ``*pred:0`` (tf-passes V12). Clusters with different predicates never
+    merge (tf-passes §7.5 rule 1), so the edges a -> f and a -> t are refused with TF's message
     naming both predicates; Switch/Merge have no XLA kernel. With min size 1: four clusters
     (a and r are not adjacent: their only path runs through the Merge)."""
     res = cluster(_cond(), "--tf_xla_min_cluster_size=1")
@@ -331,7 +331,7 @@ def test_deadness_keeps_cond_branches_apart():
 
 def test_disabling_deadness_checks_merges_the_branches():
     """``--tf_xla_disable_deadness_safety_checks_for_debugging`` makes every predicate
-    "absent" (spec 2.1, trap 26): a, f and t merge; r stays apart because the only path
+    "absent" (tf-passes §2.1, trap 26): a, f and t merge; r stays apart because the only path
     from them to r goes through the uncompilable Merge (not adjacent, no edge to contract)."""
     res = cluster(_cond(), "--tf_xla_min_cluster_size=1 --tf_xla_disable_deadness_safety_checks_for_debugging")
     assert res.clusters == {"cluster_0": ["a", "f", "t"], "cluster_1": ["r"]}
@@ -344,7 +344,7 @@ def test_disabling_deadness_checks_merges_the_branches():
 def test_write_then_read_of_a_resource_is_not_merged():
     """A compiled cluster reads its resources before running and writes them after, so a
     Write (AssignVariableOp) ordered before a Read (ReadVariableOp, via the control edge) may
-    not share a cluster (spec 9, 7.5 rule 6, V11). VarHandleOp has no XLA kernel. The read
+    not share a cluster (tf-passes §9, §7.5 rule 6, V11). VarHandleOp has no XLA kernel. The read
     still clusters with its consumer."""
     g = graph(var_handle("v"), arg("x"), node("w", "AssignVariableOp", ["v", "x"], dtype=_Type(F32)),
               node("rd", "ReadVariableOp", ["v", "^w"], dtype=_Type(F32)), op("r", "Relu", "rd"), ret("y", "r"))
@@ -359,7 +359,7 @@ def test_write_then_read_of_a_resource_is_not_merged():
 
 
 def test_read_then_write_of_a_resource_is_merged():
-    """The opposite order is safe (Read -> anything, anything -> Write; spec trap 25): the
+    """The opposite order is safe (Read -> anything, anything -> Write; tf-passes trap 25): the
     read, the computation and the write form one cluster."""
     g = graph(var_handle("v"), node("rd", "ReadVariableOp", ["v"], dtype=_Type(F32)), op("n", "Neg", "rd"),
               node("w", "AssignVariableOp", ["v", "n"], dtype=_Type(F32)))
@@ -372,7 +372,7 @@ def test_read_then_write_of_a_resource_is_merged():
 
 
 def test_control_only_edge_is_contracted():
-    """The cycle-detection graph has every edge, data and control (spec 3.7, trap 19): two
+    """The cycle-detection graph has every edge, data and control (tf-passes §3.7, trap 19): two
     ops linked only by ``^a`` are merged into one cluster."""
     g = graph(arg("x"), arg("z", 1), op("a", "Neg", "x"), op("b", "Exp", "z", "^a"), ret("ya", "a"),
               ret("yb", "b", 1))
@@ -387,7 +387,7 @@ def test_control_only_edge_is_contracted():
 def test_cpu_needs_cpu_global_jit():
     """On CPU the registration policy is "if explicitly requested" unless
     ``--tf_xla_cpu_global_jit`` was set at process start, so ``--tf_xla_auto_jit=2`` alone
-    yields no candidate (spec 2.3 table, trap 1, V4): ShouldCompile fails (filter 4, spec 7.3)
+    yields no candidate (tf-passes §2.3 table, trap 1, V4): ShouldCompile fails (filter 4, tf-passes §7.3)
     for every node -- including the _Arg/_Retval, which never reach the compilability check."""
     res = cluster(chain4(), base="--tf_xla_auto_jit=2")
     assert res.clusters == {}
@@ -399,7 +399,7 @@ def test_cpu_needs_cpu_global_jit():
 
 
 def test_cpu_policy_is_frozen_at_first_use():
-    """The CPU policy is fixed when the XLA device registry is first queried (spec 2.1/2.3,
+    """The CPU policy is fixed when the XLA device registry is first queried (tf-passes §2.1/§2.3,
     V4): a later graph in the same process gets nothing even with the flag now present."""
     state = ProcessState()
     cluster(chain4(), base="--tf_xla_auto_jit=2", state=state)
@@ -411,7 +411,7 @@ def test_cpu_policy_is_frozen_at_first_use():
 def test_session_cpu_global_jit_clusters_with_jit_off():
     """TF1 session ``cpu_global_jit=True`` clusters CPU ops at jit level OFF, but only while
     the *flag* is absent: the flag switches the policy to one that needs a jit level
-    (spec 2.3 table, trap 2, V5)."""
+    (tf-passes §2.3 table, trap 2, V5)."""
     session = SessionConfig(cpu_global_jit=True)
     assert cluster(chain4(), base="", session=session).clusters == {"cluster_0": ["a", "b", "c", "d"]}
     res = cluster(chain4(), base="--tf_xla_cpu_global_jit", session=session)
@@ -421,19 +421,19 @@ def test_session_cpu_global_jit_clusters_with_jit_off():
 
 def test_xla_compile_true_is_clustered_with_jit_off_and_below_min_size():
     """``_XlaCompile=true`` (a jit scope) makes the node explicit: ShouldCompile holds with
-    jit OFF and no CPU flag (spec 2.3), and an explicit cluster ignores the minimum size
-    (spec 7.6, trap 3, V17). Its neighbour without the attr is not a candidate."""
+    jit OFF and no CPU flag (tf-passes §2.3), and an explicit cluster ignores the minimum size
+    (tf-passes §7.6, trap 3, V17). Its neighbour without the attr is not a candidate."""
     g = graph(arg("x"), op("a", "Neg", "x", _XlaCompile=True), op("b", "Relu", "a"), ret("y", "b"))
     res = cluster(g, base="")
     assert res.clusters == {"cluster_0": ["a"]}
     assert res.decisions["a"].evidence == {"cluster": "cluster_0", "cluster_size": 1, "effective_size": 1}
     assert res.decisions["b"].code == "POLICY_NOT_ENABLED"
     assert res.decisions["b"].evidence["jit_level"] == -1
-    assert res.clones == []  # clone-constants only runs when the jit level is not OFF (spec 5)
+    assert res.clones == []  # clone-constants only runs when the jit level is not OFF (tf-passes §5)
 
 
 def test_xla_compile_false_rejects_the_node():
-    """``_XlaCompile=false`` rejects the node before any other check (spec 7.3 filter 2)."""
+    """``_XlaCompile=false`` rejects the node before any other check (tf-passes §7.3 filter 2)."""
     g = graph(arg("x"), op("a", "Neg", "x", _XlaCompile=False), op("b", "Relu", "a"), ret("y", "b"))
     res = cluster(g, "--tf_xla_min_cluster_size=1")
     assert res.decisions["a"] == NodeDecision("XLA_COMPILE_FALSE", "disallowed by _XlaCompile attribute")
@@ -442,7 +442,7 @@ def test_xla_compile_false_rejects_the_node():
 
 def test_already_clustered_graph_is_left_alone():
     """``_XlaAlreadyClustered`` on any node -- its value does not matter, TF tests presence --
-    makes the pass return at once (spec 7.1, trap 31): no decisions, no clusters."""
+    makes the pass return at once (tf-passes §7.1, trap 31): no decisions, no clusters."""
     g = graph(arg("x"), op("a", "Neg", "x"), op("b", "Relu", "a"), op("c", "Exp", "b"),
               op("d", "Abs", "c", _XlaAlreadyClustered=False), ret("y", "d"))
     res = cluster(g)
@@ -464,8 +464,8 @@ def test_already_clustered_graph_is_left_alone():
     ([arg("x"), op("u", "Unique", "x", out_idx=_Type(I32))], "u", "UNIQUE_OP", "Unique op"),
 ], ids=["RandomUniform", "Assert", "Unique"])
 def test_operation_filter_rejects(nodes, name, code, detail):
-    """These ops *have* XLA kernels (V23) but the auto-clustering operation filter rejects
-    them (spec 7.3.1 rules 9, 11, 13; V16) with TF's reason string."""
+    """These ops *have* XLA kernels (tf-passes V23) but the auto-clustering operation filter rejects
+    them (tf-passes §7.3.1 rules 9, 11, 13; V16) with TF's reason string."""
     res = cluster(graph(*nodes), "--tf_xla_min_cluster_size=1")
     d = res.decisions[name]
     assert (d.code, d.detail) == (code, detail)
@@ -477,7 +477,7 @@ def _where():
 
 
 def test_where_is_clustered_by_default_and_can_be_excluded():
-    """``Where`` is clusterable in TF 2.21 (spec trap 13, V15) unless
+    """``Where`` is clusterable in TF 2.21 (tf-passes trap 13, V15) unless
     ``--tf_xla_cluster_exclude_ops=Where`` (rule 14: "Where op")."""
     assert cluster(_where(), "--tf_xla_min_cluster_size=1").clusters == {"cluster_0": ["w"]}
     res = cluster(_where(), "--tf_xla_min_cluster_size=1 --tf_xla_cluster_exclude_ops=Where")
@@ -486,15 +486,15 @@ def test_where_is_clustered_by_default_and_can_be_excluded():
 
 
 def test_exclude_list_accepts_only_where():
-    """Any other exclude-list entry makes TF's pass fail (spec 2.1, 7.3 step 6, V15)."""
+    """Any other exclude-list entry makes TF's pass fail (tf-passes §2.1, §7.3 step 6, V15)."""
     with pytest.raises(FlagError) as e:
         cluster(_where(), "--tf_xla_cluster_exclude_ops=Unique")
     assert str(e.value) == "The operation 'Unique' passed to --tf_xla_cluster_exclude_ops is not supported by XLA."
 
 
 def test_ops_to_cluster_allowlist():
-    """``--tf_xla_ops_to_cluster=PW`` keeps only pointwise ops (Appendix A): MatMul is
-    rejected after passing the compilability check (spec 7.3 filter 7), Relu is kept."""
+    """``--tf_xla_ops_to_cluster=PW`` keeps only pointwise ops (tf-passes Appendix A): MatMul is
+    rejected after passing the compilability check (tf-passes §7.3 filter 7), Relu is kept."""
     g = graph(arg("x"), op("m", "MatMul", "x", "x"), op("r", "Relu", "m"), ret("y", "r"))
     res = cluster(g, "--tf_xla_min_cluster_size=1 --tf_xla_ops_to_cluster=PW")
     assert res.decisions["m"].code == "NOT_IN_OPS_TO_CLUSTER"
@@ -504,7 +504,7 @@ def test_ops_to_cluster_allowlist():
 
 def test_ops_to_cluster_rejects_ops_without_xla_kernel():
     """Every allowlist entry must be an op XLA registers, else the pass fails with TF's
-    message (spec 2.1, trap 7); AsString is a real TF op without an XLA kernel."""
+    message (tf-passes §2.1, trap 7); AsString is a real TF op without an XLA kernel."""
     with pytest.raises(FlagError) as e:
         cluster(chain4(), "--tf_xla_ops_to_cluster=PW,AsString")
     assert str(e.value) == "The operation 'AsString' passed to --tf_xla_ops_to_cluster is not supported by XLA."
@@ -515,8 +515,8 @@ def test_ops_to_cluster_rejects_ops_without_xla_kernel():
 
 def test_stateful_op_feeding_a_shape_is_isolated():
     """A ReadVariableOp is stateful and has an XLA kernel; its value feeds Reshape's ``shape``
-    (a compile-time-constant input, spec 3.4), so BackwardsConstAnalysis marks it and it is
-    rejected as a "must-be-constant stateful op" (spec 7.3 filter 8, trap 14). The Reshape
+    (a compile-time-constant input, tf-passes §3.4), so BackwardsConstAnalysis marks it and it is
+    rejected as a "must-be-constant stateful op" (tf-passes §7.3 filter 8, trap 14). The Reshape
     itself is fine."""
     g = graph(var_handle("v", I32, (1,)), arg("x"), node("rd", "ReadVariableOp", ["v"], dtype=_Type(I32)),
               node("rs", "Reshape", ["x", "rd"], T=_Type(F32), Tshape=_Type(I32)), op("r", "Relu", "rs"),
@@ -554,7 +554,7 @@ def _inputs(res, name):
 
 
 def test_small_shared_const_is_cloned_for_all_but_the_last_consumer():
-    """V8 (spec 5): ``mul/y`` feeds ``mul`` and ``mul_1``; consumers are visited in node-id
+    """tf-passes V8 (tf-passes §5): ``mul/y`` feeds ``mul`` and ``mul_1``; consumers are visited in node-id
     order, ``mul`` gets ``mul/y/clone_0`` and the last consumer keeps the original. The clone
     gets the next node id and joins the cluster like any Const."""
     res = cluster(_shared_const(), "--tf_xla_min_cluster_size=1")
@@ -566,7 +566,7 @@ def test_small_shared_const_is_cloned_for_all_but_the_last_consumer():
 
 
 def test_only_constants_below_16_elements_are_cloned():
-    """"Small" means fewer than 16 elements (spec 5): 3x5 is cloned, 4x4 is not."""
+    """"Small" means fewer than 16 elements (tf-passes §5): 3x5 is cloned, 4x4 is not."""
     assert cluster(_shared_const((3, 5)), "--tf_xla_min_cluster_size=1").clones == ["mul/y/clone_0"]
     assert cluster(_shared_const((4, 4)), "--tf_xla_min_cluster_size=1").clones == []
 
@@ -577,7 +577,7 @@ def test_const_with_one_consumer_is_not_cloned():
 
 
 def test_inplace_op_disables_cloning():
-    """Any InplaceUpdate/InplaceAdd/InplaceSub in the graph skips the whole pass (spec 5)."""
+    """Any InplaceUpdate/InplaceAdd/InplaceSub in the graph skips the whole pass (tf-passes §5)."""
     res = cluster(_shared_const((), const("i", I32, (1,)), op("ia", "InplaceAdd", "x", "i", "x")),
                   "--tf_xla_min_cluster_size=1")
     assert res.clones == []
@@ -585,7 +585,7 @@ def test_inplace_op_disables_cloning():
 
 def test_control_consumer_gets_a_clone_and_keeps_the_original_edge():
     """For a control edge TF adds ``clone -> ^consumer`` but does not remove the original
-    edge (spec 5; clone_constants_for_better_clustering.cc), so the Const still has two
+    edge (tf-passes §5; clone_constants_for_better_clustering.cc), so the Const still has two
     out-edges when its data consumer is visited and that one gets a clone too."""
     g = graph(arg("x"), const("c"), op("b", "Neg", "x", "^c"), op("a", "Mul", "b", "c"), ret("out", "a"))
     res = cluster(g, "--tf_xla_min_cluster_size=1")
@@ -598,7 +598,7 @@ def test_control_consumer_gets_a_clone_and_keeps_the_original_edge():
 
 
 def test_cluster_numbers_follow_the_smallest_node_id():
-    """Names are handed out while visiting candidates in node-id order (spec 7.6, trap 6, V6):
+    """Names are handed out while visiting candidates in node-id order (tf-passes §7.6, trap 6, V6):
     the cluster holding the lowest id -- here the Const ``k`` (id 2) consumed by the *second*
     chain -- gets ``cluster_0``. Const ``k`` counts 0, so that cluster has effective size 2."""
     g = graph(const("k"), arg("x"), arg("z", 1), op("a1", "Neg", "x"), op("a2", "Exp", "a1"),
@@ -608,7 +608,7 @@ def test_cluster_numbers_follow_the_smallest_node_id():
 
 
 def test_cluster_numbers_continue_across_graphs_of_one_process():
-    """The counter is process-wide (spec 7.6, V6): a second graph clustered with the same
+    """The counter is process-wide (tf-passes §7.6, V6): a second graph clustered with the same
     ProcessState continues at ``cluster_2``; a fresh process starts again at 0."""
     state = ProcessState()
     assert list(cluster(chain4(), "--tf_xla_min_cluster_size=2", state=state).clusters) == ["cluster_0"]
@@ -620,8 +620,8 @@ def test_cluster_numbers_continue_across_graphs_of_one_process():
 
 def test_fuel_is_consumed_across_graphs():
     """Fuel is one process-wide counter initialised from the flag at first use and decremented
-    per accepted candidate (spec 2.1, trap 5, V13). Fuel 3: the first graph takes 2 (a, b),
-    the second gets ``a`` (fuel 1 -> 0); from then on the loop stops (spec 7.3 filter 0) and
+    per accepted candidate (tf-passes §2.1, trap 5, V13). Fuel 3: the first graph takes 2 (a, b),
+    the second gets ``a`` (fuel 1 -> 0); from then on the loop stops (tf-passes §7.3 filter 0) and
     every later node -- even a _Retval -- is FUEL_EXHAUSTED. The flag value of later graphs
     does not reset it."""
     state = ProcessState()
@@ -648,7 +648,7 @@ def _fill(value_node, value_name):
 
 
 def test_fill_with_all_consumers_outside_its_cluster_is_declustered():
-    """V20 (spec 7.6, trap 29): the Fill's only consumer (AsString) is not compilable, so
+    """tf-passes V20 (tf-passes §7.6, trap 29): the Fill's only consumer (AsString) is not compilable, so
     after contraction the Fill is dropped from its cluster; its inputs -- including the value
     Const -- stay clustered."""
     res = cluster(_fill(const("value"), "value"), "--tf_xla_min_cluster_size=1")
@@ -668,7 +668,7 @@ def test_cluster_kept_after_fill_removal_even_below_min_size():
 def test_splitv_is_not_declustered_in_tf_2_21():
     """Newer TF sources also decluster ``SplitV`` like Fill; TF 2.21 does not (checked with
     TF 2.21: ``tf.split(y, [1, 3])`` consumed only by AsString stayed in the cluster), and
-    the spec (7.6) lists only Fill."""
+    tf-passes §7.6 lists only Fill."""
     g = graph(arg("x"), const("sizes", I32, (2,)), const("axis", I32), op("n", "Neg", "x"),
               node("sp", "SplitV", ["n", "sizes", "axis"], T=_Type(F32), Tlen=_Type(I32), num_split=2),
               op("s0", "AsString", "sp"), op("s1", "AsString", "sp:1"), ret("y0", "s0", dtype=STR),
@@ -690,7 +690,7 @@ def _shape_consumer(consumer_op, **attrs):
 
 
 def test_phase0_pulls_shape_consumer_into_its_producer():
-    """Phase 0 contracts only edges into a lone Shape/Rank/Size (spec 7.5), before the general
+    """Phase 0 contracts only edges into a lone Shape/Rank/Size (tf-passes §7.5), before the general
     post-order phases that would first glue ``Size`` to its consumer ``Z`` (the upstream
     comment's X -> Y -> Size -> Z example). So Size ends with its producers; {X, Y, Size} ->
     Z is then refused as a cycle through Q. (Same outcome observed with TF 2.21 on
@@ -714,7 +714,7 @@ def test_without_phase0_the_op_joins_its_consumer():
 
 
 def _fingerprint(g: Graph) -> int:
-    """Appendix D computed independently: Hash64 of the deterministic serialization of the
+    """tf-passes Appendix D computed independently: Hash64 of the deterministic serialization of the
     GraphDef as ``Graph::ToGraphDef`` writes it (nodes in id order, ``library {}`` and
     ``versions`` always present)."""
     gd = protos.GraphDef()
@@ -726,7 +726,7 @@ def _fingerprint(g: Graph) -> int:
 
 def test_deterministic_names_use_the_graph_fingerprint_and_per_fingerprint_counters():
     """``--tf_xla_deterministic_cluster_names``: ``cluster_<fp>_<n>`` with one counter per
-    fingerprint (spec 7.6, V7). The same graph twice in one process: ``_0`` then ``_1``; a
+    fingerprint (tf-passes §7.6, V7). The same graph twice in one process: ``_0`` then ``_1``; a
     different graph starts its own counter at ``_0``."""
     flags = "--tf_xla_min_cluster_size=1 --tf_xla_deterministic_cluster_names"
     fp = _fingerprint(chain2())

@@ -13,7 +13,7 @@ Unit tests: tiny hand-built graphs, one behaviour each, with the reason in the d
 Several mirror small TF 2.21 programs whose dumps were checked against these passes
 (marked "checked with TF 2.21"): Slices with -1 sizes / int64 begin / in a while loop, a
 BroadcastArgs feeding a jit_compile function's constant argument (phase A on CPU), root
-shape consumers and must-be-constant chains. ``spec`` is ``shared/spec/tf_jit_passes.md``.
+shape consumers and must-be-constant chains. ``tf-passes`` is ``docs/tf-passes.md``.
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def test_kernel_lookup_uses_tf_cpu_gpu_kernels():
     assert find_kernel(c, "TPU").device_type == "DEFAULT"
 
 
-# -- ForceXlaConstantsOnHost (spec 10) ---------------------------------------------------------------
+# -- ForceXlaConstantsOnHost (tf-passes §10) ---------------------------------------------------------------
 
 
 def _library_with_reshape_fn(gd, name="f_reshape"):
@@ -292,7 +292,7 @@ def test_must_compile_call_to_unknown_function_is_an_error():
         force_xla_constants_on_host(g.tf())
 
 
-# -- IncreaseDynamismForAutoJit (spec 11) -----------------------------------------------------------
+# -- IncreaseDynamismForAutoJit (tf-passes §11) -----------------------------------------------------------
 
 
 def _slice_graph(size, *, begin_dtype=I32, size_dtype=I32, begin_const=False, clustered=True, device=CPU,
@@ -426,7 +426,7 @@ def test_sub_scope_name_is_made_unique():
     assert "s/static_shaped_slice_1/static_shaped_slice" in tg.by_name
 
 
-# -- PartiallyDecluster phase A: device-to-host copies (spec 12.1) ----------------------------------
+# -- PartiallyDecluster phase A: device-to-host copies (tf-passes §12.1) ----------------------------------
 
 
 def _hostmem_graph(*, in_cluster_consumer=True):
@@ -560,7 +560,7 @@ def test_declustered_copy_sorts_original_node_names():
     assert list(info.original_node_names) == ["a", "z"]
 
 
-# -- phase B: reduce recompilation (spec 12.2) -------------------------------------------------------
+# -- phase B: reduce recompilation (tf-passes §12.2) -------------------------------------------------------
 
 
 def _reshape_of(g, shape_producer, cl=C0):
@@ -598,8 +598,8 @@ def test_chains_peel_off_in_reverse_post_order():
 
 
 def test_in_cluster_operand_keeps_the_node():
-    """``Mul(Shape(arg), Const)``: the Const is an in-cluster input of Mul, so Mul stays (spec
-    12.2 [V]); the Shape still leaves, and the Const (no input but _SOURCE) stays."""
+    """``Mul(Shape(arg), Const)``: the Const is an in-cluster input of Mul, so Mul stays (tf-passes
+    §12.2 [V]); the Shape still leaves, and the Const (no input but _SOURCE) stays."""
     g = G().arg("x").arg("y", F32, 1)
     g.add("sh", "Shape", ["y"], cluster=C0, T=F32, out_type=I32)
     g.const("two", [2], cluster=C0, shape=[])
@@ -668,7 +668,7 @@ def test_nodes_that_must_be_compiled_stay():
     assert not partially_decluster(g.tf(), AUTO).decisions
 
 
-# -- phase C: root shape consumers (spec 12.3) --------------------------------------------------------
+# -- phase C: root shape consumers (tf-passes §12.3) --------------------------------------------------------
 
 
 @pytest.mark.parametrize("op", ["Shape", "Size", "Rank"])

@@ -21,7 +21,7 @@ def test_op_defs_cover_tf_ops():
 
 @pytest.mark.parametrize("device", ["XLA_CPU_JIT", "XLA_GPU_JIT"])
 def test_both_jit_devices_have_the_documented_kernel_set(device):
-    # spec Appendix B / experiment V23: 489 ops; control-flow v1 and placeholders have none,
+    # tf-passes Appendix B / V23: 489 ops; control-flow v1 and placeholders have none,
     # while Where, Unique, Assert, RandomUniform and PartitionedCall do (they are filtered
     # later by mark-for-compilation's own rules, not by the kernel lookup).
     ks = xla_kernels(device)
@@ -33,7 +33,7 @@ def test_both_jit_devices_have_the_documented_kernel_set(device):
 
 
 def test_type_constraints_decide():
-    # Identity exists on XLA_CPU_JIT, but not for strings (spec trap 16)
+    # Identity exists on XLA_CPU_JIT, but not for strings (tf-passes trap 16)
     assert find_xla_kernel(_node("Identity", T="DT_FLOAT"))[0] is not None
     k, why = find_xla_kernel(_node("Identity", T="DT_STRING"))
     assert k is None and why == "T=DT_STRING is not supported by XLA_CPU_JIT"

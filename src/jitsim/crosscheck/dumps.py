@@ -85,7 +85,7 @@ class DumpGraph:
 
     @property
     def input_stage(self) -> str | None:
-        """The best input for re-running clustering (see spec section 3.1)."""
+        """The best input for re-running clustering (see tf-passes §3.1)."""
         for s in ("before_clone_constants_for_better_clustering", "before_mark_for_compilation"):
             if s in self.files:
                 return s

@@ -7,7 +7,7 @@ constants, then ordinary arguments, then resources.
 
 Each such node ``n`` (in node-id order) is replaced by nodes created under the scope
 ``<n>_1/`` (the scope name ``<n>`` is taken by ``n`` itself, so TF's scope naming adds
-``_1``; spec section 15):
+``_1``; tf-passes §15):
 
 * ``xla_compile`` (``_XlaCompile``) takes all data inputs and ``n``'s control inputs;
 * **strict** mode (``--tf_xla_enable_lazy_compilation=false``, or a device whose XLA
@@ -524,7 +524,7 @@ def _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_pro
         "detail": "; ".join(details),
         "device": device,
         "device_candidates": candidates,
-        # _XlaMustCompile (explicit jit_compile) inside the cluster plays no part here (trap 34)
+        # _XlaMustCompile (explicit jit_compile) inside the cluster plays no part here (tf-passes trap 34)
         "must_compile_in_function": any(_attr_bool(nd, MUST_COMPILE_ATTR) for nd in fdef.node_def),
         # TF iterates EdgeSets; past EDGESET_INLINE edges their order is a pointer-hash order:
         # merge_oidx_* creation order (node ids only) / int32_id_n's input order are then TF's luck.

@@ -1,4 +1,4 @@
-"""TF's ``CloneConstantsForBetterClusteringPass`` (spec section 5), and its inverse.
+"""TF's ``CloneConstantsForBetterClusteringPass`` (tf-passes §5), and its inverse.
 
 A small constant (fewer than 16 elements) feeding several consumers would glue their
 clusters together; TF gives every consumer but the last (in node-id order) its own copy

@@ -1,4 +1,4 @@
-"""TF's ``ClusterScopingPass`` (spec section 6): scope tags around Stage/Unstage pipelines.
+"""TF's ``ClusterScopingPass`` (tf-passes §6): scope tags around Stage/Unstage pipelines.
 
 Every node reachable from an ``Unstage`` (successors) or reaching a ``Stage``
 (predecessors) gets ``_XlaInternalScope`` ``_<k>`` (appended with ``&`` if already

@@ -1,5 +1,5 @@
 """Can XLA compile this node? (TF's ``RecursiveCompilabilityChecker`` with the
-auto-clustering operation filter, spec section 7.3.1.)
+auto-clustering operation filter, tf-passes §7.3.1.)
 
 :func:`check_node` returns ``None`` when compilable, else ``(code, detail, path)``: the
 reason code (:mod:`jitsim.explain.reasons`), TF's words for it, and for failures inside

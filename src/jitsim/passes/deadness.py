@@ -4,7 +4,7 @@ In TF's dataflow executor a tensor is *dead* when it comes from the untaken side
 ``Switch``. An XLA cluster runs as a unit, so auto-clustering only merges nodes that are
 provably alive under the same condition. This module gives every tensor ``(node, output)``
 and every node's control output ``^node`` a symbolic **predicate** meaning "this is alive",
-exactly as TF 2.21 computes it (spec section 8):
+exactly as TF 2.21 computes it (tf-passes §8):
 
 * :class:`Predicate` -- immutable, interned formulas (``And``, ``Or``, ``Not``,
   ``AndRecurrence``, ``Symbol``, ``IntSymbol``); two predicates are "the same" iff they are

@@ -1,4 +1,4 @@
-"""TF 2.21's ``EncapsulateSubgraphsPass`` (POST_REWRITE_FOR_EXEC 50, spec section 14).
+"""TF 2.21's ``EncapsulateSubgraphsPass`` (POST_REWRITE_FOR_EXEC 50, tf-passes §14).
 
 Every set of nodes sharing an ``_XlaCluster`` value becomes a library function named after
 the cluster, and one call node (``name = op = <cluster>``) replaces them in a brand-new graph.
@@ -45,7 +45,7 @@ What jitsim cannot know
   (:data:`jitsim.passes.folding.kernels.KERNELS`). When a folding round needs another op,
   nothing is folded in that round (as TF does when evaluation fails) and the cluster's
   decision carries a warning.
-* Edge ids come from the caller's :class:`TfGraph`; argument order depends on them (spec
+* Edge ids come from the caller's :class:`TfGraph`; argument order depends on them (tf-passes
   trap 32). A graph loaded from a dump numbers its edges by destination node, but TF gave
   the edges of nodes created after graph construction (session feeds/fetches, constant
   clones, IncreaseDynamism's slices) the highest ids: :func:`tfgraph_from_dump` rebuilds

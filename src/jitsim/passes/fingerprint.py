@@ -1,4 +1,4 @@
-"""Graph fingerprints for ``--tf_xla_deterministic_cluster_names`` (spec Appendix D).
+"""Graph fingerprints for ``--tf_xla_deterministic_cluster_names`` (tf-passes Appendix D).
 
 TF names clusters ``cluster_<fp>_<n>`` where ``fp`` is its 64-bit ``Hash64`` (a
 MurmurHash2-64A variant, seed ``0xDECAFCAFFE``) of the graph's deterministic

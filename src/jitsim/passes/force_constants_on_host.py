@@ -7,7 +7,7 @@ the compile-time-constant analysis over that function's body and writes the indi
 the arguments that must be constants into the node's ``list(int)`` attr
 ``_input_hostmem`` (replacing any previous value, written even when empty). The executor
 then keeps those inputs in host memory. The pass does not look at the jit level, and it
-runs before the other two post-mark passes (spec section 10).
+runs before the other two post-mark passes (tf-passes §10).
 """
 
 from __future__ import annotations

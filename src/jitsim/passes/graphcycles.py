@@ -2,7 +2,7 @@
 
 This module re-implements, behaviour for behaviour, the data structures that TensorFlow's
 ``MarkForCompilationPass`` uses to decide which clusters may be merged
-(XLA ``graphcycles.cc`` / ``ordered_set.h`` / ``union_find.h``; spec §4 and §7.5).
+(XLA ``graphcycles.cc`` / ``ordered_set.h`` / ``union_find.h``; tf-passes §4 and §7.5).
 
 Algorithm
 ---------

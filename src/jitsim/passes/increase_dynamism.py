@@ -5,7 +5,7 @@ A clustered ``Slice`` whose ``size`` is a rank-1 ``Const`` (all elements >= -1) 
 size has ``-1`` entries (the output shape depends on ``begin``). The pass replaces such a
 slice with a "static shaped" one whose ``size`` input is computed explicitly and marked
 as the only compile-time-constant input (``_XlaCompileTimeConstantInputs = ["size"]``),
-so the compiled shape depends on the size alone (spec section 11).
+so the compiled shape depends on the size alone (tf-passes §11).
 
 For a slice ``S`` in cluster ``C``, new nodes live under ``S/static_shaped_slice/`` (made
 unique like TF's ``Scope`` does), all carry ``_XlaCluster = C`` (no

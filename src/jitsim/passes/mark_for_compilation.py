@@ -5,7 +5,7 @@ reproduces which nodes get ``_XlaCluster`` and with which name, and records why
 (:mod:`jitsim.explain.reasons`): one :class:`NodeDecision` per node and one
 :class:`MergeRefusal` per refused contraction attempt.
 
-Steps (spec section 7): candidate filters in node-id order; the cycle-detection graph
+Steps (tf-passes §7): candidate filters in node-id order; the cycle-detection graph
 with loop frames collapsed; deadness predicates; unsafe resource pairs; one cluster per
 candidate; edge contraction over GraphCycles' post order in three phases plus an
 idempotence check; ``Fill`` declustering; names from a process-wide counter in order of
@@ -62,7 +62,7 @@ class ProcessState:
 
 
 def global_jit_level(flags: XlaFlags, session: SessionConfig, g: TfGraph) -> int:
-    """TF's ``GetGlobalJitLevelForGraph`` (spec 2.2)."""
+    """TF's ``GetGlobalJitLevelForGraph`` (tf-passes §2.2)."""
     base = OFF if session.global_jit_level == DEFAULT else session.global_jit_level
     single_gpu = flags.auto_jit_single_gpu or base
     general = flags.auto_jit_general or base

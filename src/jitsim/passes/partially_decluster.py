@@ -1,6 +1,6 @@
 """TensorFlow 2.21's ``PartiallyDeclusterPass`` (POST_REWRITE_FOR_EXEC phase 30).
 
-Three phases over the clusters ``MarkForCompilation`` made (spec section 12), each only
+Three phases over the clusters ``MarkForCompilation`` made (tf-passes §12), each only
 ever removing work from clusters:
 
 A. *Device-to-host copies.* Visiting nodes consumers-first (post order of a name-sorted

@@ -37,7 +37,7 @@ from jitsim.graph.model import CONTROL, Graph, parse_input
 SOURCE_ID = 0
 SINK_ID = 1
 
-# Node classes (exact op type strings), spec section 3.1.
+# Node classes (exact op type strings), tf-passes §3.1.
 IDENTITY_OPS = frozenset({"Identity", "RefIdentity"})
 CONSTANT_OPS = frozenset({"Const", "HostConst"})
 SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})
