@@ -188,3 +188,18 @@ def test_registry_export_tensorflow_text(tmp_path):
     assert {"CaseFoldUTF8", "TFText>WhitespaceTokenizeWithOffsetsV2"} <= set(lib.op_defs)
     assert not any(k.device_type.startswith("XLA") for k in lib.xla_kernels if k.op == "CaseFoldUTF8")
     assert any(k.op == "CaseFoldUTF8" and k.device_type == "CPU" for k in lib.kernels)
+
+
+@pytest.mark.tf
+def test_registry_export_of_nothing_is_refused(tmp_path):
+    """Without --import/--load-library (or --all) the export would hold no op, a file --op-defs
+    refuses later: it is refused at once, one line naming what to give, and no file is written."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "ops.json"
+    r = subprocess.run([sys.executable, "-m", "jitsim", "registry", "export", "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and not out.exists()
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"jitsim: {out}: nothing to export") and "--import" in last and "Traceback" not in r.stderr

@@ -258,7 +258,7 @@ def test_diff_of_unrelated_graphs_is_one_note(tmp_path):
 @pytest.mark.tf
 @pytest.mark.parametrize("name", WITH_TF)
 def test_tf_commands_write_documented_json(name, tmp_path):
-    argv = {"registry export": ["registry", "export", "-o", tmp_path / "ops.json"],
+    argv = {"registry export": ["registry", "export", "--import", "tensorflow_text", "-o", tmp_path / "ops.json"],
             "crosscheck harvest": ["crosscheck", "harvest", MNIST / "mnist_softmax_xla.py", "-o", tmp_path / "h"],
             "crosscheck fuzz": ["crosscheck", "fuzz", "--examples", "1", "--no-shrink", "--tf-reruns", "0",
                                 "-o", tmp_path / "fz"],

@@ -538,6 +538,12 @@ def cmd_registry_export(args) -> int:
     from jitsim.registry.regen import export_op_library
 
     doc = export_op_library(args.modules, args.load_library, all_ops=args.all)
+    if not doc["ops"]:  # an empty library is of no use to --op-defs (which refuses it): say so now
+        what = (f"{', '.join(args.modules or [])} {', '.join(args.load_library or [])}".strip()
+                or "no --import or --load-library given")
+        raise JitsimError(f"nothing to export: no op beyond TF core's is registered ({what}); name the Python "
+                          "module or .so that registers the custom ops (--import MODULE, --load-library LIB.so), or "
+                          "--all for every op", args.output)
     write_atomic(Path(args.output), (json.dumps(doc, indent=1) + "\n").encode())
     names = f" ({', '.join(doc['op_names'][:8])}{', ...' if doc['ops'] > 8 else ''})" if doc["op_names"] else ""
     _wrote(args.output, f"{doc['ops']} ops{names}, "
