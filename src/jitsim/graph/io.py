@@ -89,17 +89,51 @@ def assume(message: str, path=None) -> None:
     warnings.warn(JitsimWarning(message, path), stacklevel=2)
 
 
-def _gunzip(data: bytes, path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = d.decompress(data, limit + 1)
-    except zlib.error as e:
-        raise GraphError(f"gzip data is corrupt: {e}", path) from None
-    if len(out) > limit:
-        raise GraphError(f"decompresses to more than {limit} bytes, more than any protobuf message can hold", path)
-    if not d.eof:
-        raise GraphError("gzip data is truncated", path)
-    return out
+def _gunzip(data: bytes, path: Path, limit: int = MAX_INPUT_BYTES, *, quiet: bool = False,
+            inner: bool = False) -> bytes:
+    """The decompressed bytes of gzip ``data``, every member of it, as gzip(1) reads them
+    (``cat a.gz b.gz``, bgzip and pigz write several), at most ``limit`` bytes in all (a
+    gzip bomb is refused once it passes the limit, before more memory is used).
+
+    Trailing zero bytes (padding) are ignored with a note; other bytes after the last member
+    are refused: they are no gzip member, and a file cut or glued wrongly must not be taken
+    for a smaller graph. A gzip file inside the gzip data is decompressed too, with a note."""
+    out = bytearray()
+    view = memoryview(data)
+    pos = members = 0
+    while True:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out += d.decompress(view[pos:], limit + 1 - len(out))
+        except zlib.error as e:
+            where = f" (member {members + 1}, at byte {pos})" if members else ""
+            raise GraphError(f"gzip data is corrupt{where}: {e}", path) from None
+        if len(out) > limit:
+            raise GraphError(f"decompresses to more than {limit} bytes, more than any protobuf message can hold",
+                             path)
+        if not d.eof:
+            where = f" (member {members + 1}, at byte {pos})" if members else ""
+            raise GraphError(f"gzip data is truncated{where}", path)
+        members += 1
+        pos = len(data) - len(d.unused_data)
+        if pos >= len(data):
+            break
+        rest = view[pos:]
+        if rest[:2] == _GZIP_MAGIC:
+            continue
+        if not rest.tobytes().strip(b"\0"):
+            if not quiet:
+                assume(f"{len(rest)} zero bytes after the gzip data ignored (padding, as gzip does)", path)
+            break
+        raise GraphError(f"{len(rest)} bytes after the gzip data (at byte {pos}) are not gzip: the file is "
+                         "damaged or glued together wrongly", path)
+    if out[:2] == _GZIP_MAGIC:
+        if inner:
+            raise GraphError("gzip data nested more than twice: not a graph file", path)
+        if not quiet:
+            assume("gzip data inside gzip data: decompressed twice", path)
+        return _gunzip(bytes(out), path, limit, quiet=True, inner=True)
+    return bytes(out)
 
 
 def _decode_text(data: bytes, path: Path, what: str) -> str:
@@ -267,7 +301,7 @@ def _as_meta_graph(data: bytes, path: Path):
     """``data`` as a MetaGraphDef (``tf.compat.v1.train.export_meta_graph``'s ``.meta``, binary
     or text) holding a graph, else None."""
     if data.startswith(_GZIP_MAGIC):
-        data = _gunzip(data, path)
+        data = _gunzip(data, path, quiet=True)
     mg = protos.MetaGraphDef()
     try:
         _parse(mg, data, path, looks_like_text(data), "MetaGraphDef")
