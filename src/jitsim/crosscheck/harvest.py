@@ -24,6 +24,7 @@ session run, the function); :func:`main_graph_id` uses it to find the call's gra
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -628,6 +629,7 @@ def harvest(
         index["main_graph"] = main_graph_id(index["graphs"], log_text)
         index.update(extra or {})
         (work / "index.json").write_text(json.dumps(index, indent=1) + "\n")
+        write_checksums(work)
         if out.exists():
             shutil.rmtree(out)
         os.replace(work, out)
@@ -635,6 +637,44 @@ def harvest(
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+CHECKSUMS_FILE = "checksums.sha256"
+
+
+def _file_digests(root: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if rel == CHECKSUMS_FILE or p.is_dir():
+            continue
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        out[rel] = h.hexdigest()
+    return out
+
+
+def write_checksums(root: Path) -> None:
+    """``root/checksums.sha256``: the SHA-256 of every file under ``root`` (``sha256sum``'s
+    format), so that a reader can tell a damaged or edited directory (:func:`checksums_ok`)."""
+    lines = [f"{d}  {rel}\n" for rel, d in _file_digests(root).items()]
+    (root / CHECKSUMS_FILE).write_text("".join(lines))
+
+
+def checksums_ok(root: Path) -> bool:
+    """Whether ``root`` holds exactly the files its ``checksums.sha256`` lists, unchanged."""
+    try:
+        listed = {}
+        for line in (root / CHECKSUMS_FILE).read_text().splitlines():
+            digest, sep, rel = line.partition("  ")
+            if not sep:
+                return False
+            listed[rel] = digest
+        return bool(listed) and _file_digests(root) == listed
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _library_op_defs(all_ops: Path, out: Path) -> list[str]:
