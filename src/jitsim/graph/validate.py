@@ -3,7 +3,13 @@
 TF refuses a GraphDef whose nodes it cannot build: a node without a name, an attr the op
 requires (no default) missing, an input naming an output slot the op does not have, a device
 string it cannot parse, a data-input count the op does not take, a function that calls itself
-or is named like an op. jitsim refuses the
+or is named like an op, a node name its importer's rule refuses, an attr value of the
+wrong kind, an invalid or reference ``DataType``, a shape dimension below -1, a constant
+with a negative dimension, a colocation (``_class: loc:@x``) with a node the graph lacks;
+a library with two different functions of one name or a gradient naming no function; a
+call whose input or output count does not match its function; an attr placeholder
+(``$T``) left unresolved in the graph or in the body of a function the graph calls. Bodies
+of functions nobody calls are not checked here (TF does not instantiate them). jitsim refuses the
 same graphs when it loads a user's file (:func:`jitsim.graph.io.load`), naming the node, its
 op and the field, instead of failing later deep inside a pass. Ops nobody registers are
 custom ops (their signature is inferred later) and are not checked here; a call of a function
@@ -12,8 +18,20 @@ the library lacks is imported by TF too (mark-for-compilation then gives it a re
 
 from __future__ import annotations
 
-from jitsim.errors import GraphError
+import re
+import warnings
+
+from jitsim.errors import GraphError, JitsimWarning
 from jitsim.graph.model import CONTROL, parse_input
+
+# graph_constructor.cc's IsValidNodeName: a first character of [A-Za-z0-9.] ('_' too where
+# internal ops are allowed, as in function graphs and TF's own dumps), then
+# [A-Za-z0-9_./-]*, in pieces separated by '>' each starting like the first
+_NAME_RE = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./-]*(?:>[A-Za-z0-9.][A-Za-z0-9_./-]*)*")
+_INTERNAL_NAME_RE = re.compile(r"[A-Za-z0-9._][A-Za-z0-9_./-]*(?:>[A-Za-z0-9.][A-Za-z0-9_./-]*)*")
+_LIST_FIELDS = ("s", "i", "f", "b", "type", "shape", "tensor", "func")
+_KIND_OF = {"string": "s", "int": "i", "float": "f", "bool": "b", "type": "type", "shape": "shape",
+            "tensor": "tensor", "func": "func"}
 
 _DEVICE_EXAMPLE = "e.g. /job:localhost/replica:0/task:0/device:CPU:0, /device:GPU:0 or /cpu:0"
 
@@ -29,19 +47,35 @@ def check_nodes(graph, source=None) -> None:
 
     source = source if source is not None else graph.source
     gd = graph.graphdef
-    fns = {f.signature.name: f for f in gd.library.function}
+    fns = check_library(gd.library, source)
     for name in fns:
         if name in op_defs():
             raise GraphError(f"library function {name!r} has the name of a TensorFlow op (TF refuses to add it to "
                              "the library)", source)
     n_out: dict[str, int | None] = {}
     ops: dict[str, tuple] = {}  # op -> (OpDef, signature, required attrs, fixed input/output counts)
+    # internal ops (_Arg, _Retval, ...): a graph TF built or rewrote itself (a dump, a function's
+    # instantiation), where TF allows '_' names and colocations may name nodes its own passes removed
+    internal = any(nd.op[:1] == "_" for nd in gd.node)
+    name_re = _INTERNAL_NAME_RE if internal else _NAME_RE
+    names = {nd.name for nd in gd.node}
     for i, nd in enumerate(gd.node):
         name, op = nd.name, nd.op
         if not name:
             raise GraphError(f"node #{i} ({op or 'no op'}) has an empty name", source)
+        if not name_re.fullmatch(name):
+            raise GraphError(f"{_where(nd)}: TensorFlow refuses the node name {name!r} (names are letters, digits "
+                             "and . _ - / >, and start with a letter, digit or '.')", source)
         if not op:
             raise GraphError(f"node {name!r} has no op", source)
+        check_attrs(nd, _declared_attrs(op, fns, op_def), _where(nd), source)
+        if "_class" in nd.attr and not internal:
+            for loc in nd.attr["_class"].list.s:
+                if loc.startswith(b"loc:@") and loc[5:].decode(errors="replace") not in names:
+                    raise GraphError(f"{_where(nd)}: attr '_class' colocates it with {loc[5:].decode(errors='replace')!r}"
+                                     ", which the graph does not have", source)
+        if op in ("PartitionedCall", "StatefulPartitionedCall") and nd.attr["f"].func.name in fns:
+            _check_call_counts(nd, fns[nd.attr["f"].func.name], source)
         if nd.device and parse_device_name(nd.device) is None:
             raise GraphError(f"{_where(nd)}: malformed device {nd.device!r} ({_DEVICE_EXAMPLE})", source)
         facts = ops.get(op)
@@ -66,6 +100,7 @@ def check_nodes(graph, source=None) -> None:
             n_out[name] = fixed_out if fixed_out is not None else _arg_count(nd, sig.output_arg, od, "output",
                                                                               source)
     _check_recursion(fns, source)
+    _check_called_bodies(gd, fns, op_def, source)
     no_outputs = 0 in n_out.values()
     for nd in gd.node:
         for ref in nd.input:
@@ -81,6 +116,182 @@ def check_nodes(graph, source=None) -> None:
                 has = "no outputs" if count == 0 else f"{count} output{'s' if count != 1 else ''} (0..{count - 1})"
                 raise GraphError(f"{_where(nd)}: input {ref!r} names output {slot} of {src!r}, but {op} has "
                                  f"{has}", source)
+
+
+def _declared_attrs(op: str, fns: dict, op_def, _cache={}) -> dict[str, str]:
+    """attr name -> declared type (``"type"``, ``"list(shape)"``, ...) of an op or library
+    function; {} for an op nobody registers."""
+    if op in fns:
+        return {a.name: a.type for a in fns[op].signature.attr}
+    got = _cache.get(op)
+    if got is None:
+        od = op_def(op)
+        got = _cache[op] = {a.name: a.type for a in od.attr} if od is not None else {}
+    return got
+
+
+def _valid_dtypes() -> frozenset[int]:
+    from jitsim.graph import protos
+
+    return frozenset(v for v in protos.DataType.values_by_number if 0 < v < 100)
+
+
+_DTYPES: frozenset[int] | None = None
+
+
+def _check_dtype(v: int, where: str, attr: str, source) -> None:
+    global _DTYPES
+    if _DTYPES is None:
+        _DTYPES = _valid_dtypes()
+    if v in _DTYPES:
+        return
+    if v - 100 in _DTYPES:
+        raise GraphError(f"{where}: attr {attr!r} is a reference type ({v}); TensorFlow refuses reference types in "
+                         "attrs", source)
+    raise GraphError(f"{where}: attr {attr!r} = {v} is not a TensorFlow DataType", source)
+
+
+def _check_shape(shape, where: str, attr: str, source) -> None:
+    for k, d in enumerate(shape.dim):
+        if d.size < -1:
+            raise GraphError(f"{where}: attr {attr!r} has dimension {d.size} at position {k}; a dimension is -1 "
+                             "(unknown) or 0 and more", source)
+
+
+def check_attrs(nd, declared: dict[str, str], where: str, source) -> None:
+    """TF's checks of one node's attrs (node_def_util/op_def_util's ValidateAttrValue):
+    every attr the op declares holds a value of the declared kind, a list of one kind, valid
+    DataTypes, shapes without dimensions below -1, a tensor of known non-negative shape;
+    no attr placeholder (``$T``: only a function body may hold one). ``_output_shapes``
+    is checked too (the importer reads it); other attrs the op does not declare are not."""
+    for attr, av in nd.attr.items():
+        kind = av.WhichOneof("value")
+        if kind == "placeholder":
+            raise GraphError(f"{where}: attr {attr!r} is the unresolved placeholder ${av.placeholder}", source)
+        want = declared.get(attr)
+        if want is None:
+            if attr == "_output_shapes" and kind == "list":
+                for k, sh in enumerate(av.list.shape):
+                    _check_shape(sh, where, f"_output_shapes[{k}]", source)
+            continue
+        _check_value(av, kind, want, where, attr, source)
+
+
+def _check_value(av, kind, want: str, where: str, attr: str, source) -> None:
+    if kind is None:
+        return
+    if want.startswith("list("):
+        field = _KIND_OF.get(want[5:-1])
+        if kind != "list":
+            raise GraphError(f"{where}: attr {attr!r} holds a single {kind!r} value, but the op declares {want}",
+                             source)
+        present = [f for f in _LIST_FIELDS if len(getattr(av.list, f))]
+        if len(present) > 1:
+            raise GraphError(f"{where}: attr {attr!r} is a list of mixed kinds ({', '.join(present)}); a list attr "
+                             f"holds one kind ({want})", source)
+        if present and field is not None and present[0] != field:
+            raise GraphError(f"{where}: attr {attr!r} is a list of {present[0]!r} values, but the op declares {want}",
+                             source)
+        for v in av.list.type:
+            _check_dtype(v, where, attr, source)
+        for sh in av.list.shape:
+            _check_shape(sh, where, attr, source)
+        return
+    field = _KIND_OF.get(want)
+    if field is None:  # an attr type jitsim does not know: not checked
+        return
+    if kind != field:
+        raise GraphError(f"{where}: attr {attr!r} holds a {'list' if kind == 'list' else repr(kind)} value, but the "
+                         f"op declares {want}", source)
+    if kind == "type":
+        _check_dtype(av.type, where, attr, source)
+    elif kind == "shape":
+        _check_shape(av.shape, where, attr, source)
+    elif kind == "tensor":
+        for k, d in enumerate(av.tensor.tensor_shape.dim):
+            if d.size < 0:
+                what = "unknown (-1)" if d.size == -1 else f"negative ({d.size})"
+                raise GraphError(f"{where}: attr {attr!r}: the tensor's dimension {k} is {what}; a tensor's shape "
+                                 "must be fully known", source)
+
+
+def check_library(library, source) -> dict:
+    """The library's functions by name, checked as TF's FunctionLibraryDefinition adds them
+    (function.cc): two functions of one name must be the same function (TF keeps one; said in
+    a note), a gradient must name functions the library holds, and one function has at most
+    one gradient."""
+    fns: dict = {}
+    for f in library.function:
+        name = f.signature.name
+        if name in fns:
+            if fns[name].SerializeToString(deterministic=True) != f.SerializeToString(deterministic=True):
+                raise GraphError(f"the library holds two different functions named {name!r} (TF refuses to add the "
+                                 "second)", source)
+            warnings.warn(JitsimWarning(f"library function {name!r} appears twice, identical: one is kept, as TF "
+                                        "does", source), stacklevel=3)
+            continue
+        fns[name] = f
+    grads: dict[str, str] = {}
+    for g in library.gradient:
+        for role, fn in (("function", g.function_name), ("gradient function", g.gradient_func)):
+            if fn not in fns:
+                raise GraphError(f"library gradient {g.function_name!r} -> {g.gradient_func!r}: its {role} {fn!r} is "
+                                 "not in the library", source)
+        if grads.setdefault(g.function_name, g.gradient_func) != g.gradient_func:
+            raise GraphError(f"library function {g.function_name!r} has two gradient functions "
+                             f"({grads[g.function_name]!r} and {g.gradient_func!r})", source)
+    return fns
+
+
+def _check_call_counts(nd, fdef, source) -> None:
+    """A (Stateful)PartitionedCall's Tin/Tout against its function's signature (TF checks
+    them when it instantiates the call)."""
+    sig = fdef.signature
+    for attr, args, what in (("Tin", sig.input_arg, "inputs"), ("Tout", sig.output_arg, "outputs")):
+        if attr in nd.attr and nd.attr[attr].WhichOneof("value") == "list":
+            n = len(nd.attr[attr].list.type)
+            if n != len(args):
+                raise GraphError(f"{_where(nd)}: attr {attr!r} lists {n} type{'s' if n != 1 else ''}, but function "
+                                 f"{sig.name!r} has {len(args)} {what if len(args) != 1 else what[:-1]}", source)
+
+
+def _called(nodes, fns) -> list[str]:
+    out = []
+    for nd in nodes:
+        if nd.op in fns:
+            out.append(nd.op)
+        for av in nd.attr.values():
+            kind = av.WhichOneof("value")
+            if kind == "func" and av.func.name in fns:
+                out.append(av.func.name)
+            elif kind == "list":
+                out += [f.name for f in av.list.func if f.name in fns]
+    return out
+
+
+def _check_called_bodies(gd, fns: dict, op_def, source) -> None:
+    """The bodies of the functions the graph calls, directly or through other functions, as
+    TF's import (shape inference) and runtime instantiate them: every attr placeholder names
+    an attr of the function's signature, calls by name and through PartitionedCall match their
+    function's signature. Uncalled functions are not looked at."""
+    seen: set[str] = set()
+    todo = list(dict.fromkeys(_called(gd.node, fns)))
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        fdef = fns[name]
+        sig_attrs = {a.name for a in fdef.signature.attr}
+        for nd in fdef.node_def:
+            where = f"function {name!r}: node {nd.name!r} ({nd.op or 'no op'})"
+            for attr, av in nd.attr.items():
+                if av.WhichOneof("value") == "placeholder" and av.placeholder not in sig_attrs:
+                    raise GraphError(f"{where}: attr {attr!r} is ${av.placeholder}, but the function has no attr "
+                                     f"{av.placeholder!r} to bind it to", source)
+            if nd.op in ("PartitionedCall", "StatefulPartitionedCall") and nd.attr["f"].func.name in fns:
+                _check_call_counts(nd, fns[nd.attr["f"].func.name], source)
+        todo += [f for f in _called(fdef.node_def, fns) if f not in seen]
 
 
 def _op_facts(op: str, fns: dict, op_def) -> tuple:
