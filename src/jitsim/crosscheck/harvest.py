@@ -39,7 +39,8 @@ from pathlib import Path
 from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
 from jitsim.errors import HarvestError, JitsimError
 from jitsim.graph import protos
-from jitsim.graph.io import is_saved_model_dir, read_graphdef, read_saved_model
+from jitsim.graph.io import (assume_once, is_saved_model_dir, keras_archive_problem, missing_reason, read_graphdef,
+                             read_saved_model)
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
 
 DEFAULT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
@@ -362,10 +363,17 @@ def target_kind(target: Path) -> str:
             return "function"
         raise HarvestError("is a directory but not a SavedModel", target)
     if not target.exists():
-        raise HarvestError("no such file or directory", target)
+        raise HarvestError(missing_reason(target), target)
     if target.suffix == ".py":
         return "program"
     if target.suffix == ".keras":
+        problem = keras_archive_problem(target)
+        if problem is not None:
+            raise HarvestError(problem, target)
+        return "keras"
+    if target.is_file() and keras_archive_problem(target) is None:
+        assume_once("read as a .keras file: its content is a Keras archive (a zip with config.json and "
+                    "metadata.json)", target)
         return "keras"
     return "graphdef"
 
@@ -442,6 +450,10 @@ def _command(target: Path, kind: str, signature: str | None, python: str, workdi
     runner = workdir / f"_jitsim_{kind}_runner.py"
     body = _PROGRAM_STEP_RUNNER if kind == "program" else RUNNERS[kind]
     runner.write_text(body + (CALL_ONCE if tail is None else tail))
+    if kind == "keras" and target.suffix != ".keras":  # Keras loads archives by their .keras name only
+        link = workdir / "model.keras"
+        link.symlink_to(Path(target).resolve())
+        target = link
     args = [python, str(boot), str(runner), str(target)]
     if kind == "saved_model":
         args.append(signature or "")

@@ -19,8 +19,11 @@ leaves a half-written file.
 
 from __future__ import annotations
 
+import errno
+import os
 import stat
 import warnings
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -55,18 +58,36 @@ def is_binary_path(path: Path | str) -> bool:
     return _strip_gz(path).endswith(BINARY_SUFFIXES)
 
 
+def missing_reason(path: Path | str) -> str:
+    """Why ``path`` cannot be opened, in words: a symbolic link loop, a link to nothing, a
+    part of the path that is a file, or plainly nothing there."""
+    path = Path(path)
+    try:
+        path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            try:
+                return f"is a symbolic link to {os.readlink(path)!r}, which does not exist"
+            except OSError:
+                return "is a symbolic link to nothing"
+        return "no such file or directory"
+    except NotADirectoryError:
+        return "no such file (a part of the path is a file, not a directory)"
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "is a symbolic link loop (following its links leads back to it)"
+        return f"cannot read: {e.strerror}"
+    return "cannot read it"
+
+
 def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of a regular file, at most ``limit`` of them (a device such as /dev/zero, a
     pipe or a socket is refused: reading one may never end)."""
     path = Path(path)
     try:
         st = path.stat()
-    except FileNotFoundError:
-        raise GraphError("no such file or directory", path) from None
-    except NotADirectoryError:
-        raise GraphError("no such file (a part of the path is a file, not a directory)", path) from None
-    except OSError as e:
-        raise GraphError(f"cannot read: {e.strerror}", path) from None
+    except OSError:
+        raise GraphError(missing_reason(path), path) from None
     if stat.S_ISDIR(st.st_mode):
         raise GraphError("is a directory, not a graph file", path)
     if not stat.S_ISREG(st.st_mode):
@@ -81,6 +102,44 @@ def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     if len(data) > limit:
         raise GraphError(f"more than {limit} bytes, more than any protobuf message can hold", path)
     return data
+
+
+_ZIP_MAGIC = b"PK\x03\x04"
+# what `model.save("m.keras")` writes (Keras 3's saving_lib): a zip with these members
+KERAS_MEMBERS = ("config.json", "metadata.json")
+
+
+def keras_archive_problem(path: Path | str) -> str | None:
+    """None if ``path`` is a Keras archive (a zip holding ``config.json`` and
+    ``metadata.json``), else what it is instead, in words."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return missing_reason(path)
+    if head != _ZIP_MAGIC:
+        return "not a Keras archive (a .keras file is a zip file; this one is not)"
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        return f"not a Keras archive (a damaged zip file: {e})"
+    missing = [m for m in KERAS_MEMBERS if m not in names]
+    if missing:
+        return f"a zip file but not a Keras archive (no {' or '.join(missing)} in it)"
+    return None
+
+
+_noted: set[tuple[str, str]] = set()
+
+
+def assume_once(message: str, path=None) -> None:
+    """:func:`assume`, once per process for one message and path (for facts found by routes
+    that look at the same input more than once)."""
+    key = (message, os.path.realpath(str(path)) if path is not None else "")
+    if key not in _noted:
+        _noted.add(key)
+        warnings.warn(JitsimWarning(message, path), stacklevel=2)
 
 
 def assume(message: str, path=None) -> None:
@@ -370,7 +429,9 @@ def load(path: Path | str, *, signature: str | None = None, validate: bool = Tru
             path,
         )
     if path.name in ("saved_model.pb", "saved_model.pbtxt"):
-        return load_saved_model(path.parent, signature=signature, validate=validate, check_ops=check_ops)
+        if not (path.is_file() and holds_graph(path)):
+            return load_saved_model(path.parent, signature=signature, validate=validate, check_ops=check_ops)
+        assume_once("named like a SavedModel's file but holds a graph: read as a GraphDef", path)
     gd, meta = read_graph_file(path)
     graph = Graph(gd, source=str(path), validate=validate)
     if meta is not None:
@@ -448,11 +509,52 @@ def to_text(msg) -> str:
 # -- SavedModel -------------------------------------------------------------------------
 
 
+def _saved_model_file(path: Path) -> Path:
+    pb = path / "saved_model.pb"
+    return pb if pb.exists() else path / "saved_model.pbtxt"
+
+
 def read_saved_model(path: Path):
-    pb, pbtxt = path / "saved_model.pb", path / "saved_model.pbtxt"
-    if pb.exists():
-        return parse_message(protos.SavedModel(), read_bytes(pb), pb, text=False, what="SavedModel")
-    return parse_message(protos.SavedModel(), read_bytes(pbtxt), pbtxt, text=True, what="SavedModel")
+    """The ``SavedModel`` proto of directory ``path``. A ``saved_model.pb`` that holds a
+    GraphDef or MetaGraphDef instead (TF's loader refuses it) is refused with a line that
+    says so and how to read it as what it is."""
+    f = _saved_model_file(path)
+    data = read_bytes(f)
+    try:
+        sm = parse_message(protos.SavedModel(), data, f, text=f.suffix == ".pbtxt", what="SavedModel")
+    except GraphError:
+        if holds_graph(f, data):
+            raise GraphError(f"holds a GraphDef, not a SavedModel (TF's loader refuses it); to read it as a graph, "
+                             f"give the file itself: {f}", path) from None
+        raise
+    if not sm.meta_graphs and holds_graph(f, data):
+        raise GraphError(f"holds a GraphDef, not a SavedModel (TF's loader refuses it); to read it as a graph, give "
+                         f"the file itself: {f}", path)
+    return sm
+
+
+def holds_graph(f: Path, data: bytes | None = None) -> bool:
+    """Whether file ``f`` (named like a SavedModel's) holds a GraphDef or MetaGraphDef with
+    nodes rather than a SavedModel."""
+    import warnings as _w
+
+    data = read_bytes(f) if data is None else data
+    sm = protos.SavedModel()
+    try:
+        with _w.catch_warnings():
+            _w.simplefilter("ignore")
+            parse_message(sm, data, f, text=None, what="SavedModel")
+        if sm.meta_graphs:
+            return False
+    except GraphError:
+        pass
+    try:
+        with _w.catch_warnings():
+            _w.simplefilter("ignore")
+            read_graph_file(f)
+        return True
+    except GraphError:
+        return False
 
 
 def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str = "serve", validate: bool = True,
@@ -470,6 +572,13 @@ def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str
     if not metas:
         raise GraphError("SavedModel has no MetaGraph", path)
     meta = metas[0]
+    if len(sm.meta_graphs) > 1:
+        def tags(m):
+            return "[" + ", ".join(m.meta_info_def.tags) + "]"
+
+        which = (f"the first tagged {tag!r}" if tag in meta.meta_info_def.tags else f"the first (none is tagged {tag!r})")
+        assume_once(f"the SavedModel holds {len(sm.meta_graphs)} MetaGraphs (tags {', '.join(map(tags, sm.meta_graphs))}); "
+                    f"used {which}: {tags(meta)}", path)
     sigs = sorted(meta.signature_def)
     # TF's own internal signatures (__saved_model_init_op) are not a model's calls
     usable = [s for s in sigs if not s.startswith("__")]
