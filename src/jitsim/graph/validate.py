@@ -158,15 +158,21 @@ def _check_shape(shape, where: str, attr: str, source) -> None:
                              "(unknown) or 0 and more", source)
 
 
-def check_attrs(nd, declared: dict[str, str], where: str, source) -> None:
+def check_attrs(nd, declared: dict[str, str], where: str, source, placeholders: set | None = None) -> None:
     """TF's checks of one node's attrs (node_def_util/op_def_util's ValidateAttrValue):
     every attr the op declares holds a value of the declared kind, a list of one kind, valid
     DataTypes, shapes without dimensions below -1, a tensor of known non-negative shape;
-    no attr placeholder (``$T``: only a function body may hold one). ``_output_shapes``
-    is checked too (the importer reads it); other attrs the op does not declare are not."""
+    no attr placeholder (``$T``) but those of ``placeholders`` (in a function body, None
+    outside one: the function's own attrs, which its caller binds). ``_output_shapes`` is
+    checked too (the importer reads it); other attrs the op does not declare are not."""
     for attr, av in nd.attr.items():
         kind = av.WhichOneof("value")
         if kind == "placeholder":
+            if placeholders is not None and av.placeholder in placeholders:
+                continue
+            if placeholders is not None:  # a function body
+                raise GraphError(f"{where}: attr {attr!r} is ${av.placeholder}, but the function has no attr "
+                                 f"{av.placeholder!r} to bind it to", source)
             raise GraphError(f"{where}: attr {attr!r} is the unresolved placeholder ${av.placeholder}", source)
         want = declared.get(attr)
         if want is None:
@@ -285,10 +291,7 @@ def _check_called_bodies(gd, fns: dict, op_def, source) -> None:
         sig_attrs = {a.name for a in fdef.signature.attr}
         for nd in fdef.node_def:
             where = f"function {name!r}: node {nd.name!r} ({nd.op or 'no op'})"
-            for attr, av in nd.attr.items():
-                if av.WhichOneof("value") == "placeholder" and av.placeholder not in sig_attrs:
-                    raise GraphError(f"{where}: attr {attr!r} is ${av.placeholder}, but the function has no attr "
-                                     f"{av.placeholder!r} to bind it to", source)
+            check_attrs(nd, _declared_attrs(nd.op, fns, op_def), where, source, sig_attrs)
             if nd.op in ("PartitionedCall", "StatefulPartitionedCall") and nd.attr["f"].func.name in fns:
                 _check_call_counts(nd, fns[nd.attr["f"].func.name], source)
         todo += [f for f in _called(fdef.node_def, fns) if f not in seen]
