@@ -146,6 +146,26 @@ def _saved_model(sigs: dict[str, str | None], fn_body=True, missing_fn: bool = F
     return sm.SerializeToString(deterministic=True)
 
 
+def _mixed() -> "protos.AttrValue":
+    """A list attr holding two kinds of values (types and ints)."""
+    a = protos.AttrValue()
+    a.list.type.append(F32)
+    a.list.i.append(1)
+    return a
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    """A zip archive of ``members``, byte-identical every run (fixed timestamps)."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in members.items():
+            z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
+
+
 def cases() -> list[dict]:
     """Every case: ``id``, ``files`` (name -> bytes, or a directory as {name: bytes}), ``argv``,
     ``exit``, ``error`` / ``notes`` fragments, ``what``."""
@@ -354,6 +374,180 @@ def cases() -> list[dict]:
     case("sm_valid", "a minimal valid SavedModel", None,
          files={"sm_valid": sm_files(_saved_model({"serving_default": "call:0"}))},
          argv=["cluster", "{DIR}/sm_valid", *NEVER], exit=0)
+
+
+    # -- issue 22 B14: what TF 2.21's importer refuses (each checked against TF 2.21 itself:
+    # tf.graph_util.import_graph_def, then a session run; see tests/test_faults_inputs.py)
+    def lib_fn(g, name="f", nargs=1, T=None, ret="n:y:0", body_attrs=None):
+        f = g.library.function.add()
+        f.signature.name = name
+        for i in range(nargs):
+            f.signature.input_arg.add(name=f"a{i}", type=F32)
+        f.signature.output_arg.add(name="o", type=F32)
+        n = f.node_def.add(name="n", op="Neg", input=["a0"])
+        if T is None:
+            n.attr["T"].type = F32
+        else:
+            n.attr["T"].placeholder = T
+        for k, v in (body_attrs or {}).items():
+            n.attr[k].CopyFrom(v)
+        f.ret["o"] = ret
+        return g
+
+    def call_f(g, inputs=("h",), fn="f"):
+        _node(g, "c", fn, list(inputs))
+        return g
+
+    def av(**kw):
+        a = protos.AttrValue()
+        for k, v in kw.items():
+            if k == "shapes":
+                for dims in v:
+                    sh = a.list.shape.add()
+                    for d in dims:
+                        sh.dim.add(size=d)
+            else:
+                setattr(a, k, v)
+        return a
+
+    case("fn_placeholder_called", "a called function's body node with attr $T, the function having no attr T",
+         _text(_edit(lambda g: call_f(lib_fn(g, T="T")))), error=["function 'f'", "node 'n' (Neg)", "'T' is $T"])
+    case("fn_placeholder_uncalled", "the same function nobody calls (TF never instantiates it)",
+         _text(_edit(lambda g: lib_fn(g, T="T"))), exit=0)
+    case("fn_dangling_ret_uncalled", "a function nobody calls whose ret names no node (TF's own pass tests have one)",
+         _text(_edit(lambda g: lib_fn(g, ret="nope:y:0"))), exit=0)
+    case("fn_enum_in_body", "a called function's body node with T = 999",
+         _text(_edit(lambda g: call_f(lib_fn(g, body_attrs={"T": av(type=999)})))),
+         error=["function 'f'", "node 'n' (Neg)", "'T' = 999"])
+    case("fn_output_shapes_in_body", "a called function's body node with _output_shapes holding a -2 (TF's importer "
+         "reads _output_shapes of graph nodes only)",
+         _text(_edit(lambda g: call_f(lib_fn(g, body_attrs={"_output_shapes": av(shapes=[[2, -2]])})))), exit=0)
+
+    def ensure_shape(g, dims):
+        f = g.library.function[0]
+        e = f.node_def.add(name="e", op="EnsureShape", input=["a0"])
+        e.attr["T"].type = F32
+        for d in dims:
+            e.attr["shape"].shape.dim.add(size=d)
+        return g
+
+    case("fn_shape_attr_in_body", "a called function's body node whose shape attr has a -2",
+         _text(_edit(lambda g: call_f(ensure_shape(lib_fn(g), [2, -2])))),
+         error=["function 'f'", "node 'e' (EnsureShape)", "'shape'", "-2"])
+    case("fn_type_list_in_body", "a called function's IdentityN whose T list holds 999",
+         _text(_edit(lambda g: call_f(lib_fn(g)) and g.library.function[0].node_def.add(
+             name="i", op="IdentityN", input=["a0"]).attr["T"].list.type.append(999))),
+         error=["function 'f'", "node 'i' (IdentityN)", "999"])
+    case("fn_enum_uncalled", "an uncalled function's body node with T = 999 (not instantiated: not checked)",
+         _text(_edit(lambda g: lib_fn(g, body_attrs={"T": av(type=999)}))), exit=0)
+    case("call_arity", "a call by name with two inputs to a one-input function",
+         _text(_edit(lambda g: call_f(lib_fn(g), inputs=("h", "m")))), error=["node 'c' (f)", "2 data inputs", "takes 1"])
+    case("spc_tin_arity", "StatefulPartitionedCall whose Tin lists 2 types for a one-input function",
+         _text(_edit(lambda g: (lib_fn(g), _node(g, "c", "StatefulPartitionedCall", ["h", "m"], f=("func", "f"),
+                                                 Tin=("types", [F32, F32]), Tout=("types", [F32]))))),
+         error=["node 'c' (StatefulPartitionedCall)", "'Tin' lists 2 types", "1 input"])
+    case("dup_fn_different", "two different functions named f",
+         _text(_edit(lambda g: lib_fn(lib_fn(g), nargs=2))), error=["two different functions named 'f'"])
+    case("dup_fn_identical", "the same function twice (TF keeps one)",
+         _text(_edit(lambda g: lib_fn(lib_fn(g)))), exit=0, notes=["'f' appears twice"])
+    case("grad_names_no_function", "a gradient whose gradient function is not in the library",
+         _text(_edit(lambda g: lib_fn(g).library.gradient.add(function_name="f", gradient_func="nope"))),
+         error=["gradient 'f' -> 'nope'", "'nope' is not in the library"])
+    case("grad_of_no_function", "a gradient for a function the library lacks",
+         _text(_edit(lambda g: lib_fn(g).library.gradient.add(function_name="ghost", gradient_func="f"))),
+         error=["'ghost' is not in the library"])
+    case("grad_two", "one function with two gradient functions",
+         _text(_edit(lambda g: (lib_fn(lib_fn(g), name="g1"), lib_fn(g, name="g2"),
+                                g.library.gradient.add(function_name="f", gradient_func="g1"),
+                                g.library.gradient.add(function_name="f", gradient_func="g2")))),
+         error=["'f' has two gradient functions"])
+    case("dtype_999", "Placeholder dtype 999 (no such DataType)",
+         _text(_edit(lambda g: setattr(g.node[0].attr["dtype"], "type", 999))), error=["node 'x' (Placeholder)", "999"])
+    case("dtype_invalid", "Placeholder dtype DT_INVALID (0)",
+         _bin(_edit(lambda g: setattr(g.node[0].attr["dtype"], "type", 0))), name="dtype_invalid.pb",
+         error=["node 'x' (Placeholder)", "'dtype' = 0"])
+    case("dtype_ref", "Relu with T = DT_FLOAT_REF (a reference type in an attr)",
+         _text(_edit(lambda g: setattr(g.node[3].attr["T"], "type", 101))), error=["node 'r' (Relu)", "reference type"])
+    case("list_mixed", "IdentityN whose T list mixes types and ints",
+         _text(_edit(lambda g: _node(g, "idn", "IdentityN", ["h", "m"]).attr["T"].CopyFrom(_mixed()))), error=["node 'idn' (IdentityN)", "mixed kinds"])
+    case("list_wrong_kind", "IdentityN whose T is a list of ints",
+         _text(_edit(lambda g: _node(g, "idn", "IdentityN", ["h", "m"]).attr["T"].list.i.extend([1, 1]))),
+         error=["node 'idn' (IdentityN)", "list of 'i' values", "list(type)"])
+    case("attr_wrong_kind", "MatMul transpose_a given a string",
+         _text(_edit(lambda g: setattr(g.node[2].attr["transpose_a"], "s", b"yes"))),
+         error=["node 'm' (MatMul)", "'transpose_a'", "bool"])
+    case("graph_placeholder", "a graph node whose T is the placeholder $T (no function to bind it)",
+         _text(_edit(lambda g: setattr(g.node[3].attr["T"], "placeholder", "T"))), error=["node 'r' (Relu)", "$T"])
+    case("shape_dim_m3", "Placeholder shape with a dimension of -3",
+         _text(_edit(lambda g: setattr(g.node[0].attr["shape"].shape.dim[0], "size", -3))),
+         error=["node 'x' (Placeholder)", "'shape'", "-3"])
+    case("shape_dim_m1", "Placeholder shape with -1 (unknown: fine)",
+         _text(_edit(lambda g: setattr(g.node[0].attr["shape"].shape.dim[0], "size", -1))), exit=0)
+    case("output_shapes_m2", "_output_shapes with a -2", _text(_edit(
+        lambda g: g.node[3].attr["_output_shapes"].CopyFrom(av(shapes=[[2, -2]])))),
+         error=["node 'r' (Relu)", "_output_shapes[0]", "-2"])
+    case("const_negdim", "a Const whose value has dimension -3 (B15: said with node, op, attr)",
+         _text(_edit(lambda g: setattr(g.node[1].attr["value"].tensor.tensor_shape.dim[0], "size", -3))),
+         error=["node 'w' (Const)", "'value'", "negative (-3)"])
+    case("const_unknown_dim", "a Const whose value has dimension -1",
+         _text(_edit(lambda g: setattr(g.node[1].attr["value"].tensor.tensor_shape.dim[0], "size", -1))),
+         error=["node 'w' (Const)", "unknown (-1)"])
+    case("class_missing", "_class colocating a node with one the graph lacks",
+         _text(_edit(lambda g: g.node[3].attr["_class"].list.s.append(b"loc:@nope"))),
+         error=["node 'r' (Relu)", "'_class'", "'nope'"])
+    case("class_present", "_class colocating with an existing node",
+         _text(_edit(lambda g: g.node[3].attr["_class"].list.s.append(b"loc:@m"))), exit=0)
+    for id_, bad in (("name_space", "a b"), ("name_underscore", "_r"), ("name_slash_first", "/r"),
+                     ("name_angle_end", "r>"), ("name_caret", "r^")):
+        case(id_, f"node name {bad!r} (TF's IsValidNodeName refuses it)",
+             _text(_edit(lambda g, bad=bad: (setattr(g.node[3], "name", bad), g.node[4].input.__setitem__(0, bad)))),
+             error=[repr(bad), "refuses the node name"])
+    for id_, ok in (("name_dot_first", ".r"), ("name_angle", "a>b"), ("name_dash", "r-1"), ("name_double_slash", "a//b")):
+        case(id_, f"node name {ok!r} (TF accepts it)",
+             _text(_edit(lambda g, ok=ok: (setattr(g.node[3], "name", ok), g.node[4].input.__setitem__(0, ok)))), exit=0)
+
+    # -- issue 22 A4: gzip members, trailing bytes, nesting
+    half = gtext.index(b"node {", len(gtext) // 2)
+    gz = lambda d: gzip.compress(d, mtime=0)  # noqa: E731
+    case("gzip_two_members", "cat a.gz b.gz: the graph split over two gzip members", gz(gtext[:half]) + gz(gtext[half:]),
+         name="gzip_two_members.pbtxt.gz", exit=0)
+    case("gzip_empty_member", "a zero-length gzip member between two", gz(gtext[:half]) + gz(b"") + gz(gtext[half:]),
+         name="gzip_empty_member.pbtxt.gz", exit=0)
+    case("gzip_trailing_junk", "bytes that are not gzip after the gzip data", gz(gtext) + b"junk!",
+         name="gzip_trailing_junk.pbtxt.gz", error=["5 bytes after the gzip data", "not gzip"])
+    case("gzip_trailing_zeros", "zero padding after the gzip data", gz(gtext) + b"\0" * 512,
+         name="gzip_trailing_zeros.pbtxt.gz", exit=0, notes=["512 zero bytes", "ignored"])
+    case("gzip_member_cut", "the second member cut short", gz(gtext[:half]) + gz(gtext[half:])[:-12],
+         name="gzip_member_cut.pbtxt.gz", error=["member 2", "truncated"])
+    case("gzip_in_gzip", "a gzip file gzipped again", gz(gz(gtext)), name="gzip_in_gzip.pbtxt.gz", exit=0,
+         notes=["decompressed twice"])
+    case("gzip_thrice", "gzip three levels deep", gz(gz(gz(gtext))), name="gzip_thrice.pb.gz", error=["nested more"])
+    case("gzip_only_empty", "a gzip file of nothing", gz(b""), name="gzip_only_empty.pbtxt.gz", error=["no graph nodes"])
+    case("sm_gzipped_pb", "a SavedModel whose saved_model.pb is gzip-compressed (read as jitsim reads any gzip)",
+         None, files={"sm_gzipped_pb": {"saved_model.pb": gz(_saved_model({"serving_default": "call:0"})), "variables": {}}},
+         argv=["cluster", "{DIR}/sm_gzipped_pb", *NEVER], exit=0)
+
+    # -- issue 22 B15: say what the input is
+    case("sm_holds_graphdef", "a GraphDef saved as saved_model.pb, the directory given", None,
+         files={"sm_holds_graphdef": {"saved_model.pb": gbin}}, argv=["cluster", "{DIR}/sm_holds_graphdef", *NEVER],
+         error=["holds a GraphDef, not a SavedModel", "saved_model.pb"])
+    case("sm_file_holds_graphdef", "a GraphDef saved as saved_model.pb, the file given", None,
+         files={"sm_file_holds_graphdef": {"saved_model.pb": gbin}},
+         argv=["cluster", "{DIR}/sm_file_holds_graphdef/saved_model.pb", *NEVER], exit=0, notes=["read as a GraphDef"])
+    sm2 = protos.SavedModel.FromString(_saved_model({"serving_default": "call:0"}))
+    sm2.meta_graphs.add().CopyFrom(sm2.meta_graphs[0])
+    sm2.meta_graphs[1].meta_info_def.tags[:] = ["train"]
+    sm2.meta_graphs[0].meta_info_def.tags.append("gpu")
+    case("sm_two_metagraphs", "a SavedModel with two MetaGraphs (tags serve+gpu, train)", None,
+         files={"sm_two_metagraphs": {"saved_model.pb": sm2.SerializeToString(deterministic=True), "variables": {}}},
+         argv=["cluster", "{DIR}/sm_two_metagraphs", *NEVER], exit=0, notes=["2 MetaGraphs", "[serve, gpu]"])
+    case("keras_random_bytes", "random bytes named .keras", bytes(range(256)) * 4, name="keras_random_bytes.keras",
+         error=["not a Keras archive", "not a zip"])
+    case("keras_zip_no_config", "a zip file named .keras without Keras' config.json", _zip({"a.txt": b"x"}),
+         name="keras_zip_no_config.keras", error=["not a Keras archive", "config.json"])
+    case("keras_renamed", "a Keras archive named model.bin (recognised by content; tracing needs TensorFlow)",
+         _zip({"config.json": b"{}", "metadata.json": b"{}"}), name="keras_renamed.bin",
+         argv=["cluster", "{CASE}", *NEVER], error=["keras_renamed.bin", ".keras file"])
 
     # -- bad flags and option values
     flag_cases = [

@@ -118,7 +118,7 @@ def keras_archive_problem(path: Path | str) -> str | None:
     except OSError:
         return missing_reason(path)
     if head != _ZIP_MAGIC:
-        return "not a Keras archive (a .keras file is a zip file; this one is not)"
+        return "not a Keras archive (not a zip file, which a .keras file is)"
     try:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())

@@ -163,8 +163,9 @@ def check_attrs(nd, declared: dict[str, str], where: str, source, placeholders: 
     every attr the op declares holds a value of the declared kind, a list of one kind, valid
     DataTypes, shapes without dimensions below -1, a tensor of known non-negative shape;
     no attr placeholder (``$T``) but those of ``placeholders`` (in a function body, None
-    outside one: the function's own attrs, which its caller binds). ``_output_shapes`` is
-    checked too (the importer reads it); other attrs the op does not declare are not."""
+    outside one: the function's own attrs, which its caller binds). A graph node's
+    ``_output_shapes`` is checked too (the importer reads it; a body's is not read); other
+    attrs the op does not declare are not."""
     for attr, av in nd.attr.items():
         kind = av.WhichOneof("value")
         if kind == "placeholder":
@@ -176,7 +177,7 @@ def check_attrs(nd, declared: dict[str, str], where: str, source, placeholders: 
             raise GraphError(f"{where}: attr {attr!r} is the unresolved placeholder ${av.placeholder}", source)
         want = declared.get(attr)
         if want is None:
-            if attr == "_output_shapes" and kind == "list":
+            if attr == "_output_shapes" and kind == "list" and placeholders is None:  # graph nodes only, as TF
                 for k, sh in enumerate(av.list.shape):
                     _check_shape(sh, where, f"_output_shapes[{k}]", source)
             continue
