@@ -422,7 +422,7 @@ def cases() -> list[dict]:
     case("fn_output_shapes_in_body", "a called function's body node with _output_shapes holding a -2 (TF's importer "
          "reads _output_shapes of graph nodes only)",
          _text(_edit(lambda g: call_f(lib_fn(g, body_attrs={"_output_shapes": av(shapes=[[2, -2]])})))), exit=0,
-         argv=["cluster", "{CASE}", *NEVER, "--fetch", "out"])  # fetching the call itself: see the lead's report
+         argv=["cluster", "{CASE}", *NEVER, "--fetch", "out"])  # not the call: fetching a call by name is a separate problem
 
     def ensure_shape(g, dims):
         f = g.library.function[0]
