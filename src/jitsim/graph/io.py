@@ -536,21 +536,19 @@ def read_saved_model(path: Path):
 def holds_graph(f: Path, data: bytes | None = None) -> bool:
     """Whether file ``f`` (named like a SavedModel's) holds a GraphDef or MetaGraphDef with
     nodes rather than a SavedModel."""
-    import warnings as _w
-
     data = read_bytes(f) if data is None else data
     sm = protos.SavedModel()
     try:
-        with _w.catch_warnings():
-            _w.simplefilter("ignore")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             parse_message(sm, data, f, text=None, what="SavedModel")
         if sm.meta_graphs:
             return False
     except GraphError:
         pass
     try:
-        with _w.catch_warnings():
-            _w.simplefilter("ignore")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             read_graph_file(f)
         return True
     except GraphError:

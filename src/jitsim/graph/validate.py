@@ -22,6 +22,7 @@ import re
 import warnings
 
 from jitsim.errors import GraphError, JitsimWarning
+from jitsim.graph import protos
 from jitsim.graph.model import CONTROL, parse_input
 
 # graph_constructor.cc's IsValidNodeName: a first character of [A-Za-z0-9.] ('_' too where
@@ -30,6 +31,9 @@ from jitsim.graph.model import CONTROL, parse_input
 _NAME_RE = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./-]*(?:>[A-Za-z0-9.][A-Za-z0-9_./-]*)*")
 _INTERNAL_NAME_RE = re.compile(r"[A-Za-z0-9._][A-Za-z0-9_./-]*(?:>[A-Za-z0-9.][A-Za-z0-9_./-]*)*")
 _LIST_FIELDS = ("s", "i", "f", "b", "type", "shape", "tensor", "func")
+_DTYPES = frozenset(v for v in protos.DataType.values_by_number if 0 < v < 100)  # no DT_INVALID, no refs
+_PLAIN = frozenset(("s", "i", "f", "b", "func"))
+_PLAIN_OF = {"string": "s", "int": "i", "float": "f", "bool": "b", "func": "func"}
 _KIND_OF = {"string": "s", "int": "i", "float": "f", "bool": "b", "type": "type", "shape": "shape",
             "tensor": "tensor", "func": "func"}
 
@@ -68,7 +72,7 @@ def check_nodes(graph, source=None) -> None:
                              "and . _ - / >, and start with a letter, digit or '.')", source)
         if not op:
             raise GraphError(f"node {name!r} has no op", source)
-        check_attrs(nd, _declared_attrs(op, fns, op_def), _where(nd), source)
+        check_attrs(nd, _declared_attrs(op, fns, op_def), _where, source)
         if "_class" in nd.attr and not internal:
             for loc in nd.attr["_class"].list.s:
                 if loc.startswith(b"loc:@") and loc[5:].decode(errors="replace") not in names:
@@ -130,19 +134,7 @@ def _declared_attrs(op: str, fns: dict, op_def, _cache={}) -> dict[str, str]:
     return got
 
 
-def _valid_dtypes() -> frozenset[int]:
-    from jitsim.graph import protos
-
-    return frozenset(v for v in protos.DataType.values_by_number if 0 < v < 100)
-
-
-_DTYPES: frozenset[int] | None = None
-
-
 def _check_dtype(v: int, where: str, attr: str, source) -> None:
-    global _DTYPES
-    if _DTYPES is None:
-        _DTYPES = _valid_dtypes()
     if v in _DTYPES:
         return
     if v - 100 in _DTYPES:
@@ -158,30 +150,48 @@ def _check_shape(shape, where: str, attr: str, source) -> None:
                              "(unknown) or 0 and more", source)
 
 
-def check_attrs(nd, declared: dict[str, str], where: str, source, placeholders: set | None = None) -> None:
+def check_attrs(nd, declared: dict[str, str], where, source, placeholders: set | None = None) -> None:
     """TF's checks of one node's attrs (node_def_util/op_def_util's ValidateAttrValue):
     every attr the op declares holds a value of the declared kind, a list of one kind, valid
-    DataTypes, shapes without dimensions below -1, a tensor of known non-negative shape;
-    no attr placeholder (``$T``) but those of ``placeholders`` (in a function body, None
-    outside one: the function's own attrs, which its caller binds). A graph node's
-    ``_output_shapes`` is checked too (the importer reads it; a body's is not read); other
-    attrs the op does not declare are not."""
-    for attr, av in nd.attr.items():
-        kind = av.WhichOneof("value")
-        if kind == "placeholder":
-            if placeholders is not None and av.placeholder in placeholders:
-                continue
-            if placeholders is not None:  # a function body
-                raise GraphError(f"{where}: attr {attr!r} is ${av.placeholder}, but the function has no attr "
-                                 f"{av.placeholder!r} to bind it to", source)
-            raise GraphError(f"{where}: attr {attr!r} is the unresolved placeholder ${av.placeholder}", source)
+    DataTypes, shapes without dimensions below -1, a tensor of known non-negative shape.
+    Attr placeholders (``$T``): none in a graph node's declared attrs (``placeholders`` None);
+    in a function body (``placeholders``: the function's own attrs, which its caller binds)
+    every attr's placeholder must name one of them. A graph node's ``_output_shapes`` is
+    checked too (the importer reads it; a body's is not read); other attrs the op does not
+    declare are not. ``where``: the node's description, or a function of ``nd`` making it
+    (called only for an error)."""
+    attrs = nd.attr
+    if placeholders is not None:
+        for attr, av in attrs.items():
+            if av.WhichOneof("value") == "placeholder" and av.placeholder not in placeholders:
+                raise GraphError(f"{_at(where, nd)}: attr {attr!r} is ${av.placeholder}, but the function has no "
+                                 f"attr {av.placeholder!r} to bind it to", source)
+    for attr in attrs:
         want = declared.get(attr)
         if want is None:
-            if attr == "_output_shapes" and kind == "list" and placeholders is None:  # graph nodes only, as TF
-                for k, sh in enumerate(av.list.shape):
-                    _check_shape(sh, where, f"_output_shapes[{k}]", source)
+            if attr == "_output_shapes" and placeholders is None:
+                for k, sh in enumerate(attrs[attr].list.shape):
+                    for d in sh.dim:
+                        if d.size < -1:
+                            _check_shape(sh, _at(where, nd), f"_output_shapes[{k}]", source)
             continue
-        _check_value(av, kind, want, where, attr, source)
+        av = attrs[attr]
+        kind = av.WhichOneof("value")
+        if kind == "type":
+            if av.type in _DTYPES and want == "type":
+                continue
+        elif kind == _PLAIN_OF.get(want, ""):
+            continue
+        if kind == "placeholder":
+            if placeholders is None:
+                raise GraphError(f"{_at(where, nd)}: attr {attr!r} is the unresolved placeholder ${av.placeholder}",
+                                 source)
+            continue
+        _check_value(av, kind, want, _at(where, nd), attr, source)
+
+
+def _at(where, nd) -> str:
+    return where if isinstance(where, str) else where(nd)
 
 
 def _check_value(av, kind, want: str, where: str, attr: str, source) -> None:
@@ -206,6 +216,8 @@ def _check_value(av, kind, want: str, where: str, attr: str, source) -> None:
         return
     field = _KIND_OF.get(want)
     if field is None:  # an attr type jitsim does not know: not checked
+        return
+    if kind == field and kind in _PLAIN:
         return
     if kind != field:
         raise GraphError(f"{where}: attr {attr!r} holds a {'list' if kind == 'list' else repr(kind)} value, but the "
@@ -262,11 +274,24 @@ def _check_call_counts(nd, fdef, source) -> None:
                                  f"{sig.name!r} has {len(args)} {what if len(args) != 1 else what[:-1]}", source)
 
 
-def _called(nodes, fns) -> list[str]:
-    out = []
+def _called(nodes, fns, op_def=None) -> list[str]:
+    """The library functions ``nodes`` call: by op name, or through a ``func`` or
+    ``list(func)`` attr (looked for only in ops that declare one, or that nobody registers,
+    when ``op_def`` is given)."""
+    out: list[str] = []
+    if not fns:
+        return out
+    may: dict[str, bool] = {}
     for nd in nodes:
         if nd.op in fns:
             out.append(nd.op)
+        if op_def is not None:
+            m = may.get(nd.op)
+            if m is None:
+                od = op_def(nd.op)
+                m = may[nd.op] = od is None or any(a.type in ("func", "list(func)") for a in od.attr)
+            if not m:
+                continue
         for av in nd.attr.values():
             kind = av.WhichOneof("value")
             if kind == "func" and av.func.name in fns:
@@ -282,7 +307,7 @@ def _check_called_bodies(gd, fns: dict, op_def, source) -> None:
     an attr of the function's signature, calls by name and through PartitionedCall match their
     function's signature. Uncalled functions are not looked at."""
     seen: set[str] = set()
-    todo = list(dict.fromkeys(_called(gd.node, fns)))
+    todo = list(dict.fromkeys(_called(gd.node, fns, op_def)))
     while todo:
         name = todo.pop()
         if name in seen:
