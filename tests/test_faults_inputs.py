@@ -391,3 +391,30 @@ def test_saved_model_pb_holding_a_graphdef(tmp_path, capsys):
         assert rc == 2 and "holds a GraphDef, not a SavedModel" in err and "saved_model.pb" in err, err
     rc, out, err = _run(["cluster", str(d / "saved_model.pb"), "--tf", "never"], capsys)
     assert rc == 0 and "read as a GraphDef" in err, err
+
+
+@pytest.mark.tf
+def test_a_damaged_capture_is_taken_again_by_real_tf(tmp_path):
+    """End to end with TF: capture a GraphDef (a MatMul chain TF clusters), change one byte of
+    the cached pass input, capture again: TF runs again (not cached, with a note) and the
+    entry is whole once more (the third capture is a cache hit on the same bytes)."""
+    sys.path.insert(0, str(HERE / "bad_inputs"))
+    try:
+        import generate
+    finally:
+        sys.path.pop(0)
+    from jitsim.frontend.capture import capture
+
+    g = tmp_path / "g.pbtxt"
+    g.write_bytes(io.to_text(generate.valid_graph()).encode())
+    cache = tmp_path / "cache"
+    first = capture(g, flags="", cache_dir=cache)
+    assert not first.cached
+    dump = first.main_dump()
+    good = dump.read_bytes()
+    dump.write_bytes(good.replace(b'"MatMul"', b'"MatMuL"', 1))
+    second = capture(g, flags="", cache_dir=cache)
+    assert not second.cached and any("damaged" in n for n in second.notes)
+    assert second.main_dump().read_bytes() == good
+    third = capture(g, flags="", cache_dir=cache)
+    assert third.cached and third.main_dump().read_bytes() == good
