@@ -63,6 +63,7 @@ def check_nodes(graph, source=None) -> None:
     internal = any(nd.op[:1] == "_" for nd in gd.node)
     name_re = _INTERNAL_NAME_RE if internal else _NAME_RE
     names = {nd.name for nd in gd.node}
+    declared: dict[str, dict[str, str]] = {}
     for i, nd in enumerate(gd.node):
         name, op = nd.name, nd.op
         if not name:
@@ -72,14 +73,15 @@ def check_nodes(graph, source=None) -> None:
                              "and . _ - / >, and start with a letter, digit or '.')", source)
         if not op:
             raise GraphError(f"node {name!r} has no op", source)
-        check_attrs(nd, _declared_attrs(op, fns, op_def), _where, source)
+        check_attrs(nd, _declared_attrs(op, fns, op_def, declared), _where, source)
         if "_class" in nd.attr and not internal:
             for loc in nd.attr["_class"].list.s:
                 if loc.startswith(b"loc:@") and loc[5:].decode(errors="replace") not in names:
                     raise GraphError(f"{_where(nd)}: attr '_class' colocates it with {loc[5:].decode(errors='replace')!r}"
                                      ", which the graph does not have", source)
-        if op in ("PartitionedCall", "StatefulPartitionedCall") and nd.attr["f"].func.name in fns:
-            _check_call_counts(nd, fns[nd.attr["f"].func.name], source)
+        callee = _called_fn(nd, fns)
+        if callee is not None:
+            _check_call_counts(nd, fns[callee], source)
         if nd.device and parse_device_name(nd.device) is None:
             raise GraphError(f"{_where(nd)}: malformed device {nd.device!r} ({_DEVICE_EXAMPLE})", source)
         facts = ops.get(op)
@@ -104,7 +106,7 @@ def check_nodes(graph, source=None) -> None:
             n_out[name] = fixed_out if fixed_out is not None else _arg_count(nd, sig.output_arg, od, "output",
                                                                               source)
     _check_recursion(fns, source)
-    _check_called_bodies(gd, fns, op_def, source)
+    _check_called_bodies(gd, fns, op_def, declared, source)
     no_outputs = 0 in n_out.values()
     for nd in gd.node:
         for ref in nd.input:
@@ -122,16 +124,28 @@ def check_nodes(graph, source=None) -> None:
                                  f"{has}", source)
 
 
-def _declared_attrs(op: str, fns: dict, op_def, _cache={}) -> dict[str, str]:
+def _declared_attrs(op: str, fns: dict, op_def, cache: dict) -> dict[str, str]:
     """attr name -> declared type (``"type"``, ``"list(shape)"``, ...) of an op or library
-    function; {} for an op nobody registers."""
-    if op in fns:
-        return {a.name: a.type for a in fns[op].signature.attr}
-    got = _cache.get(op)
+    function; {} for an op nobody registers. ``cache``: one check's (the registry may differ
+    between checks: another TF version, --op-defs)."""
+    got = cache.get(op)
     if got is None:
-        od = op_def(op)
-        got = _cache[op] = {a.name: a.type for a in od.attr} if od is not None else {}
+        if op in fns:
+            got = {a.name: a.type for a in fns[op].signature.attr}
+        else:
+            od = op_def(op)
+            got = {a.name: a.type for a in od.attr} if od is not None else {}
+        cache[op] = got
     return got
+
+
+def _called_fn(nd, fns) -> str | None:
+    """The library function a (Stateful)PartitionedCall node calls (None: another op, or a
+    function the library lacks). Reads ``f`` without adding it to a node that lacks it."""
+    if nd.op not in ("PartitionedCall", "StatefulPartitionedCall"):
+        return None
+    av = nd.attr.get("f")
+    return av.func.name if av is not None and av.func.name in fns else None
 
 
 def _check_dtype(v: int, where: str, attr: str, source) -> None:
@@ -262,7 +276,7 @@ def check_library(library, source) -> dict:
     return fns
 
 
-def _check_call_counts(nd, fdef, source) -> None:
+def _check_call_counts(nd, fdef, source, where: str | None = None) -> None:
     """A (Stateful)PartitionedCall's Tin/Tout against its function's signature (TF checks
     them when it instantiates the call)."""
     sig = fdef.signature
@@ -270,7 +284,7 @@ def _check_call_counts(nd, fdef, source) -> None:
         if attr in nd.attr and nd.attr[attr].WhichOneof("value") == "list":
             n = len(nd.attr[attr].list.type)
             if n != len(args):
-                raise GraphError(f"{_where(nd)}: attr {attr!r} lists {n} type{'s' if n != 1 else ''}, but function "
+                raise GraphError(f"{where or _where(nd)}: attr {attr!r} lists {n} type{'s' if n != 1 else ''}, but function "
                                  f"{sig.name!r} has {len(args)} {what if len(args) != 1 else what[:-1]}", source)
 
 
@@ -301,7 +315,7 @@ def _called(nodes, fns, op_def=None) -> list[str]:
     return out
 
 
-def _check_called_bodies(gd, fns: dict, op_def, source) -> None:
+def _check_called_bodies(gd, fns: dict, op_def, declared: dict, source) -> None:
     """The bodies of the functions the graph calls, directly or through other functions, as
     TF's import (shape inference) and runtime instantiate them: every attr placeholder names
     an attr of the function's signature, calls by name and through PartitionedCall match their
@@ -317,9 +331,10 @@ def _check_called_bodies(gd, fns: dict, op_def, source) -> None:
         sig_attrs = {a.name for a in fdef.signature.attr}
         for nd in fdef.node_def:
             where = f"function {name!r}: node {nd.name!r} ({nd.op or 'no op'})"
-            check_attrs(nd, _declared_attrs(nd.op, fns, op_def), where, source, sig_attrs)
-            if nd.op in ("PartitionedCall", "StatefulPartitionedCall") and nd.attr["f"].func.name in fns:
-                _check_call_counts(nd, fns[nd.attr["f"].func.name], source)
+            check_attrs(nd, _declared_attrs(nd.op, fns, op_def, declared), where, source, sig_attrs)
+            callee = _called_fn(nd, fns)
+            if callee is not None:
+                _check_call_counts(nd, fns[callee], source, where)
         todo += [f for f in _called(fdef.node_def, fns) if f not in seen]
 
 
