@@ -159,33 +159,37 @@ def _gunzip(data: bytes, path: Path, limit: int = MAX_INPUT_BYTES, *, quiet: boo
     for a smaller graph. A gzip file inside the gzip data is decompressed too, with a note."""
     out = bytearray()
     view = memoryview(data)
+    n = len(data)
     pos = members = 0
+    chunk = 1 << 20  # input fed in pieces: what zlib copies after a member's end stays small
     while True:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out += d.decompress(view[pos:], limit + 1 - len(out))
-        except zlib.error as e:
-            where = f" (member {members + 1}, at byte {pos})" if members else ""
-            raise GraphError(f"gzip data is corrupt{where}: {e}", path) from None
-        if len(out) > limit:
-            raise GraphError(f"decompresses to more than {limit} bytes, more than any protobuf message can hold",
-                             path)
-        if not d.eof:
-            where = f" (member {members + 1}, at byte {pos})" if members else ""
-            raise GraphError(f"gzip data is truncated{where}", path)
+        start = pos
+        while not d.eof:
+            if pos >= n:
+                where = f" (member {members + 1}, at byte {start})" if members else ""
+                raise GraphError(f"gzip data is truncated{where}", path)
+            piece = view[pos:pos + chunk]
+            try:
+                out += d.decompress(piece, limit + 1 - len(out))
+            except zlib.error as e:
+                where = f" (member {members + 1}, at byte {start})" if members else ""
+                raise GraphError(f"gzip data is corrupt{where}: {e}", path) from None
+            if len(out) > limit:
+                raise GraphError(f"decompresses to more than {limit} bytes, more than any protobuf message can hold",
+                                 path)
+            pos += len(piece) - len(d.unused_data)
         members += 1
-        pos = len(data) - len(d.unused_data)
-        if pos >= len(data):
+        if pos >= n:
             break
-        rest = view[pos:]
-        if rest[:2] == _GZIP_MAGIC:
+        if view[pos:pos + 2] == _GZIP_MAGIC:
             continue
-        if not rest.tobytes().strip(b"\0"):
-            if not quiet:
-                assume(f"{len(rest)} zero bytes after the gzip data ignored (padding, as gzip does)", path)
-            break
-        raise GraphError(f"{len(rest)} bytes after the gzip data (at byte {pos}) are not gzip: the file is "
-                         "damaged or glued together wrongly", path)
+        if any(view[off:off + chunk].tobytes().strip(b"\0") for off in range(pos, n, chunk)):
+            raise GraphError(f"{n - pos} bytes after the gzip data (at byte {pos}) are not gzip: the file is "
+                             "damaged or glued together wrongly", path)
+        if not quiet:
+            assume(f"{n - pos} zero bytes after the gzip data ignored (padding, as gzip does)", path)
+        break
     if out[:2] == _GZIP_MAGIC:
         if inner:
             raise GraphError("gzip data nested more than twice: not a graph file", path)
