@@ -447,6 +447,37 @@ def cases() -> list[dict]:
          _text(_edit(lambda g: (lib_fn(g), _node(g, "c", "StatefulPartitionedCall", ["h", "m"], f=("func", "f"),
                                                  Tin=("types", [F32, F32]), Tout=("types", [F32]))))),
          error=["node 'c' (StatefulPartitionedCall)", "'Tin' lists 2 types", "1 input"])
+    def if_node(g, then_inputs):
+        lib_fn(g, name="t", nargs=then_inputs)
+        lib_fn(g, name="e")
+        p = _node(g, "p", "Const", dtype=("type", 10))
+        p.attr["value"].tensor.dtype = 10
+        p.attr["value"].tensor.bool_val.append(True)
+        n = _node(g, "c", "If", ["p", "h"], Tcond=("type", 10), Tin=("types", [F32]), Tout=("types", [F32]),
+                  then_branch=("func", "t"), else_branch=("func", "e"))
+        n.attr["output_shapes"].list.SetInParent()
+        return g
+
+    def while_node(g, body_inputs):
+        lib_fn(g, name="b", nargs=body_inputs)
+        f = g.library.function.add()
+        f.signature.name = "cnd"
+        f.signature.input_arg.add(name="a0", type=F32)
+        f.signature.output_arg.add(name="o", type=10)
+        z = f.node_def.add(name="z", op="Const")
+        z.attr["dtype"].type = 10
+        z.attr["value"].tensor.dtype = 10
+        z.attr["value"].tensor.bool_val.append(False)
+        f.ret["o"] = "z:output:0"
+        n = _node(g, "c", "While", ["h"], T=("types", [F32]), cond=("func", "cnd"), body=("func", "b"),
+                  parallel_iterations=10)
+        n.attr["output_shapes"].list.SetInParent()
+        return g
+
+    case("if_branch_arity", "an If whose then_branch takes 2 inputs where Tin lists 1 (TF fails when it runs it)",
+         _text(_edit(lambda g: if_node(g, 2))), error=["node 'c' (If)", "'Tin' lists 1 type", "'t' (then_branch)"])
+    case("while_body_arity", "a While whose body takes 2 inputs where T lists 1, never run (TF runs the graph)",
+         _text(_edit(lambda g: while_node(g, 2))), exit=0, argv=["cluster", "{CASE}", *NEVER, "--fetch", "out"])
     case("dup_fn_different", "two different functions named f",
          _text(_edit(lambda g: lib_fn(lib_fn(g), nargs=2))), error=["two different functions named 'f'"])
     case("dup_fn_identical", "the same function twice (TF keeps one)",

@@ -82,6 +82,8 @@ def check_nodes(graph, source=None) -> None:
         callee = _called_fn(nd, fns)
         if callee is not None:
             _check_call_counts(nd, fns[callee], source)
+        elif op in ("If", "StatelessIf"):
+            _check_branch_counts(nd, fns, source)
         if nd.device and parse_device_name(nd.device) is None:
             raise GraphError(f"{_where(nd)}: malformed device {nd.device!r} ({_DEVICE_EXAMPLE})", source)
         facts = ops.get(op)
@@ -276,7 +278,7 @@ def check_library(library, source) -> dict:
     return fns
 
 
-def _check_call_counts(nd, fdef, source, where: str | None = None) -> None:
+def _check_call_counts(nd, fdef, source, where: str | None = None, role: str = "") -> None:
     """A (Stateful)PartitionedCall's Tin/Tout against its function's signature (TF checks
     them when it instantiates the call)."""
     sig = fdef.signature
@@ -285,7 +287,16 @@ def _check_call_counts(nd, fdef, source, where: str | None = None) -> None:
             n = len(nd.attr[attr].list.type)
             if n != len(args):
                 raise GraphError(f"{where or _where(nd)}: attr {attr!r} lists {n} type{'s' if n != 1 else ''}, but function "
-                                 f"{sig.name!r} has {len(args)} {what if len(args) != 1 else what[:-1]}", source)
+                                 f"{sig.name!r}{role} has {len(args)} {what if len(args) != 1 else what[:-1]}", source)
+
+
+def _check_branch_counts(nd, fns, source, where: str | None = None) -> None:
+    """An If's branches against its Tin/Tout (TF instantiates both branches when it runs or
+    lowers the If; a While's body that is never run is not, so While is not checked)."""
+    for branch in ("then_branch", "else_branch"):
+        av = nd.attr.get(branch)
+        if av is not None and av.func.name in fns:
+            _check_call_counts(nd, fns[av.func.name], source, where, f" ({branch})")
 
 
 def _called(nodes, fns, op_def=None) -> list[str]:
@@ -335,6 +346,8 @@ def _check_called_bodies(gd, fns: dict, op_def, declared: dict, source) -> None:
             callee = _called_fn(nd, fns)
             if callee is not None:
                 _check_call_counts(nd, fns[callee], source, where)
+            elif nd.op in ("If", "StatelessIf"):
+                _check_branch_counts(nd, fns, source, where)
         todo += [f for f in _called(fdef.node_def, fns) if f not in seen]
 
 
