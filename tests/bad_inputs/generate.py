@@ -573,6 +573,20 @@ def cases() -> list[dict]:
     case("sm_two_metagraphs", "a SavedModel with two MetaGraphs (tags serve+gpu, train)", None,
          files={"sm_two_metagraphs": {"saved_model.pb": sm2.SerializeToString(deterministic=True), "variables": {}}},
          argv=["cluster", "{DIR}/sm_two_metagraphs", *NEVER], exit=0, notes=["2 MetaGraphs", "[serve, gpu]"])
+    import bz2
+    import lzma
+
+    case("xz_graph", "an xz-compressed GraphDef", lzma.compress(gbin), name="xz_graph.pb.xz",
+         error=["xz-compressed", "xz -d"])
+    case("bz2_graph", "a bzip2-compressed text GraphDef", bz2.compress(gtext), name="bz2_graph.pbtxt.bz2",
+         error=["bzip2-compressed"])
+    case("zip_of_graph", "a zip archive holding a graph file", _zip({"g.pbtxt": gtext}), name="zip_of_graph.pb",
+         error=["a zip archive", "extract"])
+    case("hdf5_model", "an HDF5 file (a Keras .h5 model)", b"\x89HDF\r\n\x1a\n" + bytes(504), name="hdf5_model.h5",
+         error=["HDF5", "SavedModel or .keras"])
+    case("saved_model_renamed", "a SavedModel's saved_model.pb under another name",
+         _saved_model({"serving_default": "call:0"}), name="saved_model_renamed.pb",
+         error=["holds a SavedModel", "directory"])
     case("keras_random_bytes", "random bytes named .keras", bytes(range(256)) * 4, name="keras_random_bytes.keras",
          error=["not a Keras archive", "not a zip"])
     case("keras_zip_no_config", "a zip file named .keras without Keras' config.json", _zip({"a.txt": b"x"}),

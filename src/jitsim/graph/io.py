@@ -387,6 +387,7 @@ def read_graph_file(path: Path | str, *, allow_empty: bool = False):
     except GraphError:
         mg = _as_meta_graph(data, path)
         if mg is None:
+            _say_what_it_is(data, path)
             raise
         return mg.graph_def, mg
     if not gd.node and data.strip():
@@ -396,10 +397,46 @@ def read_graph_file(path: Path | str, *, allow_empty: bool = False):
     if not gd.node and not allow_empty:
         if not data.strip():
             raise GraphError("is empty: a graph needs at least one node", path)
+        _say_what_it_is(data, path)
         if gd.library.function:
             raise GraphError("holds a function library but no graph nodes: nothing to cluster", path)
         raise GraphError("contains no graph nodes (is it a GraphDef?)", path)
     return gd, None
+
+
+# what a file that is no graph may be instead, by its first bytes: (magic, offset, what, advice)
+_READS = "jitsim reads GraphDef and MetaGraphDef files (text or binary, gzip too), SavedModel directories, .keras files"
+_MAGIC = (
+    (b"\xfd7zXZ\x00", 0, "xz-compressed", "decompress it first (xz -d); jitsim reads gzip only"),
+    (b"BZh", 0, "bzip2-compressed", "decompress it first (bunzip2); jitsim reads gzip only"),
+    (b"\x28\xb5\x2f\xfd", 0, "zstd-compressed", "decompress it first (zstd -d); jitsim reads gzip only"),
+    (b"\x04\x22\x4d\x18", 0, "lz4-compressed", "decompress it first (lz4 -d); jitsim reads gzip only"),
+    (b"7z\xbc\xaf\x27\x1c", 0, "a 7-Zip archive", "extract the graph file from it"),
+    (b"PK\x03\x04", 0, "a zip archive", "extract the graph file from it"),
+    (b"ustar", 257, "a tar archive", "extract the graph file from it"),
+    (b"\x89HDF\r\n\x1a\n", 0, "an HDF5 file (a Keras .h5 model?)", "save the model as a SavedModel or .keras file"),
+)
+
+
+def _say_what_it_is(data: bytes, path: Path) -> None:
+    """Raise a :class:`GraphError` saying what ``data`` is where it is recognisably something
+    else than a graph (a compressed file, an archive, a SavedModel's ``saved_model.pb``)."""
+    for magic, at, what, advice in _MAGIC:
+        if data[at:at + len(magic)] == magic:
+            tail = "" if "jitsim reads" in advice else f" ({_READS})"
+            raise GraphError(f"is {what}, not a graph file: {advice}{tail}", path)
+    if data.startswith(_GZIP_MAGIC):
+        return
+    sm = protos.SavedModel()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _parse(sm, data, path, looks_like_text(data), "SavedModel")
+    except GraphError:
+        return
+    if any(m.graph_def.node or m.meta_info_def.tags for m in sm.meta_graphs):
+        raise GraphError("holds a SavedModel (the content of a saved_model.pb), not a GraphDef: give the SavedModel's "
+                         "directory, where the file is named saved_model.pb", path)
 
 
 def is_saved_model_dir(path: Path | str) -> bool:
