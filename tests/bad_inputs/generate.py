@@ -478,6 +478,27 @@ def cases() -> list[dict]:
          _text(_edit(lambda g: if_node(g, 2))), error=["node 'c' (If)", "'Tin' lists 1 type", "'t' (then_branch)"])
     case("while_body_arity", "a While whose body takes 2 inputs where T lists 1, never run (TF runs the graph)",
          _text(_edit(lambda g: while_node(g, 2))), exit=0, argv=["cluster", "{CASE}", *NEVER, "--fetch", "out"])
+    def sig_fn(g, argtype=F32, default=None):
+        lib_fn(g)
+        f = g.library.function[0]
+        f.signature.input_arg[0].type = argtype
+        if default is not None:
+            a = f.signature.attr.add(name="T", type="type")
+            a.default_value.type = default
+        return g
+
+    case("fn_argtype_999", "a library function (uncalled) whose argument has type 999 (TF's Python importer "
+         "converts every signature)", _text(_edit(lambda g: sig_fn(g, 999))),
+         error=["library function 'f'", "argument 'a0'", "999"])
+    case("fn_attr_default_999", "a called function whose attr T defaults to type 999",
+         _text(_edit(lambda g: call_f(sig_fn(g, default=999)))), error=["library function 'f'", "'T (default)' = 999"])
+    case("const_tensor_dtype_999", "a Const whose value tensor has dtype 999",
+         _text(_edit(lambda g: setattr(g.node[1].attr["value"].tensor, "dtype", 999))),
+         error=["node 'w' (Const)", "dtype 999"])
+    # TF 2.21 aborts the process (SIGABRT) on this one at import
+    case("const_tensor_dtype_mismatch", "a Const whose value is an int32 tensor while its dtype attr says float",
+         _text(_edit(lambda g: setattr(g.node[1].attr["value"].tensor, "dtype", 3))),
+         error=["node 'w' (Const)", "DT_INT32 tensor", "'dtype' is DT_FLOAT"])
     case("dup_fn_different", "two different functions named f",
          _text(_edit(lambda g: lib_fn(lib_fn(g), nargs=2))), error=["two different functions named 'f'"])
     case("dup_fn_identical", "the same function twice (TF keeps one)",

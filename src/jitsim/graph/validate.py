@@ -84,6 +84,8 @@ def check_nodes(graph, source=None) -> None:
             _check_call_counts(nd, fns[callee], source)
         elif op in ("If", "StatelessIf"):
             _check_branch_counts(nd, fns, source)
+        elif op in ("Const", "HostConst"):
+            _check_const_dtype(nd, source)
         if nd.device and parse_device_name(nd.device) is None:
             raise GraphError(f"{_where(nd)}: malformed device {nd.device!r} ({_DEVICE_EXAMPLE})", source)
         facts = ops.get(op)
@@ -243,6 +245,9 @@ def _check_value(av, kind, want: str, where: str, attr: str, source) -> None:
     elif kind == "shape":
         _check_shape(av.shape, where, attr, source)
     elif kind == "tensor":
+        if av.tensor.dtype not in _DTYPES:
+            raise GraphError(f"{where}: attr {attr!r}: the tensor's dtype {av.tensor.dtype} is not a TensorFlow "
+                             "DataType", source)
         for k, d in enumerate(av.tensor.tensor_shape.dim):
             if d.size < 0:
                 what = "unknown (-1)" if d.size == -1 else f"negative ({d.size})"
@@ -258,6 +263,7 @@ def check_library(library, source) -> dict:
     fns: dict = {}
     for f in library.function:
         name = f.signature.name
+        _check_signature(f.signature, source)
         if name in fns:
             if fns[name].SerializeToString(deterministic=True) != f.SerializeToString(deterministic=True):
                 raise GraphError(f"the library holds two different functions named {name!r} (TF refuses to add the "
@@ -276,6 +282,35 @@ def check_library(library, source) -> dict:
             raise GraphError(f"library function {g.function_name!r} has two gradient functions "
                              f"({grads[g.function_name]!r} and {g.gradient_func!r})", source)
     return fns
+
+
+def _check_signature(sig, source) -> None:
+    """A library function's signature: argument types and attr defaults are valid
+    DataTypes / values of their attr's kind (TF's Python importer converts every signature;
+    an invalid type fails there, whether or not the function is called)."""
+    where = f"library function {sig.name!r}"
+    for arg in list(sig.input_arg) + list(sig.output_arg):
+        if arg.type and arg.type not in _DTYPES:
+            raise GraphError(f"{where}: argument {arg.name!r} has type {arg.type}, not a TensorFlow DataType", source)
+    for a in sig.attr:
+        if a.HasField("default_value"):
+            av = a.default_value
+            kind = av.WhichOneof("value")
+            if kind == "type" and a.type == "type":
+                _check_dtype(av.type, where, f"{a.name} (default)", source)
+            elif kind is not None:
+                _check_value(av, kind, a.type, where, f"{a.name} (default)", source)
+
+
+def _check_const_dtype(nd, source) -> None:
+    """A Const's value has the dtype its ``dtype`` attr says (TF's Const kernel refuses a
+    mismatch; TF 2.21's importer aborts on some)."""
+    value, dtype = nd.attr.get("value"), nd.attr.get("dtype")
+    if value is None or dtype is None or value.WhichOneof("value") != "tensor":
+        return
+    if value.tensor.dtype != dtype.type:
+        raise GraphError(f"{_where(nd)}: attr 'value' holds a {protos.dtype_name(value.tensor.dtype)} tensor, but "
+                         f"attr 'dtype' is {protos.dtype_name(dtype.type)}", source)
 
 
 def _check_call_counts(nd, fdef, source, where: str | None = None, role: str = "") -> None:
