@@ -358,6 +358,8 @@ def test_symlink_loops_and_dangling_links_are_named(tmp_path, capsys):
             assert rc == 2 and len(err.strip().splitlines()) == 1 and fragment in err, (argv, err)
         with pytest.raises(GraphError, match=fragment):
             read_graphdef(p)
+    rc, _, err = _run(["crosscheck", "index", str(a)], capsys)
+    assert rc == 2 and "symbolic link loop" in err, err
 
 
 def _keras_zip(path: Path) -> None:

@@ -109,7 +109,12 @@ def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph
     :class:`~jitsim.errors.JitsimWarning` saying so."""
     root = Path(root)
     if not root.is_dir():
-        raise JitsimError("is a file, not a dump directory" if root.exists() else "no such dump directory", root)
+        if root.exists():
+            raise JitsimError("is a file, not a dump directory", root)
+        from jitsim.graph.io import missing_reason
+
+        reason = missing_reason(root)
+        raise JitsimError("no such dump directory" if reason == "no such file or directory" else reason, root)
     files = {p.name: p for p in root.iterdir() if p.suffix == ".pbtxt" and p.is_file()}
     order = None
     if log_text:
