@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
+from jitsim.graph.paths import missing_reason
 
 # Pipeline order of the per-graph dumps.
 STAGES = (
@@ -111,8 +112,6 @@ def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph
     if not root.is_dir():
         if root.exists():
             raise JitsimError("is a file, not a dump directory", root)
-        from jitsim.graph.io import missing_reason
-
         reason = missing_reason(root)
         raise JitsimError("no such dump directory" if reason == "no such file or directory" else reason, root)
     files = {p.name: p for p in root.iterdir() if p.suffix == ".pbtxt" and p.is_file()}

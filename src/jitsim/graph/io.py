@@ -19,7 +19,6 @@ leaves a half-written file.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import warnings
@@ -36,6 +35,7 @@ from jitsim.graph.model import Graph
 from jitsim.graph.output import check_output as check_output  # re-exported: every -o is checked here
 from jitsim.graph.output import write_atomic
 from jitsim.graph.parse_cache import parse_cached
+from jitsim.graph.paths import missing_reason as missing_reason  # re-exported: the inputs' one wording
 
 TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
 BINARY_SUFFIXES = (".pb", ".binpb", ".graphdef")
@@ -56,28 +56,6 @@ def is_text_path(path: Path | str) -> bool:
 
 def is_binary_path(path: Path | str) -> bool:
     return _strip_gz(path).endswith(BINARY_SUFFIXES)
-
-
-def missing_reason(path: Path | str) -> str:
-    """Why ``path`` cannot be opened, in words: a symbolic link loop, a link to nothing, a
-    part of the path that is a file, or plainly nothing there."""
-    path = Path(path)
-    try:
-        path.stat()
-    except FileNotFoundError:
-        if path.is_symlink():
-            try:
-                return f"is a symbolic link to {os.readlink(path)!r}, which does not exist"
-            except OSError:
-                return "is a symbolic link to nothing"
-        return "no such file or directory"
-    except NotADirectoryError:
-        return "no such file (a part of the path is a file, not a directory)"
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            return "is a symbolic link loop (following its links leads back to it)"
-        return f"cannot read: {e.strerror}"
-    return "cannot read it"
 
 
 def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
