@@ -252,7 +252,7 @@ for c in json.load(open(os.path.join(root, "manifest.json"))):
         with g.as_default():
             tf.graph_util.import_graph_def(gd, name="")
         with tf.compat.v1.Session(graph=g) as s:
-            fetch = [n.name for n in gd.node if n.name in ("c", "idn")] or ["out"]  # the odd node itself
+            fetch = [n.name for n in gd.node if n.name in ("c", "idn", "mp", "a0")] or ["out"]  # the odd node
             s.run([f + ":0" for f in fetch], {"x:0": np.ones((2, 2), np.float32)})
         ok = True
     except Exception:
@@ -263,7 +263,8 @@ for c in json.load(open(os.path.join(root, "manifest.json"))):
 _IMPORTER_CASES = (
     "fn_placeholder_called", "fn_placeholder_uncalled", "fn_dangling_ret_uncalled", "fn_enum_in_body",
     "fn_output_shapes_in_body", "fn_shape_attr_in_body", "fn_type_list_in_body", "fn_enum_uncalled", "call_arity",
-    "spc_tin_arity", "if_branch_arity", "fn_argtype_999", "fn_attr_default_999", "const_tensor_dtype_999", "while_body_arity", "dup_fn_different", "dup_fn_identical", "grad_names_no_function", "grad_of_no_function",
+    "spc_tin_arity", "control_before_data", "type_not_allowed", "string_not_allowed", "below_minimum",
+    "min_consumer_future", "bad_consumer_listed", "bad_consumer_other", "undeclared_attr", "if_branch_arity", "fn_argtype_999", "fn_attr_default_999", "const_tensor_dtype_999", "while_body_arity", "dup_fn_different", "dup_fn_identical", "grad_names_no_function", "grad_of_no_function",
     "grad_two", "dtype_999", "dtype_invalid", "dtype_ref", "list_mixed", "list_wrong_kind", "attr_wrong_kind",
     "graph_placeholder", "shape_dim_m3", "shape_dim_m1", "output_shapes_m2", "const_negdim", "const_unknown_dim",
     "class_missing", "class_present", "name_space", "name_underscore", "name_slash_first", "name_angle_end",

@@ -44,6 +44,8 @@ def _node(gd, name, op, inputs=(), device="", **attrs):
             nd.attr[k].func.name = v[1]
         elif isinstance(v, tuple) and v[0] == "types":
             nd.attr[k].list.type.extend(v[1])
+        elif isinstance(v, tuple) and v[0] == "ints":
+            nd.attr[k].list.i.extend(v[1])
         elif isinstance(v, tuple) and v[0] == "shape":
             for d in v[1]:
                 nd.attr[k].shape.dim.add(size=d)
@@ -499,6 +501,26 @@ def cases() -> list[dict]:
     case("const_tensor_dtype_mismatch", "a Const whose value is an int32 tensor while its dtype attr says float",
          _text(_edit(lambda g: setattr(g.node[1].attr["value"].tensor, "dtype", 3))),
          error=["node 'w' (Const)", "DT_INT32 tensor", "'dtype' is DT_FLOAT"])
+    case("control_before_data", "a control input listed before a data input",
+         _text(_edit(lambda g: g.node[4].input.__setitem__(slice(None), ["^m", "r"]))),
+         error=["node 'h' (Tanh)", "data input 'r' comes after a control input"])
+    case("type_not_allowed", "Relu with T = DT_STRING (not in the OpDef's allowed types)",
+         _text(_edit(lambda g: setattr(g.node[3].attr["T"], "type", 7))), error=["node 'r' (Relu)", "DT_STRING", "allows"])
+    case("string_not_allowed", "MaxPool with padding 'HALF' (not one of the OpDef's allowed strings)",
+         _text(_edit(lambda g: _node(g, "mp", "MaxPool", ["x"], T=("type", F32), ksize=("ints", [1, 1, 1, 1]),
+                                     strides=("ints", [1, 1, 1, 1]), padding="HALF"))),
+         error=["node 'mp' (MaxPool)", "'padding'", "'HALF'"])
+    case("below_minimum", "AddN with N = 0 and no inputs (the OpDef's minimum is 1)",
+         _text(_edit(lambda g: _node(g, "a0", "AddN", [], T=("type", F32), N=0))), error=["node 'a0' (AddN)", "minimum 1"])
+    case("min_consumer_future", "versions.min_consumer above TF 2.21's GraphDef version",
+         _text(_edit(lambda g: setattr(g.versions, "min_consumer", 99999))), error=["min_consumer 99999", "2474"])
+    case("bad_consumer_listed", "versions.bad_consumers listing TF 2.21's GraphDef version",
+         _text(_edit(lambda g: (setattr(g.versions, "producer", 2474), g.versions.bad_consumers.append(2474)))),
+         error=["bad_consumers", "2474"])
+    case("bad_consumer_other", "versions.bad_consumers listing another version (TF accepts)",
+         _text(_edit(lambda g: g.versions.bad_consumers.append(2100))), exit=0)
+    case("undeclared_attr", "an attr Relu does not declare (TF's importer accepts it)",
+         _text(_edit(lambda g: setattr(g.node[3].attr["bogus"], "i", 1))), exit=0)
     case("dup_fn_different", "two different functions named f",
          _text(_edit(lambda g: lib_fn(lib_fn(g), nargs=2))), error=["two different functions named 'f'"])
     case("dup_fn_identical", "the same function twice (TF keeps one)",

@@ -51,6 +51,7 @@ def check_nodes(graph, source=None) -> None:
 
     source = source if source is not None else graph.source
     gd = graph.graphdef
+    check_versions(gd, source)
     fns = check_library(gd.library, source)
     for name in fns:
         if name in op_defs():
@@ -73,6 +74,13 @@ def check_nodes(graph, source=None) -> None:
                              "and . _ - / >, and start with a letter, digit or '.')", source)
         if not op:
             raise GraphError(f"node {name!r} has no op", source)
+        control = False
+        for ref in nd.input:
+            if ref[:1] == "^":
+                control = True
+            elif control:
+                raise GraphError(f"{_where(nd)}: data input {ref!r} comes after a control input; TF requires control "
+                                 "inputs (^name) last", source)
         check_attrs(nd, _declared_attrs(op, fns, op_def, declared), _where, source)
         if "_class" in nd.attr and not internal:
             for loc in nd.attr["_class"].list.s:
@@ -128,19 +136,31 @@ def check_nodes(graph, source=None) -> None:
                                  f"{has}", source)
 
 
-def _declared_attrs(op: str, fns: dict, op_def, cache: dict) -> dict[str, str]:
-    """attr name -> declared type (``"type"``, ``"list(shape)"``, ...) of an op or library
-    function; {} for an op nobody registers. ``cache``: one check's (the registry may differ
+def _declared_attrs(op: str, fns: dict, op_def, cache: dict) -> dict[str, tuple]:
+    """attr name -> ``(declared type, allowed values or None, minimum or None)`` of an op or
+    library function (``"type"``, ``"list(shape)"``...; allowed: a set of DataTypes or of
+    strings); {} for an op nobody registers. ``cache``: one check's (the registry may differ
     between checks: another TF version, --op-defs)."""
     got = cache.get(op)
     if got is None:
         if op in fns:
-            got = {a.name: a.type for a in fns[op].signature.attr}
+            defs = fns[op].signature.attr
         else:
             od = op_def(op)
-            got = {a.name: a.type for a in od.attr} if od is not None else {}
-        cache[op] = got
+            defs = od.attr if od is not None else ()
+        got = cache[op] = {a.name: _attr_rule(a) for a in defs}
     return got
+
+
+def _attr_rule(a) -> tuple:
+    allowed = None
+    if a.HasField("allowed_values"):
+        lst = a.allowed_values.list
+        if a.type in ("type", "list(type)") and len(lst.type):
+            allowed = frozenset(lst.type)
+        elif a.type in ("string", "list(string)") and len(lst.s):
+            allowed = frozenset(lst.s)
+    return a.type, allowed, (a.minimum if a.has_minimum else None)
 
 
 def _called_fn(nd, fns) -> str | None:
@@ -185,20 +205,21 @@ def check_attrs(nd, declared: dict[str, str], where, source, placeholders: set |
                 raise GraphError(f"{_at(where, nd)}: attr {attr!r} is ${av.placeholder}, but the function has no "
                                  f"attr {av.placeholder!r} to bind it to", source)
     for attr in attrs:
-        want = declared.get(attr)
-        if want is None:
+        rule = declared.get(attr)
+        if rule is None:
             if attr == "_output_shapes" and placeholders is None:
                 for k, sh in enumerate(attrs[attr].list.shape):
                     for d in sh.dim:
                         if d.size < -1:
                             _check_shape(sh, _at(where, nd), f"_output_shapes[{k}]", source)
             continue
+        want, allowed, minimum = rule
         av = attrs[attr]
         kind = av.WhichOneof("value")
         if kind == "type":
-            if av.type in _DTYPES and want == "type":
+            if av.type in _DTYPES and want == "type" and (allowed is None or av.type in allowed):
                 continue
-        elif kind == _PLAIN_OF.get(want, ""):
+        elif kind == _PLAIN_OF.get(want, "") and allowed is None and minimum is None:
             continue
         if kind == "placeholder":
             if placeholders is None:
@@ -206,6 +227,34 @@ def check_attrs(nd, declared: dict[str, str], where, source, placeholders: set |
                                  source)
             continue
         _check_value(av, kind, want, _at(where, nd), attr, source)
+        _check_allowed(av, kind, allowed, minimum, _at(where, nd), attr, source)
+
+
+def _shown(v) -> str:
+    return protos.dtype_name(v) if isinstance(v, int) else repr(v.decode(errors="replace"))
+
+
+def _check_allowed(av, kind, allowed, minimum, where: str, attr: str, source) -> None:
+    """An attr's value against the OpDef's ``allowed_values`` and ``minimum`` (a number for
+    an int, a length for a list), as op_def_util's ValidateAttrValue checks them."""
+    if kind == "list":
+        values = list(av.list.type) or list(av.list.s)
+        n = max(len(getattr(av.list, f)) for f in _LIST_FIELDS)
+        if minimum is not None and n < minimum:
+            raise GraphError(f"{where}: attr {attr!r} lists {n} value{'s' if n != 1 else ''}, fewer than the op's "
+                             f"minimum {minimum}", source)
+    elif kind == "i":
+        values = []
+        if minimum is not None and av.i < minimum:
+            raise GraphError(f"{where}: attr {attr!r} = {av.i}, below the op's minimum {minimum}", source)
+    else:
+        values = [av.type] if kind == "type" else [av.s] if kind == "s" else []
+    if allowed is not None:
+        for v in values:
+            if v not in allowed:
+                some = sorted(allowed)
+                listed = ", ".join(_shown(x) for x in some[:8]) + (", ..." if len(some) > 8 else "")
+                raise GraphError(f"{where}: attr {attr!r} = {_shown(v)} is not one the op allows ({listed})", source)
 
 
 def _at(where, nd) -> str:
@@ -253,6 +302,26 @@ def _check_value(av, kind, want: str, where: str, attr: str, source) -> None:
                 what = "unknown (-1)" if d.size == -1 else f"negative ({d.size})"
                 raise GraphError(f"{where}: attr {attr!r}: the tensor's dimension {k} is {what}; a tensor's shape "
                                  "must be fully known", source)
+
+
+def check_versions(gd, source) -> None:
+    """``versions`` as TF's importer checks them (core/framework/versions.cc): the simulated
+    release's GraphDef version must be at least ``min_consumer`` and not among
+    ``bad_consumers``."""
+    from jitsim.registry import current_tf_version
+    from jitsim.registry.versions import PRODUCERS
+
+    release = current_tf_version()
+    own = PRODUCERS.get(release)
+    v = gd.versions
+    if own is None:
+        return
+    if v.min_consumer > own:
+        raise GraphError(f"versions.min_consumer {v.min_consumer} is above TF {release}'s GraphDef version {own}: "
+                         "TF refuses the graph (it needs a newer TensorFlow)", source)
+    if own in v.bad_consumers:
+        raise GraphError(f"versions.bad_consumers lists {own}, TF {release}'s GraphDef version: TF refuses the graph",
+                         source)
 
 
 def check_library(library, source) -> dict:
