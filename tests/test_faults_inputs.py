@@ -88,6 +88,24 @@ def test_an_entry_copied_under_another_key_is_not_used(tmp_path, monkeypatch):
     assert len(read_graphdef(b).node) == 6001
 
 
+def test_a_cache_entry_that_is_a_link_to_dev_zero_is_never_read(tmp_path, monkeypatch):
+    """An entry replaced by a link to /dev/zero (or a pipe) would never end: it is not
+    followed, it is removed, and a real entry is written in its place."""
+    monkeypatch.setenv("JITSIM_PARSE_CACHE", str(tmp_path / "cache"))
+    f = tmp_path / "g.pbtxt"
+    f.write_bytes(_big_text())
+    first = read_graphdef(f)
+    (entry,) = (tmp_path / "cache").rglob("*.binpb")
+    entry.unlink()
+    entry.symlink_to("/dev/zero")
+    assert read_graphdef(f) == first
+    assert entry.is_file() and not entry.is_symlink()
+    entry.unlink()
+    os.mkfifo(entry)
+    assert read_graphdef(f) == first
+    assert entry.is_file()
+
+
 # -- A3: the capture cache -----------------------------------------------------------------------
 
 def _fake_entry(root: Path, key: str) -> Path:
@@ -120,6 +138,21 @@ def test_a_capture_entry_is_used_only_when_whole_and_unchanged(tmp_path):
     assert _verified_entry(out, "k1") is None
     (out / "dumps" / "extra.pbtxt").unlink()
     (out / "log.txt").unlink()  # a file gone
+    assert _verified_entry(out, "k1") is None
+
+
+def test_a_capture_entry_holding_a_pipe_or_link_is_not_used(tmp_path):
+    """Files that are not regular (a FIFO would block a reader forever, a link may point
+    anywhere) never match the checksums and are never opened."""
+    from jitsim.frontend.capture import _verified_entry
+
+    out = _fake_entry(tmp_path, "k1")
+    log = out / "log.txt"
+    log.unlink()
+    os.mkfifo(log)
+    assert _verified_entry(out, "k1") is None
+    log.unlink()
+    log.symlink_to("/dev/zero")
     assert _verified_entry(out, "k1") is None
 
 

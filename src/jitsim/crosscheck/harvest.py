@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -655,10 +656,16 @@ CHECKSUMS_FILE = "checksums.sha256"
 
 
 def _file_digests(root: Path) -> dict[str, str]:
+    """SHA-256 of each regular file under ``root``; anything else (a link, a pipe, a device:
+    never opened, so it cannot hang the reader) gets a marker no digest equals."""
     out = {}
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root).as_posix()
-        if rel == CHECKSUMS_FILE or p.is_dir():
+        mode = p.lstat().st_mode
+        if rel == CHECKSUMS_FILE or stat.S_ISDIR(mode):
+            continue
+        if not stat.S_ISREG(mode):
+            out[rel] = "not a regular file"
             continue
         h = hashlib.sha256()
         with open(p, "rb") as f:
@@ -679,7 +686,10 @@ def checksums_ok(root: Path) -> bool:
     """Whether ``root`` holds exactly the files its ``checksums.sha256`` lists, unchanged."""
     try:
         listed = {}
-        for line in (root / CHECKSUMS_FILE).read_text().splitlines():
+        f = root / CHECKSUMS_FILE
+        if not stat.S_ISREG(f.lstat().st_mode) or f.stat().st_size > 64 * 2**20:
+            return False
+        for line in f.read_text().splitlines():
             digest, sep, rel = line.partition("  ")
             if not sep:
                 return False

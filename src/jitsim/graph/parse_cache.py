@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import stat
 import struct
 from pathlib import Path
 
@@ -92,6 +93,28 @@ def verified_payload(blob: bytes, key: str):
     return payload
 
 
+_MAX_ENTRY = 2**31 + 64  # protobuf's limit, and the header
+
+
+def _read_entry(path: Path) -> bytes | None:
+    """An entry's bytes, or None: no entry, or something that is no entry jitsim wrote (a
+    link, a device, a pipe: never followed or read, so a planted /dev/zero cannot hang or
+    exhaust memory; more bytes than any entry can hold)."""
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            if not stat.S_ISDIR(st.st_mode):
+                path.unlink()  # removed, so that put() writes a real entry
+            return None
+        if st.st_size > _MAX_ENTRY:
+            return None
+        with open(path, "rb") as f:
+            blob = f.read(_MAX_ENTRY + 1)
+    except OSError:
+        return None
+    return blob if len(blob) <= _MAX_ENTRY else None
+
+
 class ParseCache:
     """The parsed-text cache in ``root`` (None: a cache that is always empty)."""
 
@@ -114,9 +137,8 @@ class ParseCache:
             return None
         key = self.key(data, message)
         path = self._path(key)
-        try:
-            blob = path.read_bytes()
-        except OSError:
+        blob = _read_entry(path)
+        if blob is None:
             return None
         payload = verified_payload(blob, key)
         if payload is not None:
