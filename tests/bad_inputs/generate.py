@@ -596,6 +596,8 @@ def cases() -> list[dict]:
          name="gzip_member_cut.pbtxt.gz", error=["member 2", "truncated"])
     case("gzip_in_gzip", "a gzip file gzipped again", gz(gz(gtext)), name="gzip_in_gzip.pbtxt.gz", exit=0,
          notes=["decompressed twice"])
+    case("gz_name_plain_text", "a plain text graph named .pbtxt.gz", gtext, name="gz_name_plain_text.pbtxt.gz", exit=0,
+         notes=["named .gz but not gzip-compressed"])
     case("gzip_thrice", "gzip three levels deep", gz(gz(gz(gtext))), name="gzip_thrice.pb.gz", error=["nested more"])
     case("gzip_only_empty", "a gzip file of nothing", gz(b""), name="gzip_only_empty.pbtxt.gz", error=["no graph nodes"])
     case("sm_gzipped_pb", "a SavedModel whose saved_model.pb is gzip-compressed (read as jitsim reads any gzip)",

@@ -303,6 +303,8 @@ def parse_message(msg, data: bytes, path: Path, *, text: bool | None, what: str)
     path = Path(path)
     if data.startswith(_GZIP_MAGIC):
         data = _gunzip(data, path)
+    elif path.name.lower().endswith(".gz") and data:
+        assume("named .gz but not gzip-compressed: read as it is", path)
     sniff = looks_like_text(data)
     if text is None:
         text = sniff
