@@ -547,7 +547,7 @@ def cases() -> list[dict]:
          _text(_edit(lambda g: _node(g, "idn", "IdentityN", ["h", "m"]).attr["T"].CopyFrom(_mixed()))), error=["node 'idn' (IdentityN)", "mixed kinds"])
     case("list_wrong_kind", "IdentityN whose T is a list of ints",
          _text(_edit(lambda g: _node(g, "idn", "IdentityN", ["h", "m"]).attr["T"].list.i.extend([1, 1]))),
-         error=["node 'idn' (IdentityN)", "list of 'i' values", "list(type)"])
+         error=["node 'idn' (IdentityN)", "list of int values", "list(type)"])
     case("attr_wrong_kind", "MatMul transpose_a given a string",
          _text(_edit(lambda g: setattr(g.node[2].attr["transpose_a"], "s", b"yes"))),
          error=["node 'm' (MatMul)", "'transpose_a'", "bool"])

@@ -34,6 +34,8 @@ _LIST_FIELDS = ("s", "i", "f", "b", "type", "shape", "tensor", "func")
 _DTYPES = frozenset(v for v in protos.DataType.values_by_number if 0 < v < 100)  # no DT_INVALID, no refs
 _PLAIN = frozenset(("s", "i", "f", "b", "func"))
 _PLAIN_OF = {"string": "s", "int": "i", "float": "f", "bool": "b", "func": "func"}
+_KIND_NAME = {"s": "string", "i": "int", "f": "float", "b": "bool", "type": "type", "shape": "shape",
+              "tensor": "tensor", "func": "func", "list": "list"}
 _KIND_OF = {"string": "s", "int": "i", "float": "f", "bool": "b", "type": "type", "shape": "shape",
             "tensor": "tensor", "func": "func"}
 
@@ -267,15 +269,15 @@ def _check_value(av, kind, want: str, where: str, attr: str, source) -> None:
     if want.startswith("list("):
         field = _KIND_OF.get(want[5:-1])
         if kind != "list":
-            raise GraphError(f"{where}: attr {attr!r} holds a single {kind!r} value, but the op declares {want}",
-                             source)
+            raise GraphError(f"{where}: attr {attr!r} holds a single {_KIND_NAME.get(kind, kind)} value, but the op "
+                             f"declares {want}", source)
         present = [f for f in _LIST_FIELDS if len(getattr(av.list, f))]
         if len(present) > 1:
-            raise GraphError(f"{where}: attr {attr!r} is a list of mixed kinds ({', '.join(present)}); a list attr "
-                             f"holds one kind ({want})", source)
+            raise GraphError(f"{where}: attr {attr!r} is a list of mixed kinds "
+                             f"({', '.join(_KIND_NAME[f] for f in present)}); a list attr holds one kind ({want})", source)
         if present and field is not None and present[0] != field:
-            raise GraphError(f"{where}: attr {attr!r} is a list of {present[0]!r} values, but the op declares {want}",
-                             source)
+            raise GraphError(f"{where}: attr {attr!r} is a list of {_KIND_NAME[present[0]]} values, but the op "
+                             f"declares {want}", source)
         for v in av.list.type:
             _check_dtype(v, where, attr, source)
         for sh in av.list.shape:
@@ -287,8 +289,8 @@ def _check_value(av, kind, want: str, where: str, attr: str, source) -> None:
     if kind == field and kind in _PLAIN:
         return
     if kind != field:
-        raise GraphError(f"{where}: attr {attr!r} holds a {'list' if kind == 'list' else repr(kind)} value, but the "
-                         f"op declares {want}", source)
+        raise GraphError(f"{where}: attr {attr!r} holds a {_KIND_NAME.get(kind, kind)} value, but the op declares "
+                         f"{want}", source)
     if kind == "type":
         _check_dtype(av.type, where, attr, source)
     elif kind == "shape":
