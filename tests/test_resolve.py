@@ -69,10 +69,19 @@ def test_a_renamed_before_mark_dump_is_not_cloned_twice(corpus, tmp_path):
     assert any("folded" in n for n in g["notes"])
 
 
+def _keras_archive(path):
+    """The members a Keras archive is recognised by (content is not read further here)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("config.json", "{}")
+        z.writestr("metadata.json", "{}")
+
+
 def test_target_kinds(tmp_path):
     (tmp_path / "sm").mkdir()
     (tmp_path / "sm" / "saved_model.pb").write_bytes(b"")
-    (tmp_path / "m.keras").write_bytes(b"")
+    _keras_archive(tmp_path / "m.keras")
     (tmp_path / "p.py").write_text("")
     assert resolve.target_kind(tmp_path / "sm") == "saved_model"
     assert resolve.target_kind(tmp_path / "sm" / "saved_model.pb") == "saved_model"
@@ -87,7 +96,10 @@ def test_target_kinds(tmp_path):
 @pytest.mark.parametrize("name, words", [("p.py", "runs only under TensorFlow"),
                                          ("m.keras", "not a graph")])
 def test_what_needs_tensorflow_says_so_without_it(tmp_path, monkeypatch, name, words):
-    (tmp_path / name).write_text("")
+    if name.endswith(".keras"):
+        _keras_archive(tmp_path / name)
+    else:
+        (tmp_path / name).write_text("")
     monkeypatch.setattr(resolve, "have_tensorflow", lambda: False)
     with pytest.raises(JitsimError, match=words):
         resolve.pass_inputs(tmp_path / name, flags="--tf_xla_auto_jit=2")

@@ -44,6 +44,8 @@ def _node(gd, name, op, inputs=(), device="", **attrs):
             nd.attr[k].func.name = v[1]
         elif isinstance(v, tuple) and v[0] == "types":
             nd.attr[k].list.type.extend(v[1])
+        elif isinstance(v, tuple) and v[0] == "ints":
+            nd.attr[k].list.i.extend(v[1])
         elif isinstance(v, tuple) and v[0] == "shape":
             for d in v[1]:
                 nd.attr[k].shape.dim.add(size=d)
@@ -144,6 +146,26 @@ def _saved_model(sigs: dict[str, str | None], fn_body=True, missing_fn: bool = F
         if out:
             sd.outputs["y"].name = out
     return sm.SerializeToString(deterministic=True)
+
+
+def _mixed() -> "protos.AttrValue":
+    """A list attr holding two kinds of values (types and ints)."""
+    a = protos.AttrValue()
+    a.list.type.append(F32)
+    a.list.i.append(1)
+    return a
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    """A zip archive of ``members``, byte-identical every run (fixed timestamps)."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in members.items():
+            z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
 
 
 def cases() -> list[dict]:
@@ -250,9 +272,10 @@ def cases() -> list[dict]:
     case("huge_name", "a 100,000-character node name",
          _text(_edit(lambda g: (setattr(g.node[4], "name", "n" * 100_000), g.node[5].input.__setitem__(0, "n" * 100_000)))),
          exit=0)
-    case("unicode_name", "non-ASCII node names", _text(_edit(lambda g: (setattr(g.node[4], "name", "tanh_ü_λ"),
-                                                                          g.node[5].input.__setitem__(0, "tanh_ü_λ")))),
-         exit=0)
+    # graph_constructor.cc's IsValidNodeName takes ASCII letters, digits and . _ - / > only
+    case("unicode_name", "non-ASCII node names (TF's importer refuses them)",
+         _text(_edit(lambda g: (setattr(g.node[4], "name", "tanh_ü_λ"), g.node[5].input.__setitem__(0, "tanh_ü_λ")))),
+         error=["'tanh_ü_λ'", "refuses the node name"])
     case("custom_op", "an op TF core does not register (a custom op)",
          _text(_edit(lambda g: _node(g, "tok", "MyLib>Tokenize", ["x"]))), exit=0)
     case("auto_jit_off", "flags that leave auto-clustering off", gtext, exit=0,
@@ -354,12 +377,279 @@ def cases() -> list[dict]:
          files={"sm_valid": sm_files(_saved_model({"serving_default": "call:0"}))},
          argv=["cluster", "{DIR}/sm_valid", *NEVER], exit=0)
 
+
+    # -- issue 22 B14: what TF 2.21's importer refuses (each checked against TF 2.21 itself:
+    # tf.graph_util.import_graph_def, then a session run; see tests/test_faults_inputs.py)
+    def lib_fn(g, name="f", nargs=1, T=None, ret="n:y:0", body_attrs=None):
+        f = g.library.function.add()
+        f.signature.name = name
+        for i in range(nargs):
+            f.signature.input_arg.add(name=f"a{i}", type=F32)
+        f.signature.output_arg.add(name="o", type=F32)
+        n = f.node_def.add(name="n", op="Neg", input=["a0"])
+        if T is None:
+            n.attr["T"].type = F32
+        else:
+            n.attr["T"].placeholder = T
+        for k, v in (body_attrs or {}).items():
+            n.attr[k].CopyFrom(v)
+        f.ret["o"] = ret
+        return g
+
+    def call_f(g, inputs=("h",), fn="f"):
+        _node(g, "c", fn, list(inputs))
+        return g
+
+    def av(**kw):
+        a = protos.AttrValue()
+        for k, v in kw.items():
+            if k == "shapes":
+                for dims in v:
+                    sh = a.list.shape.add()
+                    for d in dims:
+                        sh.dim.add(size=d)
+            else:
+                setattr(a, k, v)
+        return a
+
+    case("fn_placeholder_called", "a called function's body node with attr $T, the function having no attr T",
+         _text(_edit(lambda g: call_f(lib_fn(g, T="T")))), error=["function 'f'", "node 'n' (Neg)", "'T' is $T"])
+    case("fn_placeholder_uncalled", "the same function nobody calls (TF never instantiates it)",
+         _text(_edit(lambda g: lib_fn(g, T="T"))), exit=0)
+    case("fn_dangling_ret_uncalled", "a function nobody calls whose ret names no node (TF's own pass tests have one)",
+         _text(_edit(lambda g: lib_fn(g, ret="nope:y:0"))), exit=0)
+    case("fn_enum_in_body", "a called function's body node with T = 999",
+         _text(_edit(lambda g: call_f(lib_fn(g, body_attrs={"T": av(type=999)})))),
+         error=["function 'f'", "node 'n' (Neg)", "'T' = 999"])
+    case("fn_output_shapes_in_body", "a called function's body node with _output_shapes holding a -2 (TF's importer "
+         "reads _output_shapes of graph nodes only)",
+         _text(_edit(lambda g: call_f(lib_fn(g, body_attrs={"_output_shapes": av(shapes=[[2, -2]])})))), exit=0,
+         argv=["cluster", "{CASE}", *NEVER, "--fetch", "out"])  # not the call: fetching a call by name is a separate problem
+
+    def ensure_shape(g, dims):
+        f = g.library.function[0]
+        e = f.node_def.add(name="e", op="EnsureShape", input=["a0"])
+        e.attr["T"].type = F32
+        for d in dims:
+            e.attr["shape"].shape.dim.add(size=d)
+        return g
+
+    case("fn_shape_attr_in_body", "a called function's body node whose shape attr has a -2",
+         _text(_edit(lambda g: call_f(ensure_shape(lib_fn(g), [2, -2])))),
+         error=["function 'f'", "node 'e' (EnsureShape)", "'shape'", "-2"])
+    case("fn_type_list_in_body", "a called function's IdentityN whose T list holds 999",
+         _text(_edit(lambda g: call_f(lib_fn(g)) and g.library.function[0].node_def.add(
+             name="i", op="IdentityN", input=["a0"]).attr["T"].list.type.append(999))),
+         error=["function 'f'", "node 'i' (IdentityN)", "999"])
+    case("fn_enum_uncalled", "an uncalled function's body node with T = 999 (not instantiated: not checked)",
+         _text(_edit(lambda g: lib_fn(g, body_attrs={"T": av(type=999)}))), exit=0)
+    case("call_arity", "a call by name with two inputs to a one-input function",
+         _text(_edit(lambda g: call_f(lib_fn(g), inputs=("h", "m")))), error=["node 'c' (f)", "2 data inputs", "takes 1"])
+    case("spc_tin_arity", "StatefulPartitionedCall whose Tin lists 2 types for a one-input function",
+         _text(_edit(lambda g: (lib_fn(g), _node(g, "c", "StatefulPartitionedCall", ["h", "m"], f=("func", "f"),
+                                                 Tin=("types", [F32, F32]), Tout=("types", [F32]))))),
+         error=["node 'c' (StatefulPartitionedCall)", "'Tin' lists 2 types", "1 input"])
+    def if_node(g, then_inputs):
+        lib_fn(g, name="t", nargs=then_inputs)
+        lib_fn(g, name="e")
+        p = _node(g, "p", "Const", dtype=("type", 10))
+        p.attr["value"].tensor.dtype = 10
+        p.attr["value"].tensor.bool_val.append(True)
+        n = _node(g, "c", "If", ["p", "h"], Tcond=("type", 10), Tin=("types", [F32]), Tout=("types", [F32]),
+                  then_branch=("func", "t"), else_branch=("func", "e"))
+        n.attr["output_shapes"].list.SetInParent()
+        return g
+
+    def while_node(g, body_inputs):
+        lib_fn(g, name="b", nargs=body_inputs)
+        f = g.library.function.add()
+        f.signature.name = "cnd"
+        f.signature.input_arg.add(name="a0", type=F32)
+        f.signature.output_arg.add(name="o", type=10)
+        z = f.node_def.add(name="z", op="Const")
+        z.attr["dtype"].type = 10
+        z.attr["value"].tensor.dtype = 10
+        z.attr["value"].tensor.bool_val.append(False)
+        f.ret["o"] = "z:output:0"
+        n = _node(g, "c", "While", ["h"], T=("types", [F32]), cond=("func", "cnd"), body=("func", "b"),
+                  parallel_iterations=10)
+        n.attr["output_shapes"].list.SetInParent()
+        return g
+
+    case("if_branch_arity", "an If whose then_branch takes 2 inputs where Tin lists 1 (TF fails when it runs it)",
+         _text(_edit(lambda g: if_node(g, 2))), error=["node 'c' (If)", "'Tin' lists 1 type", "'t' (then_branch)"])
+    case("while_body_arity", "a While whose body takes 2 inputs where T lists 1, never run (TF runs the graph)",
+         _text(_edit(lambda g: while_node(g, 2))), exit=0, argv=["cluster", "{CASE}", *NEVER, "--fetch", "out"])
+    def sig_fn(g, argtype=F32, default=None):
+        lib_fn(g)
+        f = g.library.function[0]
+        f.signature.input_arg[0].type = argtype
+        if default is not None:
+            a = f.signature.attr.add(name="T", type="type")
+            a.default_value.type = default
+        return g
+
+    case("fn_argtype_999", "a library function (uncalled) whose argument has type 999 (TF's Python importer "
+         "converts every signature)", _text(_edit(lambda g: sig_fn(g, 999))),
+         error=["library function 'f'", "argument 'a0'", "999"])
+    case("fn_attr_default_999", "a called function whose attr T defaults to type 999",
+         _text(_edit(lambda g: call_f(sig_fn(g, default=999)))), error=["library function 'f'", "'T (default)' = 999"])
+    case("const_tensor_dtype_999", "a Const whose value tensor has dtype 999",
+         _text(_edit(lambda g: setattr(g.node[1].attr["value"].tensor, "dtype", 999))),
+         error=["node 'w' (Const)", "dtype 999"])
+    # TF 2.21 aborts the process (SIGABRT) on this one at import
+    case("const_tensor_dtype_mismatch", "a Const whose value is an int32 tensor while its dtype attr says float",
+         _text(_edit(lambda g: setattr(g.node[1].attr["value"].tensor, "dtype", 3))),
+         error=["node 'w' (Const)", "DT_INT32 tensor", "'dtype' is DT_FLOAT"])
+    case("control_before_data", "a control input listed before a data input",
+         _text(_edit(lambda g: g.node[4].input.__setitem__(slice(None), ["^m", "r"]))),
+         error=["node 'h' (Tanh)", "data input 'r' comes after a control input"])
+    case("type_not_allowed", "Relu with T = DT_STRING (not in the OpDef's allowed types)",
+         _text(_edit(lambda g: setattr(g.node[3].attr["T"], "type", 7))), error=["node 'r' (Relu)", "DT_STRING", "allows"])
+    case("string_not_allowed", "MaxPool with padding 'HALF' (not one of the OpDef's allowed strings)",
+         _text(_edit(lambda g: _node(g, "mp", "MaxPool", ["x"], T=("type", F32), ksize=("ints", [1, 1, 1, 1]),
+                                     strides=("ints", [1, 1, 1, 1]), padding="HALF"))),
+         error=["node 'mp' (MaxPool)", "'padding'", "'HALF'"])
+    case("below_minimum", "AddN with N = 0 and no inputs (the OpDef's minimum is 1)",
+         _text(_edit(lambda g: _node(g, "a0", "AddN", [], T=("type", F32), N=0))), error=["node 'a0' (AddN)", "minimum 1"])
+    case("min_consumer_future", "versions.min_consumer above TF 2.21's GraphDef version",
+         _text(_edit(lambda g: setattr(g.versions, "min_consumer", 99999))), error=["min_consumer 99999", "2474"])
+    case("bad_consumer_listed", "versions.bad_consumers listing TF 2.21's GraphDef version",
+         _text(_edit(lambda g: (setattr(g.versions, "producer", 2474), g.versions.bad_consumers.append(2474)))),
+         error=["bad_consumers", "2474"])
+    case("bad_consumer_other", "versions.bad_consumers listing another version (TF accepts)",
+         _text(_edit(lambda g: g.versions.bad_consumers.append(2100))), exit=0)
+    case("undeclared_attr", "an attr Relu does not declare (TF's importer accepts it)",
+         _text(_edit(lambda g: setattr(g.node[3].attr["bogus"], "i", 1))), exit=0)
+    case("dup_fn_different", "two different functions named f",
+         _text(_edit(lambda g: lib_fn(lib_fn(g), nargs=2))), error=["two different functions named 'f'"])
+    case("dup_fn_identical", "the same function twice (TF keeps one)",
+         _text(_edit(lambda g: lib_fn(lib_fn(g)))), exit=0, notes=["'f' appears twice"])
+    case("grad_names_no_function", "a gradient whose gradient function is not in the library",
+         _text(_edit(lambda g: lib_fn(g).library.gradient.add(function_name="f", gradient_func="nope"))),
+         error=["gradient 'f' -> 'nope'", "'nope' is not in the library"])
+    case("grad_of_no_function", "a gradient for a function the library lacks",
+         _text(_edit(lambda g: lib_fn(g).library.gradient.add(function_name="ghost", gradient_func="f"))),
+         error=["'ghost' is not in the library"])
+    case("grad_two", "one function with two gradient functions",
+         _text(_edit(lambda g: (lib_fn(lib_fn(g), name="g1"), lib_fn(g, name="g2"),
+                                g.library.gradient.add(function_name="f", gradient_func="g1"),
+                                g.library.gradient.add(function_name="f", gradient_func="g2")))),
+         error=["'f' has two gradient functions"])
+    case("dtype_999", "Placeholder dtype 999 (no such DataType)",
+         _text(_edit(lambda g: setattr(g.node[0].attr["dtype"], "type", 999))), error=["node 'x' (Placeholder)", "999"])
+    case("dtype_invalid", "Placeholder dtype DT_INVALID (0)",
+         _bin(_edit(lambda g: setattr(g.node[0].attr["dtype"], "type", 0))), name="dtype_invalid.pb",
+         error=["node 'x' (Placeholder)", "'dtype' = 0"])
+    case("dtype_ref", "Relu with T = DT_FLOAT_REF (a reference type in an attr)",
+         _text(_edit(lambda g: setattr(g.node[3].attr["T"], "type", 101))), error=["node 'r' (Relu)", "reference type"])
+    case("list_mixed", "IdentityN whose T list mixes types and ints",
+         _text(_edit(lambda g: _node(g, "idn", "IdentityN", ["h", "m"]).attr["T"].CopyFrom(_mixed()))), error=["node 'idn' (IdentityN)", "mixed kinds"])
+    case("list_wrong_kind", "IdentityN whose T is a list of ints",
+         _text(_edit(lambda g: _node(g, "idn", "IdentityN", ["h", "m"]).attr["T"].list.i.extend([1, 1]))),
+         error=["node 'idn' (IdentityN)", "list of int values", "list(type)"])
+    case("attr_wrong_kind", "MatMul transpose_a given a string",
+         _text(_edit(lambda g: setattr(g.node[2].attr["transpose_a"], "s", b"yes"))),
+         error=["node 'm' (MatMul)", "'transpose_a'", "bool"])
+    case("graph_placeholder", "a graph node whose T is the placeholder $T (no function to bind it)",
+         _text(_edit(lambda g: setattr(g.node[3].attr["T"], "placeholder", "T"))), error=["node 'r' (Relu)", "$T"])
+    case("shape_dim_m3", "Placeholder shape with a dimension of -3",
+         _text(_edit(lambda g: setattr(g.node[0].attr["shape"].shape.dim[0], "size", -3))),
+         error=["node 'x' (Placeholder)", "'shape'", "-3"])
+    case("shape_dim_m1", "Placeholder shape with -1 (unknown: fine)",
+         _text(_edit(lambda g: setattr(g.node[0].attr["shape"].shape.dim[0], "size", -1))), exit=0)
+    case("output_shapes_m2", "_output_shapes with a -2", _text(_edit(
+        lambda g: g.node[3].attr["_output_shapes"].CopyFrom(av(shapes=[[2, -2]])))),
+         error=["node 'r' (Relu)", "_output_shapes[0]", "-2"])
+    case("const_negdim", "a Const whose value has dimension -3 (B15: said with node, op, attr)",
+         _text(_edit(lambda g: setattr(g.node[1].attr["value"].tensor.tensor_shape.dim[0], "size", -3))),
+         error=["node 'w' (Const)", "'value'", "negative (-3)"])
+    case("const_unknown_dim", "a Const whose value has dimension -1",
+         _text(_edit(lambda g: setattr(g.node[1].attr["value"].tensor.tensor_shape.dim[0], "size", -1))),
+         error=["node 'w' (Const)", "unknown (-1)"])
+    case("class_missing", "_class colocating a node with one the graph lacks",
+         _text(_edit(lambda g: g.node[3].attr["_class"].list.s.append(b"loc:@nope"))),
+         error=["node 'r' (Relu)", "'_class'", "'nope'"])
+    case("class_present", "_class colocating with an existing node",
+         _text(_edit(lambda g: g.node[3].attr["_class"].list.s.append(b"loc:@m"))), exit=0)
+    for id_, bad in (("name_space", "a b"), ("name_underscore", "_r"), ("name_slash_first", "/r"),
+                     ("name_angle_end", "r>"), ("name_caret", "r^")):
+        case(id_, f"node name {bad!r} (TF's IsValidNodeName refuses it)",
+             _text(_edit(lambda g, bad=bad: (setattr(g.node[3], "name", bad), g.node[4].input.__setitem__(0, bad)))),
+             error=[repr(bad), "refuses the node name"])
+    for id_, ok in (("name_dot_first", ".r"), ("name_angle", "a>b"), ("name_dash", "r-1"), ("name_double_slash", "a//b")):
+        case(id_, f"node name {ok!r} (TF accepts it)",
+             _text(_edit(lambda g, ok=ok: (setattr(g.node[3], "name", ok), g.node[4].input.__setitem__(0, ok)))), exit=0)
+
+    # -- issue 22 A4: gzip members, trailing bytes, nesting
+    half = gtext.index(b"node {", len(gtext) // 2)
+    gz = lambda d: gzip.compress(d, mtime=0)  # noqa: E731
+    case("gzip_two_members", "cat a.gz b.gz: the graph split over two gzip members", gz(gtext[:half]) + gz(gtext[half:]),
+         name="gzip_two_members.pbtxt.gz", exit=0)
+    case("gzip_empty_member", "a zero-length gzip member between two", gz(gtext[:half]) + gz(b"") + gz(gtext[half:]),
+         name="gzip_empty_member.pbtxt.gz", exit=0)
+    case("gzip_trailing_junk", "bytes that are not gzip after the gzip data", gz(gtext) + b"junk!",
+         name="gzip_trailing_junk.pbtxt.gz", error=["5 bytes after the gzip data", "not gzip"])
+    case("gzip_trailing_zeros", "zero padding after the gzip data", gz(gtext) + b"\0" * 512,
+         name="gzip_trailing_zeros.pbtxt.gz", exit=0, notes=["512 zero bytes", "ignored"])
+    case("gzip_member_cut", "the second member cut short", gz(gtext[:half]) + gz(gtext[half:])[:-12],
+         name="gzip_member_cut.pbtxt.gz", error=["member 2", "truncated"])
+    case("gzip_in_gzip", "a gzip file gzipped again", gz(gz(gtext)), name="gzip_in_gzip.pbtxt.gz", exit=0,
+         notes=["decompressed twice"])
+    case("gz_name_plain_text", "a plain text graph named .pbtxt.gz", gtext, name="gz_name_plain_text.pbtxt.gz", exit=0,
+         notes=["named .gz but not gzip-compressed"])
+    case("gzip_thrice", "gzip three levels deep", gz(gz(gz(gtext))), name="gzip_thrice.pb.gz", error=["nested more"])
+    case("gzip_only_empty", "a gzip file of nothing", gz(b""), name="gzip_only_empty.pbtxt.gz", error=["no graph nodes"])
+    case("sm_gzipped_pb", "a SavedModel whose saved_model.pb is gzip-compressed (read as jitsim reads any gzip)",
+         None, files={"sm_gzipped_pb": {"saved_model.pb": gz(_saved_model({"serving_default": "call:0"})), "variables": {}}},
+         argv=["cluster", "{DIR}/sm_gzipped_pb", *NEVER], exit=0)
+
+    # -- issue 22 B15: say what the input is
+    case("sm_holds_graphdef", "a GraphDef saved as saved_model.pb, the directory given", None,
+         files={"sm_holds_graphdef": {"saved_model.pb": gbin}}, argv=["cluster", "{DIR}/sm_holds_graphdef", *NEVER],
+         error=["holds a GraphDef, not a SavedModel", "saved_model.pb"])
+    case("sm_file_holds_graphdef", "a GraphDef saved as saved_model.pb, the file given", None,
+         files={"sm_file_holds_graphdef": {"saved_model.pb": gbin}},
+         argv=["cluster", "{DIR}/sm_file_holds_graphdef/saved_model.pb", *NEVER], exit=0, notes=["read as a GraphDef"])
+    sm2 = protos.SavedModel.FromString(_saved_model({"serving_default": "call:0"}))
+    sm2.meta_graphs.add().CopyFrom(sm2.meta_graphs[0])
+    sm2.meta_graphs[1].meta_info_def.tags[:] = ["train"]
+    sm2.meta_graphs[0].meta_info_def.tags.append("gpu")
+    case("sm_two_metagraphs", "a SavedModel with two MetaGraphs (tags serve+gpu, train)", None,
+         files={"sm_two_metagraphs": {"saved_model.pb": sm2.SerializeToString(deterministic=True), "variables": {}}},
+         argv=["cluster", "{DIR}/sm_two_metagraphs", *NEVER], exit=0, notes=["2 MetaGraphs", "[serve, gpu]"])
+    import bz2
+    import lzma
+
+    case("xz_graph", "an xz-compressed GraphDef", lzma.compress(gbin), name="xz_graph.pb.xz",
+         error=["xz-compressed", "xz -d"])
+    case("bz2_graph", "a bzip2-compressed text GraphDef", bz2.compress(gtext), name="bz2_graph.pbtxt.bz2",
+         error=["bzip2-compressed"])
+    case("zip_of_graph", "a zip archive holding a graph file", _zip({"g.pbtxt": gtext}), name="zip_of_graph.pb",
+         error=["a zip archive", "extract"])
+    case("hdf5_model", "an HDF5 file (a Keras .h5 model)", b"\x89HDF\r\n\x1a\n" + bytes(504), name="hdf5_model.h5",
+         error=["HDF5", "SavedModel or .keras"])
+    case("saved_model_renamed", "a SavedModel's saved_model.pb under another name",
+         _saved_model({"serving_default": "call:0"}), name="saved_model_renamed.pb",
+         error=["holds a SavedModel", "directory"])
+    case("keras_random_bytes", "random bytes named .keras", bytes(range(256)) * 4, name="keras_random_bytes.keras",
+         error=["not a Keras archive", "not a zip"])
+    case("keras_zip_no_config", "a zip file named .keras without Keras' config.json", _zip({"a.txt": b"x"}),
+         name="keras_zip_no_config.keras", error=["not a Keras archive", "config.json"])
+    case("keras_renamed", "a Keras archive named model.bin (recognised by content; tracing needs TensorFlow)",
+         _zip({"config.json": b"{}", "metadata.json": b"{}"}), name="keras_renamed.bin",
+         argv=["cluster", "{CASE}", *NEVER], error=["keras_renamed.bin", ".keras file"])
+
     # -- bad flags and option values
     flag_cases = [
         ("flag_unknown", ["--tf-xla-flags", "--tf_xla_bogus=1"], ["--tf_xla_bogus"]),
         ("flag_bad_value", ["--tf-xla-flags", "--tf_xla_auto_jit=banana"], ["banana"]),
-        ("flag_unbalanced_quote", ["--tf-xla-flags", "--tf_xla_ops_to_cluster='FUSIBLE"], ["cannot split"]),
-        ("flag_no_dashes", ["--tf-xla-flags", "tf_xla_auto_jit=2"], ["does not start with --"]),
+        ("flag_auto_jit_yes", ["--tf-xla-flags", "--tf_xla_auto_jit=yes"], ["--tf_xla_auto_jit=yes", "not a jit level"]),
+        ("flag_bool_yes", ["--tf-xla-flags", "--tf_xla_cpu_global_jit=yes"], ["=yes", "not a boolean"]),
+        ("flag_no_form", ["--tf-xla-flags", "--notf_xla_cpu_global_jit"], ["--notf_xla_cpu_global_jit", "no --no form"]),
+        ("flag_int_overflow", ["--tf-xla-flags", "--tf_xla_min_cluster_size=99999999999"], ["32-bit"]),
+        ("flag_string_no_value", ["--tf-xla-flags", "--tf_xla_ops_to_cluster"], ["needs '=value'"]),
+        ("flag_no_dashes", ["--tf-xla-flags", "tf_xla_auto_jit=2"], ["does not start with '-'"]),
         ("device_banana", ["--device", "banana"], ["--device 'banana'"]),
         ("device_bad_full", ["--device", "/job:x/nonsense"], ["--device"]),
         ("cluster_number_negative", ["--cluster-number-start", "-5"], ["--cluster-number-start -5"]),

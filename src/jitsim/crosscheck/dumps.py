@@ -33,6 +33,7 @@ from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
 from jitsim.graph.input import kind_of_mode, read_file, read_json
+from jitsim.graph.paths import missing_reason
 
 # Pipeline order of the per-graph dumps.
 STAGES = (
@@ -125,7 +126,10 @@ def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph
     :class:`~jitsim.errors.JitsimWarning` saying so."""
     root = Path(root)
     if not root.is_dir():
-        raise JitsimError("is a file, not a dump directory" if root.exists() else "no such dump directory", root)
+        if root.exists():
+            raise JitsimError("is a file, not a dump directory", root)
+        reason = missing_reason(root)
+        raise JitsimError("no such dump directory" if reason == "no such file or directory" else reason, root)
     files = {p.name: p for p in root.iterdir() if p.suffix == ".pbtxt" and _dump_file(p)}
     order = None
     if log_text:

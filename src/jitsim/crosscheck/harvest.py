@@ -24,10 +24,12 @@ session run, the function); :func:`main_graph_id` uses it to find the call's gra
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import textwrap
@@ -38,7 +40,8 @@ from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
 from jitsim.errors import HarvestError, JitsimError
 from jitsim.graph import protos
 from jitsim.graph.input import is_regular_file, kind_of_mode, read_file, read_text
-from jitsim.graph.io import is_saved_model_dir, read_graphdef, read_saved_model
+from jitsim.graph.io import (assume_once, is_saved_model_dir, keras_archive_problem, missing_reason, read_graphdef,
+                             read_saved_model)
 from jitsim.graph.output import release, remove_tree, temporary_directory
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
 
@@ -362,13 +365,20 @@ def target_kind(target: Path) -> str:
             return "function"
         raise HarvestError("is a directory but not a SavedModel", target)
     if not target.exists():
-        raise HarvestError("no such file or directory", target)
+        raise HarvestError(missing_reason(target), target)
     if not is_regular_file(target):  # TF would read a FIFO or /dev/zero forever
         raise HarvestError(f"is {kind_of_mode(os.stat(target).st_mode)}, not a regular file; give a program, "
                            "GraphDef, .keras file or SavedModel directory", target)
     if target.suffix == ".py":
         return "program"
     if target.suffix == ".keras":
+        problem = keras_archive_problem(target)
+        if problem is not None:
+            raise HarvestError(problem, target)
+        return "keras"
+    if target.is_file() and keras_archive_problem(target) is None:
+        assume_once("read as a .keras file: its content is a Keras archive (a zip with config.json and "
+                    "metadata.json)", target)
         return "keras"
     return "graphdef"
 
@@ -451,6 +461,10 @@ def _command(target: Path, kind: str, signature: str | None, python: str, workdi
     runner = workdir / f"_jitsim_{kind}_runner.py"
     body = _PROGRAM_STEP_RUNNER if kind == "program" else RUNNERS[kind]
     runner.write_text(body + (CALL_ONCE if tail is None else tail))
+    if kind == "keras" and target.suffix != ".keras":  # Keras loads archives by their .keras name only
+        link = workdir / "model.keras"
+        link.symlink_to(Path(target).resolve())
+        target = link
     args = [python, str(boot), str(runner), str(_tf_readable(target, kind, workdir))]
     if kind == "saved_model":
         args.append(signature or "")
@@ -661,6 +675,7 @@ def harvest(
         index["main_graph"] = main_graph_id(index["graphs"], log_text)
         index.update(extra or {})
         (work / "index.json").write_text(json.dumps(index, indent=1) + "\n")
+        write_checksums(work)
         if out.exists():
             shutil.rmtree(out)
         os.replace(work, out)
@@ -671,6 +686,53 @@ def harvest(
             remove_tree(runtmp)
         if work.exists():
             remove_tree(work)
+
+
+CHECKSUMS_FILE = "checksums.sha256"
+
+
+def _file_digests(root: Path) -> dict[str, str]:
+    """SHA-256 of each regular file under ``root``; anything else (a link, a pipe, a device:
+    never opened, so it cannot hang the reader) gets a marker no digest equals."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        mode = p.lstat().st_mode
+        if rel == CHECKSUMS_FILE or stat.S_ISDIR(mode):
+            continue
+        if not stat.S_ISREG(mode):
+            out[rel] = "not a regular file"
+            continue
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        out[rel] = h.hexdigest()
+    return out
+
+
+def write_checksums(root: Path) -> None:
+    """``root/checksums.sha256``: the SHA-256 of every file under ``root`` (``sha256sum``'s
+    format), so that a reader can tell a damaged or edited directory (:func:`checksums_ok`)."""
+    lines = [f"{d}  {rel}\n" for rel, d in _file_digests(root).items()]
+    (root / CHECKSUMS_FILE).write_text("".join(lines))
+
+
+def checksums_ok(root: Path) -> bool:
+    """Whether ``root`` holds exactly the files its ``checksums.sha256`` lists, unchanged."""
+    try:
+        listed = {}
+        f = root / CHECKSUMS_FILE
+        if not stat.S_ISREG(f.lstat().st_mode) or f.stat().st_size > 64 * 2**20:
+            return False
+        for line in f.read_text().splitlines():
+            digest, sep, rel = line.partition("  ")
+            if not sep:
+                return False
+            listed[rel] = digest
+        return bool(listed) and _file_digests(root) == listed
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _library_op_defs(all_ops: Path, out: Path) -> list[str]:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import time
 import weakref
@@ -49,7 +50,7 @@ from jitsim.errors import HarvestError, JitsimError
 from jitsim.graph.input import hash_file, read_json
 from jitsim.graph.output import remove_tree, temporary_directory
 
-RUNNER_VERSION = "capture/6"  # bump when a runner's behaviour changes: old cache entries go stale
+RUNNER_VERSION = "capture/7"  # bump when a runner's behaviour changes: old cache entries go stale
 CAPTURE_FLAGS = "--tf_xla_clustering_debug --tf_xla_clustering_fuel=0"
 KINDS = ("saved_model", "keras", "graphdef", "function", "program")
 
@@ -420,8 +421,11 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
         out = cache_dir / key
         extra = {"capture": {"runner_version": RUNNER_VERSION, "key": key, "user_flags": flags,
                              "auto_jit_added": added, "notes": notes}}
-        if (out / "index.json").exists():
-            idx = _cached_index(out)
+        idx = _verified_entry(out, key)
+        if idx is None and out.exists():  # a damaged entry: captured again (the note says why it took time)
+            _remove_entry(out)
+            notes.append("the cached capture was damaged or edited: TensorFlow was run again")
+        if idx is not None:
             return Capture(out, kind, 0.0, True, key, idx.get("main_graph"), tf_flags, flags, added,
                            notes + list(idx.get("run_notes", [])), session_jit, _inputs(idx, inputs))
         t0 = time.monotonic()
@@ -455,6 +459,32 @@ def _cached_index(entry: Path) -> dict:
     if not isinstance(idx, dict):
         raise HarvestError("a damaged cache entry: index.json is not a JSON object (remove it)", entry)
     return idx
+
+
+def _verified_entry(out: Path, key: str) -> dict | None:
+    """The index of cache entry ``out`` if it is whole and unchanged: every file as its
+    checksums list says, and recorded under ``key`` (an entry copied to another key is not
+    taken); else None."""
+    if not (out / "index.json").is_file() or not _harvest.checksums_ok(out):
+        return None
+    try:
+        idx = read_json(out / "index.json", what="a capture cache entry's index.json")
+    except JitsimError:
+        return None
+    if not isinstance(idx, dict) or idx.get("capture", {}).get("key") != key:
+        return None
+    return idx
+
+
+def _remove_entry(out: Path) -> None:
+    """Take a damaged entry out of the way first (a rename: a concurrent reader sees it whole
+    or not at all), then delete it."""
+    trash = out.with_name(f".{out.name}.damaged.{os.getpid()}")
+    try:
+        os.replace(out, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def _inputs(index: dict, live: list | None) -> list | None:

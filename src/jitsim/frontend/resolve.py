@@ -174,7 +174,10 @@ def target_kind(target) -> str:
     if p.is_dir() and not is_saved_model_dir(p) and not (p / FUNCTION_BUNDLE).exists():
         return "dump-dir"
     if p.name in ("saved_model.pb", "saved_model.pbtxt"):
-        return "saved_model"
+        from jitsim.graph.io import holds_graph
+
+        if not (p.is_file() and holds_graph(p)):  # a graph saved under that name is read as one (io.load says so)
+            return "saved_model"
     return harvest_kind(p)
 
 

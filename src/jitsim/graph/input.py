@@ -78,6 +78,10 @@ def _open_regular(path: Path, what: str, error) -> tuple[int, os.stat_result]:
     try:
         st = os.stat(path)
     except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):  # a dangling link, a loop: said as such
+            from jitsim.graph.paths import missing_reason
+
+            raise error(missing_reason(path), path) from None
         raise error(os_problem(e), path) from None
     if stat.S_ISDIR(st.st_mode):
         raise error(f"is a directory, not {what}", path)

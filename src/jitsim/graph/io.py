@@ -22,7 +22,9 @@ leaves a half-written file.
 
 from __future__ import annotations
 
+import os
 import warnings
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -36,6 +38,7 @@ from jitsim.graph.model import Graph
 from jitsim.graph.output import check_output as check_output  # re-exported: every -o is checked here
 from jitsim.graph.output import is_stdout, write_atomic
 from jitsim.graph.parse_cache import parse_cached
+from jitsim.graph.paths import missing_reason as missing_reason  # re-exported: the inputs' one wording
 
 TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
 BINARY_SUFFIXES = (".pb", ".binpb", ".graphdef")
@@ -63,23 +66,99 @@ def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
                      too_big="more than any protobuf message can hold")
 
 
+_ZIP_MAGIC = b"PK\x03\x04"
+# what `model.save("m.keras")` writes (Keras 3's saving_lib): a zip with these members
+KERAS_MEMBERS = ("config.json", "metadata.json")
+
+
+def keras_archive_problem(path: Path | str) -> str | None:
+    """None if ``path`` is a Keras archive (a zip holding ``config.json`` and
+    ``metadata.json``), else what it is instead, in words."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return missing_reason(path)
+    if head != _ZIP_MAGIC:
+        return "not a Keras archive (not a zip file, which a .keras file is)"
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        return f"not a Keras archive (a damaged zip file: {e})"
+    missing = [m for m in KERAS_MEMBERS if m not in names]
+    if missing:
+        return f"a zip file but not a Keras archive (no {' or '.join(missing)} in it)"
+    return None
+
+
+_noted: set[tuple[str, str]] = set()
+
+
+def assume_once(message: str, path=None) -> None:
+    """:func:`assume`, once per process for one message and path (for facts found by routes
+    that look at the same input more than once)."""
+    key = (message, os.path.realpath(str(path)) if path is not None else "")
+    if key not in _noted:
+        _noted.add(key)
+        warnings.warn(JitsimWarning(message, path), stacklevel=2)
+
+
 def assume(message: str, path=None) -> None:
     """Say what jitsim assumed to accept an odd input (the CLI prints it as one
     ``jitsim: FILE: note: ...`` line on stderr; Python callers get a :class:`JitsimWarning`)."""
     warnings.warn(JitsimWarning(message, path), stacklevel=2)
 
 
-def _gunzip(data: bytes, path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = d.decompress(data, limit + 1)
-    except zlib.error as e:
-        raise GraphError(f"gzip data is corrupt: {e}", path) from None
-    if len(out) > limit:
-        raise GraphError(f"decompresses to more than {limit} bytes, more than any protobuf message can hold", path)
-    if not d.eof:
-        raise GraphError("gzip data is truncated", path)
-    return out
+def _gunzip(data: bytes, path: Path, limit: int = MAX_INPUT_BYTES, *, quiet: bool = False,
+            inner: bool = False) -> bytes:
+    """The decompressed bytes of gzip ``data``, every member of it, as gzip(1) reads them
+    (``cat a.gz b.gz``, bgzip and pigz write several), at most ``limit`` bytes in all (a
+    gzip bomb is refused once it passes the limit, before more memory is used).
+
+    Trailing zero bytes (padding) are ignored with a note; other bytes after the last member
+    are refused: they are no gzip member, and a file cut or glued wrongly must not be taken
+    for a smaller graph. A gzip file inside the gzip data is decompressed too, with a note."""
+    out = bytearray()
+    view = memoryview(data)
+    n = len(data)
+    pos = members = 0
+    chunk = 1 << 20  # input fed in pieces: what zlib copies after a member's end stays small
+    while True:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        start = pos
+        while not d.eof:
+            if pos >= n:
+                where = f" (member {members + 1}, at byte {start})" if members else ""
+                raise GraphError(f"gzip data is truncated{where}", path)
+            piece = view[pos:pos + chunk]
+            try:
+                out += d.decompress(piece, limit + 1 - len(out))
+            except zlib.error as e:
+                where = f" (member {members + 1}, at byte {start})" if members else ""
+                raise GraphError(f"gzip data is corrupt{where}: {e}", path) from None
+            if len(out) > limit:
+                raise GraphError(f"decompresses to more than {limit} bytes, more than any protobuf message can hold",
+                                 path)
+            pos += len(piece) - len(d.unused_data)
+        members += 1
+        if pos >= n:
+            break
+        if view[pos:pos + 2] == _GZIP_MAGIC:
+            continue
+        if any(view[off:off + chunk].tobytes().strip(b"\0") for off in range(pos, n, chunk)):
+            raise GraphError(f"{n - pos} bytes after the gzip data (at byte {pos}) are not gzip: the file is "
+                             "damaged or glued together wrongly", path)
+        if not quiet:
+            assume(f"{n - pos} zero bytes after the gzip data ignored (padding, as gzip does)", path)
+        break
+    if out[:2] == _GZIP_MAGIC:
+        if inner:
+            raise GraphError("gzip data nested more than twice: not a graph file", path)
+        if not quiet:
+            assume("gzip data inside gzip data: decompressed twice", path)
+        return _gunzip(bytes(out), path, limit, quiet=True, inner=True)
+    return bytes(out)
 
 
 def _decode_text(data: bytes, path: Path, what: str) -> str:
@@ -208,6 +287,8 @@ def parse_message(msg, data: bytes, path: Path, *, text: bool | None, what: str)
     path = Path(path)
     if data.startswith(_GZIP_MAGIC):
         data = _gunzip(data, path)
+    elif path.name.lower().endswith(".gz") and data:
+        assume("named .gz but not gzip-compressed: read as it is", path)
     sniff = looks_like_text(data)
     if text is None:
         text = sniff
@@ -247,7 +328,7 @@ def _as_meta_graph(data: bytes, path: Path):
     """``data`` as a MetaGraphDef (``tf.compat.v1.train.export_meta_graph``'s ``.meta``, binary
     or text) holding a graph, else None."""
     if data.startswith(_GZIP_MAGIC):
-        data = _gunzip(data, path)
+        data = _gunzip(data, path, quiet=True)
     mg = protos.MetaGraphDef()
     try:
         _parse(mg, data, path, looks_like_text(data), "MetaGraphDef")
@@ -273,6 +354,7 @@ def read_graph_file(path: Path | str, *, allow_empty: bool = False):
     except GraphError:
         mg = _as_meta_graph(data, path)
         if mg is None:
+            _say_what_it_is(data, path)
             raise
         return mg.graph_def, mg
     if not gd.node and data.strip():
@@ -282,6 +364,7 @@ def read_graph_file(path: Path | str, *, allow_empty: bool = False):
     if not gd.node and not allow_empty:
         if not data.strip():
             raise GraphError("is empty: a graph needs at least one node", path)
+        _say_what_it_is(data, path)
         if gd.library.function:
             raise GraphError("holds a function library but no graph nodes: nothing to cluster", path)
         raise GraphError("contains no graph nodes (is it a GraphDef?)", path)
@@ -339,6 +422,41 @@ def _event_file_graph(data: bytes, path: Path):
     return gd, mg
 
 
+# what a file that is no graph may be instead, by its first bytes: (magic, offset, what, advice)
+_READS = "jitsim reads GraphDef and MetaGraphDef files (text or binary, gzip too), SavedModel directories, .keras files"
+_MAGIC = (
+    (b"\xfd7zXZ\x00", 0, "xz-compressed", "decompress it first (xz -d); jitsim reads gzip only"),
+    (b"BZh", 0, "bzip2-compressed", "decompress it first (bunzip2); jitsim reads gzip only"),
+    (b"\x28\xb5\x2f\xfd", 0, "zstd-compressed", "decompress it first (zstd -d); jitsim reads gzip only"),
+    (b"\x04\x22\x4d\x18", 0, "lz4-compressed", "decompress it first (lz4 -d); jitsim reads gzip only"),
+    (b"7z\xbc\xaf\x27\x1c", 0, "a 7-Zip archive", "extract the graph file from it"),
+    (b"PK\x03\x04", 0, "a zip archive", "extract the graph file from it"),
+    (b"ustar", 257, "a tar archive", "extract the graph file from it"),
+    (b"\x89HDF\r\n\x1a\n", 0, "an HDF5 file (a Keras .h5 model?)", "save the model as a SavedModel or .keras file"),
+)
+
+
+def _say_what_it_is(data: bytes, path: Path) -> None:
+    """Raise a :class:`GraphError` saying what ``data`` is where it is recognisably something
+    else than a graph (a compressed file, an archive, a SavedModel's ``saved_model.pb``)."""
+    for magic, at, what, advice in _MAGIC:
+        if data[at:at + len(magic)] == magic:
+            tail = "" if "jitsim reads" in advice else f" ({_READS})"
+            raise GraphError(f"is {what}, not a graph file: {advice}{tail}", path)
+    if data.startswith(_GZIP_MAGIC):
+        return
+    sm = protos.SavedModel()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _parse(sm, data, path, looks_like_text(data), "SavedModel")
+    except GraphError:
+        return
+    if any(m.graph_def.node or m.meta_info_def.tags for m in sm.meta_graphs):
+        raise GraphError("holds a SavedModel (the content of a saved_model.pb), not a GraphDef: give the SavedModel's "
+                         "directory, where the file is named saved_model.pb", path)
+
+
 def is_saved_model_dir(path: Path | str) -> bool:
     """A directory holding a SavedModel (``saved_model.pb`` or ``saved_model.pbtxt``)."""
     path = Path(path)
@@ -370,7 +488,9 @@ def load(path: Path | str, *, signature: str | None = None, validate: bool = Tru
             path,
         )
     if path.name in ("saved_model.pb", "saved_model.pbtxt"):
-        return load_saved_model(path.parent, signature=signature, validate=validate, check_ops=check_ops)
+        if not (path.is_file() and holds_graph(path)):
+            return load_saved_model(path.parent, signature=signature, validate=validate, check_ops=check_ops)
+        assume_once("named like a SavedModel's file but holds a graph: read as a GraphDef", path)
     gd, meta = read_graph_file(path)
     graph = Graph(gd, source=str(path), validate=validate)
     if meta is not None:
@@ -456,11 +576,50 @@ def to_text(msg) -> str:
 # -- SavedModel -------------------------------------------------------------------------
 
 
+def _saved_model_file(path: Path) -> Path:
+    pb = path / "saved_model.pb"
+    return pb if pb.exists() else path / "saved_model.pbtxt"
+
+
 def read_saved_model(path: Path):
-    pb, pbtxt = path / "saved_model.pb", path / "saved_model.pbtxt"
-    if pb.exists():
-        return parse_message(protos.SavedModel(), read_bytes(pb), pb, text=False, what="SavedModel")
-    return parse_message(protos.SavedModel(), read_bytes(pbtxt), pbtxt, text=True, what="SavedModel")
+    """The ``SavedModel`` proto of directory ``path``. A ``saved_model.pb`` that holds a
+    GraphDef or MetaGraphDef instead (TF's loader refuses it) is refused with a line that
+    says so and how to read it as what it is."""
+    f = _saved_model_file(path)
+    data = read_bytes(f)
+    try:
+        sm = parse_message(protos.SavedModel(), data, f, text=f.suffix == ".pbtxt", what="SavedModel")
+    except GraphError:
+        if holds_graph(f, data):
+            raise GraphError(f"holds a GraphDef, not a SavedModel (TF's loader refuses it); to read it as a graph, "
+                             f"give the file itself: {f}", path) from None
+        raise
+    if not sm.meta_graphs and holds_graph(f, data):
+        raise GraphError(f"holds a GraphDef, not a SavedModel (TF's loader refuses it); to read it as a graph, give "
+                         f"the file itself: {f}", path)
+    return sm
+
+
+def holds_graph(f: Path, data: bytes | None = None) -> bool:
+    """Whether file ``f`` (named like a SavedModel's) holds a GraphDef or MetaGraphDef with
+    nodes rather than a SavedModel."""
+    data = read_bytes(f) if data is None else data
+    sm = protos.SavedModel()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            parse_message(sm, data, f, text=None, what="SavedModel")
+        if sm.meta_graphs:
+            return False
+    except GraphError:
+        pass
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            read_graph_file(f)
+        return True
+    except GraphError:
+        return False
 
 
 def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str = "serve", validate: bool = True,
@@ -478,6 +637,13 @@ def load_saved_model(path: Path | str, *, signature: str | None = None, tag: str
     if not metas:
         raise GraphError("SavedModel has no MetaGraph", path)
     meta = metas[0]
+    if len(sm.meta_graphs) > 1:
+        def tags(m):
+            return "[" + ", ".join(m.meta_info_def.tags) + "]"
+
+        which = (f"the first tagged {tag!r}" if tag in meta.meta_info_def.tags else f"the first (none is tagged {tag!r})")
+        assume_once(f"the SavedModel holds {len(sm.meta_graphs)} MetaGraphs (tags {', '.join(map(tags, sm.meta_graphs))}); "
+                    f"used {which}: {tags(meta)}", path)
     if signature is None and not meta.signature_def:  # a TF1 SavedModel without signatures: its whole graph
         return _checked(Graph.from_graphdef(meta.graph_def, source=str(path), validate=validate), validate, check_ops)
     signature = check_signature_name(sorted(meta.signature_def), signature, path)

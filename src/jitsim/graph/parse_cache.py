@@ -11,8 +11,13 @@ message's schema, and read back from there while the file is unchanged.
 Where: ``$JITSIM_PARSE_CACHE`` (a directory; ``off`` or ``0`` turns the cache off), else
 ``~/.cache/jitsim/parsed``. The directory is kept under :data:`MAX_TOTAL_BYTES` (least recently
 used entries go first). A cache that cannot be read or written is not used: the file is parsed
-as if there were none, and a note says so once. An entry records its payload's length, so a truncated entry is never
-taken for a smaller graph.
+as if there were none, and a note says so once.
+
+An entry is verified before it is used: its header holds the payload's length and a SHA-256
+over the entry's key (the hash of the text it stands for) and the payload. A truncated or
+damaged entry (one changed byte), or one copied under another key, fails the check; it is
+removed, the text is parsed as if there were no entry, and the entry is written anew. So a
+damaged cache can cost time, never a different graph or an error blamed on the user's file.
 
 >>> from jitsim.graph import protos
 >>> cache = ParseCache(None)            # off: nothing is stored, nothing found
@@ -25,18 +30,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import stat
 import struct
 import warnings
 from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.graph.input import MAX_INPUT_BYTES, read_file
 from jitsim.graph.output import write_atomic
 
 MIN_BYTES = 512 * 1024  # smaller files parse in well under 30 ms: not worth a file
 MAX_TOTAL_BYTES = 2 * 2**30
-FORMAT = b"jitsim-parsed/1\n"
-_HEADER = struct.Struct("<Q")  # the payload's length
+FORMAT = b"jitsim-parsed/2\n"
+_HEADER = struct.Struct("<Q32s")  # the payload's length, sha256(key + payload)
 _OFF = ("off", "0", "no", "false", "none")
 
 
@@ -65,6 +70,52 @@ def _schema_digest(descriptor) -> bytes:
     return h.digest()
 
 
+def _digest(key: str, payload) -> bytes:
+    h = hashlib.sha256(key.encode() + b"\0")
+    h.update(payload)
+    return h.digest()
+
+
+def entry_bytes(key: str, payload: bytes) -> bytes:
+    """An entry's bytes: the format line, the payload's length and checksum, the payload."""
+    return FORMAT + _HEADER.pack(len(payload), _digest(key, payload)) + payload
+
+
+def verified_payload(blob: bytes, key: str):
+    """The payload of entry ``blob`` stored under ``key``, or None where the entry is not
+    whole and unchanged (wrong format line, length or checksum)."""
+    n = len(FORMAT) + _HEADER.size
+    if len(blob) < n or not blob.startswith(FORMAT):
+        return None
+    length, digest = _HEADER.unpack_from(blob, len(FORMAT))
+    payload = memoryview(blob)[n:]
+    if length != len(payload) or _digest(key, payload) != digest:
+        return None
+    return payload
+
+
+_MAX_ENTRY = 2**31 + 64  # protobuf's limit, and the header
+
+
+def _read_entry(path: Path) -> bytes | None:
+    """An entry's bytes, or None: no entry, or something that is no entry jitsim wrote (a
+    link, a device, a pipe: never followed or read, so a planted /dev/zero cannot hang or
+    exhaust memory; more bytes than any entry can hold)."""
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            if not stat.S_ISDIR(st.st_mode):
+                path.unlink()  # removed, so that put() writes a real entry
+            return None
+        if st.st_size > _MAX_ENTRY:
+            return None
+        with open(path, "rb") as f:
+            blob = f.read(_MAX_ENTRY + 1)
+    except OSError:
+        return None
+    return blob if len(blob) <= _MAX_ENTRY else None
+
+
 class ParseCache:
     """The parsed-text cache in ``root`` (None: a cache that is always empty)."""
 
@@ -85,18 +136,23 @@ class ParseCache:
         (no entry, or an unreadable one)."""
         if self.root is None:
             return None
-        path = self._path(self.key(data, message))
-        try:  # a regular file only, bounded (an entry replaced by a FIFO never hangs a read)
-            blob = read_file(path, limit=MAX_INPUT_BYTES + 64)
-        except (OSError, JitsimError):
+        key = self.key(data, message)
+        path = self._path(key)
+        blob = _read_entry(path)
+        if blob is None:
             return None
-        n = len(FORMAT) + _HEADER.size
-        if len(blob) < n or not blob.startswith(FORMAT) or _HEADER.unpack_from(blob, len(FORMAT))[0] != len(blob) - n:
-            return None
-        try:
-            message.ParseFromString(memoryview(blob)[n:])
-        except Exception:  # a damaged entry: parse the text instead
-            message.Clear()
+        payload = verified_payload(blob, key)
+        if payload is not None:
+            try:
+                message.ParseFromString(payload)
+            except Exception:  # a checksum that matches bytes protobuf refuses: written by a broken writer
+                message.Clear()
+                payload = None
+        if payload is None:  # a damaged entry: gone, so that put() writes it anew
+            try:
+                path.unlink()
+            except OSError:
+                pass
             return None
         try:
             os.utime(path)  # recently used
@@ -110,10 +166,11 @@ class ParseCache:
         if self.root is None:
             return
         payload = message.SerializeToString(deterministic=True)  # maps in key order, as text has them
-        path = self._path(self.key(data, message))
+        key = self.key(data, message)
+        path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, FORMAT + _HEADER.pack(len(payload)) + payload, durable=False)
+            write_atomic(path, entry_bytes(key, payload), durable=False)
             self.trim()
         except (OSError, JitsimError) as e:
             _say_unusable(self.root, e)

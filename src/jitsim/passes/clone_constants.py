@@ -24,9 +24,11 @@ def _is_small_constant(n: TfNode) -> bool:
         return False
     shape = n.attr["value"].tensor.tensor_shape
     size = 1
-    for d in shape.dim:
-        if d.size < 0:
-            raise GraphError(f"constant {n.name!r} has an unknown dimension")
+    for k, d in enumerate(shape.dim):
+        if d.size < 0:  # jitsim.graph.validate refuses these at load; a graph built in Python may still hold one
+            what = "unknown (-1)" if d.size == -1 else f"negative ({d.size})"
+            raise GraphError(f"node {n.name!r} ({n.op}): attr 'value': the tensor's dimension {k} is {what}; a "
+                             "constant's shape must be fully known")
         size *= d.size
     return size < 16
 

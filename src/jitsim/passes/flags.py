@@ -11,11 +11,12 @@ reports the same conditions as a :class:`FlagError` (one line, non-zero exit).
 from __future__ import annotations
 
 import json
-import shlex
+import re
+import warnings
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 
-from jitsim.errors import JitsimError
+from jitsim.errors import JitsimError, JitsimWarning
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -111,77 +112,130 @@ _FLAGS: dict[str, tuple[str | None, str]] = {
     "tf_mlir_enable_debug_info_serialization": (None, "bool"),
 }
 
-_TRUE = {"true", "1", "t", "yes", "y"}
-_FALSE = {"false", "0", "f", "no", "n"}
+_INT_BITS = {"tf_xla_clustering_fuel": 64}  # the other int flags are int32
+_SSCANF_INT = re.compile(r"[ \t\n\r\f\v]*[+-]?[0-9]+")  # what sscanf's %d takes, with nothing after it
+_ATOI = re.compile(r"\s*[+-]?[0-9]+\s*")  # absl::SimpleAtoi: surrounding whitespace allowed
+_WS = " \t\r\n"
+_noted: set[str] = set()
 
 
 def _parse_bool(name: str, value: str | None) -> bool:
+    """tsl's bool flags: ``--name`` alone, or ``=true``/``=false`` (any case), ``=1``/``=0``."""
     if value is None:
         return True
-    v = value.lower()
-    if v in _TRUE:
+    if value.lower() == "true" or value == "1":
         return True
-    if v in _FALSE:
+    if value.lower() == "false" or value == "0":
         return False
-    raise FlagError(f"--{name}: {value!r} is not a boolean")
+    raise FlagError(f"--{name}={value}: not a boolean (TensorFlow takes true, false, 1 or 0 and aborts on "
+                    "anything else)")
 
 
-def _parse_int(name: str, value: str | None) -> int:
-    try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise FlagError(f"--{name}: {value!r} is not an integer") from None
+def _in_range(name: str, value: str, n: int, bits: int) -> int:
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if not lo <= n <= hi:
+        raise FlagError(f"--{name}={value}: out of the {bits}-bit integer range (TensorFlow aborts on it)")
+    return n
 
 
-def _parse_auto_jit(flags: XlaFlags, value: str | None) -> None:
-    v = (value or "").strip()
-    if v.startswith("single-gpu(") and v.endswith(")"):
-        flags.auto_jit_single_gpu = _parse_int("tf_xla_auto_jit", v[len("single-gpu("):-1])
+def _parse_int(name: str, value: str | None, bits: int = 32) -> int:
+    if value is None or not _SSCANF_INT.fullmatch(value):
+        raise FlagError(f"--{name}={value or ''}: not an integer (TensorFlow aborts on it)")
+    return _in_range(name, value, int(value), bits)
+
+
+def _parse_auto_jit(flags: XlaFlags, value: str) -> None:
+    """``--tf_xla_auto_jit``: an integer, ``fusible`` or ``single-gpu(N)`` (flags.cc's
+    SetterForXlaAutoJitFlag; anything else makes TF abort)."""
+    name = "tf_xla_auto_jit"
+    if _ATOI.fullmatch(value):
+        flags.auto_jit_single_gpu = flags.auto_jit_general = _in_range(name, value, int(value), 32)
         return
-    if v == "fusible":
+    if value == "fusible":
         flags.auto_jit_single_gpu = flags.auto_jit_general = ON_1
         flags.ops_to_cluster = "FUSIBLE"
         return
-    n = _parse_int("tf_xla_auto_jit", v)
-    flags.auto_jit_single_gpu = flags.auto_jit_general = n
+    if value.startswith("single-gpu(") and value.endswith(")") and _ATOI.fullmatch(value[len("single-gpu("):-1]):
+        flags.auto_jit_single_gpu = _in_range(name, value, int(value[len("single-gpu("):-1]), 32)
+        return
+    raise FlagError(f"--{name}={value}: not a jit level (TensorFlow takes an integer such as -1, 0, 1, 2, "
+                    "'fusible' or 'single-gpu(N)' and aborts on anything else)")
+
+
+def split_flags(text: str) -> list[str]:
+    """The tokens TF makes of a ``TF_XLA_FLAGS`` value (xla/parse_flags_from_env.cc): each
+    starts with ``-`` and ends at whitespace, except a ``--name="..."`` or ``--name='...'``
+    value, which is unquoted (backslash escapes in double quotes). TF stops at the first token
+    that does not start with ``-`` and ignores the rest; that is said in a note here."""
+    out: list[str] = []
+    n, i = len(text), 0
+    while i < n and text[i] in _WS:
+        i += 1
+    if i < n and text[i] != "-":
+        raise FlagError(f"TF_XLA_FLAGS={text!r} does not start with '-': TensorFlow takes such a value for the name "
+                        "of a file of flags and aborts if it cannot open it; give the flags themselves")
+    while i < n and text[i] == "-":
+        j = i
+        while j < n and text[j].isascii() and (text[j] in "-_" or text[j].isalnum()):
+            j += 1
+        if j + 1 < n and text[j] == "=" and text[j + 1] in "'\"":
+            quote, k, value = text[j + 1], j + 2, []
+            while k < n and text[k] != quote:
+                if quote == '"' and text[k] == "\\" and k + 1 < n:
+                    k += 1
+                value.append(text[k])
+                k += 1
+            out.append(text[i:j + 1] + "".join(value))
+            j = k + 1 if k < n else k
+        else:
+            while j < n and text[j] not in _WS:
+                j += 1
+            out.append(text[i:j])
+        i = j
+        while i < n and text[i] in _WS:
+            i += 1
+    if i < n and text not in _noted:
+        _noted.add(text)
+        warnings.warn(JitsimWarning(f"TF_XLA_FLAGS: {text[i:][:60]!r} does not start with '-'; TensorFlow stops "
+                                    "reading flags there and ignores the rest, and so does jitsim"), stacklevel=3)
+    return out
 
 
 def parse_tf_xla_flags(text: str | None) -> XlaFlags:
-    """Parse a ``TF_XLA_FLAGS`` value (``--name=value`` / ``--bool`` tokens).
+    """Parse a ``TF_XLA_FLAGS`` value as TF 2.21 does (tsl's command_line_flags.cc): a bool
+    flag is ``--name`` or ``--name=true|false|1|0``, the others need ``=value``; there is no
+    ``--noname`` form; a value TF cannot read makes it abort, and so is refused here.
 
     >>> parse_tf_xla_flags("--tf_xla_auto_jit=fusible").ops_to_cluster
     'FUSIBLE'
     >>> parse_tf_xla_flags("--tf_xla_bogus=1")
     Traceback (most recent call last):
     ...
-    jitsim.passes.flags.FlagError: unknown flag in TF_XLA_FLAGS: --tf_xla_bogus (TensorFlow aborts on it)
+    jitsim.passes.flags.FlagError: unknown flag in TF_XLA_FLAGS: --tf_xla_bogus=1 (TensorFlow aborts on it)
     """
     flags = XlaFlags(text=text or "")
-    try:
-        tokens = shlex.split(text or "")
-    except ValueError as e:
-        raise FlagError(f"cannot split TF_XLA_FLAGS: {e}") from None
-    for tok in tokens:
-        if not tok.startswith("--"):
-            raise FlagError(f"TF_XLA_FLAGS token {tok!r} does not start with --")
-        name, eq, value = tok[2:].partition("=")
-        if not eq:
-            value = None
+    for tok in split_flags(text or ""):
+        name, eq, value = tok[2:].partition("=") if tok.startswith("--") else ("", "", "")
         spec = _FLAGS.get(name)
-        if spec is None and name.startswith("no") and _FLAGS.get(name[2:], (None, ""))[1] == "bool" and not eq:
-            spec, value, name = _FLAGS[name[2:]], "false", name[2:]
+        if spec is not None and not eq and spec[1] != "bool":
+            raise FlagError(f"unknown flag in TF_XLA_FLAGS: {tok} (a {spec[1] if spec[1] != 'autojit' else 'string'} "
+                            f"flag needs '=value'; TensorFlow aborts on it)")
         if spec is None:
-            raise FlagError(f"unknown flag in TF_XLA_FLAGS: --{name} (TensorFlow aborts on it)")
+            hint = ""
+            if name.startswith("no") and name[2:] in _FLAGS:
+                hint = f"; TensorFlow has no --no form: write --{name[2:]}=false" if _FLAGS[name[2:]][1] == "bool" \
+                    else f"; TensorFlow has no --no form"
+            raise FlagError(f"unknown flag in TF_XLA_FLAGS: {tok} (TensorFlow aborts on it{hint})")
         fname, kind = spec
         if kind == "autojit":
             _parse_auto_jit(flags, value)
             continue
         if kind == "bool":
-            parsed = _parse_bool(name, value)
+            parsed = _parse_bool(name, value if eq else None)
         elif kind == "int":
-            parsed = _parse_int(name, value)
+            parsed = _parse_int(name, value, _INT_BITS.get(name, 32))
         else:
-            parsed = value or ""
+            parsed = value
         if fname is not None:
             setattr(flags, fname, parsed)
     return flags
