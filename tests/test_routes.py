@@ -348,7 +348,7 @@ def test_capture_flags_keep_only_what_changes_the_pass_input():
     assert not added
     # read from mark_for_compilation on, or the same auto-clustering state for TF's Grappler
     for same in ("--tf_xla_auto_jit=1", "--tf_xla_auto_jit=fusible --tf_xla_min_cluster_size=1",
-                 "--tf_xla_auto_jit=2 --notf_xla_cpu_global_jit --tf_xla_max_cluster_size=3 "
+                 "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit=false --tf_xla_max_cluster_size=3 "
                  "--tf_xla_clustering_fuel=5 --tf_xla_deterministic_cluster_names"):
         assert capture_flags(same)[0] == base, same
     # auto-clustering off: captured with it on (simulated with the user's flags: nothing clustered)
