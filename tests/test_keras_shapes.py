@@ -100,8 +100,12 @@ def test_saved_model_route_notes_the_signature_wrapper():
 
 
 def test_input_shape_errors_are_one_line(tmp_path):
+    import zipfile
+
     stub = tmp_path / "m.keras"
-    stub.write_bytes(b"")  # never opened: the option is refused first
+    with zipfile.ZipFile(stub, "w") as z:  # what a Keras archive is recognised by; its model is never loaded:
+        z.writestr("config.json", "{}")     # the option is refused first
+        z.writestr("metadata.json", "{}")
     r = run_cli("cluster", stub, "--input-shape", "x=2,?")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
     assert r.stderr.startswith(f"jitsim: {stub}: --input-shape 'x=2,?': a shape must be concrete")

@@ -297,18 +297,15 @@ def allow_where_op(flags: XlaFlags) -> bool:
 def effective_flags(text: str | None) -> str:
     """The flags a ``TF_XLA_FLAGS`` value leaves in force, each once: later flags win, as in TF,
     so ``--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_auto_jit=-1`` is
-    ``--tf_xla_cpu_global_jit --tf_xla_auto_jit=-1`` (a flag keeps its last position; ``--noX``
-    is written ``--X=false``). The value is parsed first: a flag TF refuses is a :class:`FlagError`.
+    ``--tf_xla_cpu_global_jit --tf_xla_auto_jit=-1`` (a flag keeps its last position). The value is parsed first: a flag TF refuses is a :class:`FlagError`.
 
     >>> effective_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_auto_jit=-1")
     '--tf_xla_cpu_global_jit --tf_xla_auto_jit=-1'
     """
     parse_tf_xla_flags(text)
     last: dict[str, str] = {}
-    for tok in shlex.split(text or ""):
-        name, eq, value = tok[2:].partition("=")
-        if not eq and name not in _FLAGS and name.startswith("no") and name[2:] in _FLAGS:
-            name, tok = name[2:], f"--{name[2:]}=false"
+    for tok in split_flags(text or ""):
+        name = tok.lstrip("-").partition("=")[0]
         last.pop(name, None)
         last[name] = tok
     return " ".join(last.values())
