@@ -362,7 +362,8 @@ def test_special_inputs_are_refused(tmp_path, special):
     elif special == "fifo":
         special = tmp_path / "g.pb"
         os.mkfifo(special)
-    for argv in (["cluster", special], ["show", special], ["cluster", EX, "--op-defs", special]):
+    graph_args = [] if special == "/dev/stdin" else [["cluster", special], ["show", special]]  # a graph: read from stdin
+    for argv in graph_args + [["cluster", EX, "--op-defs", special]]:
         # stdin a pipe that nobody writes to: reading it would never end
         r = _cli(*argv, timeout=60, stdin=subprocess.PIPE)
         assert r.returncode == 2, (argv, r.stderr)
@@ -739,3 +740,35 @@ def test_an_ignored_hup_stays_ignored(tmp_path):
                        env=ENV, capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert _is_graph_text((tmp_path / "out.pbtxt").read_bytes()) and _no_temp_files(tmp_path) == []
+
+
+def test_graph_from_stdin(tmp_path):
+    """``-`` as the graph reads it from standard input, bounded and by content (text, binary or
+    gzip), named <stdin> in messages and JSON; its temporary copy is removed at the end. An
+    empty stdin, or ``-`` twice, is one error line."""
+    import gzip
+    import json
+
+    graph = Path(__file__).resolve().parents[1] / "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+
+    def run(*argv, data=b""):
+        return subprocess.run([sys.executable, "-m", "jitsim", *argv], input=data, capture_output=True, env=env,
+                              timeout=300)
+
+    text = run("cluster", graph, "--format", "json").stdout
+    for data in (graph.read_bytes(), gzip.compress(graph.read_bytes())):
+        r = run("cluster", "-", "--format", "json", data=data)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["input"] == "<stdin>"
+        strip = [{k: v for k, v in g.items() if k not in ("name", "source")} for g in doc["graphs"]]
+        assert strip == [{k: v for k, v in g.items() if k not in ("name", "source")} for g in json.loads(text)["graphs"]]
+        assert doc["graphs"][0]["source"] == "<stdin>"
+    r = run("cluster", "-")
+    assert r.returncode == 2 and r.stderr.decode().strip() == "jitsim: <stdin>: is empty: a graph needs at least one node"
+    r = run("diff", "-", "-", data=graph.read_bytes())
+    assert r.returncode == 2 and r.stderr.decode().strip().endswith("only one input can come from stdin (-)")
+    r = run("explain", "-", "nope", data=graph.read_bytes())
+    assert r.returncode == 2 and r.stderr.decode().startswith("jitsim: <stdin>: no node named")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("jitsim-stdin")]

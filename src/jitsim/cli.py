@@ -90,8 +90,10 @@ def _emit_json(obj, args) -> None:
     assert isinstance(obj, dict) and str(obj.get("schema", "")).startswith("jitsim."), "JSON output needs a schema"
     if not getattr(args, "timings", False):
         obj = without_timings(obj)
-    json.dump(obj, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    text = json.dumps(obj, indent=2)
+    if _STDIN_FILE is not None:  # a graph read from stdin is named <stdin>, as in messages
+        text = text.replace(json.dumps(_STDIN_FILE)[1:-1], "<stdin>")
+    sys.stdout.write(text + "\n")
 
 
 def _tensorboard_arg(p) -> None:
@@ -142,7 +144,7 @@ def cmd_show(args) -> int:
     from rich.table import Table
 
     con = _console()
-    con.print(f"[bold]{s['source']}[/]: {s['nodes']} nodes, {s['edges']} edges "
+    con.print(f"[bold]{_shown(s['source'])}[/]: {s['nodes']} nodes, {s['edges']} edges "
               f"({s['control_edges']} control), {s['functions']} library functions")
     if s["devices"]:
         con.print("devices: " + ", ".join(d or "(unassigned)" for d in s["devices"]))
@@ -1323,8 +1325,58 @@ def _op_libraries(paths) -> list:
 
 def _one_line(text: str) -> str:
     """A message as one line: control characters (a newline in a node name, a byte quoted
-    from a garbled file) are written as escapes."""
+    from a garbled file) are written as escapes; a graph read from stdin is named ``<stdin>``,
+    not the temporary file it was kept in."""
+    if _STDIN_FILE is not None:
+        text = text.replace(_STDIN_FILE, "<stdin>")
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _shown(path) -> str:
+    """A path as the user gave it: the temporary file of a graph read from stdin is <stdin>."""
+    return "<stdin>" if _STDIN_FILE is not None and str(path) == _STDIN_FILE else str(path)
+
+
+# ``-`` (or /dev/stdin) as the graph: the bytes read from standard input, kept in a temporary file
+# for the command (removed at its end); messages name it <stdin>
+STDIN_NAMES = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+_STDIN_FILE: str | None = None
+
+
+def _stdin_inputs(args) -> None:
+    """A graph argument ``-`` reads the graph from standard input (bounded like every input:
+    2 GiB; text, binary or gzip by content, as for a file without a telling name)."""
+    global _STDIN_FILE
+    from jitsim.graph.input import MAX_INPUT_BYTES
+    from jitsim.graph.output import temporary_directory
+
+    _STDIN_FILE = None
+    names = ("graph",) if args.command == "explain" else ("graph", "other", "predicted", "truth")
+    given = [n for n in names if isinstance(getattr(args, n, None), str) and getattr(args, n) in STDIN_NAMES]
+    if not given:
+        return
+    if len(given) > 1:
+        raise JitsimError("only one input can come from stdin (-)", "<stdin>")
+    if sys.stdin is None or sys.stdin.isatty():
+        raise JitsimError("a graph to read from stdin (-), but stdin is a terminal: pipe or redirect a graph in, "
+                          "e.g. jitsim cluster - < graph.pbtxt", "<stdin>")
+    stream = sys.stdin.buffer
+    parts, n = [], 0
+    while n <= MAX_INPUT_BYTES:
+        b = stream.read(min(1 << 20, MAX_INPUT_BYTES + 1 - n))
+        if not b:
+            break
+        parts.append(b)
+        n += len(b)
+    if n > MAX_INPUT_BYTES:
+        raise JitsimError(f"more than {MAX_INPUT_BYTES} bytes on stdin, more than any protobuf message can hold",
+                          "<stdin>")
+    if n == 0:
+        raise JitsimError("is empty: a graph needs at least one node", "<stdin>")
+    f = temporary_directory(prefix="jitsim-stdin-") / "stdin"
+    f.write_bytes(b"".join(parts))
+    _STDIN_FILE = str(f)
+    setattr(args, given[0], _STDIN_FILE)
 
 
 def _show_warning(message) -> None:
@@ -1436,6 +1488,7 @@ def _run(argv: list[str] | None) -> int:
         args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always", JitsimWarning)
+            _stdin_inputs(args)
             _check_inputs(args)
             _check_outputs(args)
             _check_common(args)
