@@ -305,16 +305,23 @@ _IMPORTER_CASES = (
 )
 
 
+def _bad_inputs_generator():
+    """tests/bad_inputs/generate.py under its own module name (benchmarks/ has a generate.py too,
+    which another test may have imported as ``generate``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bad_inputs_generate", HERE / "bad_inputs" / "generate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.mark.tf
 def test_jitsim_refuses_exactly_what_tf_refuses(tmp_path):
     """Each importer case of tests/bad_inputs, given to real TF (import_graph_def, then a
     session run of the call or the output): TF fails exactly where the manifest says jitsim
     refuses (exit 2), and runs exactly where jitsim accepts."""
-    sys.path.insert(0, str(HERE / "bad_inputs"))
-    try:
-        import generate
-    finally:
-        sys.path.pop(0)
+    generate = _bad_inputs_generator()
     manifest = {c["id"]: c for c in generate.write(tmp_path)}
     assert set(_IMPORTER_CASES) <= set(manifest)
     probe = tmp_path / "probe.py"
@@ -447,11 +454,7 @@ def test_a_damaged_capture_is_taken_again_by_real_tf(tmp_path):
     """End to end with TF: capture a GraphDef (a MatMul chain TF clusters), change one byte of
     the cached pass input, capture again: TF runs again (not cached, with a note) and the
     entry is whole once more (the third capture is a cache hit on the same bytes)."""
-    sys.path.insert(0, str(HERE / "bad_inputs"))
-    try:
-        import generate
-    finally:
-        sys.path.pop(0)
+    generate = _bad_inputs_generator()
     from jitsim.frontend.capture import capture
 
     g = tmp_path / "g.pbtxt"

@@ -109,6 +109,9 @@ class StdoutError(JitsimError):
 STDOUT_NAME = "<stdout>"
 
 
+_PIECE = 2048  # characters per write to the underlying stream (GuardedStdout.write)
+
+
 class GuardedStdout:
     """``sys.stdout`` while a command runs: a write error is one :class:`StdoutError` line
     (the reader going away stays a :class:`BrokenPipeError`, a quiet exit)."""
@@ -127,7 +130,14 @@ class GuardedStdout:
             raise StdoutError(f"cannot write: {strerror(e)}", STDOUT_NAME) from None
 
     def write(self, text):
-        return self._call(self._stream.write, text)
+        # in pieces: a large write that the disk takes only in part (ENOSPC after a partial write)
+        # is dropped silently by Python's buffered writer; small writes flush through its buffer,
+        # where the error is raised
+        if len(text) <= _PIECE:
+            return self._call(self._stream.write, text)
+        for i in range(0, len(text), _PIECE):
+            self._call(self._stream.write, text[i:i + _PIECE])
+        return len(text)
 
     def writelines(self, lines):
         return self._call(self._stream.writelines, lines)

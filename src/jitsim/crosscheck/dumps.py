@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.graph.input import kind_of_mode, read_file, read_json
+from jitsim.graph.input import kind_of_mode, read_file, read_json, read_text
 from jitsim.graph.paths import missing_reason
 
 # Pipeline order of the per-graph dumps.
@@ -338,8 +338,6 @@ class DumpDir:
     def log_text(self) -> str | None:
         """The log's text, read like every input (:func:`jitsim.graph.input.read_text`: a FIFO or a
         link to /dev/zero is one error line, never a hang; the size is bounded)."""
-        from jitsim.graph.input import read_text
-
         f = self.log
         return None if f is None else read_text(f, what="TF's log (a text file)", error=JitsimError)
 

@@ -20,7 +20,7 @@ from jitsim.errors import JitsimError
 from jitsim.graph.input import read_json
 from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
-from jitsim.passes.flags import XlaFlags
+from jitsim.passes.flags import XlaFlags, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
 from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, STAGE_DUMPS, cluster_graph, run_pipeline
 from jitsim.registry.custom_ops import harvest_op_library
@@ -59,8 +59,6 @@ def truth_stage(records, root: Path) -> tuple[str, list[str]]:
     nothing. A directory with none was most likely written without the flag: the clusters TF
     kept at ``encapsulate_subgraphs_before`` (after partial declustering) are compared instead
     where TF wrote them, else there is nothing to verify against (one-line error)."""
-    from jitsim.passes.flags import parse_tf_xla_flags
-
     if any(MARK in r.files for r in records):
         return MARK, []
     recorded = recorded_flags(root)

@@ -40,7 +40,8 @@ from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
 from jitsim.errors import HarvestError, JitsimError
 from jitsim.graph import protos
 from jitsim.graph.input import is_regular_file, kind_of_mode, read_file, read_text
-from jitsim.graph.io import (assume_once, is_saved_model_dir, keras_archive_problem, missing_reason, read_graphdef,
+from jitsim.graph.io import (assume_once, check_signature_name, is_saved_model_dir, keras_archive_problem,
+                             missing_reason, read_graph_file, read_graphdef,
                              read_saved_model)
 from jitsim.graph.output import release, remove_tree, temporary_directory
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
@@ -394,8 +395,6 @@ def check_signature(target: Path, signature: str | None) -> None:
     default ``serving_default`` included: never fall back to another one) or is one of TF's
     internal entries (``__saved_model_init_op``): the rule of the TF-free route
     (:func:`jitsim.graph.io.check_signature_name`)."""
-    from jitsim.graph.io import check_signature_name
-
     sigs = saved_model_signatures(target)
     if not sigs:
         raise HarvestError(f"the SavedModel has no signature {signature or 'serving_default'!r}; it has no "
@@ -489,8 +488,6 @@ def _tf_readable(target: Path, kind: str, workdir: Path) -> Path:
 
     if not is_event_file(target):
         return target
-    from jitsim.graph.io import read_graph_file
-
     gd, meta = read_graph_file(target)
     out = workdir / ("_jitsim_graph.meta" if meta is not None else "_jitsim_graph.pb")
     out.write_bytes((meta if meta is not None else gd).SerializeToString(deterministic=True))

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from jitsim.crosscheck import harvest as _harvest
 from jitsim.errors import HarvestError, JitsimError
-from jitsim.graph.input import hash_file, read_json
+from jitsim.graph.input import hash_file, os_problem, read_json
 from jitsim.graph.output import remove_tree, temporary_directory
 
 RUNNER_VERSION = "capture/7"  # bump when a runner's behaviour changes: old cache entries go stale
@@ -213,8 +213,6 @@ def usable_cache_dir(cache_dir: Path | None) -> tuple[Path, str | None]:
             os.unlink(probe)
             return cache_dir, None
         except OSError as e:
-            from jitsim.graph.input import os_problem
-
             why = os_problem(e, "cannot write")
     else:
         why = "no home directory"

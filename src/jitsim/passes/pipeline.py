@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import JitsimError
+from jitsim.graph.functions import body_problem, called_functions
 from jitsim.graph.model import Graph
 from jitsim.passes.clone_constants import clone_constants_for_better_clustering, uncloned
 from jitsim.passes.cluster_scoping import cluster_scoping
@@ -273,7 +274,6 @@ def _note_unchecked_bodies(tg: TfGraph, rejected: dict, source) -> None:
     library = tg.library
     if not library.function:
         return
-    from jitsim.graph.functions import body_problem, called_functions
     from jitsim.graph.io import assume
 
     fns = {f.signature.name: f for f in library.function}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from jitsim.errors import JitsimError
 from jitsim.graph.input import is_regular_file, read_problem
 from jitsim.passes.devices import KERNEL_DEVICE_TYPES, KERNELS_DATA
 from jitsim.registry import DATA, XLA_DEVICE_TYPES, data_file, op_defs
@@ -292,7 +293,6 @@ def export_op_library(modules=(), libraries=(), *, all_ops: bool = False) -> dic
     from tensorflow.python.client import pywrap_tf_session as c
     from tensorflow.python.framework import kernels
 
-    from jitsim.errors import JitsimError
     from jitsim.graph import protos
 
     for m in modules:

@@ -115,7 +115,6 @@ def recorded_tf_version(path) -> str | None:
     harvest directory, its ``dumps/`` directory or one of its dump files; else None."""
     from pathlib import Path
 
-    from jitsim.errors import JitsimError
     from jitsim.graph.input import is_regular_file, read_json
 
     p = Path(path)
