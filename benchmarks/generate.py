@@ -212,6 +212,121 @@ def layered(n_nodes: int, width: int = 8, seed: int = 0, *, print_every: int = 6
     return gd
 
 
+# -- function libraries ---------------------------------------------------------------------
+
+CALL_KINDS = ("PartitionedCall", "StatefulPartitionedCall", "direct")
+
+
+def _float_attr(value: float):
+    def val(a):
+        a.tensor.dtype = DT_FLOAT
+        a.tensor.tensor_shape.SetInParent()
+        a.tensor.float_val.append(value)
+    return val
+
+
+def _call(container, name: str, fn: str, kind: str, inputs: list[str]):
+    """One call of library function ``fn`` (one float in, one float out) added to ``container``
+    (a GraphDef or a FunctionDef's node_def list): by PartitionedCall, StatefulPartitionedCall
+    or a node whose op is the function's name."""
+    n = container.add(name=name, op=fn if kind == "direct" else kind)
+    n.input.extend(inputs)
+    if kind != "direct":
+        n.attr["Tin"].list.type.append(DT_FLOAT)
+        n.attr["Tout"].list.type.append(DT_FLOAT)
+        n.attr["f"].func.name = fn
+    return n
+
+
+def _function(lib, name: str, value: float, callee: str | None = None, kind: str = "direct"):
+    """``name(x) = Relu(x * value)``; with ``callee``: ``Relu(callee(x) * value)``, the call made
+    the ``kind`` way (``direct``: a node whose op is the callee's name)."""
+    f = lib.function.add()
+    f.signature.name = name
+    f.signature.input_arg.add(name="x", type=DT_FLOAT)
+    f.signature.output_arg.add(name="y", type=DT_FLOAT)
+    src = "x"
+    if callee is not None:
+        _call(f.node_def, "inner", callee, kind, ["x"])
+        src = "inner:output:0" if kind != "direct" else "inner:y:0"
+    c = f.node_def.add(name="c", op="Const")
+    c.attr["dtype"].type = DT_FLOAT
+    _float_attr(value)(c.attr["value"])
+    m = f.node_def.add(name="m", op="Mul", input=[src, "c:output:0"])
+    m.attr["T"].type = DT_FLOAT
+    r = f.node_def.add(name="r", op="Relu", input=["m:z:0"])
+    r.attr["T"].type = DT_FLOAT
+    f.ret["y"] = "r:activations:0"
+    return f
+
+
+def _graph_input(gd, dims=(4, 8)):
+    x = gd.node.add(name="x", op="Placeholder", device=CPU)
+    x.attr["dtype"].type = DT_FLOAT
+    for d in dims:
+        x.attr["shape"].shape.dim.add(size=d)
+    return "x"
+
+
+def _consumer(gd, name: str, op: str, inputs: list[str]):
+    n = gd.node.add(name=name, op=op, device=CPU, input=inputs)
+    if op == "AddN":
+        n.attr["N"].i = len(inputs)
+        n.attr["T"].type = DT_FLOAT
+    elif op == "Pack":
+        n.attr["N"].i = len(inputs)
+        n.attr["T"].type = DT_FLOAT
+        n.attr["axis"].i = 0
+    elif op == "IdentityN":
+        n.attr["T"].list.type.extend([DT_FLOAT] * len(inputs))
+    else:
+        raise ValueError(f"unknown consumer {op!r}")
+    out = gd.node.add(name="result", op="Identity", device=CPU, input=[name])
+    out.attr["T"].type = DT_FLOAT
+    return n
+
+
+def functions(n: int, *, consumer: str = "AddN", nested: bool = False):
+    """A graph calling each of ``n`` library functions once (issue 22): ``x`` (Placeholder) feeds
+    ``call{i}``, a call of ``f{i}(x) = Relu(x * (i + 1))`` made in turn by PartitionedCall,
+    StatefulPartitionedCall and a node whose op is ``f{i}`` (``CALL_KINDS``); every call's result
+    feeds one wide ``consumer`` (AddN, Pack or IdentityN), read by ``result`` (Identity).
+    ``nested``: each ``f{i}`` calls its own ``g{i}(x) = Relu(x * -(i + 1))`` first (the call made
+    the way after ``call{i}``'s), so functions call functions. The shape of a tf.function's graph
+    as TF exports it (calls not yet inlined): jitsim's default route inlines and lowers it."""
+    gd = protos.GraphDef()
+    gd.versions.producer = 2474  # TF 2.21's
+    x = _graph_input(gd)
+    outs = []
+    for i in range(n):
+        kind = CALL_KINDS[i % 3]
+        callee = None
+        if nested:
+            callee = f"g{i}"
+            _function(gd.library, callee, -float(i + 1))
+        _function(gd.library, f"f{i}", float(i + 1), callee, CALL_KINDS[(i + 1) % 3])
+        c = _call(gd.node, f"call{i}", f"f{i}", kind, [x])
+        c.device = CPU
+        outs.append(f"call{i}")
+    _consumer(gd, "sum", consumer, outs)
+    return gd
+
+
+def nested_calls(depth: int, *, kind: str = "direct"):
+    """``f0`` calls ``f1`` calls ... ``f{depth-1}`` (each ``Relu(f{i+1}(x) * 2)``, the last
+    ``Relu(x * 2)``), the graph calls ``f0`` once: function nesting ``depth`` deep (issue 22)."""
+    gd = protos.GraphDef()
+    gd.versions.producer = 2474  # TF 2.21's
+    x = _graph_input(gd)
+    for i in range(depth):
+        _function(gd.library, f"f{i}", 2.0, f"f{i + 1}" if i + 1 < depth else None, kind)
+    c = _call(gd.node, "call", "f0", kind, [x])
+    c.device = CPU
+    out = gd.node.add(name="result", op="Identity", device=CPU, input=["call"])
+    out.attr["T"].type = DT_FLOAT
+    return gd
+
+
 # -- CLI ------------------------------------------------------------------------------------
 
 def main(argv=None) -> int:

@@ -41,16 +41,23 @@ def body_references(fdef) -> list[str]:
     return refs + [fdef.ret[a.name] for a in fdef.signature.output_arg if a.name in fdef.ret]
 
 
-def function_to_graphdef(library, name: str, *, source=None):
-    """A ``GraphDef`` for function ``name`` of ``library`` (a ``FunctionDefLibrary``)."""
+def function_to_graphdef(library, name: str, *, source=None, fns: dict | None = None, with_library: bool = True):
+    """A ``GraphDef`` for function ``name`` of ``library`` (a ``FunctionDefLibrary``).
+
+    ``fns``: the library's functions by name, when the caller has them (built here otherwise).
+    ``with_library=False``: the body alone, without a copy of the library: for callers that
+    convert many bodies of one library (inlining, the analyses), where copying the whole
+    library into each would make the work quadratic in the library's size (issue 22)."""
     from jitsim.registry import op_def
 
-    fns = {f.signature.name: f for f in library.function}
+    if fns is None:
+        fns = {f.signature.name: f for f in library.function}
     if name not in fns:
         raise GraphError(f"function {name!r} is not in the graph's library", source)
     fdef = fns[name]
     gd = protos.GraphDef()
-    gd.library.CopyFrom(library)
+    if with_library:
+        gd.library.CopyFrom(library)
     args = set()
     for i, arg in enumerate(fdef.signature.input_arg):
         nd = gd.node.add(name=arg.name, op="_Arg")

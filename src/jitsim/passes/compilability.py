@@ -109,7 +109,7 @@ class CompilabilityChecker:
             else:
                 from jitsim.graph.functions import function_to_graphdef
 
-                gd = function_to_graphdef(self.library, name)
+                gd = function_to_graphdef(self.library, name, fns=self.fns, with_library=False)
                 self._body_cache[name] = list(gd.node)
         return self._body_cache[name]
 
