@@ -312,15 +312,83 @@ def functions(n: int, *, consumer: str = "AddN", nested: bool = False):
     return gd
 
 
+NESTING_KINDS = ("direct", "PartitionedCall", "StatefulPartitionedCall", "If", "While")
+DT_BOOL = protos.DataType.values_by_name["DT_BOOL"].number
+DT_INT32 = protos.DataType.values_by_name["DT_INT32"].number
+
+
+def _const_node(f, name: str, dtype: int, values: list, dims: list[int] | None = None):
+    c = f.node_def.add(name=name, op="Const")
+    c.attr["dtype"].type = dtype
+    t = c.attr["value"].tensor
+    t.dtype = dtype
+    t.tensor_shape.SetInParent()
+    for d in dims or []:
+        t.tensor_shape.dim.add(size=d)
+    {DT_FLOAT: t.float_val, DT_BOOL: t.bool_val, DT_INT32: t.int_val}[dtype].extend(values)
+    return c
+
+
+def _loop_cond(lib, name: str = "loop_cond"):
+    """``loop_cond(x) = Sum(x) < 100``: a While's condition."""
+    f = lib.function.add()
+    f.signature.name = name
+    f.signature.input_arg.add(name="x", type=DT_FLOAT)
+    f.signature.output_arg.add(name="pred", type=DT_BOOL)
+    _const_node(f, "axes", DT_INT32, [0, 1], [2])
+    _const_node(f, "limit", DT_FLOAT, [100.0])
+    s = f.node_def.add(name="sum", op="Sum", input=["x", "axes:output:0"])
+    s.attr["T"].type = DT_FLOAT
+    s.attr["Tidx"].type = DT_INT32
+    s.attr["keep_dims"].b = False
+    lt = f.node_def.add(name="less", op="Less", input=["sum:output:0", "limit:output:0"])
+    lt.attr["T"].type = DT_FLOAT
+    f.ret["pred"] = "less:z:0"
+
+
 def nested_calls(depth: int, *, kind: str = "direct"):
-    """``f0`` calls ``f1`` calls ... ``f{depth-1}`` (each ``Relu(f{i+1}(x) * 2)``, the last
-    ``Relu(x * 2)``), the graph calls ``f0`` once: function nesting ``depth`` deep (issue 22)."""
+    """Function nesting ``depth`` deep (issue 22): the graph calls ``f0``, ``f{i}`` calls
+    ``f{i+1}``, each ``Relu(<inner>(x) * 2)``, the last ``Relu(x * 2)``. ``kind`` (``NESTING_KINDS``)
+    is how each level calls the next: a node whose op is the function's name, PartitionedCall,
+    StatefulPartitionedCall, an ``If`` (constant true predicate; then: ``f{i+1}``, else: ``leaf``)
+    or a ``While`` whose body is ``f{i+1}`` (condition ``Sum(x) < 100``): loops nested ``depth``
+    frames deep once lowered."""
+    if kind not in NESTING_KINDS:
+        raise ValueError(f"unknown nesting kind {kind!r}")
     gd = protos.GraphDef()
     gd.versions.producer = 2474  # TF 2.21's
     x = _graph_input(gd)
+    lib = gd.library
+    if kind == "If":
+        _function(lib, "leaf", 3.0)
+    if kind == "While":
+        _loop_cond(lib)
     for i in range(depth):
-        _function(gd.library, f"f{i}", 2.0, f"f{i + 1}" if i + 1 < depth else None, kind)
-    c = _call(gd.node, "call", "f0", kind, [x])
+        inner = f"f{i + 1}" if i + 1 < depth else None
+        if inner is None or kind not in ("If", "While"):
+            _function(lib, f"f{i}", 2.0, inner, kind if kind in CALL_KINDS else "direct")
+            continue
+        f = _function(lib, f"f{i}", 2.0)
+        n = f.node_def
+        if kind == "If":
+            _const_node(f, "pred", DT_BOOL, [True])
+            cf = n.add(name="inner", op="If", input=["pred:output:0", "x"])
+            cf.attr["Tcond"].type = DT_BOOL
+            cf.attr["then_branch"].func.name = inner
+            cf.attr["else_branch"].func.name = "leaf"
+        else:
+            cf = n.add(name="inner", op="While", input=["x"])
+            cf.attr["T"].list.type.append(DT_FLOAT)
+            cf.attr["cond"].func.name = "loop_cond"
+            cf.attr["body"].func.name = inner
+            cf.attr["parallel_iterations"].i = 10
+        cf.attr["_lower_using_switch_merge"].b = True  # as tf.function marks them: lowered
+        if kind == "If":
+            cf.attr["Tin"].list.type.append(DT_FLOAT)
+            cf.attr["Tout"].list.type.append(DT_FLOAT)
+        n[[nd.name for nd in n].index("m")].input[0] = "inner:output:0"
+    top = "f0"
+    c = _call(gd.node, "call", top, kind if kind in CALL_KINDS else "PartitionedCall", [x])
     c.device = CPU
     out = gd.node.add(name="result", op="Identity", device=CPU, input=["call"])
     out.attr["T"].type = DT_FLOAT

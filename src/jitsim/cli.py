@@ -1160,6 +1160,20 @@ def _check_outputs(args) -> None:
 GC_THRESHOLDS = (100_000, 50, 100)
 
 
+# the positional arguments that name a command's input, for the one error line of an input
+# that exhausts the stack or the memory
+_INPUT_ARGS = ("graph", "target", "dir", "dumps", "predicted")
+
+
+def _resource_error(args, e: BaseException) -> JitsimError:
+    path = next((getattr(args, k) for k in _INPUT_ARGS if getattr(args, k, None)), None)
+    if isinstance(e, RecursionError):
+        return JitsimError("nested too deeply for jitsim (Python's recursion limit reached); TF may accept "
+                           "it: please report it to jitsim with this input", path)
+    return JitsimError("jitsim ran out of memory on this input (MemoryError); try a machine with more "
+                       "memory", path)
+
+
 def main(argv: list[str] | None = None) -> int:
     gc.set_threshold(*GC_THRESHOLDS)
     parser = build_parser()
@@ -1186,6 +1200,11 @@ def main(argv: list[str] | None = None) -> int:
     except JitsimError as e:
         print(f"jitsim: {_one_line(str(e))}", file=sys.stderr)
         return e.exit_code
+    except (RecursionError, MemoryError) as e:
+        # input-sized limits, not bugs to show as a traceback: an input too deep for a walk
+        # still recursive, or too large for this machine's memory (docs/cli.md, exit codes)
+        print(f"jitsim: {_one_line(str(_resource_error(args, e)))}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("jitsim: interrupted", file=sys.stderr)
         return 130

@@ -29,6 +29,7 @@ class EditGraph:
         for nd in self.graphdef.node:
             self.nodes[nd.name] = nd
         self.counter = 0
+        self.added: list = []  # the NodeDefs add_nodedef took, in order (an append-only log)
         self._seq = 0  # position of each node in creation order, for consumers()
         self._pos: dict[str, int] = {}
         for n in self.nodes:
@@ -175,6 +176,7 @@ class EditGraph:
         if nd.name in self.nodes:
             raise ValueError(f"duplicate node name {nd.name!r}")
         self.nodes[nd.name] = nd
+        self.added.append(nd)
         self._pos[nd.name] = self._seq
         self._seq += 1
         self._consumers.setdefault(nd.name, set())
