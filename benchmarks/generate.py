@@ -3,6 +3,8 @@
 
     python benchmarks/generate.py tile GRAPH K -o OUT.pb        # K copies of a real graph
     python benchmarks/generate.py layered N -o OUT.pb [--width W] [--seed S]
+    python benchmarks/generate.py functions N -o OUT.pb [--consumer AddN|Pack|IdentityN] [--nested]
+    python benchmarks/generate.py nested D -o OUT.pb [--kind direct|PartitionedCall|...|If|While]
 
 ``tile(graphdef, k)``: ``k`` disjoint copies of a graph (a real model's dump), node names
 prefixed ``tile{i}/``, data inputs (``x``, ``x:1``) and control inputs (``^x``) renamed with
@@ -20,6 +22,10 @@ on the print through control edges, which splits the clusters there. All nodes a
 ``/job:localhost/replica:0/task:0/device:CPU:0``, inputs are ``_Arg`` and outputs ``_Retval``,
 and the node order is topological: jitsim takes it as a
 ``before_clone_constants_for_better_clustering`` dump.
+
+``functions(n)`` and ``nested_calls(depth)``: graphs as a tf.function's graph is exported (calls
+not inlined yet), with a library of ``n`` functions each called once, or ``depth`` functions
+each calling the next (by call op, ``If`` branch or ``While`` body); see their docstrings.
 """
 
 from __future__ import annotations
@@ -411,8 +417,24 @@ def main(argv=None) -> int:
     la.add_argument("--width", type=int, default=8)
     la.add_argument("--seed", type=int, default=0)
     la.add_argument("-o", "--output", required=True)
+    fu = sub.add_parser("functions", help="a library of N functions, each called once")
+    fu.add_argument("n", type=int)
+    fu.add_argument("--consumer", default="AddN", choices=["AddN", "Pack", "IdentityN"])
+    fu.add_argument("--nested", action="store_true", help="each function calls one of its own")
+    fu.add_argument("-o", "--output", required=True)
+    ne = sub.add_parser("nested", help="function calls nested D deep")
+    ne.add_argument("depth", type=int)
+    ne.add_argument("--kind", default="direct", choices=NESTING_KINDS)
+    ne.add_argument("-o", "--output", required=True)
     a = ap.parse_args(argv)
-    gd = tile(read_graphdef(a.graph), a.k) if a.cmd == "tile" else layered(a.nodes, a.width, a.seed)
+    if a.cmd == "tile":
+        gd = tile(read_graphdef(a.graph), a.k)
+    elif a.cmd == "layered":
+        gd = layered(a.nodes, a.width, a.seed)
+    elif a.cmd == "functions":
+        gd = functions(a.n, consumer=a.consumer, nested=a.nested)
+    else:
+        gd = nested_calls(a.depth, kind=a.kind)
     save(gd, a.output)
     print(f"{a.output}: {len(gd.node)} nodes")
     return 0
