@@ -200,3 +200,39 @@ def test_resource_exhaustion_is_one_line(monkeypatch, tmp_path, capsys, exc, fra
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"jitsim: {g}: ") and fragment in lines[0], err
     assert not out.exists()
+
+
+# -- the in-place redirect gives what rewriting the whole input list gave ------------------------
+
+def _reference_replace(inputs, old, old_port, new_ref):
+    """The input list after redirecting ``old:old_port`` by rewriting the whole list (EditGraph's
+    rule before the in-place path: TF's order after, data then control without duplicates)."""
+    from jitsim.graph.model import parse_input
+
+    new = [new_ref if parse_input(r) == (old, old_port) else r for r in inputs]
+    data = [r for r in new if not r.startswith("^")]
+    return data + list(dict.fromkeys(r for r in new if r.startswith("^")))
+
+
+@pytest.mark.parametrize("inputs", [
+    ["a", "b", "a:1", "^c"],            # in TF's order: redirected in place
+    ["a:0", "a", "a:1", "^c", "^d"],   # the same tensor spelled two ways, another port kept as written
+    ["^c", "a", "b"],                   # control first: the list is rewritten (reordered)
+    ["a", "^c", "^c"],                  # a duplicate control input: rewritten (deduplicated)
+    ["a", "^a"],                        # a control use of the producer too: rewritten
+])
+def test_redirect_in_place_matches_rewrite(inputs):
+    from jitsim.graph import protos
+    from jitsim.passes.graphedit import EditGraph
+
+    gd = protos.GraphDef()
+    for n in ("a", "b", "c", "d", "n"):
+        gd.node.add(name=n, op="NoOp")
+    gd.node.add(name="z", op="AddN", input=inputs)
+    eg = EditGraph(gd)
+    eg.out_refs("a")  # builds the position index the in-place path uses
+    eg.replace_uses("a", 0, "n:2")
+    assert list(eg["z"].input) == _reference_replace(inputs, "a", 0, "n:2")
+    # the indexes agree with the new list
+    assert sorted(eg.out_refs("n")) == [("z", i, 2) for i, r in enumerate(eg["z"].input) if r == "n:2"]
+    assert ("z" in eg.consumers("a")) == any(r.split(":")[0].lstrip("^") == "a" for r in eg["z"].input)

@@ -135,7 +135,7 @@ class EditGraph:
         return list(self._index(consumer)[0].get(name, ()))
 
     def redirect_data_uses(self, consumer: str, old: str, new_ref_of) -> bool:
-        """Redirect every data use of ``old`` in ``consumer`` to ``new_ref_of(port)`` in place,
+        """Redirect every data use of ``old`` in ``consumer`` to ``new_ref_of(port, ref)`` in place,
         when that gives what :meth:`set_inputs` of the rewritten list would (the list is in TF's
         order and ``old`` has no control use there); False (nothing changed) otherwise."""
         where, ordered = self._index(consumer)
@@ -143,7 +143,7 @@ class EditGraph:
         if not ordered or not uses or any(p == CONTROL for _, p in uses):
             return False
         nd = self.nodes[consumer]
-        news = [(i, new_ref_of(p)) for i, p in uses]
+        news = [(i, new_ref_of(p, nd.input[i])) for i, p in uses]
         if any(r.startswith("^") for _, r in news):
             return False
         del where[old]
@@ -219,7 +219,7 @@ class EditGraph:
         (``CONTROL``), redirect control uses of ``old`` to ``^control_to`` (dropped if None)."""
         for c in self.consumers(old):
             if old_port != CONTROL and new_ref is not None and \
-                    self.redirect_data_uses(c, old, lambda p: new_ref if p == old_port else format_input(old, p)):
+                    self.redirect_data_uses(c, old, lambda p, r: new_ref if p == old_port else r):
                 continue
             nd = self.nodes[c]
             new = []
