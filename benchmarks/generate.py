@@ -3,6 +3,8 @@
 
     python benchmarks/generate.py tile GRAPH K -o OUT.pb        # K copies of a real graph
     python benchmarks/generate.py layered N -o OUT.pb [--width W] [--seed S]
+    python benchmarks/generate.py functions N -o OUT.pb [--consumer AddN|Pack|IdentityN] [--nested]
+    python benchmarks/generate.py nested D -o OUT.pb [--kind direct|PartitionedCall|...|If|While]
 
 ``tile(graphdef, k)``: ``k`` disjoint copies of a graph (a real model's dump), node names
 prefixed ``tile{i}/``, data inputs (``x``, ``x:1``) and control inputs (``^x``) renamed with
@@ -20,6 +22,10 @@ on the print through control edges, which splits the clusters there. All nodes a
 ``/job:localhost/replica:0/task:0/device:CPU:0``, inputs are ``_Arg`` and outputs ``_Retval``,
 and the node order is topological: jitsim takes it as a
 ``before_clone_constants_for_better_clustering`` dump.
+
+``functions(n)`` and ``nested_calls(depth)``: graphs as a tf.function's graph is exported (calls
+not inlined yet), with a library of ``n`` functions each called once, or ``depth`` functions
+each calling the next (by call op, ``If`` branch or ``While`` body); see their docstrings.
 """
 
 from __future__ import annotations
@@ -212,6 +218,189 @@ def layered(n_nodes: int, width: int = 8, seed: int = 0, *, print_every: int = 6
     return gd
 
 
+# -- function libraries ---------------------------------------------------------------------
+
+CALL_KINDS = ("PartitionedCall", "StatefulPartitionedCall", "direct")
+
+
+def _float_attr(value: float):
+    def val(a):
+        a.tensor.dtype = DT_FLOAT
+        a.tensor.tensor_shape.SetInParent()
+        a.tensor.float_val.append(value)
+    return val
+
+
+def _call(container, name: str, fn: str, kind: str, inputs: list[str]):
+    """One call of library function ``fn`` (one float in, one float out) added to ``container``
+    (a GraphDef or a FunctionDef's node_def list): by PartitionedCall, StatefulPartitionedCall
+    or a node whose op is the function's name."""
+    n = container.add(name=name, op=fn if kind == "direct" else kind)
+    n.input.extend(inputs)
+    if kind != "direct":
+        n.attr["Tin"].list.type.append(DT_FLOAT)
+        n.attr["Tout"].list.type.append(DT_FLOAT)
+        n.attr["f"].func.name = fn
+    return n
+
+
+def _function(lib, name: str, value: float, callee: str | None = None, kind: str = "direct"):
+    """``name(x) = Relu(x * value)``; with ``callee``: ``Relu(callee(x) * value)``, the call made
+    the ``kind`` way (``direct``: a node whose op is the callee's name)."""
+    f = lib.function.add()
+    f.signature.name = name
+    f.signature.input_arg.add(name="x", type=DT_FLOAT)
+    f.signature.output_arg.add(name="y", type=DT_FLOAT)
+    src = "x"
+    if callee is not None:
+        _call(f.node_def, "inner", callee, kind, ["x"])
+        src = "inner:output:0" if kind != "direct" else "inner:y:0"
+    c = f.node_def.add(name="c", op="Const")
+    c.attr["dtype"].type = DT_FLOAT
+    _float_attr(value)(c.attr["value"])
+    m = f.node_def.add(name="m", op="Mul", input=[src, "c:output:0"])
+    m.attr["T"].type = DT_FLOAT
+    r = f.node_def.add(name="r", op="Relu", input=["m:z:0"])
+    r.attr["T"].type = DT_FLOAT
+    f.ret["y"] = "r:activations:0"
+    return f
+
+
+def _graph_input(gd, dims=(4, 8)):
+    x = gd.node.add(name="x", op="Placeholder", device=CPU)
+    x.attr["dtype"].type = DT_FLOAT
+    for d in dims:
+        x.attr["shape"].shape.dim.add(size=d)
+    return "x"
+
+
+def _consumer(gd, name: str, op: str, inputs: list[str]):
+    n = gd.node.add(name=name, op=op, device=CPU, input=inputs)
+    if op == "AddN":
+        n.attr["N"].i = len(inputs)
+        n.attr["T"].type = DT_FLOAT
+    elif op == "Pack":
+        n.attr["N"].i = len(inputs)
+        n.attr["T"].type = DT_FLOAT
+        n.attr["axis"].i = 0
+    elif op == "IdentityN":
+        n.attr["T"].list.type.extend([DT_FLOAT] * len(inputs))
+    else:
+        raise ValueError(f"unknown consumer {op!r}")
+    out = gd.node.add(name="result", op="Identity", device=CPU, input=[name])
+    out.attr["T"].type = DT_FLOAT
+    return n
+
+
+def functions(n: int, *, consumer: str = "AddN", nested: bool = False):
+    """A graph calling each of ``n`` library functions once (issue 22): ``x`` (Placeholder) feeds
+    ``call{i}``, a call of ``f{i}(x) = Relu(x * (i + 1))`` made in turn by PartitionedCall,
+    StatefulPartitionedCall and a node whose op is ``f{i}`` (``CALL_KINDS``); every call's result
+    feeds one wide ``consumer`` (AddN, Pack or IdentityN), read by ``result`` (Identity).
+    ``nested``: each ``f{i}`` calls its own ``g{i}(x) = Relu(x * -(i + 1))`` first (the call made
+    the way after ``call{i}``'s), so functions call functions. The shape of a tf.function's graph
+    as TF exports it (calls not yet inlined): jitsim's default route inlines and lowers it."""
+    gd = protos.GraphDef()
+    gd.versions.producer = 2474  # TF 2.21's
+    x = _graph_input(gd)
+    outs = []
+    for i in range(n):
+        kind = CALL_KINDS[i % 3]
+        callee = None
+        if nested:
+            callee = f"g{i}"
+            _function(gd.library, callee, -float(i + 1))
+        _function(gd.library, f"f{i}", float(i + 1), callee, CALL_KINDS[(i + 1) % 3])
+        c = _call(gd.node, f"call{i}", f"f{i}", kind, [x])
+        c.device = CPU
+        outs.append(f"call{i}")
+    _consumer(gd, "sum", consumer, outs)
+    return gd
+
+
+NESTING_KINDS = ("direct", "PartitionedCall", "StatefulPartitionedCall", "If", "While")
+DT_BOOL = protos.DataType.values_by_name["DT_BOOL"].number
+DT_INT32 = protos.DataType.values_by_name["DT_INT32"].number
+
+
+def _const_node(f, name: str, dtype: int, values: list, dims: list[int] | None = None):
+    c = f.node_def.add(name=name, op="Const")
+    c.attr["dtype"].type = dtype
+    t = c.attr["value"].tensor
+    t.dtype = dtype
+    t.tensor_shape.SetInParent()
+    for d in dims or []:
+        t.tensor_shape.dim.add(size=d)
+    {DT_FLOAT: t.float_val, DT_BOOL: t.bool_val, DT_INT32: t.int_val}[dtype].extend(values)
+    return c
+
+
+def _loop_cond(lib, name: str = "loop_cond"):
+    """``loop_cond(x) = Sum(x) < 100``: a While's condition."""
+    f = lib.function.add()
+    f.signature.name = name
+    f.signature.input_arg.add(name="x", type=DT_FLOAT)
+    f.signature.output_arg.add(name="pred", type=DT_BOOL)
+    _const_node(f, "axes", DT_INT32, [0, 1], [2])
+    _const_node(f, "limit", DT_FLOAT, [100.0])
+    s = f.node_def.add(name="sum", op="Sum", input=["x", "axes:output:0"])
+    s.attr["T"].type = DT_FLOAT
+    s.attr["Tidx"].type = DT_INT32
+    s.attr["keep_dims"].b = False
+    lt = f.node_def.add(name="less", op="Less", input=["sum:output:0", "limit:output:0"])
+    lt.attr["T"].type = DT_FLOAT
+    f.ret["pred"] = "less:z:0"
+
+
+def nested_calls(depth: int, *, kind: str = "direct"):
+    """Function nesting ``depth`` deep (issue 22): the graph calls ``f0``, ``f{i}`` calls
+    ``f{i+1}``, each ``Relu(<inner>(x) * 2)``, the last ``Relu(x * 2)``. ``kind`` (``NESTING_KINDS``)
+    is how each level calls the next: a node whose op is the function's name, PartitionedCall,
+    StatefulPartitionedCall, an ``If`` (constant true predicate; then: ``f{i+1}``, else: ``leaf``)
+    or a ``While`` whose body is ``f{i+1}`` (condition ``Sum(x) < 100``): loops nested ``depth``
+    frames deep once lowered."""
+    if kind not in NESTING_KINDS:
+        raise ValueError(f"unknown nesting kind {kind!r}")
+    gd = protos.GraphDef()
+    gd.versions.producer = 2474  # TF 2.21's
+    x = _graph_input(gd)
+    lib = gd.library
+    if kind == "If":
+        _function(lib, "leaf", 3.0)
+    if kind == "While":
+        _loop_cond(lib)
+    for i in range(depth):
+        inner = f"f{i + 1}" if i + 1 < depth else None
+        if inner is None or kind not in ("If", "While"):
+            _function(lib, f"f{i}", 2.0, inner, kind if kind in CALL_KINDS else "direct")
+            continue
+        f = _function(lib, f"f{i}", 2.0)
+        n = f.node_def
+        if kind == "If":
+            _const_node(f, "pred", DT_BOOL, [True])
+            cf = n.add(name="inner", op="If", input=["pred:output:0", "x"])
+            cf.attr["Tcond"].type = DT_BOOL
+            cf.attr["then_branch"].func.name = inner
+            cf.attr["else_branch"].func.name = "leaf"
+        else:
+            cf = n.add(name="inner", op="While", input=["x"])
+            cf.attr["T"].list.type.append(DT_FLOAT)
+            cf.attr["cond"].func.name = "loop_cond"
+            cf.attr["body"].func.name = inner
+            cf.attr["parallel_iterations"].i = 10
+        cf.attr["_lower_using_switch_merge"].b = True  # as tf.function marks them: lowered
+        if kind == "If":
+            cf.attr["Tin"].list.type.append(DT_FLOAT)
+            cf.attr["Tout"].list.type.append(DT_FLOAT)
+        n[[nd.name for nd in n].index("m")].input[0] = "inner:output:0"
+    top = "f0"
+    c = _call(gd.node, "call", top, kind if kind in CALL_KINDS else "PartitionedCall", [x])
+    c.device = CPU
+    out = gd.node.add(name="result", op="Identity", device=CPU, input=["call"])
+    out.attr["T"].type = DT_FLOAT
+    return gd
+
+
 # -- CLI ------------------------------------------------------------------------------------
 
 def main(argv=None) -> int:
@@ -228,8 +417,24 @@ def main(argv=None) -> int:
     la.add_argument("--width", type=int, default=8)
     la.add_argument("--seed", type=int, default=0)
     la.add_argument("-o", "--output", required=True)
+    fu = sub.add_parser("functions", help="a library of N functions, each called once")
+    fu.add_argument("n", type=int)
+    fu.add_argument("--consumer", default="AddN", choices=["AddN", "Pack", "IdentityN"])
+    fu.add_argument("--nested", action="store_true", help="each function calls one of its own")
+    fu.add_argument("-o", "--output", required=True)
+    ne = sub.add_parser("nested", help="function calls nested D deep")
+    ne.add_argument("depth", type=int)
+    ne.add_argument("--kind", default="direct", choices=NESTING_KINDS)
+    ne.add_argument("-o", "--output", required=True)
     a = ap.parse_args(argv)
-    gd = tile(read_graphdef(a.graph), a.k) if a.cmd == "tile" else layered(a.nodes, a.width, a.seed)
+    if a.cmd == "tile":
+        gd = tile(read_graphdef(a.graph), a.k)
+    elif a.cmd == "layered":
+        gd = layered(a.nodes, a.width, a.seed)
+    elif a.cmd == "functions":
+        gd = functions(a.n, consumer=a.consumer, nested=a.nested)
+    else:
+        gd = nested_calls(a.depth, kind=a.kind)
     save(gd, a.output)
     print(f"{a.output}: {len(gd.node)} nodes")
     return 0

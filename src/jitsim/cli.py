@@ -3,7 +3,8 @@
 Exit codes (docs/cli.md): 0 success (``compare``/``verify``/``diff``: identical), 1 differences
 found, 2 bad input or usage (exactly one ``jitsim: ...`` line on stderr, no traceback, no output
 file; also stdout that cannot be written), 129/130/143 ended by HUP/INT/TERM (temporary files
-removed), 141 the reader of stdout went away. Notes on what jitsim assumed to accept an odd input go to stderr after a
+removed), 141 the reader of stdout went away, 3 an internal error (a bug: one line, JITSIM_DEBUG=1 for
+the traceback). Notes on what jitsim assumed to accept an odd input go to stderr after a
 successful run. Every ``-o`` is checked before any work (:func:`_check_outputs`) and said in one
 ``wrote PATH (...)`` line (:func:`_wrote`); every ``--*tf-xla-flags`` option follows one rule
 (:func:`_flags_choice`); ``--format``/``--timings`` have one definition for every command
@@ -1440,6 +1441,26 @@ def _check_outputs(args) -> None:
 # same (benchmarks/). The benchmarks' in-process child uses the same setting.
 GC_THRESHOLDS = (100_000, 50, 100)
 
+EXIT_INTERNAL = 3  # an unexpected exception: a bug in jitsim (docs/cli.md, exit codes)
+
+
+# the positional arguments that name a command's input, for the one error line of an input
+# that exhausts the stack or the memory, or meets a bug
+_MAIN_INPUT_ARGS = ("graph", "target", "dir", "dumps", "predicted")
+
+
+def _main_input(args):
+    return next((getattr(args, k) for k in _MAIN_INPUT_ARGS if getattr(args, k, None)), None) if args else None
+
+
+def _resource_error(args, e: BaseException) -> JitsimError:
+    path = _main_input(args)
+    if isinstance(e, RecursionError):
+        return JitsimError("nested too deeply for jitsim (Python's recursion limit reached); TF may accept "
+                           "it: please report it to jitsim with this input", path)
+    return JitsimError("jitsim ran out of memory on this input (MemoryError); try a machine with more "
+                       "memory", path)
+
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code (docs/cli.md "Exit codes")."""
@@ -1483,6 +1504,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None) -> int:
     """Parse and run one command; every error becomes its one line and exit code."""
     notes: list = []
+    args = None
     try:
         parser = build_parser()
         args = parser.parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
@@ -1512,6 +1534,11 @@ def _run(argv: list[str] | None) -> int:
         _progress_done()
         process.print_error(f"jitsim: {_one_line(str(e))}")
         return e.exit_code
+    except (RecursionError, MemoryError) as e:
+        # input-sized limits, not bugs to show as a traceback: an input too deep for a walk
+        # still recursive, or too large for this machine's memory (docs/cli.md, exit codes)
+        print(f"jitsim: {_one_line(str(_resource_error(args, e)))}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         _progress_done()
         process.print_error("jitsim: interrupted")
@@ -1530,6 +1557,16 @@ def _run(argv: list[str] | None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         process.print_error(f"jitsim: {_one_line(where + os_problem(e, 'cannot use'))}")
         return 2
+    except Exception as e:  # noqa: BLE001 - a bug in jitsim: one line naming the input, exit 3
+        if os.environ.get("JITSIM_DEBUG"):
+            raise
+        _progress_done()
+        where = _main_input(args)
+        where = f"{_shown(where)}: " if where else ""
+        detail = f"{type(e).__name__}: {e}"[:300]
+        process.print_error(_one_line(f"jitsim: {where}internal error ({detail}); please report it with this "
+                                      "input and command (JITSIM_DEBUG=1 shows the traceback)"))
+        return EXIT_INTERNAL
 
 
 # every option and positional argument that names an input file or directory

@@ -115,17 +115,24 @@ def body_problem(fns: dict, name: str) -> str | None:
     return None
 
 
-def function_to_graphdef(library, name: str, *, source=None):
+def function_to_graphdef(library, name: str, *, source=None, fns: dict | None = None, with_library: bool = True):
     """A ``GraphDef`` for function ``name`` of ``library`` (a ``FunctionDefLibrary``): TF's
     instantiation of it, which is where a body is checked (GraphError when a reference
-    names nothing)."""
-    fns = {f.signature.name: f for f in library.function}
+    names nothing).
+
+    ``fns``: the library's functions by name, when the caller has them (built here otherwise).
+    ``with_library=False``: the body alone, without a copy of the library: for callers that
+    convert many bodies of one library (inlining, the analyses), where copying the whole
+    library into each would make the work quadratic in the library's size (issue 22)."""
+    if fns is None:
+        fns = {f.signature.name: f for f in library.function}
     if name not in fns:
         raise GraphError(f"function {name!r} is not in the graph's library", source)
     fdef = fns[name]
     refs = _BodyRefs(fdef, fns, name, source)
     gd = protos.GraphDef()
-    gd.library.CopyFrom(library)
+    if with_library:
+        gd.library.CopyFrom(library)
     for i, arg in enumerate(fdef.signature.input_arg):
         nd = gd.node.add(name=arg.name, op="_Arg")
         nd.attr["T"].type = arg.type

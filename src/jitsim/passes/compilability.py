@@ -115,7 +115,7 @@ class CompilabilityChecker:
                 from jitsim.graph.functions import function_to_graphdef
 
                 try:
-                    gd = function_to_graphdef(self.library, name)
+                    gd = function_to_graphdef(self.library, name, fns=self.fns, with_library=False)
                 except GraphError as e:
                     self.instantiation_errors[name] = e.message
                     self._body_cache[name] = None

@@ -39,20 +39,59 @@ class ConstAnalysis:
             return None
         from jitsim.graph.functions import function_to_graphdef
 
-        return TfGraph.from_graph(Graph(function_to_graphdef(self.library, name), validate=False))
+        g = TfGraph.from_graph(Graph(function_to_graphdef(self.library, name, fns=self.fns, with_library=False),
+                                     validate=False))
+        g.library = self.library  # shared, not copied per body
+        return g
 
     def function_const_args(self, name: str) -> list[bool]:
         if name not in self._fn_cache:
-            self._fn_cache[name] = ([], None)  # recursion guard
-            fg = self.function_graph(name)
-            if fg is None:
-                self._fn_cache[name] = ([], None)
-            else:
-                n_args = len(self.fns[name].signature.input_arg)
-                args = [False] * n_args
-                self.run(fg, args)
-                self._fn_cache[name] = (args, fg)
+            self._analyse_functions(name)
         return self._fn_cache[name][0]
+
+    @staticmethod
+    def _callees(g: TfGraph) -> list[str]:
+        """The functions whose constant arguments :meth:`const_input_indices` asks for, for
+        the nodes of ``g`` in id order."""
+        out: list[str] = []
+        for n in g.op_nodes():
+            attr = n.attr
+            if n.op in WHILE_OPS:
+                out.extend(attr[k].func.name for k in ("cond", "body") if k in attr)
+            elif n.op in IF_OPS:
+                out.extend(attr[k].func.name for k in ("then_branch", "else_branch") if k in attr)
+            elif n.op in CASE_OPS:
+                out.extend(f.name for f in attr["branches"].list.func)
+            elif n.op in _CALL_OPS and "f" in attr:
+                out.append(attr["f"].func.name)
+        return out
+
+    def _analyse_functions(self, root: str) -> None:
+        """Analyse ``root`` and every function it calls, callees first, with an explicit stack
+        (function nesting is as deep as the input makes it: 5,000 nested calls must not
+        exhaust Python's stack, issue 22). A function still being analysed when a (recursive)
+        call reaches it again counts as having no constant arguments, as TF's recursion guard."""
+        graphs: dict[str, TfGraph | None] = {}
+
+        def enter(name: str):
+            self._fn_cache[name] = ([], None)  # recursion guard
+            graphs[name] = fg = self.function_graph(name)
+            return iter(self._callees(fg) if fg is not None else ())
+
+        stack = [(root, enter(root))]
+        while stack:
+            name, callees = stack[-1]
+            for callee in callees:
+                if callee not in self._fn_cache:
+                    stack.append((callee, enter(callee)))
+                    break
+            else:
+                stack.pop()
+                fg = graphs.pop(name)
+                if fg is not None:
+                    args = [False] * len(self.fns[name].signature.input_arg)
+                    self.run(fg, args)  # every callee is analysed (or guarded) by now
+                    self._fn_cache[name] = (args, fg)
 
     def _loop_invariant(self, body: str, index: int) -> bool:
         self.function_const_args(body)

@@ -47,6 +47,8 @@ from jitsim.passes.tfgraph import (
 )
 
 CONTROL_SLOT = -1
+# the most characters of a predicate's text a message or record holds (Predicate.text)
+TEXT_LIMIT = 2_000
 
 # Predicate kinds (the order of TF's Predicate::Kind enum).
 AND, OR, NOT, AND_RECURRENCE, SYMBOL, INT_SYMBOL = range(6)
@@ -146,6 +148,48 @@ class Predicate:
 
     def __repr__(self) -> str:
         return f"<Predicate #{self.id} {self}>"
+
+    def text(self, limit: int = TEXT_LIMIT) -> str:
+        """``str(self)`` when it is at most ``limit`` characters, else its first ``limit``
+        characters and how many more there are, built without the whole text: loops nested N
+        frames deep give predicates whose text grows like N**3 (8 MB at 100 nested loops, whose
+        frame names grow with the nesting), and a message holds two of them (issue 22)."""
+        if self._str is not None and len(self._str) <= limit:
+            return self._str
+        out: list[str] = []
+        n = 0
+        stack: list = [self]  # Predicates still to print, and literal pieces
+        while stack and n <= limit:
+            item = stack.pop()
+            if isinstance(item, str):
+                out.append(item)
+                n += len(item)
+                continue
+            if item._str is not None:
+                out.append(item._str[:limit + 1])
+                n += len(out[-1])
+                continue
+            k, ops = item.kind, item.operands
+            if k in (AND, OR) and ops:
+                pieces: list = ["("]
+                for i, o in enumerate(ops):
+                    pieces += [" & " if k == AND else " | "] if i else []
+                    pieces.append(o)
+                pieces.append(")")
+            elif k == NOT:
+                pieces = ["~", ops[0]]
+            elif k == AND_RECURRENCE:
+                pieces = ["{", ops[0], ",&,", ops[1], "}<"]
+                for i, f in enumerate(item.frame):
+                    pieces += [";", f] if i else [f]
+                pieces.append(">")
+            else:
+                pieces = [item._own_str([])]
+            stack.extend(reversed(pieces))
+        s = "".join(out)
+        if not stack and len(s) <= limit:
+            return s
+        return s[:limit] + f"… (more than {limit:,} characters)"
 
     def contains(self, target: "Predicate") -> bool:
         """Whether ``target`` is this formula or occurs anywhere inside it."""

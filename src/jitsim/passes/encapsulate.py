@@ -228,7 +228,7 @@ class _RefVars:
         self.library = library
         self.types = types
         self.fns = types.fns
-        self.bodies = bodies or {}  # function name -> its graph, when already at hand
+        self.bodies = dict(bodies or {})  # function name -> its graph (given, or converted once)
         self._callee_cache: dict[tuple[str, bool, int], bool] = {}
         self._post_orders: dict[int, tuple] = {}  # id(graph) -> (graph, its op nodes in post order)
 
@@ -252,6 +252,15 @@ class _RefVars:
                 out.extend(f.name for f in av.list.func)
         return out
 
+    def _body(self, name: str) -> TfGraph:
+        body = self.bodies.get(name)
+        if body is None:
+            body = TfGraph.from_graph(Graph(function_to_graphdef(self.library, name, fns=self.fns, with_library=False),
+                                            validate=False))
+            body.library = self.library  # shared, not copied per body
+            self.bodies[name] = body
+        return body
+
     def _callee_has_refs(self, targets: list[str], forward: bool, depth: int) -> bool:
         if depth == MAX_REF_CALL_DEPTH and targets:
             return True
@@ -268,8 +277,7 @@ class _RefVars:
                 self._callee_cache[key] = False
 
                 try:
-                    body = self.bodies.get(name) or TfGraph.from_graph(
-                        Graph(function_to_graphdef(self.library, name), validate=False))
+                    body = self._body(name)
                 except GraphError:
                     self._callee_cache[key] = True
                 else:

@@ -115,7 +115,7 @@ def inline_call(eg: EditGraph, caller: str, *, fetchable: bool = False, fns=None
     why = not_inlined_reason(cnd, fdef)
     if why is not None:
         return InlineRecord(caller, fname or cnd.op, False, why)
-    body = function_to_graphdef(eg.library, fname)
+    body = function_to_graphdef(eg.library, fname, fns=fns, with_library=False)
     args = sorted((nd for nd in body.node if nd.op == "_Arg"), key=lambda nd: nd.attr["index"].i)
     rets = sorted((nd for nd in body.node if nd.op == "_Retval"), key=lambda nd: nd.attr["index"].i)
     control_rets = [fdef.control_ret[k] for k in sorted(fdef.control_ret)]

@@ -5,7 +5,10 @@ The clustering passes work on :class:`jitsim.passes.tfgraph.TfGraph`, rebuilt fr
 placement, Grappler) add, remove and rewire nodes freely; :class:`EditGraph` keeps the nodes
 as ``NodeDef`` protos in creation order (TF's node-id order: new nodes go last, as
 ``Graph::AddNode`` gives them the next id) with inputs as ``"node:port"`` / ``"^node"``
-strings, plus a consumer index kept up to date by every edit.
+strings, plus a consumer index kept up to date by every edit, and per consumer (built when
+first asked, dropped when its inputs are rewritten) where each producer appears in its input
+list: so a use is found, and a data use redirected in place, in time independent of how many
+inputs the consumer has (a wide ``AddN`` of 10,000 inlined calls, issue 22).
 
 :meth:`EditGraph.new_name` is TF's ``Graph::NewName``: ``<prefix>/_<n>`` with one counter per
 graph, shared by every rewrite (that is why TF's lowered and inlined nodes are numbered
@@ -26,6 +29,7 @@ class EditGraph:
         for nd in self.graphdef.node:
             self.nodes[nd.name] = nd
         self.counter = 0
+        self.added: list = []  # the NodeDefs add_nodedef took, in order (an append-only log)
         self._seq = 0  # position of each node in creation order, for consumers()
         self._pos: dict[str, int] = {}
         for n in self.nodes:
@@ -36,6 +40,9 @@ class EditGraph:
             for ref in nd.input:
                 src = parse_input(ref)[0]
                 self._consumers.setdefault(src, set()).add(nd.name)
+        # consumer -> (producer -> [(position, port)], whether the input list is in TF's
+        # order: data inputs, then control inputs without duplicates)
+        self._where: dict[str, tuple[dict[str, list[tuple[int, int]]], bool]] = {}
 
     @classmethod
     def from_graph(cls, graph: Graph) -> "EditGraph":
@@ -95,16 +102,59 @@ class EditGraph:
     def control_inputs(self, name: str) -> list[str]:
         return [r[1:] for r in self.nodes[name].input if r.startswith("^")]
 
+    def _index(self, c: str) -> tuple[dict[str, list[tuple[int, int]]], bool]:
+        """Where each producer appears in ``c``'s inputs, and whether they are in TF's order."""
+        got = self._where.get(c)
+        if got is None:
+            where: dict[str, list[tuple[int, int]]] = {}
+            ordered, seen_control = True, False
+            for i, ref in enumerate(self.nodes[c].input):
+                src, port = parse_input(ref)
+                uses = where.setdefault(src, [])
+                if port == CONTROL:
+                    if any(p == CONTROL for _, p in uses):
+                        ordered = False  # a duplicate control input
+                    seen_control = True
+                elif seen_control:
+                    ordered = False  # a data input after a control input
+                uses.append((i, port))
+            got = self._where[c] = (where, ordered)
+        return got
+
     def out_refs(self, name: str) -> list[tuple[str, int, int]]:
         """Every use of ``name``: ``(consumer, position in its input list, src_output)``
         (``src_output`` is ``CONTROL`` for a control input)."""
         out = []
         for c in self.consumers(name):
-            for i, ref in enumerate(self.nodes[c].input):
-                src, port = parse_input(ref)
-                if src == name:
-                    out.append((c, i, port))
+            for i, port in self._index(c)[0].get(name, ()):
+                out.append((c, i, port))
         return out
+
+    def uses_in(self, consumer: str, name: str) -> list[tuple[int, int]]:
+        """``(position, src_output)`` of each input of ``consumer`` that ``name`` produces."""
+        return list(self._index(consumer)[0].get(name, ()))
+
+    def redirect_data_uses(self, consumer: str, old: str, new_ref_of) -> bool:
+        """Redirect every data use of ``old`` in ``consumer`` to ``new_ref_of(port, ref)`` in place,
+        when that gives what :meth:`set_inputs` of the rewritten list would (the list is in TF's
+        order and ``old`` has no control use there); False (nothing changed) otherwise."""
+        where, ordered = self._index(consumer)
+        uses = where.get(old)
+        if not ordered or not uses or any(p == CONTROL for _, p in uses):
+            return False
+        nd = self.nodes[consumer]
+        news = [(i, new_ref_of(p, nd.input[i])) for i, p in uses]
+        if any(r.startswith("^") for _, r in news):
+            return False
+        del where[old]
+        self._consumers.get(old, set()).discard(consumer)
+        for i, r in news:
+            nd.input[i] = r
+            src, port = parse_input(r)
+            where.setdefault(src, []).append((i, port))
+            where[src].sort()
+            self._consumers.setdefault(src, set()).add(consumer)
+        return True
 
     def has_control_outputs(self, name: str) -> bool:
         return any(p == CONTROL for _, _, p in self.out_refs(name))
@@ -126,6 +176,7 @@ class EditGraph:
         if nd.name in self.nodes:
             raise ValueError(f"duplicate node name {nd.name!r}")
         self.nodes[nd.name] = nd
+        self.added.append(nd)
         self._pos[nd.name] = self._seq
         self._seq += 1
         self._consumers.setdefault(nd.name, set())
@@ -135,16 +186,14 @@ class EditGraph:
 
     def set_inputs(self, name: str, inputs) -> None:
         nd = self.nodes[name]
+        self._where.pop(name, None)
         for ref in nd.input:
             src = parse_input(ref)[0]
             self._consumers.get(src, set()).discard(name)
         del nd.input[:]
         # control inputs after data inputs, without duplicates (TF's ToGraphDef order)
         data = [r for r in inputs if not r.startswith("^")]
-        ctrl = []
-        for r in inputs:
-            if r.startswith("^") and r not in ctrl:
-                ctrl.append(r)
+        ctrl = list(dict.fromkeys(r for r in inputs if r.startswith("^")))
         nd.input.extend(data + ctrl)
         for ref in nd.input:
             self._consumers.setdefault(parse_input(ref)[0], set()).add(name)
@@ -163,11 +212,15 @@ class EditGraph:
         self.set_inputs(name, [])
         del self.nodes[name]
         self._consumers.pop(name, None)
+        self._where.pop(name, None)
 
     def replace_uses(self, old: str, old_port: int, new_ref: str | None, *, control_to: str | None = None) -> None:
         """Redirect every data use of ``old:old_port`` to ``new_ref``; with ``old_port`` None-like
         (``CONTROL``), redirect control uses of ``old`` to ``^control_to`` (dropped if None)."""
         for c in self.consumers(old):
+            if old_port != CONTROL and new_ref is not None and \
+                    self.redirect_data_uses(c, old, lambda p, r: new_ref if p == old_port else r):
+                continue
             nd = self.nodes[c]
             new = []
             changed = False

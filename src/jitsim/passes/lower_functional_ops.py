@@ -335,10 +335,18 @@ def lower_and_inline(eg: EditGraph, *, lower_control_flow: bool = True, inline_c
     seen: list = []
     visited: set[int] = set()
     order = list(eg.nodes)
+    mark = len(eg.added)
     i = 0
     while True:
         if i == len(order):
-            order = [n for n in eg.nodes if id(eg.nodes[n]) not in visited]
+            # the nodes not visited yet, in node order: every one was added since the last
+            # round began (a node that existed then was visited or replaced), so only those are
+            # looked at, not the whole graph again: nesting N calls deep takes N rounds
+            new = eg.added[mark:]
+            mark = len(eg.added)
+            last = {id(nd): k for k, nd in enumerate(new)}
+            order = [nd.name for k, nd in enumerate(new)
+                     if last[id(nd)] == k and eg.nodes.get(nd.name) is nd and id(nd) not in visited]
             i = 0
             if not order:
                 break

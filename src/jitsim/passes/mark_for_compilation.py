@@ -469,9 +469,9 @@ class MarkForCompilation:
 
     def try_contract(self, phase: int, a: Cluster, b: Cluster) -> bool:
         if a.deadness is not b.deadness:
-            return self._refuse(phase, a, b, "MERGE_DEADNESS",
-                                f"the two nodes have mismatching deadness: {a.deadness} and {b.deadness}",
-                                from_predicate=str(a.deadness), to_predicate=str(b.deadness))
+            pa, pb = a.deadness.text(), b.deadness.text()
+            return self._refuse(phase, a, b, "MERGE_DEADNESS", f"the two nodes have mismatching deadness: {pa} and {pb}",
+                                from_predicate=pa, to_predicate=pb)
         if not self.devices_compatible(a, b):
             return self._refuse(phase, a, b, "MERGE_DEVICES", "the two nodes have incompatible devices",
                                 from_devices=[self.device_names[d] for d in a.devices],

@@ -57,6 +57,9 @@ def _bypass(eg: EditGraph, name: str) -> None:
     # what a control consumer must still wait for: every input of the removed node
     as_ctrl = ["^" + parse_input(r)[0] for r in nd.input]
     for c in eg.consumers(name):
+        # the common case in place (a wide consumer is not rewritten once per bypassed input)
+        if not ctrl and eg.redirect_data_uses(c, name, lambda p, r: data[p] if nd.op == "IdentityN" else data[0]):
+            continue
         new = []
         for r in eg[c].input:
             src, port = parse_input(r)
