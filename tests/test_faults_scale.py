@@ -70,7 +70,7 @@ def test_nesting_on_every_command(nested, tmp_path, capsys):
     _ok(rc, err)
     assert "1 clusters" in out
     for until in ("mark", "decluster", "encapsulate", "build-xla-ops"):
-        rc, out, err = _run(capsys, "rewrite", g, "--until", until, "-o", tmp_path / f"{until}.pbtxt")
+        rc, out, err = _run(capsys, "rewrite", g, "--tf", "never", "--until", until, "-o", tmp_path / f"{until}.pbtxt")
         _ok(rc, err)
     rc, out, err = _run(capsys, "explain", g, "result", "--tf", "never")
     _ok(rc, err)
@@ -195,7 +195,7 @@ def test_resource_exhaustion_is_one_line(monkeypatch, tmp_path, capsys, exc, fra
 
     monkeypatch.setattr(pipeline, "run_pipeline", boom)
     out = tmp_path / "out.pbtxt"
-    rc, _, err = _run(capsys, "rewrite", g, "-o", out)
+    rc, _, err = _run(capsys, "rewrite", g, "--tf", "never", "-o", out)
     assert rc == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"jitsim: {g}: ") and fragment in lines[0], err
