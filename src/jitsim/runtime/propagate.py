@@ -1,0 +1,283 @@
+"""Concrete shapes and small values of every tensor of a graph, for one step's inputs.
+
+Where :mod:`jitsim.passes.shape_inference` answers "what is known before running", this
+answers "what does this step run with": the call's inputs get the step's shapes (and, for
+integer inputs, values when given), and every node is then evaluated in topological order:
+
+* a value, where TF's kernel would compute one from values already known: constants,
+  ``Shape``/``ShapeN``/``Size``/``Rank`` of a tensor whose shape is known (its contents do not
+  matter), and any stateless op of :data:`jitsim.passes.folding.kernels.KERNELS` whose inputs
+  all have values (small tensors only: the point is shape arithmetic, not the model's math);
+* a shape, from the value when there is one, else from shape_inference's per-op shape
+  functions (which read the values computed here, as TF's ``InferenceContext`` reads constant
+  shape tensors), else the node's recorded ``_output_shapes``;
+* a function call (``PartitionedCall``/``StatefulPartitionedCall`` of a library function, as a
+  ``jit_compile=True`` call is) is evaluated by propagating through the function's body.
+
+A tensor whose value cannot be computed is *data-dependent* (it depends on tensor contents:
+a float input, a variable's value, ``Unique``...); :meth:`StepState.value_sources` names the
+nodes where the chain of known values breaks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jitsim.graph.model import parse_input
+from jitsim.passes import shape_inference as si
+from jitsim.passes.folding import kernels
+from jitsim.passes.folding.tensors import NP_DTYPES, EvalError, Unsupported, numpy, tensor_proto_to_numpy
+from jitsim.passes.optypes import NodeTypes
+
+MAX_VALUE_ELEMENTS = 4096  # values bigger than this are not kept (shape arithmetic is small)
+CONSTANT_OPS = frozenset({"Const", "HostConst"})
+SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+INPUT_OPS = frozenset({"_Arg", "Placeholder", "PlaceholderWithDefault"})
+# ops whose numpy kernel must not run here although it exists: nothing (kernels are pure),
+# but stateful ops are skipped by NodeTypes.is_stateful
+BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
+MAX_CALL_DEPTH = 8
+
+
+@dataclass
+class Seed:
+    """What a step says about one tensor: its shape, and optionally its value."""
+
+    shape: tuple
+    value: object = None  # numpy array or None
+
+
+@dataclass
+class StepState:
+    shapes: dict = field(default_factory=dict)  # (node, port) -> tuple (-1 unknown) or None
+    values: dict = field(default_factory=dict)  # (node, port) -> numpy array
+    nodes: dict = field(default_factory=dict)  # name -> NodeDef
+    errors: dict = field(default_factory=dict)  # node name -> why its evaluation failed
+
+    def shape(self, ref):
+        return self.shapes.get(ref)
+
+    def value(self, ref):
+        return self.values.get(ref)
+
+    def value_sources(self, ref, limit: int = 3) -> list[str]:
+        """The nodes, upstream of ``ref``, where known values stop: each has no value though all
+        of its data inputs have one (or it has none): ``op 'name'``."""
+        out, seen, stack = [], set(), [ref[0]]
+        while stack and len(out) < limit:
+            name = stack.pop()
+            if name in seen or name not in self.nodes:
+                continue
+            seen.add(name)
+            nd = self.nodes[name]
+            ins = [parse_input(r) for r in nd.input if not r.startswith("^")]
+            missing = [r for r in ins if r not in self.values]
+            if nd.op in SHAPE_OPS or not missing:
+                out.append(f"{nd.op} '{name}'")
+            else:
+                stack.extend(r[0] for r in reversed(missing))
+        return out
+
+
+def topological_order(nodes: dict) -> list[str]:
+    """Node names, each after its data and control inputs (loop back edges ignored), ties in
+    file order."""
+    from collections import deque
+
+    indeg = {n: 0 for n in nodes}
+    succ: dict[str, list[str]] = {n: [] for n in nodes}
+    for name, nd in nodes.items():
+        if nd.op in BACK_EDGE_OPS:
+            continue
+        for r in nd.input:
+            src = parse_input(r)[0]
+            if src in nodes:
+                indeg[name] += 1
+                succ[src].append(name)
+    pos = {n: i for i, n in enumerate(nodes)}
+    ready = deque(n for n in nodes if indeg[n] == 0)
+    order = []
+    import heapq
+
+    heap = [(pos[n], n) for n in ready]
+    heapq.heapify(heap)
+    while heap:
+        _, n = heapq.heappop(heap)
+        order.append(n)
+        for s in succ[n]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, (pos[s], s))
+    # a cycle not closed by NextIteration: evaluate the rest in file order
+    done = set(order)
+    order += [n for n in nodes if n not in done]
+    return order
+
+
+class _Concrete(si._Inference):
+    """shape_inference's shape functions, reading this step's concrete values."""
+
+    def __init__(self, nodes, order, np_values):
+        super().__init__(nodes, order)
+        self.np_values = np_values
+
+    def value_of(self, ref):
+        v = self.np_values.get(ref)
+        if v is not None:
+            if v.dtype.kind in "iu" and v.ndim <= 1:
+                return [int(x) for x in v.reshape(-1)]
+            return None
+        return super().value_of(ref)
+
+
+class Propagator:
+    """Evaluates one graph (name -> NodeDef, with its function ``library``) step by step."""
+
+    def __init__(self, nodedefs, library, *, depth: int = 0):
+        self.nodes = {nd.name: nd for nd in nodedefs}
+        self.library = library
+        self.types = NodeTypes(library)
+        self.order = topological_order(self.nodes)
+        self.depth = depth
+        self._bodies: dict[str, Propagator] = {}
+
+    def inputs(self) -> list:
+        """The graph's input nodes (``_Arg`` by index, then placeholders in file order)."""
+        args = sorted((nd for nd in self.nodes.values() if nd.op == "_Arg"),
+                      key=lambda nd: nd.attr["index"].i if "index" in nd.attr else 0)
+        return args + [nd for nd in self.nodes.values() if nd.op in ("Placeholder", "PlaceholderWithDefault")]
+
+    def run(self, seeds: dict) -> StepState:
+        """``seeds``: ``(node, port)`` -> :class:`Seed` (inputs, and any tensor the step states)."""
+        np = numpy()
+        st = StepState(nodes=self.nodes)
+        inf = _Concrete(self.nodes, self.order, st.values)
+        inf.shapes = st.shapes
+        for name in self.order:
+            nd = self.nodes[name]
+            n_out = self._num_outputs(nd)
+            seeded = False
+            for p in range(max(n_out, 1)):
+                sd = seeds.get((name, p))
+                if sd is not None:
+                    seeded = True
+                    st.shapes[(name, p)] = tuple(sd.shape)
+                    if sd.value is not None:
+                        st.values[(name, p)] = np.asarray(sd.value)
+            if seeded:
+                continue
+            try:
+                vals = self._values(nd, st)
+            except (EvalError, Unsupported) as exc:
+                st.errors[name] = str(exc)
+                vals = None
+            except Exception as exc:  # noqa: BLE001 - a kernel case numpy refuses: no value
+                st.errors[name] = f"{type(exc).__name__}: {exc}"
+                vals = None
+            if vals is not None:
+                for p, v in enumerate(vals):
+                    if v is None:
+                        continue
+                    st.shapes[(name, p)] = tuple(int(d) for d in v.shape)
+                    if v.size <= MAX_VALUE_ELEMENTS:
+                        st.values[(name, p)] = v
+                if all(v is not None for v in vals):
+                    continue
+            if nd.op in CALL_OPS:
+                outs = self._call_shapes(nd, st)
+            else:
+                try:
+                    outs = inf.infer(nd)
+                except (IndexError, KeyError, ValueError, ZeroDivisionError, TypeError, OverflowError):
+                    outs = None
+            outs = list(outs or [])
+            for p in range(max(n_out, len(outs))):
+                if (name, p) in st.shapes:
+                    continue
+                s = outs[p] if p < len(outs) else None
+                ok, rec = si.recorded(nd, p)
+                if ok and rec is not None:
+                    s = rec if s is None else _merge(s, rec)
+                st.shapes[(name, p)] = s
+        return st
+
+    # -- values --------------------------------------------------------------------------
+    def _num_outputs(self, nd) -> int:
+        if nd.op in INPUT_OPS:
+            return 1
+        return len(self.types.outputs(nd))
+
+    def _data(self, nd):
+        return [parse_input(r) for r in nd.input if not r.startswith("^")]
+
+    def _values(self, nd, st):
+        np = numpy()
+        op = nd.op
+        if op in CONSTANT_OPS:
+            return [tensor_proto_to_numpy(nd.attr["value"].tensor)]
+        d = self._data(nd)
+        if op in SHAPE_OPS:
+            out_t = nd.attr["out_type"].type if "out_type" in nd.attr else 3
+            outs = []
+            for ref in (d if op == "ShapeN" else d[:1]):
+                s = st.shapes.get(ref)
+                if s is None or any(x < 0 for x in s):
+                    outs.append(None)
+                elif op == "Rank":
+                    outs.append(np.array(len(s), dtype="int32"))
+                elif op == "Size":
+                    outs.append(np.array(int(np.prod(s, dtype=np.int64)), dtype=NP_DTYPES[out_t]))
+                else:
+                    outs.append(np.array(s, dtype=NP_DTYPES[out_t]))
+            return outs
+        fn = kernels.KERNELS.get(op)
+        if fn is None or op in CALL_OPS or self.types.is_stateful(op):
+            return None
+        ins = []
+        for ref in d:
+            v = st.values.get(ref)
+            if v is None:
+                return None
+            ins.append(v)
+        types = self.types.outputs(nd)
+        if not types or any(t not in NP_DTYPES for t in types):
+            return None
+        outs = fn(np, ins, nd)
+        return [np.asarray(o).astype(NP_DTYPES[t]) for o, t in zip(outs, types)]
+
+    # -- calls ---------------------------------------------------------------------------
+    def _call_shapes(self, nd, st):
+        fname = nd.attr["f"].func.name if "f" in nd.attr else None
+        fns = {f.signature.name: f for f in self.library.function}
+        if fname not in fns or self.depth >= MAX_CALL_DEPTH:
+            return None
+        body = self._bodies.get(fname)
+        if body is None:
+            from jitsim.graph.functions import function_to_graphdef
+
+            gd = function_to_graphdef(self.library, fname)
+            body = self._bodies[fname] = Propagator(list(gd.node), self.library, depth=self.depth + 1)
+        seeds = {}
+        for i, (arg, ref) in enumerate(zip(body.inputs(), self._data(nd))):
+            s = st.shapes.get(ref)
+            if s is None:
+                continue
+            seeds[(arg.name, 0)] = Seed(s, st.values.get(ref))
+        inner = body.run(seeds)
+        rets = sorted((x for x in body.nodes.values() if x.op == "_Retval"),
+                      key=lambda x: x.attr["index"].i if "index" in x.attr else 0)
+        outs = []
+        for r in rets:
+            src = self._data(r)
+            outs.append(inner.shapes.get(src[0]) if src else None)
+        return outs
+
+
+def _merge(a, b):
+    """A computed shape and a recorded one: the computed dims win where known."""
+    if a is None:
+        return b
+    if b is None or len(a) != len(b):
+        return a
+    return tuple(x if x >= 0 else y for x, y in zip(a, b))

@@ -1,0 +1,401 @@
+"""What the JIT does at run time: per cluster, its signature at each step and TF's decision.
+
+:func:`runtime` takes a :class:`~jitsim.explain.clustering.Clustering` simulated up to
+``build-xla-ops`` (the clusters TF compiles, their functions' arguments as
+``EncapsulateSubgraphs`` ordered them, each cluster's lazy/strict mode from ``BuildXlaOps``)
+and, optionally, a shape stream (:mod:`jitsim.runtime.stream`). For each step it propagates
+the step's input shapes through the graph before encapsulation (:mod:`jitsim.runtime.propagate`)
+and builds each compiled unit's signature the way ``DeviceCompilationClusterSignature::Build``
+does: the function, then per argument its dtype and shape (ordinary arguments and resources)
+or its value (compile-time-constant arguments). The signatures then go through TF's policy
+(:mod:`jitsim.runtime.policy`).
+
+Compiled units:
+
+* ``auto``: every auto-cluster (``_XlaCompile``/``_XlaRun``, lazy unless
+  ``--tf_xla_enable_lazy_compilation=false`` or the device always compiles);
+* ``must-compile``: every call of a ``tf.function(jit_compile=True)`` left outside the
+  auto-clusters (a ``PartitionedCall`` with ``_XlaMustCompile``): TF runs it as ``XlaLaunch``,
+  strict, its constant arguments those its body needs at compile time.
+
+Assumptions, stated in :attr:`RuntimeResult.notes`: every unit runs once per step (units
+inside a loop body or an untaken branch are not counted differently); a value jitsim cannot
+compute (it depends on tensor contents) is *data-dependent* and taken to change every step
+unless the stream states it.
+
+Without a stream, :func:`runtime` gives the static answer: each argument dimension and
+constant value that can vary, and which input dimensions it follows (found by changing one
+unknown input dimension at a time and recomputing the signatures).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jitsim.errors import JitsimError
+from jitsim.graph import protos
+from jitsim.runtime import policy as pol
+from jitsim.runtime.propagate import CALL_OPS, Propagator, Seed
+
+SCHEMA = "jitsim.runtime/1"
+DT_RESOURCE = 20
+MUST_COMPILE_ATTR = "_XlaMustCompile"
+CLUSTER_ATTR = "_XlaCluster"
+# the unknown input dimensions take these sizes in the static analysis (distinct, so that a
+# dimension's origin is unambiguous), then each one in turn the size + 1
+STATIC_SIZES = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47)
+
+
+@dataclass
+class UnitArg:
+    position: int
+    name: str
+    kind: str  # constant | parameter | resource
+    dtype: int
+    source: tuple  # (node, port) in the graph before encapsulation
+
+    def to_dict(self) -> dict:
+        return {"position": self.position, "name": self.name, "kind": self.kind,
+                "dtype": protos.dtype_name(self.dtype), "source": f"{self.source[0]}:{self.source[1]}"}
+
+
+@dataclass
+class Unit:
+    """One compiled unit: an auto-cluster or a must-compile call."""
+
+    name: str  # TF's cluster function name (auto) / the call node (must-compile)
+    kind: str  # auto | must-compile
+    function: str
+    mode: str  # lazy | strict
+    nodes: list
+    args: list
+    mode_reason: str = ""
+
+
+@dataclass
+class InputSpec:
+    name: str  # the input node
+    aliases: tuple  # other names the stream may use (signature name, node:0)
+    dtype: int
+    shape: tuple | None  # static shape (-1 unknown dims), None: unknown rank
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "aliases": list(self.aliases), "dtype": protos.dtype_name(self.dtype),
+                "shape": None if self.shape is None else [None if d < 0 else d for d in self.shape]}
+
+
+@dataclass
+class UnitResult:
+    unit: Unit
+    signatures: list = field(default_factory=list)  # per step: the signature (tuple of arg parts)
+    data_dependent: dict = field(default_factory=dict)  # arg position -> sources (why unknown)
+    policy: pol.ClusterPolicy | None = None
+    varies: list = field(default_factory=list)  # static answer
+
+    def to_dict(self) -> dict:
+        u = self.unit
+        d = {"name": u.name, "kind": u.kind, "function": u.function, "mode": u.mode,
+             "mode_reason": u.mode_reason, "nodes": list(u.nodes),
+             "args": [a.to_dict() for a in u.args], "varies": self.varies}
+        p = self.policy
+        if p is None:
+            d.update({"compiles": None, "compile_steps": None, "megamorphic_at_step": None, "fallback_steps": None,
+                      "compiled_steps": None, "signatures": None})
+            return d
+        first, steps_of = {}, {}
+        for e in p.history:
+            first.setdefault(e.signature, e.step)
+            steps_of.setdefault(e.signature, []).append(e.step)
+        compiled_at = {e.signature: e.step for e in p.history if e.outcome == pol.COMPILED}
+        sigs = []
+        for i, (sig, step) in enumerate(sorted(first.items(), key=lambda kv: kv[1])):
+            sigs.append({"id": i, "first_step": step, "steps": len(steps_of[sig]),
+                         "compiled_at_step": compiled_at.get(sig), "args": [_part_text(x) for x in sig]})
+        d.update({
+            "compiles": p.compile_count,
+            "compile_steps": p.steps(pol.COMPILED),
+            "megamorphic_at_step": p.megamorphic_at_step,
+            "fallback_steps": p.steps(pol.FALLBACK),
+            "compiled_steps": [e.step for e in p.history if e.outcome != pol.FALLBACK],
+            "signatures": sigs,
+            "data_dependent_args": {str(k): v for k, v in sorted(self.data_dependent.items())},
+        })
+        return d
+
+
+@dataclass
+class RuntimeResult:
+    units: list  # UnitResult
+    inputs: list  # InputSpec
+    steps: int | None
+    lazy_default: bool
+    notes: list = field(default_factory=list)
+
+    def unit(self, name: str) -> UnitResult:
+        for u in self.units:
+            if u.unit.name == name:
+                return u
+        raise KeyError(name)
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "steps": self.steps,
+                "inputs": [i.to_dict() for i in self.inputs],
+                "policy": {"lazy_compilation": self.lazy_default,
+                           "megamorphic": f"more than {pol.COMPILE_THRESHOLD} compiles and fewer than "
+                                          f"{pol.MIN_EXECUTIONS_PER_COMPILE} executions per compile (sticky)",
+                           "lazy_threshold": pol.LAZY_REQUESTS},
+                "clusters": [u.to_dict() for u in self.units], "notes": list(self.notes)}
+
+
+# -- signatures --------------------------------------------------------------------------
+
+def _part_text(part) -> str:
+    kind = part[0]
+    if kind == "constant":
+        _, dt, shape, vals = part
+        return f"{protos.dtype_name(dt).removeprefix('DT_').lower()}{list(shape)} = {list(vals)}"
+    if kind == "unknown":
+        return f"data-dependent ({part[1]}) at step {part[2]}"
+    _, dt, shape = part
+    return f"{protos.dtype_name(dt).removeprefix('DT_').lower()} {list(shape)}" + (" (resource)" if kind == "resource" else "")
+
+
+def _signature(unit: Unit, st, step: int, dd: dict) -> tuple:
+    parts = []
+    for a in unit.args:
+        if a.kind == "resource":
+            # a variable keeps its dtype and shape from step to step
+            parts.append(("resource", a.dtype, ()))
+            continue
+        shape = st.shape(a.source)
+        if shape is None or any(d < 0 for d in shape):
+            why = "shape unknown: " + ", ".join(st.value_sources(a.source) or ["?"])
+            dd.setdefault(a.position, why)
+            parts.append(("unknown", why, step))
+            continue
+        if a.kind == "constant":
+            v = st.value(a.source)
+            if v is None:
+                why = "value depends on " + ", ".join(st.value_sources(a.source) or ["?"])
+                dd.setdefault(a.position, why)
+                parts.append(("unknown", why, step))
+                continue
+            parts.append(("constant", a.dtype, shape, tuple(v.reshape(-1).tolist())))
+        else:
+            parts.append(("parameter", a.dtype, shape))
+    return tuple(parts)
+
+
+# -- the units ---------------------------------------------------------------------------
+
+def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
+    enc = pipeline.stage_results.get("encapsulate_subgraphs")
+    bx = pipeline.stage_results.get("build_xla_ops")
+    if enc is None or bx is None:
+        raise JitsimError("the runtime simulation needs the clustering simulated up to build-xla-ops")
+    units = []
+    for name, dec in enc.decisions.items():
+        b = bx.decisions.get(name, {})
+        args = [UnitArg(a.position, a.name, "parameter" if a.kind == "normal" else a.kind, a.dtype,
+                        _ref(a.source)) for a in sorted(dec.args, key=lambda a: a.position)]
+        units.append(Unit(name, "auto", name, b.get("mode", pol.LAZY), list(dec.members), args,
+                          b.get("detail", "")))
+    from jitsim.passes.const_analysis import ConstAnalysis
+
+    ca = None
+    for nd in flat_nodes.values():
+        if nd.op not in CALL_OPS or CLUSTER_ATTR in nd.attr:
+            continue
+        if not (MUST_COMPILE_ATTR in nd.attr and nd.attr[MUST_COMPILE_ATTR].b):
+            continue
+        fname = nd.attr["f"].func.name
+        ca = ca or ConstAnalysis(library)
+        const = ca.function_const_args(fname) if fname in ca.fns else []
+        fdef = ca.fns.get(fname)
+        args = []
+        data = [r for r in nd.input if not r.startswith("^")]
+        for i, r in enumerate(data):
+            dt = fdef.signature.input_arg[i].type if fdef is not None and i < len(fdef.signature.input_arg) else 0
+            kind = "resource" if dt == DT_RESOURCE else "constant" if i < len(const) and const[i] else "parameter"
+            arg_name = fdef.signature.input_arg[i].name if fdef is not None and i < len(fdef.signature.input_arg) \
+                else f"arg{i}"
+            args.append(UnitArg(i, arg_name, kind, dt, _ref(r)))
+        units.append(Unit(nd.name, "must-compile", fname, pol.STRICT, [nd.name], args,
+                          "tf.function(jit_compile=True): XlaLaunch compiles every new signature at once"))
+    return units
+
+
+def _ref(s: str) -> tuple:
+    from jitsim.graph.model import parse_input
+
+    return parse_input(s)
+
+
+# -- inputs ------------------------------------------------------------------------------
+
+def _input_specs(prop: Propagator) -> list[InputSpec]:
+    from jitsim.passes.shape_inference import recorded
+
+    out = []
+    for nd in prop.inputs():
+        dt = nd.attr["T"].type if nd.op == "_Arg" else nd.attr["dtype"].type
+        if dt == DT_RESOURCE:
+            continue
+        ok, shape = recorded(nd, 0)
+        if not ok:
+            if "shape" in nd.attr:
+                sh = nd.attr["shape"].shape
+                shape = None if sh.unknown_rank else tuple(d.size if d.size >= 0 else -1 for d in sh.dim)
+            else:
+                shape = None
+        aliases = [f"{nd.name}:0"]
+        if "_user_specified_name" in nd.attr:
+            aliases.insert(0, nd.attr["_user_specified_name"].s.decode(errors="replace"))
+        out.append(InputSpec(nd.name, tuple(a for a in aliases if a != nd.name), dt, shape))
+    return out
+
+
+def _seeds(step, inputs: list[InputSpec], prop: Propagator, path) -> dict:
+    by_name = {}
+    for spec in inputs:
+        for n in (spec.name,) + spec.aliases:
+            by_name.setdefault(n, spec)
+    seeds, given = {}, set()
+    from jitsim.graph.model import parse_input
+
+    where = f"line {step.line} (step {step.step})"
+    for key, (shape, value) in step.entries.items():
+        spec = by_name.get(key)
+        if spec is not None:
+            if spec.shape is not None and (len(spec.shape) != len(shape) or
+                                           any(s >= 0 and s != d for s, d in zip(spec.shape, shape))):
+                raise JitsimError(f"{where}: input {key!r} has shape {list(shape)}, but the call's signature says "
+                                  f"{_shape_text(spec.shape)}: TF would refuse this call", path)
+            seeds[(spec.name, 0)] = Seed(shape, value)
+            given.add(spec.name)
+            continue
+        node, port = parse_input(key)
+        if node not in prop.nodes:
+            names = ", ".join(s.name for s in inputs) or "none"
+            raise JitsimError(f"{where}: {key!r} is neither an input of the call (inputs: {names}) nor a node of "
+                              "the graph", path)
+        seeds[(node, port)] = Seed(shape, value)
+    for spec in inputs:
+        if spec.name in given:
+            continue
+        if spec.shape is None or any(d < 0 for d in spec.shape):
+            raise JitsimError(f"{where}: input {spec.name!r} ({_shape_text(spec.shape)}) has unknown dimensions: "
+                              "give its shape on every line", path)
+        seeds[(spec.name, 0)] = Seed(spec.shape)
+    return seeds
+
+
+def _shape_text(shape) -> str:
+    if shape is None:
+        return "unknown rank"
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+# -- the simulation ----------------------------------------------------------------------
+
+def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
+    """The run-time prediction for ``clustering`` (simulated up to build-xla-ops) and the
+    shape stream ``steps`` (:func:`jitsim.runtime.stream.read_stream`), or the static answer
+    when ``steps`` is None. ``path``: the stream's file, for error messages."""
+    pipeline = clustering.pipeline
+    flat = pipeline.cluster.graph.to_graphdef()
+    prop = Propagator(list(flat.node), flat.library)
+    units = _units(pipeline, prop.nodes, flat.library)
+    inputs = _input_specs(prop)
+    flags = getattr(clustering, "flags", None)
+    lazy_default = not any(u.mode == pol.STRICT for u in units if u.kind == "auto") if units else True
+    res = RuntimeResult([UnitResult(u) for u in units], inputs, None if steps is None else len(steps), lazy_default)
+    res.notes.append("every compiled unit is taken to run once per step (a unit inside a loop body or an untaken "
+                     "branch runs a different number of times)")
+    del flags
+    if steps is None:
+        _static(res, prop)
+        return res
+    for r in res.units:
+        r.policy = pol.ClusterPolicy(mode=r.unit.mode)
+    for step in steps:
+        st = prop.run(_seeds(step, inputs, prop, path))
+        for r in res.units:
+            sig = _signature(r.unit, st, step.step, r.data_dependent)
+            r.signatures.append(sig)
+            r.policy.execute(step.step, sig)
+    for r in res.units:
+        for pos, why in sorted(r.data_dependent.items()):
+            res.notes.append(f"{r.unit.name}: argument {r.unit.args[pos].name}: {why}; taken to change every step "
+                             "(state it in the stream to fix it)")
+    return res
+
+
+def _static(res: RuntimeResult, prop: Propagator) -> None:
+    """Which argument dims and constant values follow which input dims (one at a time)."""
+    unknown = []  # (input, dim)
+    base_shapes = {}
+    k = 0
+    for spec in res.inputs:
+        if spec.shape is None:
+            res.notes.append(f"input {spec.name} has unknown rank: its dimensions are not traced")
+            continue
+        shape = []
+        for i, d in enumerate(spec.shape):
+            if d < 0:
+                shape.append(STATIC_SIZES[k % len(STATIC_SIZES)] + 2 * (k // len(STATIC_SIZES)) * 0)
+                unknown.append((spec.name, i))
+                k += 1
+            else:
+                shape.append(d)
+        base_shapes[spec.name] = tuple(shape)
+
+    def run(shapes):
+        seeds = {(n, 0): Seed(s) for n, s in shapes.items()}
+        st = prop.run(seeds)
+        dd = {}
+        return {r.unit.name: _signature(r.unit, st, 0, dd) for r in res.units}, dd
+
+    base, _ = run(base_shapes)
+    follows: dict = {}  # (unit, position, what) -> [input dims]
+    for name, dim in unknown:
+        shapes = dict(base_shapes)
+        s = list(shapes[name])
+        s[dim] += 1
+        shapes[name] = tuple(s)
+        sigs, _ = run(shapes)
+        for r in res.units:
+            a_parts, b_parts = base[r.unit.name], sigs[r.unit.name]
+            for a, pa, pb in zip(r.unit.args, a_parts, b_parts):
+                if pa == pb or pa[0] == "unknown":
+                    continue
+                if a.kind == "constant" and pa[0] == "constant" and pb[0] == "constant" and pa[2] == pb[2]:
+                    what = "value"
+                elif pa[0] == pb[0] and len(pa[2]) == len(pb[2]):
+                    dims = [i for i, (x, y) in enumerate(zip(pa[2], pb[2])) if x != y]
+                    what = "shape" + "".join(f"[{i}]" for i in dims) if len(dims) == 1 else \
+                        "shape[" + ",".join(map(str, dims)) + "]"
+                else:
+                    what = "shape"
+                follows.setdefault((r.unit.name, a.position, what), []).append(f"{name}.shape[{dim}]")
+    for r in res.units:
+        for a, part in zip(r.unit.args, base[r.unit.name]):
+            if part[0] == "unknown":
+                r.varies.append({"arg": a.name, "position": a.position, "what": "value" if "value" in part[1]
+                                 else "shape", "follows": [], "data_dependent": True, "why": part[1]})
+        for (uname, pos, what), srcs in follows.items():
+            if uname == r.unit.name:
+                a = r.unit.args[pos]
+                r.varies.append({"arg": a.name, "position": pos, "what": what, "follows": srcs,
+                                 "data_dependent": False, "why": ""})
+        r.varies.sort(key=lambda v: (v["position"], v["what"]))
+
+
+def recompiles_per(r: UnitResult) -> list[str]:
+    """The input dims whose every distinct value (combination) makes a new signature."""
+    out = []
+    for v in r.varies:
+        for s in v["follows"]:
+            if s not in out:
+                out.append(s)
+    return out
