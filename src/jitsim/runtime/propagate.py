@@ -46,6 +46,7 @@ class Seed:
 
     shape: tuple
     value: object = None  # numpy array or None
+    handle_shape: object = None  # a resource: its variable's shape (tuple), when known
 
 
 @dataclass
@@ -54,6 +55,7 @@ class StepState:
     values: dict = field(default_factory=dict)  # (node, port) -> numpy array
     nodes: dict = field(default_factory=dict)  # name -> NodeDef
     errors: dict = field(default_factory=dict)  # node name -> why its evaluation failed
+    inference: object = None  # the shape functions' view of this step (handle shapes)
 
     def shape(self, ref):
         return self.shapes.get(ref)
@@ -118,9 +120,16 @@ def topological_order(nodes: dict) -> list[str]:
 class _Concrete(si._Inference):
     """shape_inference's shape functions, reading this step's concrete values."""
 
-    def __init__(self, nodes, order, np_values):
+    def __init__(self, nodes, order, np_values, handles):
         super().__init__(nodes, order)
         self.np_values = np_values
+        self.handles = handles  # resource input node -> its variable's shape
+
+    def handle_shape(self, ref):
+        root = self.resource_root(ref)
+        if root in self.handles:
+            return self.handles[root]
+        return super().handle_shape(ref)
 
     def value_of(self, ref):
         v = self.np_values.get(ref)
@@ -152,7 +161,8 @@ class Propagator:
         """``seeds``: ``(node, port)`` -> :class:`Seed` (inputs, and any tensor the step states)."""
         np = numpy()
         st = StepState(nodes=self.nodes)
-        inf = _Concrete(self.nodes, self.order, st.values)
+        handles = {name: sd.handle_shape for (name, p), sd in seeds.items() if sd.handle_shape is not None}
+        inf = st.inference = _Concrete(self.nodes, self.order, st.values, handles)
         inf.shapes = st.shapes
         for name in self.order:
             nd = self.nodes[name]
@@ -260,10 +270,13 @@ class Propagator:
             body = self._bodies[fname] = Propagator(list(gd.node), self.library, depth=self.depth + 1)
         seeds = {}
         for i, (arg, ref) in enumerate(zip(body.inputs(), self._data(nd))):
+            handle = st.inference.handle_shape(ref)
             s = st.shapes.get(ref)
+            if s is None and handle is not None:
+                s = ()  # a resource handle is a scalar
             if s is None:
                 continue
-            seeds[(arg.name, 0)] = Seed(s, st.values.get(ref))
+            seeds[(arg.name, 0)] = Seed(s, st.values.get(ref), handle)
         inner = body.run(seeds)
         rets = sorted((x for x in body.nodes.values() if x.op == "_Retval"),
                       key=lambda x: x.attr["index"].i if "index" in x.attr else 0)

@@ -157,7 +157,9 @@ def _part_text(part) -> str:
     if kind == "unknown":
         return f"data-dependent ({part[1]}) at step {part[2]}"
     _, dt, shape = part
-    return f"{protos.dtype_name(dt).removeprefix('DT_').lower()} {list(shape)}" + (" (resource)" if kind == "resource" else "")
+    if kind == "resource":
+        return f"resource (variable {list(shape)})"
+    return f"{protos.dtype_name(dt).removeprefix('DT_').lower()} {list(shape)}"
 
 
 def _signature(unit: Unit, st, step: int, dd: dict) -> tuple:
@@ -165,7 +167,8 @@ def _signature(unit: Unit, st, step: int, dd: dict) -> tuple:
     for a in unit.args:
         if a.kind == "resource":
             # a variable keeps its dtype and shape from step to step
-            parts.append(("resource", a.dtype, ()))
+            hs = st.inference.handle_shape(a.source) if st.inference is not None else None
+            parts.append(("resource", a.dtype, tuple(hs) if hs is not None else ()))
             continue
         shape = st.shape(a.source)
         if shape is None or any(d < 0 for d in shape):
