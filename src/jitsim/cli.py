@@ -815,6 +815,29 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def cmd_runtime(args) -> int:
+    """What the JIT does at run time (docs/runtime.md): compiles, fallbacks, megamorphic units."""
+    from jitsim.runtime.simulate import runtime
+    from jitsim.runtime.stream import read_stream
+    from jitsim.runtime.table import print_result
+
+    steps = read_stream(args.shapes) if args.shapes else None  # bad input before any simulation
+    _single_graph(args.graph)
+    choice = _flags_choice(args, args.tf_xla_flags)
+    c = _simulate(args, flags=choice.flags.text, device=args.device, until="build-xla-ops", explain_cycles=False)
+    res = runtime(c, steps, path=args.shapes)
+    if args.format == "json":
+        _emit_json({**res.to_dict(), "input": str(args.graph), "shapes": args.shapes,
+                    "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin,
+                    "route": c.route.to_dict() if c.route is not None else None})
+        return 0
+    con = _console()
+    if c.route is not None:
+        con.print(c.route.line, markup=False, highlight=False)
+    print_result(con, res, source=Path(args.graph).name)
+    return 0
+
+
 def _print_index(index: dict, where) -> None:
     from rich.table import Table
 
@@ -1169,6 +1192,18 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     pf.add_argument("--format", **fmt)
     pf.set_defaults(func=cmd_profile)
+
+    rt = sub.add_parser("runtime", help="predict what the JIT does at run time: compiles per input signature, lazy "
+                                        "fallbacks, megamorphic clusters (docs/runtime.md)")
+    rt.add_argument("graph", help="one graph or model, as for explain (TF dump file, GraphDef, SavedModel, .keras, "
+                                  ".py program)")
+    rt.add_argument("--shapes", metavar="SHAPES.jsonl",
+                    help="the steps: one JSON object per line mapping each input to its shape, e.g. "
+                         '{"x": [2, 128]} (an integer input: {"n": {"shape": [], "value": 7}}); without it: which '
+                         "argument dimensions and constants can vary, and which input dimension each follows")
+    _sim_args(rt)
+    rt.add_argument("--format", **fmt)
+    rt.set_defaults(func=cmd_runtime)
 
     fz = ccs.add_parser("fuzz", help="differential fuzzing: generated programs under real TF vs jitsim, stage by "
                                      "stage (exit 1 on any disagreement)")

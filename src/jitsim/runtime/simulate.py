@@ -172,16 +172,18 @@ def _signature(unit: Unit, st, step: int, dd: dict) -> tuple:
             continue
         shape = st.shape(a.source)
         if shape is None or any(d < 0 for d in shape):
-            why = "shape unknown: " + ", ".join(st.value_sources(a.source) or ["?"])
+            srcs = tuple(st.value_sources(a.source))
+            why = "shape unknown: " + ", ".join(srcs or ["?"])
             dd.setdefault(a.position, why)
-            parts.append(("unknown", why, step))
+            parts.append(("unknown", why, step, srcs))
             continue
         if a.kind == "constant":
             v = st.value(a.source)
             if v is None:
-                why = "value depends on " + ", ".join(st.value_sources(a.source) or ["?"])
+                srcs = tuple(st.value_sources(a.source))
+                why = "value depends on " + ", ".join(srcs or ["?"])
                 dd.setdefault(a.position, why)
-                parts.append(("unknown", why, step))
+                parts.append(("unknown", why, step, srcs))
                 continue
             parts.append(("constant", a.dtype, shape, tuple(v.reshape(-1).tolist())))
         else:
@@ -381,11 +383,20 @@ def _static(res: RuntimeResult, prop: Propagator) -> None:
                 else:
                     what = "shape"
                 follows.setdefault((r.unit.name, a.position, what), []).append(f"{name}.shape[{dim}]")
+    input_nodes = {f"{nd.op} '{nd.name}'": nd.name for nd in prop.inputs()}
     for r in res.units:
         for a, part in zip(r.unit.args, base[r.unit.name]):
             if part[0] == "unknown":
-                r.varies.append({"arg": a.name, "position": a.position, "what": "value" if "value" in part[1]
-                                 else "shape", "follows": [], "data_dependent": True, "why": part[1]})
+                what = "value" if "value" in part[1] else "shape"
+                srcs = part[3]
+                if srcs and all(x in input_nodes for x in srcs):
+                    # an input's contents (an integer input feeding shape arithmetic): the stream states it
+                    r.varies.append({"arg": a.name, "position": a.position, "what": what,
+                                     "follows": [f"value of {input_nodes[x]}" for x in srcs],
+                                     "data_dependent": False, "why": part[1]})
+                else:
+                    r.varies.append({"arg": a.name, "position": a.position, "what": what, "follows": [],
+                                     "data_dependent": True, "why": part[1]})
         for (uname, pos, what), srcs in follows.items():
             if uname == r.unit.name:
                 a = r.unit.args[pos]
