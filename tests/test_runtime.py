@@ -1,0 +1,263 @@
+"""jitsim runtime: TF's per-signature compile / lazy fallback / megamorphic rules, signatures
+per step from a shape stream, the static answer, the command, and (marked tf) real TF.
+
+Hand-derived expectations state their reasoning. The rules (device_compilation_profiler.cc,
+device_compiler.h): each execution counts first; a cluster with more than 10 compiles and
+fewer than 50 executions per compile becomes megamorphic (sticky); a signature compiled
+before runs compiled; else strict mode compiles, a megamorphic cluster falls back, the
+cluster's very first execution compiles, and lazy mode compiles a signature at its second
+request (falls back at its first).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jitsim.errors import JitsimError
+from jitsim.runtime import policy as pol
+from jitsim.runtime.compare import compare
+from jitsim.runtime.stream import read_stream
+from jitsim.runtime.table import ranges
+from jitsim.runtime.tflog import parse_log
+
+ROOT = Path(__file__).resolve().parents[1]
+RT = ROOT / "fixtures" / "runtime"
+
+
+# -- the policy --------------------------------------------------------------------------
+
+def test_forty_lengths_two_passes_go_megamorphic():
+    """Lengths L0..L39 then L0..L39 again (80 steps). Step 0 compiles (first execution);
+    steps 1-39 are first requests: fallback. Step 40 (L0) is compiled already: cached. Steps
+    41-50 are second requests of L1..L10: compiles 2..11. At step 51 the execution count is
+    52, compiles 11 > 10 and 52 < 50*11: megamorphic, so L11..L39 (steps 51-79) fall back
+    although they are second requests. Measured identically under TF 2.21 (results.json)."""
+    p = pol.simulate([i % 40 for i in range(80)])
+    assert p.steps(pol.COMPILED) == [0] + list(range(41, 51))
+    assert p.megamorphic_at_step == 51
+    assert p.steps(pol.FALLBACK) == list(range(1, 40)) + list(range(51, 80))
+    assert p.steps(pol.CACHED) == [40]
+    assert p.compile_count == 11
+
+
+def test_lazy_second_request_compiles_however_far_apart():
+    """A then B (fallback: first request) ... B again 10 steps later compiles; A is cached."""
+    p = pol.simulate(["A", "B"] + ["A"] * 9 + ["B", "B"])
+    assert p.steps(pol.COMPILED) == [0, 11]
+    assert p.steps(pol.FALLBACK) == [1]
+    assert p.steps(pol.CACHED) == list(range(2, 11)) + [12]
+
+
+def test_strict_compiles_every_new_signature_and_megamorphic_changes_nothing():
+    """14 distinct batches, then repeats (the jit_compile call of jit_inner): strict compiles
+    each at its first request (steps 0-13). The 12th execution (step 11) finds 11 compiles
+    > 10 and 12 < 550: TF marks the unit megamorphic, which strict mode ignores."""
+    p = pol.simulate([i % 14 for i in range(30)], mode=pol.STRICT)
+    assert p.steps(pol.COMPILED) == list(range(14))
+    assert p.steps(pol.FALLBACK) == []
+    assert p.megamorphic_at_step == 11
+
+
+def test_megamorphic_cached_signatures_still_run_compiled():
+    """s_0 twice, then s_1..s_11 twice each, then s_0 (25 steps). Step 0 compiles (first
+    execution), step 1 is cached; s_k (k >= 1) falls back at step 2k (first request) and
+    compiles at 2k+1 (second), the (k+1)-th compile. s_10's compile at step 21 is the 11th.
+    Step 22 is execution 23: 11 > 10 compiles and 23 < 550, megamorphic: s_11 falls back at
+    both its requests (22, 23), but s_0, compiled at step 0, still runs compiled at step 24."""
+    sigs = [0, 0] + [k for k in range(1, 12) for _ in (0, 1)] + [0]
+    p = pol.simulate(sigs)
+    assert p.steps(pol.COMPILED) == [0] + [2 * k + 1 for k in range(1, 11)]
+    assert p.megamorphic_at_step == 22
+    assert p.steps(pol.FALLBACK) == [2 * k for k in range(1, 11)] + [22, 23]
+    assert p.steps(pol.CACHED) == [1, 24]
+
+
+def test_megamorphic_threshold_counts_executions():
+    """More than 10 compiles is not enough with many executions per compile: 11 signatures,
+    each repeated 60 times in strict mode: at each compile the executions (60k+1) are at least
+    50 * compiles, so the unit never becomes megamorphic."""
+    p = pol.simulate([k for k in range(11) for _ in range(60)], mode=pol.STRICT)
+    assert p.compile_count == 11
+    assert p.megamorphic_at_step is None
+
+
+def test_ranges():
+    assert ranges([0, 41, 42, 43, 50]) == "0, 41-43, 50"
+    assert ranges([]) == "-"
+
+
+# -- the shape stream --------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, problem", [
+    ("not json\n", "line 1: not JSON"),
+    ("[1, 2]\n", "line 1: a step is a JSON object"),
+    ('{"x": [2, -1]}\n', "dimensions must be 0 or more"),
+    ('{"x": "2,3"}\n', "a shape is a list of integers"),
+    ('{"x": [2]}\n{"n": {"shape": [], "val": 3}}\n', "line 2: 'n': unknown key(s) val"),
+    ('{"n": {"shape": [2], "value": 3}}\n', "value must be integers (or booleans) of shape [2]"),
+    ("# only a comment\n\n", "no steps"),
+])
+def test_stream_errors(tmp_path, text, problem):
+    p = tmp_path / "s.jsonl"
+    p.write_text(text)
+    with pytest.raises(JitsimError) as e:
+        read_stream(p)
+    assert problem in str(e.value)
+
+
+def test_stream_reads_shapes_values_and_skips_comments(tmp_path):
+    p = tmp_path / "s.jsonl"
+    p.write_text('# two steps\n{"x": [2, 3]}\n\n{"x": [4, 3], "n": {"value": [1, 2]}}\n')
+    steps = read_stream(p)
+    assert [s.step for s in steps] == [0, 1] and [s.line for s in steps] == [2, 4]
+    assert steps[1].entries["n"][0] == (2,) and steps[1].entries["n"][1].tolist() == [1, 2]
+
+
+# -- TF's log ----------------------------------------------------------------------------
+
+LOG = """\
+=== jitsim step 0 ===
+I0000 device_compiler.h:551] Instantly compiling for signature: cluster_0[_XlaNumConstantArgs=1]; Tensor<type: int32 shape: [3] values: 2 5 16>,float [2,5,16]
+I0000 device_compilation_profiler.cc:113] Compiled cluster_0 1 times, compile time: 1 us
+=== jitsim step 1 ===
+I0000 device_compiler.h:541] Not compiling for signature: cluster_0[_XlaNumConstantArgs=1]; Tensor<type: int32 shape: [3] values: 2 6 16>,float [2,6,16]
+I0000 device_compiler.h:551] Instantly compiling for signature: __inference_inner_24[],float [1,8]
+=== jitsim step 2 ===
+I0000 device_compilation_profiler.cc:54] Marking cluster_0 as megamorphic, compile_count=11 execution_count=52
+I0000 device_compiler.h:557] Already Compiled for signature: cluster_0[_XlaNumConstantArgs=1]; Tensor<type: int32 shape: [3] values: 2 5 16>,float [2,5,16]
+"""
+
+
+def test_parse_log():
+    d = parse_log(LOG)
+    c = d["cluster_0"]
+    assert c["compile_steps"] == [0] and c["fallback_steps"] == [1] and c["compiled_steps"] == [0, 2]
+    assert c["megamorphic_at_step"] == 2 and len(c["signatures"]) == 2
+    assert d["__inference_inner_24"]["compile_steps"] == [1]
+
+
+# -- the simulation on TF's own pass input (no TF needed) --------------------------------
+
+def _runtime(graph: str, stream: str | None, *extra):
+    cmd = [sys.executable, "-m", "jitsim", "runtime", str(RT / "graphs" / graph), "--format", "json", "--tf", "never",
+           *extra]
+    if stream:
+        cmd += ["--shapes", str(stream)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src"),
+                                                                    "PATH": "/usr/bin:/bin"})
+    return p
+
+
+def test_cli_attention_many_lengths_matches_the_policy():
+    """attention_seqlen: PartiallyDecluster leaves Shape(x) outside cluster_0, whose value
+    (Reshape's shape) is a constant argument: the signature is (x.shape as a value, x's
+    shape, W). 40 lengths in two passes: the first test's numbers."""
+    p = _runtime("attention_seqlen.pbtxt", RT / "streams" / "seqlen_many.jsonl")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["schema"] == "jitsim.runtime/1" and d["steps"] == 80
+    (c,) = d["clusters"]
+    assert c["name"] == "cluster_0" and c["kind"] == "auto" and c["mode"] == "lazy"
+    assert c["compile_steps"] == [0] + list(range(41, 51)) and c["megamorphic_at_step"] == 51
+    assert len(c["signatures"]) == 40
+    assert c["signatures"][0]["args"] == ["int32[3] = [2, 5, 16]", "float [2, 5, 16]", "resource (variable [16, 16])"]
+    assert [a["kind"] for a in c["args"]] == ["constant", "parameter", "resource"]
+
+
+def test_cli_lazy_off_is_strict():
+    p = _runtime("attention_seqlen.pbtxt", RT / "streams" / "seqlen_many.jsonl",
+                 "--tf-xla-flags", "--tf_xla_enable_lazy_compilation=false")
+    assert p.returncode == 0, p.stderr
+    (c,) = json.loads(p.stdout)["clusters"]
+    assert c["mode"] == "strict" and c["compile_steps"] == list(range(40)) and c["fallback_steps"] == []
+
+
+def test_cli_static_answer_names_the_input_dims():
+    """Without a stream: the constant argument (x's shape) follows x.shape[0] and x.shape[1];
+    x's own shape its dims 0 and 1 (dim 2 is 16 in the signature)."""
+    p = _runtime("attention_seqlen.pbtxt", None)
+    assert p.returncode == 0, p.stderr
+    (c,) = json.loads(p.stdout)["clusters"]
+    assert c["compiles"] is None
+    varies = {(v["arg"], v["what"]): v["follows"] for v in c["varies"]}
+    assert varies == {("shape_0_arg", "value"): ["x.shape[0]", "x.shape[1]"],
+                      ("x_0_arg", "shape[0]"): ["x.shape[0]"], ("x_0_arg", "shape[1]"): ["x.shape[1]"]}
+
+
+def test_cli_integer_input_value_is_a_constant_argument():
+    """reshape_value: rows feeds Reshape's shape, so its value is cluster_0's constant
+    argument. rows = 2,2,3,3,4,4,6,6 repeated at one x shape: four signatures; lazy:
+    compile at 0 (first), fallback at 2, 4, 6 (first requests of 3, 4, 6), compile at 3, 5, 7."""
+    p = _runtime("reshape_value.pbtxt", RT / "streams" / "rows_values.jsonl")
+    assert p.returncode == 0, p.stderr
+    (c,) = json.loads(p.stdout)["clusters"]
+    assert c["compile_steps"] == [0, 3, 5, 7] and c["fallback_steps"] == [2, 4, 6]
+    assert len(c["signatures"]) == 4
+    q = _runtime("reshape_value.pbtxt", None)
+    (s,) = json.loads(q.stdout)["clusters"]
+    assert {"arg": "rows_0_arg", "position": 0, "what": "value", "follows": ["value of rows"],
+            "data_dependent": False, "why": "value depends on _Arg 'rows'"} in s["varies"]
+
+
+def test_cli_jit_compile_call_is_a_strict_unit():
+    """jit_inner: the jit_compile=True call stays out of the auto-clusters (two clusters
+    around it) and is simulated as a strict unit whose output shape (through its body) feeds
+    cluster_0."""
+    p = _runtime("jit_inner.pbtxt", RT / "streams" / "batch_many.jsonl")
+    assert p.returncode == 0, p.stderr
+    units = {c["name"]: c for c in json.loads(p.stdout)["clusters"]}
+    call = units["StatefulPartitionedCall"]
+    assert call["kind"] == "must-compile" and call["mode"] == "strict"
+    assert call["compile_steps"] == list(range(14)) and call["fallback_steps"] == []
+    assert units["cluster_0"]["signatures"][0]["args"] == ["float [1, 8]", "float [1, 8]"]
+
+
+@pytest.mark.parametrize("line, problem", [
+    ('{"y": [2, 8]}', "'y' is neither an input of the call (inputs: x) nor a node of the graph"),
+    ('{}', "input 'x' ([?, 8]) has unknown dimensions: give its shape on every line"),
+    ('{"x": [2, 9]}', "input 'x' has shape [2, 9], but the call's signature says [?, 8]"),
+])
+def test_cli_bad_stream_is_one_line(tmp_path, line, problem):
+    s = tmp_path / "s.jsonl"
+    s.write_text(line + "\n")
+    p = _runtime("mlp_batch.pbtxt", s)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"jitsim: {s}: line 1 (step 0): ") and problem in lines[0]
+
+
+def test_compare_reports_differences():
+    pred = {"clusters": [{"name": "cluster_0", "kind": "auto", "function": "cluster_0", "compiles": 1,
+                          "compile_steps": [0], "fallback_steps": [], "compiled_steps": [0, 1],
+                          "megamorphic_at_step": None, "signatures": [{}]}]}
+    tf = parse_log(LOG)
+    r = compare(pred, tf)
+    assert not r["identical"] and r["unmatched_tf"] == ["__inference_inner_24"]
+    assert r["units"][0]["fields"]["fallback_steps"] == {"jitsim": [], "tf": [1]}
+
+
+def test_committed_measurements_are_identical():
+    """results.json (fixtures/runtime/measure.py, real TF 2.21): every case identical."""
+    doc = json.loads((RT / "results.json").read_text())
+    assert doc["total"] >= 6 and doc["identical"] == doc["total"]
+
+
+# -- against real TF ---------------------------------------------------------------------
+
+@pytest.mark.tf
+def test_tf_reshape_value_matches():
+    """A 20-step run under TF 2.21 (a few seconds): jitsim's prediction from the program is
+    identical to TF's log, unit by unit."""
+    sys.path.insert(0, str(RT))
+    try:
+        import measure
+    finally:
+        sys.path.pop(0)
+    case = next(c for c in json.loads((RT / "manifest.json").read_text())["cases"] if c["name"] == "reshape_value")
+    r = measure.run_case(case)
+    assert r["identical"], json.dumps(r["comparison"])[:2000]
