@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 from jitsim.errors import JitsimError
 from jitsim.graph import protos
+from jitsim.graph.model import parse_input
+from jitsim.passes.shape_inference import recorded
 from jitsim.runtime import policy as pol
 from jitsim.runtime.propagate import CALL_OPS, Propagator, Seed
 
@@ -231,16 +233,12 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
 
 
 def _ref(s: str) -> tuple:
-    from jitsim.graph.model import parse_input
-
     return parse_input(s)
 
 
 # -- inputs ------------------------------------------------------------------------------
 
 def _input_specs(prop: Propagator) -> list[InputSpec]:
-    from jitsim.passes.shape_inference import recorded
-
     out = []
     for nd in prop.inputs():
         dt = nd.attr["T"].type if nd.op == "_Arg" else nd.attr["dtype"].type
@@ -266,8 +264,6 @@ def _seeds(step, inputs: list[InputSpec], prop: Propagator, path) -> dict:
         for n in (spec.name,) + spec.aliases:
             by_name.setdefault(n, spec)
     seeds, given = {}, set()
-    from jitsim.graph.model import parse_input
-
     where = f"line {step.line} (step {step.step})"
     for key, (shape, value) in step.entries.items():
         spec = by_name.get(key)
