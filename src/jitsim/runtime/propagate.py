@@ -40,6 +40,27 @@ BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 MAX_CALL_DEPTH = 8
 
 
+def _unique(np, ins, nd):
+    """Unique(x) -> (y, idx): the distinct values in order of first appearance."""
+    x = ins[0].reshape(-1)
+    _, first, inverse = np.unique(x, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return [x[np.sort(first)], rank[inverse.reshape(-1)]]
+
+
+def _where(np, ins, nd):
+    """Where(condition) with one argument: the coordinates of the true (non-zero) elements."""
+    return [np.argwhere(ins[0]).astype(np.int64)]
+
+
+# Ops whose *output shape* depends on their input values (so TF's shape functions leave it
+# unknown): evaluated here when the step states the values they read. The other kernels are
+# constant folding's (jitsim.passes.folding.kernels).
+DATA_SHAPE_KERNELS = {"Unique": _unique, "Where": _where}
+
+
 @dataclass
 class Seed:
     """What a step says about one tensor: its shape, and optionally its value."""
@@ -74,8 +95,12 @@ class StepState:
             seen.add(name)
             nd = self.nodes[name]
             ins = [parse_input(r) for r in nd.input if not r.startswith("^")]
-            missing = [r for r in ins if r not in self.values]
-            if nd.op in SHAPE_OPS or not missing:
+            if nd.op in SHAPE_OPS:
+                # a shape op reads shapes only: follow the inputs whose shape is unknown
+                missing = [r for r in ins if self.shapes.get(r) is None or any(d < 0 for d in self.shapes[r])]
+            else:
+                missing = [r for r in ins if r not in self.values]
+            if not missing:
                 out.append(f"{nd.op} '{name}'")
             else:
                 stack.extend(r[0] for r in reversed(missing))
@@ -241,7 +266,7 @@ class Propagator:
                 else:
                     outs.append(np.array(s, dtype=NP_DTYPES[out_t]))
             return outs
-        fn = kernels.KERNELS.get(op)
+        fn = DATA_SHAPE_KERNELS.get(op) or kernels.KERNELS.get(op)
         if fn is None or op in CALL_OPS or self.types.is_stateful(op):
             return None
         ins = []

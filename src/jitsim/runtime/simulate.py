@@ -72,6 +72,7 @@ class Unit:
     nodes: list
     args: list
     mode_reason: str = ""
+    loop_frame: str | None = None  # the while loop whose body holds the unit (runs per iteration)
 
 
 @dataclass
@@ -97,7 +98,7 @@ class UnitResult:
     def to_dict(self) -> dict:
         u = self.unit
         d = {"name": u.name, "kind": u.kind, "function": u.function, "mode": u.mode,
-             "mode_reason": u.mode_reason, "nodes": list(u.nodes),
+             "mode_reason": u.mode_reason, "loop_frame": u.loop_frame, "nodes": list(u.nodes),
              "args": [a.to_dict() for a in u.args], "varies": self.varies}
         p = self.policy
         if p is None:
@@ -232,6 +233,22 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
     return units
 
 
+def _mark_loops(g, units) -> None:
+    """Each unit's while-loop frame (TF's BuildControlFlowInfo), if its nodes are in one."""
+    from jitsim.errors import GraphError
+    from jitsim.passes.tfgraph import control_flow_info
+
+    try:
+        info, _ = control_flow_info(g)
+    except GraphError:
+        return
+    frame = {n.name: info[n.id].frame_name for n in g.op_nodes()}
+    for u in units:
+        names = [frame.get(m) for m in u.nodes if frame.get(m)]
+        if names:
+            u.loop_frame = names[0]
+
+
 def _ref(s: str) -> tuple:
     return parse_input(s)
 
@@ -311,20 +328,41 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
     flags = getattr(clustering, "flags", None)
     lazy_default = not any(u.mode == pol.STRICT for u in units if u.kind == "auto") if units else True
     res = RuntimeResult([UnitResult(u) for u in units], inputs, None if steps is None else len(steps), lazy_default)
-    res.notes.append("every compiled unit is taken to run once per step (a unit inside a loop body or an untaken "
-                     "branch runs a different number of times)")
     del flags
+    _mark_loops(pipeline.cluster.graph, units)
+    res.notes.append("every compiled unit is taken to run once per step (a unit in an untaken branch of a cond "
+                     "runs less often)")
+    loop_note = [u for u in units if u.loop_frame is not None]
     if steps is None:
+        for u in loop_note:
+            res.notes.append(f"{u.name} is inside the while loop {u.loop_frame!r}: TF runs it once per iteration; "
+                             f'a stream line can say how many, e.g. {{"{u.loop_frame}": {{"iterations": 3}}}}')
         _static(res, prop)
         return res
     for r in res.units:
         r.policy = pol.ClusterPolicy(mode=r.unit.mode)
+    frames = sorted({u.loop_frame for u in units if u.loop_frame is not None})
+    counted = set()
     for step in steps:
+        for name in step.iterations or {}:
+            if name not in frames:
+                raise JitsimError(f"line {step.line} (step {step.step}): {name!r} is not a while loop holding a "
+                                  f"compiled unit (loops: {', '.join(frames) or 'none'})", path)
         st = prop.run(_seeds(step, inputs, prop, path))
         for r in res.units:
             sig = _signature(r.unit, st, step.step, r.data_dependent)
             r.signatures.append(sig)
-            r.policy.execute(step.step, sig)
+            times = 1
+            if r.unit.loop_frame is not None and r.unit.loop_frame in (step.iterations or {}):
+                times = step.iterations[r.unit.loop_frame]
+                counted.add(r.unit.loop_frame)
+            for _ in range(times):
+                r.policy.execute(step.step, sig)
+    for u in loop_note:
+        if u.loop_frame not in counted:
+            res.notes.append(f"{u.name} is inside the while loop {u.loop_frame!r}: TF runs it once per iteration "
+                             "(every execution counts); the stream gives no iteration counts "
+                             f'({{"{u.loop_frame}": {{"iterations": N}}}}), so one per step was assumed')
     for r in res.units:
         for pos, why in sorted(r.data_dependent.items()):
             res.notes.append(f"{r.unit.name}: argument {r.unit.args[pos].name}: {why}; taken to change every step "

@@ -6,7 +6,9 @@ Each object maps a name to what the step gives it:
 * ``"n": {"shape": [], "value": 7}`` - shape and value (integer inputs that feed shape
   arithmetic: the value decides constant arguments);
 * a name that is not an input (``"Unique"``, ``"Unique:1"``) states that tensor's shape (and
-  value) for the step, for tensors whose shape depends on data.
+  value) for the step, for tensors whose shape depends on data;
+* ``"while": {"iterations": 3}`` - a while loop's frame name and how many times its body ran
+  in the step (units inside the body run once per iteration; default 1).
 
 Blank lines and lines starting with ``#`` are skipped; step numbers count the other lines
 from 0. Every problem is one :class:`~jitsim.errors.JitsimError` naming the line.
@@ -29,6 +31,7 @@ class StepInput:
     step: int
     line: int
     entries: dict  # name -> (shape tuple, value or None)
+    iterations: dict = None  # while-loop frame name -> iterations this step
 
 
 def _shape(v, where: str) -> tuple:
@@ -63,6 +66,13 @@ def _entry(name: str, v, where: str):
     return _shape(v, f"{where}: {name!r}"), None
 
 
+def _iterations(name: str, v: dict, where: str) -> int:
+    n = v["iterations"]
+    if set(v) != {"iterations"} or not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"{where}: {name!r}: a loop's entry is {{\"iterations\": N}} with N 0 or more")
+    return n
+
+
 def _value_shape(value) -> tuple:
     shape = []
     while isinstance(value, list):
@@ -95,11 +105,13 @@ def read_stream(path) -> list[StepInput]:
         if not isinstance(obj, dict):
             raise JitsimError(f"{where}: a step is a JSON object mapping input names to shapes, e.g. "
                               '{"x": [2, 128]}', p)
+        loops = {str(k): v for k, v in obj.items() if isinstance(v, dict) and "iterations" in v}
         try:
-            entries = {str(k): _entry(str(k), v, where) for k, v in obj.items()}
+            entries = {str(k): _entry(str(k), v, where) for k, v in obj.items() if str(k) not in loops}
+            iterations = {k: _iterations(k, v, where) for k, v in loops.items()}
         except ValueError as exc:
             raise JitsimError(str(exc), p) from None
-        steps.append(StepInput(len(steps), lineno, entries))
+        steps.append(StepInput(len(steps), lineno, entries, iterations))
         if len(steps) > MAX_STEPS:
             raise JitsimError(f"more than {MAX_STEPS} steps", p)
     if not steps:
