@@ -94,6 +94,7 @@ class UnitResult:
     data_dependent: dict = field(default_factory=dict)  # arg position -> sources (why unknown)
     policy: pol.ClusterPolicy | None = None
     varies: list = field(default_factory=list)  # static answer
+    recompiles_with: list = field(default_factory=list)  # with a stream: what changes its signature
 
     def to_dict(self) -> dict:
         u = self.unit
@@ -122,6 +123,7 @@ class UnitResult:
             "compiled_steps": [e.step for e in p.history if e.outcome != pol.FALLBACK],
             "signatures": sigs,
             "data_dependent_args": {str(k): v for k, v in sorted(self.data_dependent.items())},
+            "recompiles_with": list(self.recompiles_with),
         })
         return d
 
@@ -133,6 +135,7 @@ class RuntimeResult:
     steps: int | None
     lazy_default: bool
     notes: list = field(default_factory=list)
+    suggestions: list = field(default_factory=list)  # jitsim.runtime.advice, checked by re-simulation
 
     def unit(self, name: str) -> UnitResult:
         for u in self.units:
@@ -147,7 +150,8 @@ class RuntimeResult:
                            "megamorphic": f"more than {pol.COMPILE_THRESHOLD} compiles and fewer than "
                                           f"{pol.MIN_EXECUTIONS_PER_COMPILE} executions per compile (sticky)",
                            "lazy_threshold": pol.LAZY_REQUESTS},
-                "clusters": [u.to_dict() for u in self.units], "notes": list(self.notes)}
+                "clusters": [u.to_dict() for u in self.units], "suggestions": list(self.suggestions),
+                "notes": list(self.notes)}
 
 
 # -- signatures --------------------------------------------------------------------------
@@ -308,6 +312,14 @@ def _seeds(step, inputs: list[InputSpec], prop: Propagator, path) -> dict:
     return seeds
 
 
+MAX_CACHED_STATES = 4096
+
+
+def _seeds_key(seeds: dict) -> tuple:
+    return tuple(sorted((ref, sd.shape, None if sd.value is None else (str(sd.value.dtype), sd.value.tobytes()))
+                        for ref, sd in seeds.items()))
+
+
 def _shape_text(shape) -> str:
     if shape is None:
         return "unknown rank"
@@ -339,25 +351,7 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
                              f'a stream line can say how many, e.g. {{"{u.loop_frame}": {{"iterations": 3}}}}')
         _static(res, prop)
         return res
-    for r in res.units:
-        r.policy = pol.ClusterPolicy(mode=r.unit.mode)
-    frames = sorted({u.loop_frame for u in units if u.loop_frame is not None})
-    counted = set()
-    for step in steps:
-        for name in step.iterations or {}:
-            if name not in frames:
-                raise JitsimError(f"line {step.line} (step {step.step}): {name!r} is not a while loop holding a "
-                                  f"compiled unit (loops: {', '.join(frames) or 'none'})", path)
-        st = prop.run(_seeds(step, inputs, prop, path))
-        for r in res.units:
-            sig = _signature(r.unit, st, step.step, r.data_dependent)
-            r.signatures.append(sig)
-            times = 1
-            if r.unit.loop_frame is not None and r.unit.loop_frame in (step.iterations or {}):
-                times = step.iterations[r.unit.loop_frame]
-                counted.add(r.unit.loop_frame)
-            for _ in range(times):
-                r.policy.execute(step.step, sig)
+    counted = _run_steps(res.units, inputs, prop, steps, path)
     for u in loop_note:
         if u.loop_frame not in counted:
             res.notes.append(f"{u.name} is inside the while loop {u.loop_frame!r}: TF runs it once per iteration "
@@ -367,7 +361,55 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
         for pos, why in sorted(r.data_dependent.items()):
             res.notes.append(f"{r.unit.name}: argument {r.unit.args[pos].name}: {why}; taken to change every step "
                              "(state it in the stream to fix it)")
+    if any(len(set(r.signatures)) > 1 for r in res.units):
+        from jitsim.runtime.advice import recompile_causes, suggestions
+
+        _static(res, prop)
+        causes = recompile_causes(res, steps)
+        for r in res.units:
+            r.recompiles_with = causes.get(r.unit.name, [])
+        res.suggestions = suggestions(res, lambda st, mode=None: _rerun(units, inputs, prop, st, path, mode), steps)
     return res
+
+
+def _rerun(units, inputs, prop, steps, path, mode=None) -> list:
+    """The units' results for another stream (or another mode): what a suggestion would give."""
+    results = [UnitResult(u) for u in units]
+    _run_steps(results, inputs, prop, steps, path, mode)
+    return results
+
+
+def _run_steps(results, inputs, prop, steps, path, mode=None) -> set:
+    """Feed ``steps`` to fresh policies of ``results`` (``mode``: every unit's mode, or each
+    unit's own); returns the loop frames whose iterations the stream gave."""
+    units = [r.unit for r in results]
+    for r in results:
+        r.policy = pol.ClusterPolicy(mode=mode or r.unit.mode)
+    frames = sorted({u.loop_frame for u in units if u.loop_frame is not None})
+    counted = set()
+    states: dict = {}  # one propagation per distinct step input
+    for step in steps:
+        for name in step.iterations or {}:
+            if name not in frames:
+                raise JitsimError(f"line {step.line} (step {step.step}): {name!r} is not a while loop holding a "
+                                  f"compiled unit (loops: {', '.join(frames) or 'none'})", path)
+        seeds = _seeds(step, inputs, prop, path)
+        key = _seeds_key(seeds)
+        st = states.get(key)
+        if st is None:
+            st = prop.run(seeds)
+            if len(states) < MAX_CACHED_STATES:
+                states[key] = st
+        for r in results:
+            sig = _signature(r.unit, st, step.step, r.data_dependent)
+            r.signatures.append(sig)
+            times = 1
+            if r.unit.loop_frame is not None and r.unit.loop_frame in (step.iterations or {}):
+                times = step.iterations[r.unit.loop_frame]
+                counted.add(r.unit.loop_frame)
+            for _ in range(times):
+                r.policy.execute(step.step, sig)
+    return counted
 
 
 def _static(res: RuntimeResult, prop: Propagator) -> None:

@@ -86,6 +86,9 @@ def read_stream(path) -> list[StepInput]:
     p = Path(path)
     from jitsim.graph.io import read_bytes
 
+    if p.is_dir():
+        raise JitsimError("is a directory; give a shape stream file (one JSON object per line)", p)
+
     data = read_bytes(p, limit=MAX_BYTES)
     try:
         text = data.decode("utf-8-sig")

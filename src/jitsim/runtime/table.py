@@ -88,6 +88,20 @@ def print_result(con, res, *, source: str) -> None:
         fb = r.policy.steps(pol.FALLBACK)
         con.print(f"{r.unit.name}: compiles at steps {ranges(r.policy.steps(pol.COMPILED))}"
                   + (f"; falls back to TF ops at steps {ranges(fb)}" if fb else ""), highlight=False)
+    for r in res.units:
+        causes = [c for c in r.recompiles_with if c["input"]]
+        if causes:
+            con.print(f"{r.unit.name} recompiles with " + ", ".join(
+                f"{c['input']} ({c['distinct_values']} values in the stream; argument {c['argument']} {c['what']})"
+                for c in causes), highlight=False)
+    if res.suggestions:
+        con.print("what would change it (each simulated on this stream):", highlight=False)
+        for sg in res.suggestions:
+            t, b = sg["totals"], sg["baseline"]
+            con.print(f"  {sg['name']}: {sg['what']}: {t['compiles']} compiles (now {b['compiles']}), "
+                      f"{t['fallbacks']} fallbacks (now {b['fallbacks']}), {t['ran_compiled']}/{t['executions']} "
+                      f"executions compiled (now {b['ran_compiled']})" + (f"; {sg['caveat']}" if sg["caveat"] else ""),
+                      highlight=False)
     _print_policy(con, res)
     _print_notes(con, res)
 
