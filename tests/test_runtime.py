@@ -296,6 +296,19 @@ def test_cli_suggestions_are_simulated():
     assert b["compiles"] == 4 and len(b["fallback_steps"]) == 3
 
 
+def test_cli_timeline_svg(tmp_path):
+    """-o draws one cell per execution (80 steps, one unit: 80 cells) and one megamorphic line;
+    without --shapes it is refused before any work, with nothing written."""
+    out = tmp_path / "t.svg"
+    p = _runtime("attention_seqlen.pbtxt", RT / "streams" / "seqlen_many.jsonl", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    text = out.read_text()
+    assert text.count("<rect") == 80 + 3 and text.count("megamorphic from step 51") == 1
+    bad = tmp_path / "u.svg"
+    q = _runtime("attention_seqlen.pbtxt", None, "-o", str(bad))
+    assert q.returncode == 2 and "give --shapes" in q.stderr and not bad.exists()
+
+
 def test_compare_reports_differences():
     pred = {"clusters": [{"name": "cluster_0", "kind": "auto", "function": "cluster_0", "compiles": 1,
                           "compile_steps": [0], "fallback_steps": [], "compiled_steps": [0, 1],
@@ -326,3 +339,17 @@ def test_tf_reshape_value_matches():
     case = next(c for c in json.loads((RT / "manifest.json").read_text())["cases"] if c["name"] == "reshape_value")
     r = measure.run_case(case)
     assert r["identical"], json.dumps(r["comparison"])[:2000]
+
+
+@pytest.mark.tf
+def test_tf_check_option(tmp_path):
+    """`jitsim runtime PROGRAM --shapes S --check-with-tf` runs the stream under TF and
+    compares (mlp_batch, 24 steps: a few seconds); a stream TF and jitsim disagree on cannot be
+    made from a correct simulation, so the exit code is 0 and every unit identical."""
+    p = subprocess.run([sys.executable, "-m", "jitsim", "runtime", str(RT / "programs" / "mlp_batch.py"),
+                        "--shapes", str(RT / "streams" / "batch_cycle.jsonl"), "--check-with-tf", "--format", "json"],
+                       capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")})
+    assert p.returncode == 0, p.stderr[-2000:]
+    check = json.loads(p.stdout)["tf_check"]
+    assert check["identical"] and [u["tf_function"] for u in check["units"]] == ["cluster_0"]
+    assert check["units"][0]["fields"]["compiles"] == {"jitsim": 4, "tf": 4}

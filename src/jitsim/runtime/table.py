@@ -125,3 +125,17 @@ def _print_policy(con, res) -> None:
 def _print_notes(con, res) -> None:
     for n in res.notes:
         con.print(f"note: {n}", markup=False, highlight=False)
+
+
+def print_check(con, check: dict) -> None:
+    """``--check-with-tf``: jitsim against TF's log, unit by unit."""
+    con.print("against TensorFlow (its log of this stream): " + ("identical" if check["identical"] else "DIFFERENT"),
+              highlight=False)
+    for u in check["units"]:
+        line = f"  {u['name']} (TF: {u['tf_function'] or '-'}): {'identical' if u['identical'] else 'different'}"
+        diffs = [f"{f}: jitsim {v['jitsim']} TF {v['tf']}" for f, v in u["fields"].items() if v["jitsim"] != v["tf"]]
+        if u.get("note"):
+            diffs.append(u["note"])
+        con.print(line + ("; " + "; ".join(diffs) if diffs else ""), markup=False, highlight=False)
+    for fn in check["unmatched_tf"]:
+        con.print(f"  TF compiled {fn}, which jitsim did not predict", markup=False, highlight=False)

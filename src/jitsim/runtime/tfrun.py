@@ -37,6 +37,9 @@ def measure(program, stream, *, flags: str, function: str = "f", timeout: float 
         raise HarvestError(f"TensorFlow did not finish the stream in {timeout:.0f} s", program) from None
     if p.returncode != 0:
         tail = [ln for ln in p.stderr.splitlines() if ln.strip()][-1:] or ["(no output)"]
+        prefix = f"jitsim: {program}: "
+        if tail[0].startswith(prefix):
+            raise HarvestError(tail[0][len(prefix):], program)
         raise HarvestError(f"the TensorFlow run failed (exit {p.returncode}): {tail[0][:300]}", program)
     return p.stderr
 
