@@ -309,6 +309,18 @@ def test_cli_timeline_svg(tmp_path):
     assert q.returncode == 2 and "give --shapes" in q.stderr and not bad.exists()
 
 
+def test_runtime_takes_every_simulation_option_of_cluster():
+    """One definition of the simulation options (cli._sim_args): runtime has all of cluster's."""
+    import argparse
+
+    from jitsim import cli
+
+    subs = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    opts = {name: {s for a in subs[name]._actions for s in a.option_strings} for name in ("cluster", "runtime")}
+    own_cluster = {"-o", "--output", "--tensorboard", "--explain-cycles", "--all", "--top"}
+    assert opts["cluster"] - own_cluster <= opts["runtime"]
+
+
 def test_compare_reports_differences():
     pred = {"clusters": [{"name": "cluster_0", "kind": "auto", "function": "cluster_0", "compiles": 1,
                           "compile_steps": [0], "fallback_steps": [], "compiled_steps": [0, 1],
