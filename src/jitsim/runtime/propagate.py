@@ -17,6 +17,13 @@ integer inputs, values when given), and every node is then evaluated in topologi
 A tensor whose value cannot be computed is *data-dependent* (it depends on tensor contents:
 a float input, a variable's value, ``Unique``...); :meth:`StepState.value_sources` names the
 nodes where the chain of known values breaks.
+
+Deadness, as TF's executor propagates it: a ``Switch`` whose predicate has a value sends its
+input down one output, the other output is dead; a node with a dead data input or a control
+input from a dead node is dead, except a ``Merge``, dead only when all its inputs are. So a
+cluster in an untaken ``tf.cond`` branch does not run that step (:meth:`StepState.is_dead`).
+A ``Switch`` whose predicate is unknown (a loop's, or a data-dependent one) kills nothing;
+:attr:`StepState.unknown_switches` lists the non-loop ones.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from jitsim.passes import shape_inference as si
 from jitsim.passes.folding import kernels
 from jitsim.passes.folding.tensors import NP_DTYPES, EvalError, Unsupported, numpy, tensor_proto_to_numpy
 from jitsim.passes.optypes import NodeTypes
+from jitsim.passes.tfgraph import MERGE_OPS
 
 MAX_VALUE_ELEMENTS = 4096  # values bigger than this are not kept (shape arithmetic is small)
 CONSTANT_OPS = frozenset({"Const", "HostConst"})
@@ -77,6 +85,12 @@ class StepState:
     nodes: dict = field(default_factory=dict)  # name -> NodeDef
     errors: dict = field(default_factory=dict)  # node name -> why its evaluation failed
     inference: object = None  # the shape functions' view of this step (handle shapes)
+    dead: set = field(default_factory=set)  # (node, port) refs that carry a dead tensor
+    dead_nodes: set = field(default_factory=set)  # nodes all of whose outputs are dead
+    unknown_switches: list = field(default_factory=list)  # cond Switches whose predicate is unknown
+
+    def is_dead(self, ref) -> bool:
+        return ref in self.dead or ref[0] in self.dead_nodes
 
     def shape(self, ref):
         return self.shapes.get(ref)
@@ -202,6 +216,7 @@ class Propagator:
                         st.values[(name, p)] = np.asarray(sd.value)
             if seeded:
                 continue
+            self._deadness(nd, n_out, st)
             try:
                 vals = self._values(nd, st)
             except (EvalError, Unsupported) as exc:
@@ -236,6 +251,27 @@ class Propagator:
                     s = rec if s is None else _merge(s, rec)
                 st.shapes[(name, p)] = s
         return st
+
+    # -- deadness ------------------------------------------------------------------------
+    def _deadness(self, nd, n_out: int, st) -> None:
+        name = nd.name
+        data = self._data(nd)
+        ctrl = [r[1:] for r in nd.input if r.startswith("^")]
+        if nd.op in MERGE_OPS:
+            dead = bool(data) and all(st.is_dead(r) for r in data)
+        else:
+            dead = any(st.is_dead(r) for r in data) or any(c in st.dead_nodes for c in ctrl)
+        if dead:
+            st.dead_nodes.add(name)
+            return
+        if nd.op in ("Switch", "RefSwitch") and len(data) == 2:
+            pred = st.values.get(data[1])
+            if pred is None or pred.size != 1:
+                src = self.nodes.get(data[1][0])
+                if src is not None and src.op != "LoopCond":
+                    st.unknown_switches.append(name)
+                return
+            st.dead.add((name, 0 if bool(pred.reshape(-1)[0]) else 1))
 
     # -- values --------------------------------------------------------------------------
     def _num_outputs(self, nd) -> int:

@@ -315,6 +315,13 @@ def _seeds(step, inputs: list[InputSpec], prop: Propagator, path) -> dict:
 MAX_CACHED_STATES = 4096
 
 
+def _dead(unit: Unit, st) -> bool:
+    """Whether the unit's call gets a dead input (an untaken cond branch) this step."""
+    if any(st.is_dead(a.source) for a in unit.args):
+        return True
+    return bool(unit.nodes) and all(m in st.dead_nodes for m in unit.nodes)
+
+
 def _seeds_key(seeds: dict) -> tuple:
     return tuple(sorted((ref, sd.shape, None if sd.value is None else (str(sd.value.dtype), sd.value.tobytes()))
                         for ref, sd in seeds.items()))
@@ -342,8 +349,8 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
     res = RuntimeResult([UnitResult(u) for u in units], inputs, None if steps is None else len(steps), lazy_default)
     del flags
     _mark_loops(pipeline.cluster.graph, units)
-    res.notes.append("every compiled unit is taken to run once per step (a unit in an untaken branch of a cond "
-                     "runs less often)")
+    res.notes.append("a unit runs once per step, except in an untaken tf.cond branch (when the predicate has a "
+                     "value) and in a while loop's body (once per iteration stated in the stream)")
     loop_note = [u for u in units if u.loop_frame is not None]
     if steps is None:
         for u in loop_note:
@@ -351,7 +358,12 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
                              f'a stream line can say how many, e.g. {{"{u.loop_frame}": {{"iterations": 3}}}}')
         _static(res, prop)
         return res
-    counted = _run_steps(res.units, inputs, prop, steps, path)
+    unknown_switches: set = set()
+    counted = _run_steps(res.units, inputs, prop, steps, path, unknown_switches=unknown_switches)
+    if unknown_switches:
+        res.notes.append("the predicate of cond switch(es) " + ", ".join(sorted(unknown_switches)[:5])
+                         + " depends on data jitsim does not have: units behind them are counted as running every "
+                         "step (give the predicate's input value in the stream)")
     for u in loop_note:
         if u.loop_frame not in counted:
             res.notes.append(f"{u.name} is inside the while loop {u.loop_frame!r}: TF runs it once per iteration "
@@ -379,7 +391,7 @@ def _rerun(units, inputs, prop, steps, path, mode=None) -> list:
     return results
 
 
-def _run_steps(results, inputs, prop, steps, path, mode=None) -> set:
+def _run_steps(results, inputs, prop, steps, path, mode=None, unknown_switches=None) -> set:
     """Feed ``steps`` to fresh policies of ``results`` (``mode``: every unit's mode, or each
     unit's own); returns the loop frames whose iterations the stream gave."""
     units = [r.unit for r in results]
@@ -400,7 +412,11 @@ def _run_steps(results, inputs, prop, steps, path, mode=None) -> set:
             st = prop.run(seeds)
             if len(states) < MAX_CACHED_STATES:
                 states[key] = st
+        if unknown_switches is not None:
+            unknown_switches.update(st.unknown_switches)
         for r in results:
+            if _dead(r.unit, st):
+                continue  # in an untaken branch: TF's _XlaCompile never runs this step
             sig = _signature(r.unit, st, step.step, r.data_dependent)
             r.signatures.append(sig)
             times = 1

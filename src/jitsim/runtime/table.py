@@ -70,14 +70,14 @@ def print_result(con, res, *, source: str) -> None:
         return
     t = Table(title=f"{source}: {res.steps} steps", title_justify="left")
     t.add_column("cluster (kind/mode)", overflow="fold")
-    for col in ("sigs", "compiles", "megamorphic", "fallbacks", "compiled"):
+    for col in ("sigs", "compiles", "megamorphic", "fallbacks", "compiled/runs"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in res.units:
         p = r.policy
         d = r.to_dict()
         t.add_row(f"{r.unit.name} ({_kind(r.unit)})", str(len(d["signatures"])), str(p.compile_count),
                   "-" if p.megamorphic_at_step is None else f"step {p.megamorphic_at_step}",
-                  str(len(d["fallback_steps"])), f"{len(d['compiled_steps'])}/{res.steps}")
+                  str(len(d["fallback_steps"])), f"{len(d['compiled_steps'])}/{len(p.history)}")
     con.print(t)
     if res.steps <= TIMELINE_MAX:
         con.print("timeline (C compile, · ran an earlier compile, f fell back to TF ops, | megamorphic from here):")
