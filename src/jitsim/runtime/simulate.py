@@ -14,9 +14,10 @@ Compiled units:
 
 * ``auto``: every auto-cluster (``_XlaCompile``/``_XlaRun``, lazy unless
   ``--tf_xla_enable_lazy_compilation=false`` or the device always compiles);
-* ``must-compile``: every call of a ``tf.function(jit_compile=True)`` left outside the
-  auto-clusters (a ``PartitionedCall`` with ``_XlaMustCompile``): TF runs it as ``XlaLaunch``,
-  strict, its constant arguments those its body needs at compile time.
+* ``must-compile``: every ``tf.function(jit_compile=True)`` called outside the auto-clusters
+  (a ``PartitionedCall`` with ``_XlaMustCompile``): TF runs it as ``XlaLaunch``, strict, its
+  constant arguments those its body needs at compile time. TF keys compile stats and the
+  cache by function, so all call sites of one function are one unit (one execution per site).
 
 Assumptions, stated in :attr:`RuntimeResult.notes`: every unit runs once per step (units
 inside a loop body or an untaken branch are not counted differently); a value jitsim cannot
@@ -73,6 +74,11 @@ class Unit:
     args: list
     mode_reason: str = ""
     loop_frame: str | None = None  # the while loop whose body holds the unit (runs per iteration)
+    sites: list = field(default_factory=list)  # every call site's args (a must-compile function called twice)
+
+    def __post_init__(self):
+        if not self.sites:
+            self.sites = [self.args]
 
 
 @dataclass
@@ -169,9 +175,9 @@ def _part_text(part) -> str:
     return f"{protos.dtype_name(dt).removeprefix('DT_').lower()} {list(shape)}"
 
 
-def _signature(unit: Unit, st, step: int, dd: dict) -> tuple:
+def _signature(unit: Unit, st, step: int, dd: dict, args=None) -> tuple:
     parts = []
-    for a in unit.args:
+    for a in (unit.args if args is None else args):
         if a.kind == "resource":
             # a variable keeps its dtype and shape from step to step
             hs = st.inference.handle_shape(a.source) if st.inference is not None else None
@@ -232,6 +238,12 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
             arg_name = fdef.signature.input_arg[i].name if fdef is not None and i < len(fdef.signature.input_arg) \
                 else f"arg{i}"
             args.append(UnitArg(i, arg_name, kind, dt, _ref(r)))
+        same = next((u for u in units if u.kind == "must-compile" and u.function == fname), None)
+        if same is not None:
+            # TF keeps compile stats and the cache per function: call sites of one function share them
+            same.nodes.append(nd.name)
+            same.sites.append(args)
+            continue
         units.append(Unit(nd.name, "must-compile", fname, pol.STRICT, [nd.name], args,
                           "tf.function(jit_compile=True): XlaLaunch compiles every new signature at once"))
     return units
@@ -315,11 +327,12 @@ def _seeds(step, inputs: list[InputSpec], prop: Propagator, path) -> dict:
 MAX_CACHED_STATES = 4096
 
 
-def _dead(unit: Unit, st) -> bool:
-    """Whether the unit's call gets a dead input (an untaken cond branch) this step."""
-    if any(st.is_dead(a.source) for a in unit.args):
+def _dead(unit: Unit, st, args) -> bool:
+    """Whether the unit's call (at the site with ``args``) gets a dead input (an untaken cond
+    branch) this step."""
+    if any(st.is_dead(a.source) for a in args):
         return True
-    return bool(unit.nodes) and all(m in st.dead_nodes for m in unit.nodes)
+    return unit.kind == "auto" and bool(unit.nodes) and all(m in st.dead_nodes for m in unit.nodes)
 
 
 def _seeds_key(seeds: dict) -> tuple:
@@ -415,16 +428,17 @@ def _run_steps(results, inputs, prop, steps, path, mode=None, unknown_switches=N
         if unknown_switches is not None:
             unknown_switches.update(st.unknown_switches)
         for r in results:
-            if _dead(r.unit, st):
-                continue  # in an untaken branch: TF's _XlaCompile never runs this step
-            sig = _signature(r.unit, st, step.step, r.data_dependent)
-            r.signatures.append(sig)
             times = 1
             if r.unit.loop_frame is not None and r.unit.loop_frame in (step.iterations or {}):
                 times = step.iterations[r.unit.loop_frame]
                 counted.add(r.unit.loop_frame)
-            for _ in range(times):
-                r.policy.execute(step.step, sig)
+            for args in r.unit.sites:
+                if _dead(r.unit, st, args):
+                    continue  # in an untaken branch: TF's _XlaCompile never runs this step
+                sig = _signature(r.unit, st, step.step, r.data_dependent, args)
+                r.signatures.append(sig)
+                for _ in range(times):
+                    r.policy.execute(step.step, sig)
     return counted
 
 
