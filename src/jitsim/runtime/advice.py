@@ -26,15 +26,15 @@ _DIM = re.compile(r"^(.+)\.shape\[(\d+)\]$")
 
 def _totals(results) -> dict:
     compiles = sum(r.policy.compile_count for r in results)
-    fallbacks = sum(len(r.policy.steps(pol.FALLBACK)) for r in results)
+    fallbacks = sum(not e.compiled_run for r in results for e in r.policy.history)
     executions = sum(len(r.policy.history) for r in results)
-    return {"compiles": compiles, "fallbacks": fallbacks, "executions": executions,
-            "ran_compiled": executions - fallbacks}
+    ran = sum(e.compiled_run for r in results for e in r.policy.history)
+    return {"compiles": compiles, "fallbacks": fallbacks, "executions": executions, "ran_compiled": ran}
 
 
 def _per_unit(results) -> list:
     return [{"name": r.unit.name, "signatures": len(set(r.signatures)), "compiles": r.policy.compile_count,
-             "fallbacks": len(r.policy.steps(pol.FALLBACK)), "megamorphic_at_step": r.policy.megamorphic_at_step}
+             "fallbacks": sum(not e.compiled_run for e in r.policy.history), "megamorphic_at_step": r.policy.megamorphic_at_step}
             for r in results]
 
 
@@ -155,7 +155,7 @@ def suggestions(res, rerun, steps) -> list[dict]:
         add("pad-to-max", f"pad {text} to the largest value in the stream ("
             + ", ".join(f"{n}.shape[{i}]={maxima.get((n, i), '?')}" for n, i in dims) + ")",
             rerun(_reshaped(steps, res.inputs, set(dims), lambda n, i, d: maxima.get((n, i), d))), caveat)
-    if any(r.unit.mode == pol.LAZY for r in res.units):
+    if any(r.unit.mode in (pol.LAZY, pol.ASYNC) for r in res.units):
         add("lazy-off", "TF_XLA_FLAGS=--tf_xla_enable_lazy_compilation=false: every new signature compiles at once",
             rerun(steps, pol.STRICT), "no fallback, but every new signature's compile time is paid")
     return out

@@ -34,6 +34,10 @@ MIN_EXECUTIONS_PER_COMPILE = 50  # ... and fewer than this many executions per c
 LAZY_REQUESTS = 2  # kDefaultCompilationThreshold: a new signature compiles at this request
 
 LAZY, STRICT = "lazy", "strict"
+# --tf_xla_async_compilation: a new signature's compile is queued on a thread pool and the
+# execution falls back; jitsim assumes it is done by the signature's next request (TF's
+# timing decides). --tf_xla_always_defer_compilation: _XlaCompile never compiles.
+ASYNC, DEFERRED = "async", "deferred"
 
 # what one execution did
 COMPILED = "compiled"  # compiled now, then ran compiled
@@ -49,6 +53,11 @@ class Execution:
     reason: str  # why: "first execution", "second request", "megamorphic", "first request", ...
     request: int  # this signature's request count, this one included
     became_megamorphic: bool = False
+    ran_compiled: bool | None = None  # None: as the outcome says (async compiles run the fallback)
+
+    @property
+    def compiled_run(self) -> bool:
+        return self.outcome != FALLBACK if self.ran_compiled is None else self.ran_compiled
 
 
 @dataclass
@@ -65,6 +74,10 @@ class ClusterPolicy:
 
     def execute(self, step: int, signature) -> Execution:
         """One execution of the cluster with ``signature`` (any hashable value)."""
+        if self.mode == DEFERRED:  # XlaCompileOp skips the compiler: no execution is registered
+            ex = Execution(step, signature, FALLBACK, "--tf_xla_always_defer_compilation", 0)
+            self.history.append(ex)
+            return ex
         self.execution_count += 1
         became = False
         if (not self.megamorphic and self.compile_count > COMPILE_THRESHOLD
@@ -78,6 +91,8 @@ class ClusterPolicy:
             outcome, reason = COMPILED, "strict mode compiles every new signature"
         elif self.megamorphic:
             outcome, reason = FALLBACK, "megamorphic"
+        elif self.mode == ASYNC:
+            outcome, reason = COMPILED, "async compilation queued (this execution falls back)"
         elif self.execution_count == 1:
             outcome, reason = COMPILED, "first execution of the cluster"
         elif request >= LAZY_REQUESTS:
@@ -88,6 +103,8 @@ class ClusterPolicy:
             self.compile_count += 1
             self.compiled.add(signature)
         ex = Execution(step, signature, outcome, reason, request, became)
+        if self.mode == ASYNC and outcome == COMPILED:
+            ex.ran_compiled = False
         self.history.append(ex)
         return ex
 

@@ -125,8 +125,8 @@ class UnitResult:
             "compiles": p.compile_count,
             "compile_steps": p.steps(pol.COMPILED),
             "megamorphic_at_step": p.megamorphic_at_step,
-            "fallback_steps": p.steps(pol.FALLBACK),
-            "compiled_steps": [e.step for e in p.history if e.outcome != pol.FALLBACK],
+            "fallback_steps": [e.step for e in p.history if not e.compiled_run],
+            "compiled_steps": [e.step for e in p.history if e.compiled_run],
             "signatures": sigs,
             "data_dependent_args": {str(k): v for k, v in sorted(self.data_dependent.items())},
             "recompiles_with": list(self.recompiles_with),
@@ -249,6 +249,28 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
     return units
 
 
+def _runtime_flags(clustering, units, res) -> None:
+    """XlaCompileOp's run-time flags: async compilation, always-defer (auto-clusters only)."""
+    from jitsim.passes.flags import parse_tf_xla_flags
+
+    opts = getattr(clustering, "options", None)
+    if opts is None:
+        return
+    flags = parse_tf_xla_flags(opts.flags_text)
+    for u in units:
+        if u.kind != "auto" or u.mode == pol.STRICT:
+            continue
+        if flags.always_defer_compilation:
+            u.mode, u.mode_reason = pol.DEFERRED, "--tf_xla_always_defer_compilation: _XlaCompile never compiles"
+        elif flags.async_compilation:
+            u.mode, u.mode_reason = pol.ASYNC, "--tf_xla_async_compilation: compiles are queued, executions fall back"
+    if flags.async_compilation and any(u.mode == pol.ASYNC for u in units):
+        res.notes.append("--tf_xla_async_compilation: a new signature's compile is queued and executions fall back "
+                         "until it finishes; when is TF's timing (a compile takes ~0.1-1 s, a step may take "
+                         "milliseconds): jitsim assumes it is done by the signature's next request, so its fallback "
+                         "counts are a lower bound")
+
+
 def _mark_loops(g, units) -> None:
     """Each unit's while-loop frame (TF's BuildControlFlowInfo), if its nodes are in one."""
     from jitsim.errors import GraphError
@@ -361,6 +383,7 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
     lazy_default = not any(u.mode == pol.STRICT for u in units if u.kind == "auto") if units else True
     res = RuntimeResult([UnitResult(u) for u in units], inputs, None if steps is None else len(steps), lazy_default)
     del flags
+    _runtime_flags(clustering, units, res)
     _mark_loops(pipeline.cluster.graph, units)
     res.notes.append("a unit runs once per step, except in an untaken tf.cond branch (when the predicate has a "
                      "value) and in a while loop's body (once per iteration stated in the stream)")

@@ -6,6 +6,7 @@ from jitsim.runtime import policy as pol
 
 TIMELINE_MAX = 120  # steps drawn one character each
 MARKS = {pol.COMPILED: "C", pol.CACHED: "·", pol.FALLBACK: "f"}
+ASYNC_MARK = "c"  # an async compile queued: the execution itself fell back
 
 
 def ranges(steps) -> str:
@@ -30,7 +31,7 @@ def timeline(p: pol.ClusterPolicy) -> str:
     for e in p.history:
         if e.became_megamorphic:
             out.append("|")
-        out.append(MARKS[e.outcome])
+        out.append(ASYNC_MARK if e.outcome == pol.COMPILED and not e.compiled_run else MARKS[e.outcome])
     return "".join(out)
 
 
@@ -85,7 +86,7 @@ def print_result(con, res, *, source: str) -> None:
         for r in res.units:
             con.print(f"  {r.unit.name:<{width}}  {timeline(r.policy)}", markup=False, highlight=False)
     for r in res.units:
-        fb = r.policy.steps(pol.FALLBACK)
+        fb = [e.step for e in r.policy.history if not e.compiled_run]
         con.print(f"{r.unit.name}: compiles at steps {ranges(r.policy.steps(pol.COMPILED))}"
                   + (f"; falls back to TF ops at steps {ranges(fb)}" if fb else ""), highlight=False)
     for r in res.units:

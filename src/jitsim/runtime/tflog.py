@@ -5,8 +5,10 @@ every execution of a compiled unit (``DeviceCompiler::CompileImpl`` in ``device_
 
 * ``Compilation cache entry hit: <state> signature: <signature> with request count <n>``;
 * then one of ``Instantly compiling for signature: ...`` (a compile now),
-  ``Not compiling for signature: ...`` (the lazy fallback, or a megamorphic cluster) or
-  ``Already Compiled for signature: ...`` (a cached executable);
+  ``Not compiling for signature: ...`` (the lazy fallback, or a megamorphic cluster),
+  ``Already Compiled for signature: ...`` (a cached executable), or with async compilation
+  ``Queueing asynchronous compilation ...`` (a compile queued; this execution falls back) and
+  ``Ongoing asynchronous compilation ...`` (still compiling: falls back);
 
 and ``DeviceCompilationProfiler`` (``device_compilation_profiler.cc``) logs ``Compiled <f> <n>
 times`` after each compile and ``Marking <f> as megamorphic, compile_count=.. execution_count=..``
@@ -28,10 +30,12 @@ STEP_MARK = "=== jitsim step "
 
 _STEP = re.compile(r"=== jitsim step (\d+) ===")
 _HIT = re.compile(r"Compilation cache entry hit: (\d+) signature: (.*) with request count (\d+)\s*$")
-_DECISION = re.compile(r"(Instantly compiling|Not compiling|Already Compiled) for signature: (.*?)\s*$")
+_DECISION = re.compile(r"(Instantly compiling|Not compiling|Already Compiled|Queueing asynchronous compilation|"
+                       r"Ongoing asynchronous compilation) for signature: (.*?)\s*$")
 _MEGA = re.compile(r"Marking (\S+) as megamorphic, compile_count=(\d+) execution_count=(\d+)")
 
-OUTCOME = {"Instantly compiling": "compiled", "Not compiling": "fallback", "Already Compiled": "cached"}
+OUTCOME = {"Instantly compiling": "compiled", "Not compiling": "fallback", "Already Compiled": "cached",
+           "Queueing asynchronous compilation": "queued", "Ongoing asynchronous compilation": "fallback"}
 
 
 def function_of(signature: str) -> str:
@@ -68,9 +72,9 @@ def parse_log(text: str) -> dict:
                 u["megamorphic_at_step"] = step
     for u in out.values():
         ex = u["executions"]
-        u["compile_steps"] = [s for s, o, _ in ex if o == "compiled"]
-        u["fallback_steps"] = [s for s, o, _ in ex if o == "fallback"]
-        u["compiled_steps"] = [s for s, o, _ in ex if o != "fallback"]
+        u["compile_steps"] = [s for s, o, _ in ex if o in ("compiled", "queued")]
+        u["fallback_steps"] = [s for s, o, _ in ex if o in ("fallback", "queued")]
+        u["compiled_steps"] = [s for s, o, _ in ex if o in ("compiled", "cached")]
         u["compiles"] = len(u["compile_steps"])
         sigs = []
         for _, _, s in ex:
