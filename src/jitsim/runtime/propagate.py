@@ -85,6 +85,8 @@ class StepState:
     nodes: dict = field(default_factory=dict)  # name -> NodeDef
     errors: dict = field(default_factory=dict)  # node name -> why its evaluation failed
     inference: object = None  # the shape functions' view of this step (handle shapes)
+    lists: dict = field(default_factory=dict)  # TensorList ref -> (element shape or None, length or None)
+    previous: object = None  # the first pass's state (graphs with loops)
     dead: set = field(default_factory=set)  # (node, port) refs that carry a dead tensor
     dead_nodes: set = field(default_factory=set)  # nodes all of whose outputs are dead
     unknown_switches: list = field(default_factory=list)  # cond Switches whose predicate is unknown
@@ -156,6 +158,31 @@ def topological_order(nodes: dict) -> list[str]:
     return order
 
 
+LIST_OPS = frozenset({"TensorListReserve", "TensorListFromTensor", "TensorListGetItem", "TensorListSetItem",
+                      "TensorListStack", "EmptyTensorList", "TensorListPushBack"})
+# ops that hand a TensorList (a variant) on unchanged, output by output
+LIST_PASS_THROUGH = frozenset({"Identity", "Enter", "RefEnter", "Exit", "RefExit", "Switch", "RefSwitch", "Merge",
+                               "RefMerge", "NextIteration", "RefNextIteration", "Snapshot"})
+
+
+def _elem_shape(v):
+    """A TensorList element_shape operand's value: -1 dims unknown; a scalar -1: unknown rank."""
+    if v is None:
+        return None
+    flat = [int(x) for x in v.reshape(-1)]
+    if v.ndim == 0:
+        return None
+    return tuple(flat)
+
+
+def _merge_list_shapes(a, b):
+    if a is None:
+        return b
+    if b is None or len(a) != len(b):
+        return a
+    return tuple(x if x >= 0 else y for x, y in zip(a, b))
+
+
 class _Concrete(si._Inference):
     """shape_inference's shape functions, reading this step's concrete values."""
 
@@ -169,6 +196,24 @@ class _Concrete(si._Inference):
         if root in self.handles:
             return self.handles[root]
         return super().handle_shape(ref)
+
+    def resource_root(self, ref):
+        # shape_inference's module-level PASS_THROUGH is rebound further down that module to a
+        # set without the control-flow ops, so its resource_root stops at a loop's Enter; a
+        # variable read inside a while body needs to see through Enter/Switch/Merge.
+        seen = set()
+        name, port = ref
+        while name in self.nodes and name not in seen:
+            seen.add(name)
+            nd = self.nodes[name]
+            if nd.op in LIST_PASS_THROUGH:
+                d = self.data(nd)
+                if not d:
+                    return None
+                name, port = d[0]
+                continue
+            return name if port == 0 else f"{name}:{port}"
+        return None
 
     def value_of(self, ref):
         v = self.np_values.get(ref)
@@ -197,9 +242,23 @@ class Propagator:
         return args + [nd for nd in self.nodes.values() if nd.op in ("Placeholder", "PlaceholderWithDefault")]
 
     def run(self, seeds: dict) -> StepState:
-        """``seeds``: ``(node, port)`` -> :class:`Seed` (inputs, and any tensor the step states)."""
+        """``seeds``: ``(node, port)`` -> :class:`Seed` (inputs, and any tensor the step states).
+        A graph with while loops is evaluated twice: the second pass lets a loop's ``Merge``
+        see what its back edge carried in the first (a TensorList's element shape, set in the
+        body), as TF's shape refiner relaxes loop shapes."""
+        st = self._run(seeds, None)
+        if self.has_loops:
+            st = self._run(seeds, st)
+        return st
+
+    @property
+    def has_loops(self) -> bool:
+        return any(nd.op in BACK_EDGE_OPS for nd in self.nodes.values())
+
+    def _run(self, seeds: dict, previous) -> StepState:
         np = numpy()
         st = StepState(nodes=self.nodes)
+        st.previous = previous
         handles = {name: sd.handle_shape for (name, p), sd in seeds.items() if sd.handle_shape is not None}
         inf = st.inference = _Concrete(self.nodes, self.order, st.values, handles)
         inf.shapes = st.shapes
@@ -236,6 +295,13 @@ class Propagator:
                     continue
             if nd.op in CALL_OPS:
                 outs = self._call_shapes(nd, st)
+            elif nd.op in LIST_OPS or nd.op in LIST_PASS_THROUGH:
+                outs = self._list_shapes(nd, st)
+                if outs is None:
+                    try:
+                        outs = inf.infer(nd)
+                    except (IndexError, KeyError, ValueError, ZeroDivisionError, TypeError, OverflowError):
+                        outs = None
             else:
                 try:
                     outs = inf.infer(nd)
@@ -317,6 +383,63 @@ class Propagator:
         outs = fn(np, ins, nd)
         return [np.asarray(o).astype(NP_DTYPES[t]) for o, t in zip(outs, types)]
 
+    # -- TensorLists (the while loops of tf.function and Keras RNNs) ------------------------
+    def _list_shapes(self, nd, st):
+        """Shapes of TensorList ops, from the element shapes and lengths carried beside the
+        variant handles (TF's shape functions keep them as handle data); None: not a list."""
+        op, d, name = nd.op, self._data(nd), nd.name
+        if op in LIST_PASS_THROUGH:
+            if op in ("Merge", "RefMerge"):
+                infos = [st.lists[r] for r in d if r in st.lists]
+                prev = st.previous.lists if st.previous is not None else {}
+                for r in d:  # the back edge: what its NextIteration received in the last pass
+                    src = self.nodes.get(r[0])
+                    if r not in st.lists and src is not None and src.op in BACK_EDGE_OPS:
+                        fed = self._data(src)
+                        if fed and fed[0] in prev:
+                            infos.append(prev[fed[0]])
+                if not infos:
+                    return None
+                elem, length = infos[0]
+                for e2, _ in infos[1:]:
+                    elem = _merge_list_shapes(elem, e2)
+                st.lists[(name, 0)] = (elem, length)
+                return None
+            if not d or d[0] not in st.lists:
+                return None
+            n = 2 if op in ("Switch", "RefSwitch") else 1
+            for p in range(n):
+                st.lists[(name, p)] = st.lists[d[0]]
+            return None  # the variant's own shape (a scalar) comes from the shape functions
+        if op == "TensorListReserve":
+            st.lists[(name, 0)] = (_elem_shape(st.values.get(d[0])),
+                                   _int(st.values.get(d[1])) if len(d) > 1 else None)
+            return [()]
+        if op == "EmptyTensorList":
+            st.lists[(name, 0)] = (_elem_shape(st.values.get(d[0])), 0)
+            return [()]
+        if op == "TensorListFromTensor":
+            s = st.shapes.get(d[0])
+            elem = None if s is None else tuple(s[1:])
+            st.lists[(name, 0)] = (_merge_list_shapes(elem, _elem_shape(st.values.get(d[1]))),
+                                   None if s is None or s[0] < 0 else s[0])
+            return [()]
+        elem, length = st.lists.get(d[0], (None, None)) if d else (None, None)
+        if op == "TensorListGetItem":
+            return [_merge_list_shapes(elem, _elem_shape(st.values.get(d[2])) if len(d) > 2 else None)]
+        if op in ("TensorListSetItem", "TensorListPushBack"):
+            item = st.shapes.get(d[-1])
+            st.lists[(name, 0)] = (_merge_list_shapes(item, elem),
+                                   length + 1 if op == "TensorListPushBack" and length is not None else length)
+            return [()]
+        if op == "TensorListStack":
+            elem = _merge_list_shapes(elem, _elem_shape(st.values.get(d[1])) if len(d) > 1 else None)
+            n = nd.attr["num_elements"].i if "num_elements" in nd.attr and nd.attr["num_elements"].i >= 0 else length
+            if elem is None:
+                return [None]
+            return [(-1 if n is None else n,) + tuple(elem)]
+        return None
+
     # -- calls ---------------------------------------------------------------------------
     def _call_shapes(self, nd, st):
         fname = nd.attr["f"].func.name if "f" in nd.attr else None
@@ -346,6 +469,12 @@ class Propagator:
             src = self._data(r)
             outs.append(inner.shapes.get(src[0]) if src else None)
         return outs
+
+
+def _int(v):
+    if v is None or v.size != 1:
+        return None
+    return int(v.reshape(-1)[0])
 
 
 def _merge(a, b):
