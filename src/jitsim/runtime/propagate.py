@@ -87,6 +87,7 @@ class StepState:
     inference: object = None  # the shape functions' view of this step (handle shapes)
     lists: dict = field(default_factory=dict)  # TensorList ref -> (element shape or None, length or None)
     previous: object = None  # the first pass's state (graphs with loops)
+    trip_counts: dict | None = None  # while-loop frame -> iterations this step (jitsim.runtime.loops)
     dead: set = field(default_factory=set)  # (node, port) refs that carry a dead tensor
     dead_nodes: set = field(default_factory=set)  # nodes all of whose outputs are dead
     unknown_switches: list = field(default_factory=list)  # cond Switches whose predicate is unknown

@@ -386,7 +386,8 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
     _runtime_flags(clustering, units, res)
     _mark_loops(pipeline.cluster.graph, units)
     res.notes.append("a unit runs once per step, except in an untaken tf.cond branch (when the predicate has a "
-                     "value) and in a while loop's body (once per iteration stated in the stream)")
+                     "value) and in a while loop's body (once per iteration: counted from the loop's condition, or "
+                     "stated in the stream)")
     loop_note = [u for u in units if u.loop_frame is not None]
     if steps is None:
         for u in loop_note:
@@ -403,7 +404,8 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
     for u in loop_note:
         if u.loop_frame not in counted:
             res.notes.append(f"{u.name} is inside the while loop {u.loop_frame!r}: TF runs it once per iteration "
-                             "(every execution counts); the stream gives no iteration counts "
+                             "(every execution counts); jitsim could not count the iterations from the loop's "
+                             "condition and the stream gives none "
                              f'({{"{u.loop_frame}": {{"iterations": N}}}}), so one per step was assumed')
     for r in res.units:
         for pos, why in sorted(r.data_dependent.items()):
@@ -430,10 +432,13 @@ def _rerun(units, inputs, prop, steps, path, mode=None) -> list:
 def _run_steps(results, inputs, prop, steps, path, mode=None, unknown_switches=None) -> set:
     """Feed ``steps`` to fresh policies of ``results`` (``mode``: every unit's mode, or each
     unit's own); returns the loop frames whose iterations the stream gave."""
+    from jitsim.runtime import loops
+
     units = [r.unit for r in results]
     for r in results:
         r.policy = pol.ClusterPolicy(mode=mode or r.unit.mode)
     frames = sorted({u.loop_frame for u in units if u.loop_frame is not None})
+    conds = loops.frames(prop.nodes) if frames else {}
     counted = set()
     states: dict = {}  # one propagation per distinct step input
     for step in steps:
@@ -450,11 +455,19 @@ def _run_steps(results, inputs, prop, steps, path, mode=None, unknown_switches=N
                 states[key] = st
         if unknown_switches is not None:
             unknown_switches.update(st.unknown_switches)
+        trips = st.trip_counts
+        if trips is None:
+            trips = st.trip_counts = {f: loops.trip_count(prop.nodes, prop.types, c, st) for f, c in conds.items()
+                                      if f in frames}
         for r in results:
             times = 1
-            if r.unit.loop_frame is not None and r.unit.loop_frame in (step.iterations or {}):
-                times = step.iterations[r.unit.loop_frame]
-                counted.add(r.unit.loop_frame)
+            frame = r.unit.loop_frame
+            if frame is not None and frame in (step.iterations or {}):
+                times = step.iterations[frame]
+                counted.add(frame)
+            elif frame is not None and trips.get(frame) is not None:
+                times = trips[frame]
+                counted.add(frame)
             for args in r.unit.sites:
                 if _dead(r.unit, st, args):
                     continue  # in an untaken branch: TF's _XlaCompile never runs this step
