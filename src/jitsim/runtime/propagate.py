@@ -46,6 +46,11 @@ INPUT_OPS = frozenset({"_Arg", "Placeholder", "PlaceholderWithDefault"})
 # but stateful ops are skipped by NodeTypes.is_stateful
 BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 MAX_CALL_DEPTH = 8
+# kernels whose output size comes from an input's value: evaluated only when the shape
+# functions bound the output (a huge Range/Fill would otherwise be allocated)
+SIZED_BY_VALUE = frozenset({"Range", "Fill", "Tile", "BroadcastTo", "Pad", "PadV2", "MirrorPad", "OneHot",
+                            "ZerosLike", "OnesLike", "StridedSliceGrad", "UnsortedSegmentSum", "DynamicStitch",
+                            "Reshape", "ConcatV2", "Pack"})
 
 
 def _unique(np, ins, nd):
@@ -378,6 +383,18 @@ class Propagator:
             if v is None:
                 return None
             ins.append(v)
+        # an output sized by a value (Range, Fill, Tile, BroadcastTo...) could be huge: evaluate
+        # only outputs the shape functions bound by MAX_VALUE_ELEMENTS
+        try:
+            outs = st.inference.infer(nd)
+        except (IndexError, KeyError, ValueError, ZeroDivisionError, TypeError, OverflowError):
+            outs = None
+        if op not in DATA_SHAPE_KERNELS:
+            known = [o for o in (outs or []) if o is not None and all(x >= 0 for x in o)]
+            if any(_elements(o) > MAX_VALUE_ELEMENTS for o in known):
+                return None
+            if op in SIZED_BY_VALUE and len(known) < len(self.types.outputs(nd)):
+                return None
         types = self.types.outputs(nd)
         if not types or any(t not in NP_DTYPES for t in types):
             return None
@@ -470,6 +487,13 @@ class Propagator:
             src = self._data(r)
             outs.append(inner.shapes.get(src[0]) if src else None)
         return outs
+
+
+def _elements(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _int(v):

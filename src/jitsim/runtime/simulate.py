@@ -379,10 +379,8 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
     prop = Propagator(list(flat.node), flat.library)
     units = _units(pipeline, prop.nodes, flat.library)
     inputs = _input_specs(prop)
-    flags = getattr(clustering, "flags", None)
     lazy_default = not any(u.mode == pol.STRICT for u in units if u.kind == "auto") if units else True
     res = RuntimeResult([UnitResult(u) for u in units], inputs, None if steps is None else len(steps), lazy_default)
-    del flags
     _runtime_flags(clustering, units, res)
     _mark_loops(pipeline.cluster.graph, units)
     res.notes.append("a unit runs once per step, except in an untaken tf.cond branch (when the predicate has a "
@@ -490,7 +488,7 @@ def _static(res: RuntimeResult, prop: Propagator) -> None:
         shape = []
         for i, d in enumerate(spec.shape):
             if d < 0:
-                shape.append(STATIC_SIZES[k % len(STATIC_SIZES)] + 2 * (k // len(STATIC_SIZES)) * 0)
+                shape.append(STATIC_SIZES[k % len(STATIC_SIZES)] + 100 * (k // len(STATIC_SIZES)))
                 unknown.append((spec.name, i))
                 k += 1
             else:
