@@ -409,6 +409,35 @@ def test_cli_keras_gru_loop_clusters():
     assert not any(c["data_dependent_args"] for c in units.values())
 
 
+DOC_BLOCKS = __import__("re").findall(r"```\n\$ (jitsim runtime [^\n]*)\n(.*?)```",
+                                      (ROOT / "docs" / "runtime.md").read_text(), __import__("re").S)
+
+
+@pytest.mark.parametrize("cmd, shown", DOC_BLOCKS, ids=[c[:70] for c, _ in DOC_BLOCKS])
+def test_docs_runtime_examples_are_current(cmd, shown):
+    """docs/runtime.md's shown outputs, run on TF's dump of the same program (no TF needed):
+    every shown line is printed, in order (the file name in the title aside)."""
+    import shlex
+
+    argv = shlex.split(cmd)[2:]
+    prog = Path(argv[0])
+    graph = RT / "graphs" / (prog.stem + ".pbtxt")
+    p = subprocess.run([sys.executable, "-m", "jitsim", "runtime", str(graph), "--tf", "never", *argv[1:]],
+                       capture_output=True, text=True, cwd=ROOT,
+                       env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "COLUMNS": "100"})
+    assert p.returncode == 0, p.stderr
+    out = [ln.rstrip().replace(graph.name, prog.name) for ln in p.stdout.splitlines()]
+    i = 0
+    for line in shown.rstrip("\n").splitlines():
+        if line.strip() == "...":
+            continue
+        while i < len(out) and out[i] != line.rstrip() and not (line.rstrip().endswith("...")
+                                                               and out[i].startswith(line.rstrip()[:-3])):
+            i += 1
+        assert i < len(out), f"not printed (in order): {line!r}"
+        i += 1
+
+
 def test_compare_reports_differences():
     pred = {"clusters": [{"name": "cluster_0", "kind": "auto", "function": "cluster_0", "compiles": 1,
                           "compile_steps": [0], "fallback_steps": [], "compiled_steps": [0, 1],
