@@ -118,9 +118,14 @@ class UnitResult:
             steps_of.setdefault(e.signature, []).append(e.step)
         compiled_at = {e.signature: e.step for e in p.history if e.outcome == pol.COMPILED}
         sigs = []
-        for i, (sig, step) in enumerate(sorted(first.items(), key=lambda kv: kv[1])):
+        ordered = sorted(first.items(), key=lambda kv: kv[1])
+        for i, (sig, step) in enumerate(ordered):
+            base = ordered[0][0]
+            changed = [self.unit.args[k].name for k, (a, b) in enumerate(zip(base, sig))
+                       if a != b and k < len(self.unit.args)]
             sigs.append({"id": i, "first_step": step, "steps": len(steps_of[sig]),
-                         "compiled_at_step": compiled_at.get(sig), "args": [_part_text(x) for x in sig]})
+                         "compiled_at_step": compiled_at.get(sig), "args": [_part_text(x) for x in sig],
+                         "differs_from_first": changed})
         d.update({
             "compiles": p.compile_count,
             "compile_steps": p.steps(pol.COMPILED),
