@@ -394,8 +394,9 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
     loop_note = [u for u in units if u.loop_frame is not None]
     if steps is None:
         for u in loop_note:
-            res.notes.append(f"{u.name} is inside the while loop {u.loop_frame!r}: TF runs it once per iteration; "
-                             f'a stream line can say how many, e.g. {{"{u.loop_frame}": {{"iterations": 3}}}}')
+            res.notes.append(f"{u.name} is inside the while loop {u.loop_frame!r}: TF runs it once per iteration "
+                             "(with a stream, jitsim counts them from the loop's condition where it can; a line can "
+                             f'also state them: {{"{u.loop_frame}": {{"iterations": 3}}}})')
         _static(res, prop)
         return res
     unknown_switches: set = set()
