@@ -33,10 +33,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jitsim.errors import JitsimError
+from jitsim.errors import GraphError, JitsimError
 from jitsim.graph import protos
 from jitsim.graph.model import parse_input
 from jitsim.passes.shape_inference import recorded
+from jitsim.passes.tfgraph import control_flow_info
 from jitsim.runtime import policy as pol
 from jitsim.runtime.propagate import CALL_OPS, Propagator, Seed
 
@@ -278,9 +279,6 @@ def _runtime_flags(clustering, units, res) -> None:
 
 def _mark_loops(g, units) -> None:
     """Each unit's while-loop frame (TF's BuildControlFlowInfo), if its nodes are in one."""
-    from jitsim.errors import GraphError
-    from jitsim.passes.tfgraph import control_flow_info
-
     try:
         info, _ = control_flow_info(g)
     except GraphError:
