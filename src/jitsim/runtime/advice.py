@@ -1,0 +1,161 @@
+"""What users do about recompilation, each suggestion checked by simulating it.
+
+For a stream where some unit sees more than one signature, :func:`suggestions` re-runs the
+simulation with:
+
+* ``bucket``: every input dimension a unit's signature follows rounded up to the next power
+  of two (pad the inputs to length buckets);
+* ``pad-to-max``: those dimensions padded to their largest value in the stream (one shape);
+* ``lazy-off``: ``--tf_xla_enable_lazy_compilation=false`` (every new signature compiles at
+  once: no fallback, every compile paid) — offered when a unit runs lazily.
+
+Each suggestion reports the totals it would give (compiles, fallback executions, executions
+that run compiled) next to the stream's own, per unit too. Padding changes what the model
+computes: the padded positions must be masked; the suggestion says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from jitsim.runtime import policy as pol
+
+_DIM = re.compile(r"^(.+)\.shape\[(\d+)\]$")
+
+
+def _totals(results) -> dict:
+    compiles = sum(r.policy.compile_count for r in results)
+    fallbacks = sum(not e.compiled_run for r in results for e in r.policy.history)
+    executions = sum(len(r.policy.history) for r in results)
+    ran = sum(e.compiled_run for r in results for e in r.policy.history)
+    return {"compiles": compiles, "fallbacks": fallbacks, "executions": executions, "ran_compiled": ran}
+
+
+def _per_unit(results) -> list:
+    return [{"name": r.unit.name, "signatures": len(set(r.signatures)), "compiles": r.policy.compile_count,
+             "fallbacks": sum(not e.compiled_run for e in r.policy.history), "megamorphic_at_step": r.policy.megamorphic_at_step}
+            for r in results]
+
+
+def stream_values(res, steps) -> dict:
+    """``{(input node, dim): [values in order of first appearance]}`` over the stream, and
+    ``{("value of", input node): [...]}`` for stated integer values."""
+    node_of = {}
+    for spec in res.inputs:
+        for n in (spec.name,) + spec.aliases:
+            node_of[n] = spec.name
+    seen: dict = {}
+    for st in steps:
+        for key, (shape, value) in st.entries.items():
+            node = node_of.get(key)
+            if node is None:
+                continue
+            for i, d in enumerate(shape):
+                vals = seen.setdefault((node, i), [])
+                if d not in vals:
+                    vals.append(d)
+            if value is not None:
+                vals = seen.setdefault(("value of", node), [])
+                v = tuple(value.reshape(-1).tolist())
+                if v not in vals:
+                    vals.append(v)
+    return seen
+
+
+def recompile_causes(res, steps) -> dict:
+    """Per unit with more than one signature: each input dimension (or integer input's value)
+    its signature follows that takes more than one value in the stream, with the count."""
+    seen = stream_values(res, steps)
+    out = {}
+    for r in res.units:
+        if len(set(r.signatures)) <= 1:
+            continue
+        causes = []
+        for v in r.varies:
+            for f in v["follows"]:
+                m = _DIM.match(f)
+                key = (m.group(1), int(m.group(2))) if m else ("value of", f.removeprefix("value of "))
+                n = len(seen.get(key, ()))
+                if n > 1 and not any(c["input"] == f for c in causes):
+                    causes.append({"input": f, "distinct_values": n, "argument": v["arg"], "what": v["what"]})
+            if v["data_dependent"]:
+                causes.append({"input": None, "distinct_values": None, "argument": v["arg"], "what": v["what"],
+                               "why": v["why"]})
+        out[r.unit.name] = causes
+    return out
+
+
+def _followed_dims(res, steps) -> list[tuple[str, int]]:
+    """Input dimensions some recompiling unit follows that vary in the stream."""
+    out = []
+    for causes in recompile_causes(res, steps).values():
+        for c in causes:
+            m = _DIM.match(c["input"] or "")
+            if m and (m.group(1), int(m.group(2))) not in out:
+                out.append((m.group(1), int(m.group(2))))
+    return out
+
+
+def _reshaped(steps, inputs, dims, new_size):
+    """The stream with each followed dimension of each input replaced by ``new_size(...)``."""
+    names = {}
+    for spec in inputs:
+        for n in (spec.name,) + spec.aliases:
+            names[n] = spec.name
+    out = []
+    for st in steps:
+        entries = {}
+        for key, (shape, value) in st.entries.items():
+            node = names.get(key)
+            if node is not None and value is None:
+                shape = tuple(new_size(node, i, d) if (node, i) in dims else d for i, d in enumerate(shape))
+            entries[key] = (shape, value)
+        out.append(replace(st, entries=entries))
+    return out
+
+
+def _next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def suggestions(res, rerun, steps) -> list[dict]:
+    """``rerun(steps, mode=None)`` -> unit results for another stream or mode."""
+    base = _totals(res.units)
+    out = []
+
+    def add(name: str, what: str, results, caveat: str = ""):
+        t = _totals(results)
+        out.append({"name": name, "what": what, "totals": t, "baseline": base, "units": _per_unit(results),
+                    "caveat": caveat})
+
+    dims = _followed_dims(res, steps)
+    if dims:
+        text = ", ".join(f"{n}.shape[{i}]" for n, i in dims)
+        largest: dict = {}
+        for st in _reshaped(steps, res.inputs, set(dims), lambda n, i, d: d):
+            for key, (shape, value) in st.entries.items():
+                for i, d in enumerate(shape):
+                    largest[(key, i)] = max(largest.get((key, i), 0), d)
+        node_of = {}
+        for spec in res.inputs:
+            for n in (spec.name,) + spec.aliases:
+                node_of[n] = spec.name
+        maxima: dict = {}
+        for (key, i), d in largest.items():
+            node = node_of.get(key)
+            if node is not None:
+                maxima[(node, i)] = max(maxima.get((node, i), 0), d)
+        caveat = "padding changes what the model computes: mask the padded positions"
+        add("bucket", f"pad {text} up to the next power of two",
+            rerun(_reshaped(steps, res.inputs, set(dims), lambda n, i, d: _next_pow2(d))), caveat)
+        add("pad-to-max", f"pad {text} to the largest value in the stream ("
+            + ", ".join(f"{n}.shape[{i}]={maxima.get((n, i), '?')}" for n, i in dims) + ")",
+            rerun(_reshaped(steps, res.inputs, set(dims), lambda n, i, d: maxima.get((n, i), d))), caveat)
+    if any(r.unit.mode in (pol.LAZY, pol.ASYNC) for r in res.units):
+        add("lazy-off", "TF_XLA_FLAGS=--tf_xla_enable_lazy_compilation=false: every new signature compiles at once",
+            rerun(steps, pol.STRICT), "no fallback, but every new signature's compile time is paid")
+    return out

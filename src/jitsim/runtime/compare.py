@@ -1,0 +1,48 @@
+"""jitsim's run-time prediction against TF's measured log, compiled unit by compiled unit.
+
+Units are matched by function name: an auto-cluster's function is its cluster name; a
+must-compile call's is the ``tf.function``'s instantiated name (``__inference_<name>_<uid>``),
+whose uid depends on how many functions the process traced before, so it is matched without
+the uid when the exact name is not found. Compared per unit: ``compiles``, ``compile_steps``,
+``fallback_steps``, ``megamorphic_at_step`` and the number of distinct signatures.
+"""
+
+from __future__ import annotations
+
+import re
+
+FIELDS = ("compiles", "compile_steps", "fallback_steps", "megamorphic_at_step", "distinct_signatures")
+
+
+def _stem(fn: str) -> str:
+    return re.sub(r"_\d+$", "", fn)
+
+
+def compare(predicted: dict, measured: dict) -> dict:
+    """``predicted``: :meth:`RuntimeResult.to_dict`; ``measured``: :func:`tflog.parse_log`.
+    Returns ``{"identical": bool, "units": [{"name", "tf_function", "identical", "fields":
+    {field: {"jitsim": .., "tf": ..}}}], "unmatched_tf": [...]}``."""
+    left = dict(measured)
+    rows = []
+    for u in predicted["clusters"]:
+        fn = u["function"]
+        tf_fn = fn if fn in left else next((k for k in left if _stem(k) == _stem(fn) and k.startswith("__")), None)
+        m = left.pop(tf_fn, None) if tf_fn else None
+        row = {"name": u["name"], "kind": u["kind"], "tf_function": tf_fn, "fields": {}}
+        if m is None:
+            ran = bool(u["compile_steps"] or u["fallback_steps"] or u["compiled_steps"])
+            row["identical"] = not ran
+            row["note"] = "TF logged no execution of this unit" + ("" if not ran else "; jitsim predicted some")
+            rows.append(row)
+            continue
+        ok = True
+        for f in FIELDS:
+            a = len(u["signatures"]) if f == "distinct_signatures" else u[f]
+            b = len(m["signatures"]) if f == "distinct_signatures" else m[f]
+            row["fields"][f] = {"jitsim": a, "tf": b}
+            ok = ok and a == b
+        row["identical"] = ok
+        rows.append(row)
+    unmatched = sorted(left)
+    return {"identical": all(r["identical"] for r in rows) and not unmatched, "units": rows,
+            "unmatched_tf": unmatched}
