@@ -87,6 +87,8 @@ NO_TF = {
     "crosscheck index": ["crosscheck", "index", MNIST, "-o", "OUT/index.json"],
     "crosscheck verify": ["crosscheck", "verify", MNIST],
     "crosscheck compare": ["crosscheck", "compare", DUMP, TRUTH],
+    "runtime": ["runtime", ROOT / "fixtures/runtime/graphs/mlp_batch.pbtxt", "--shapes",
+                ROOT / "fixtures/runtime/streams/batch_many.jsonl", "--tf", "never"],
 }
 # the commands that run TensorFlow (tested once each, below)
 WITH_TF = ("registry export", "crosscheck harvest", "crosscheck fuzz", "profile")

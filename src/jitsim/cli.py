@@ -943,7 +943,7 @@ def cmd_runtime(args) -> int:
     if args.format == "json":
         _emit_json({**res.to_dict(), "input": str(args.graph), "shapes": args.shapes,
                     "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin,
-                    "route": c.route.to_dict() if c.route is not None else None, "tf_check": check})
+                    "route": c.route.to_dict() if c.route is not None else None, "tf_check": check}, args)
         return 0 if check is None or check["identical"] else 1
     con = _console()
     if c.route is not None:
@@ -1321,7 +1321,6 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("--function", default="f",
                     help="with --check-with-tf: the program's tf.function to call (needs an input_signature; "
                          "default f)")
-    rt.add_argument("--format", **fmt)
     rt.set_defaults(func=cmd_runtime)
 
     fz = ccs.add_parser("fuzz", help="differential fuzzing: generated programs under real TF vs jitsim, stage by "
