@@ -196,3 +196,19 @@ def test_python_dash_m_jitsim_is_the_command():
 
     r = subprocess.run([sys.executable, "-m", "jitsim", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("jitsim ")
+
+
+def test_harvest_without_tensorflow_says_what_to_install(tmp_path, monkeypatch, capsys):
+    """The light install has no TensorFlow: a command that runs real TF says so in one line,
+    before making anything (no output directory, no TF process)."""
+    from jitsim.cli import main
+    from jitsim.crosscheck import harvest
+
+    monkeypatch.setattr(harvest, "tf_importable", lambda: False)
+    out = tmp_path / "sub" / "h"
+    prog = Path(__file__).resolve().parents[1] / "examples/mnist_softmax/mnist_softmax_xla.py"
+    assert main(["crosscheck", "harvest", str(prog), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"jitsim: {prog}: this runs real TensorFlow, which is not installed here: pip install "
+                   "'jitsim[tf]' (or give --python of an environment that has it)"]
+    assert not (tmp_path / "sub").exists()

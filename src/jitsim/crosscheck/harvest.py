@@ -358,6 +358,17 @@ RUNNERS = {"graphdef": _GRAPHDEF_RUNNER, "saved_model": _SAVED_MODEL_RUNNER, "ke
 FUNCTION_BUNDLE = "function.json"
 
 
+_NO_TF = ("this runs real TensorFlow, which is not installed here: pip install 'jitsim[tf]' (or give --python of "
+          "an environment that has it)")
+
+
+def tf_importable() -> bool:
+    """Whether this Python can import TensorFlow (without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("tensorflow") is not None
+
+
 def target_kind(target: Path) -> str:
     if target.is_dir():
         if is_saved_model_dir(target):
@@ -585,6 +596,8 @@ def harvest(
             raise HarvestError("--input-shape applies to a .keras file (a Keras model's inputs)", target)
     target = Path(target).resolve()
     out = Path(out).resolve()  # TF runs in a scratch cwd: the dump prefix must be absolute
+    if python is None and not tf_importable():  # said before anything is made or started
+        raise HarvestError(_NO_TF, target)
     kind, work = checked_target_and_output(target, out, signature, overwrite)
     runtmp = None
     try:
@@ -638,9 +651,10 @@ def harvest(
             bad = [ln[len(INPUT_ERROR_MARK):].strip() for ln in log_text.splitlines() if ln.startswith(INPUT_ERROR_MARK)]
             if bad:  # the stated call does not fit the model: the user's error, in its own words
                 raise HarvestError(bad[-1], target)
-            raise HarvestError(
-                f"TensorFlow run failed (exit {proc.returncode}): {last_error_line(log_text)}", target
-            )
+            last = last_error_line(log_text)
+            if "No module named 'tensorflow'" in last:  # the --python given has none
+                raise HarvestError(f"{_NO_TF} ({python or sys.executable} cannot import it)", target)
+            raise HarvestError(f"TensorFlow run failed (exit {proc.returncode}): {last}", target)
         if require_dumps and not any(dumps.iterdir()):
             raise HarvestError("TensorFlow ran but wrote no graph dumps: no function or session graph reached its "
                                "optimization passes (does the program call a tf.function or run a session?)", target)

@@ -64,8 +64,8 @@ SLICING = frozenset({"Identity", "Snapshot", "Cast", "Split", "SplitV", "Squeeze
                      "Slice", "GatherV2", "Gather", "Reshape", "ExpandDims", "Transpose", "Enter", "Switch",
                      "Merge", "Exit"})
 # ops that pass a resource handle (or any tensor) from input 0 to their output(s) unchanged
-PASS_THROUGH = frozenset({"Identity", "Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "Switch",
-                          "RefSwitch", "Merge", "RefMerge", "Snapshot"})
+RESOURCE_PASS_THROUGH = frozenset({"Identity", "Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "Switch",
+                                   "RefSwitch", "Merge", "RefMerge", "Snapshot"})
 
 
 # -- shape algebra ---------------------------------------------------------------------------
@@ -217,7 +217,7 @@ class _Inference:
         while name in self.nodes and name not in seen:
             seen.add(name)
             nd = self.nodes[name]
-            if nd.op in PASS_THROUGH:
+            if nd.op in RESOURCE_PASS_THROUGH:
                 d = self.data(nd)
                 if not d:
                     return None
@@ -758,7 +758,7 @@ def records_shapes(eg) -> bool:
 
 
 # ops whose output is their input (shape read through them when they record none)
-PASS_THROUGH = frozenset({"Identity", "IdentityN", "Snapshot", "StopGradient", "PreventGradient"})
+SHAPE_PASS_THROUGH = frozenset({"Identity", "IdentityN", "Snapshot", "StopGradient", "PreventGradient"})
 
 
 class ShapeView:
@@ -784,7 +784,7 @@ class ShapeView:
         if ok:
             return s
         eg = eg if eg is not None else self.eg
-        if eg is not None and nd.op in PASS_THROUGH:
+        if eg is not None and nd.op in SHAPE_PASS_THROUGH:
             # an Identity the inliner adds (`Func/<call>/input/_N`) records no shape; Grappler's
             # GraphProperties gives it its input's
             for _ in range(8):
@@ -799,7 +799,7 @@ class ShapeView:
                 ok, s = recorded(nd, port)
                 if ok:
                     return s
-                if nd.op not in PASS_THROUGH:
+                if nd.op not in SHAPE_PASS_THROUGH:
                     break
         if self.literals or self.inferring:
             if nd.op in ("Const", "HostConst") and port == 0 and "value" in nd.attr:

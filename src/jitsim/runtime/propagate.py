@@ -204,9 +204,8 @@ class _Concrete(si._Inference):
         return super().handle_shape(ref)
 
     def resource_root(self, ref):
-        # shape_inference's module-level PASS_THROUGH is rebound further down that module to a
-        # set without the control-flow ops, so its resource_root stops at a loop's Enter; a
-        # variable read inside a while body needs to see through Enter/Switch/Merge.
+        # a variable read inside a while body: the handle's root, seen through Enter/Switch/Merge and
+        # the TensorList ops' pass-through (LIST_PASS_THROUGH)
         seen = set()
         name, port = ref
         while name in self.nodes and name not in seen:
