@@ -24,6 +24,7 @@ from pathlib import Path
 
 from jitsim import __version__, process
 from jitsim.errors import JitsimError, JitsimWarning
+from jitsim.defs import CLUSTER_ATTR
 
 
 def _stderr_is_tty() -> bool:
@@ -186,7 +187,7 @@ def _graph_report(name: str, res) -> dict:
     nodes = {}
     for n in g.op_nodes():
         d = res.decisions.get(n.name)
-        cl = n.attr["_XlaCluster"].s.decode() if "_XlaCluster" in n.attr else None
+        cl = n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None
         rec = {"op": n.op, "cluster": cl}
         if d is not None:
             rec.update(code=d.code, detail=d.detail, evidence=d.evidence)

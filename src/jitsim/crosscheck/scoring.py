@@ -16,8 +16,8 @@ from jitsim.crosscheck.compare import CorpusRow, PartitionDiff, compare_partitio
 from jitsim.crosscheck.dumps import dump_dir
 from jitsim.errors import JitsimError
 from jitsim.graph.io import read_graphdef
+from jitsim.defs import CLUSTER_ATTR
 
-CLUSTER_ATTR = "_XlaCluster"
 
 
 def labels_of_graphdef(gd, attr: str = CLUSTER_ATTR) -> dict[str, str | None]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from jitsim.errors import JitsimError
 from jitsim.explain.summary import op_summary
 from jitsim.passes.records import MergeRefusal, NodeDecision
+from jitsim.defs import CLUSTER_ATTR
 
 SCHEMA = "jitsim.clustering/1"
 # later passes that can take a node out of its cluster or rewrite it, in pipeline order
@@ -135,7 +136,7 @@ class Clustering:
         self.clusters: dict[str, list[str]] = {}
         mark_labels = _mark_labels(cr.mark)
         for n in g.op_nodes():
-            cl = n.attr["_XlaCluster"].s.decode() if "_XlaCluster" in n.attr else None
+            cl = n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None
             d = cr.mark.decisions.get(n.name, gd)
             rec = NodeRecord(n.name, n.op, n.device, cl, mark_labels.get(n.name), d, later.get(n.name, []),
                              cr.mark.groups.get(n.name))

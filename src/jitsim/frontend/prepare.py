@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from jitsim.graph.model import Graph
 from jitsim.passes.graphedit import EditGraph, sort_topologically
+from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR
 
 STEPS = ("inline_and_lower", "placement", "model_pruner", "common_subgraph_elimination", "arithmetic_optimizer",
          "constant_folding", "remapper", "dependency_optimizer")
@@ -120,7 +121,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                                    "and it stays one unclusterable node")
         kept = [r for r in lr.lower_records if not r.lowered]
         if kept:
-            out.caveats.append(f"{len(kept)} functional control-flow op(s) carry no {'_lower_using_switch_merge'} attribute "
+            out.caveats.append(f"{len(kept)} functional control-flow op(s) carry no {LOWER_USING_SWITCH_MERGE_ATTR} attribute "
                                f"and stay as they are (e.g. {kept[0].node!r}); TF clusters them only under "
                                "tf.function(jit_compile=True)")
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
+from jitsim.defs import CLUSTER_ATTR
 
 if TYPE_CHECKING:  # networkx costs ~0.15 s to import: only the paths that use it load it
     import networkx as nx
@@ -287,7 +288,7 @@ class Graph:
             self._nx = g
         return self._nx
 
-    def clusters(self, attr: str = "_XlaCluster") -> dict[str, str | None]:
+    def clusters(self, attr: str = CLUSTER_ATTR) -> dict[str, str | None]:
         """Node name -> value of string attr ``attr`` (TF's cluster name) or None."""
         out: dict[str, str | None] = {}
         for n in self.nodes.values():

@@ -59,13 +59,9 @@ from jitsim.passes.tfgraph import (
 )
 from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.defs import COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, MUST_COMPILE_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR, XLA_COMPILE_OP, XLA_MERGE_OP, XLA_RUN_OP
 
 # attribute names (compiler/jit/defs.h)
-COMPILED_KERNEL_ATTR = "_XlaCompiledKernel"
-NUM_CONSTANT_ARGS_ATTR = "_XlaNumConstantArgs"
-NUM_RESOURCE_ARGS_ATTR = "_XlaNumResourceArgs"
-HAS_REFERENCE_VARS_ATTR = "_XlaHasReferenceVars"
-MUST_COMPILE_ATTR = "_XlaMustCompile"
 
 # DataType values used here (types.proto)
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_STRING, DT_BFLOAT16, DT_HALF = 1, 2, 3, 7, 14, 19
@@ -466,7 +462,7 @@ def _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_pro
     def fill_func(av):
         av.func.CopyFrom(func)
 
-    compile_node = b.add("xla_compile", "_XlaCompile", constants + args + resources, {
+    compile_node = b.add("xla_compile", XLA_COMPILE_OP, constants + args + resources, {
         "Tconstants": lambda av: _type_list(av, [ty(*x) for x in constants]),
         "Targs": lambda av: _type_list(av, [ty(*x) for x in args]),
         "Nresources": lambda av: setattr(av, "i", len(resources)),
@@ -498,7 +494,7 @@ def _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_pro
     }
 
     if strict:
-        run = b.add("xla_run", "_XlaRun", run_args + [(compile_node.id, 0)], run_attrs)
+        run = b.add("xla_run", XLA_RUN_OP, run_args + [(compile_node.id, 0)], run_attrs)
         for e in list(n.out_edges.values()):
             g.add_edge(run.id, e.src_output, e.dst, e.dst_input)
             g.remove_edge(e)
@@ -506,7 +502,7 @@ def _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_pro
     else:
         switch = b.add("predicated_compilation_key", "Switch", [(compile_node.id, 0), (compile_node.id, 1)],
                        {"T": lambda av: setattr(av, "type", DT_STRING)})
-        run = b.add("xla_run", "_XlaRun", run_args + [(switch.id, 1)], run_attrs)
+        run = b.add("xla_run", XLA_RUN_OP, run_args + [(switch.id, 1)], run_attrs)
         _merge_outgoing_control_edges(g, b, n, run)
         _merge_outgoing_data_edges(g, b, n, run, out_types, flags, func.name)
         for e in [e for e in n.in_edges.values() if e.is_control]:
@@ -595,7 +591,7 @@ def _merge_outgoing_data_edges(g: TfGraph, b: _Builder, old: TfNode, new: TfNode
                     "message": lambda av, m=msg: setattr(av, "s", m.encode()),
                 }, device=new.device)
                 cur = (c.id, 0)
-            m = b.add(f"merge_oidx_{oidx}", "_XlaMerge", [(old.id, oidx), cur], {"T": _set_type(t)})
+            m = b.add(f"merge_oidx_{oidx}", XLA_MERGE_OP, [(old.id, oidx), cur], {"T": _set_type(t)})
             merged[oidx] = (m.id, 0)
         src, out = merged[oidx]
         dst, slot = e.dst, e.dst_input

@@ -9,8 +9,9 @@ merge clusters with different scopes.
 from __future__ import annotations
 
 from jitsim.passes.tfgraph import TfGraph, dfs
+from jitsim.defs import INTERNAL_SCOPE_ATTR
 
-SCOPE_ATTR = "_XlaInternalScope"
+SCOPE_ATTR = INTERNAL_SCOPE_ATTR
 
 
 def cluster_scoping(g: TfGraph) -> int:

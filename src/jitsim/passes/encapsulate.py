@@ -70,13 +70,9 @@ from jitsim.passes.optypes import DT_RESOURCE, NodeTypes, is_ref_type
 from jitsim.passes.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs, post_order
 from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.defs import CLUSTER_ATTR, COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, IS_GUARANTEED_CONSTANT_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR
 
-CLUSTER_ATTR = "_XlaCluster"
-COMPILED_KERNEL_ATTR = "_XlaCompiledKernel"
-NUM_CONSTANT_ARGS_ATTR = "_XlaNumConstantArgs"
-NUM_RESOURCE_ARGS_ATTR = "_XlaNumResourceArgs"
-HAS_REFERENCE_VARS_ATTR = "_XlaHasReferenceVars"
-GUARANTEED_CONSTANT_ATTR = "_is_guaranteed_constant"
+GUARANTEED_CONSTANT_ATTR = IS_GUARANTEED_CONSTANT_ATTR
 MAX_REF_CALL_DEPTH = 10
 
 CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})

@@ -18,9 +18,8 @@ from jitsim.passes.const_analysis import ConstAnalysis
 from jitsim.passes.records import PassResult
 from jitsim.passes.tfgraph import TfGraph
 from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.defs import INPUT_HOSTMEM_ATTR, MUST_COMPILE_ATTR
 
-MUST_COMPILE_ATTR = "_XlaMustCompile"
-INPUT_HOSTMEM_ATTR = "_input_hostmem"
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 
 

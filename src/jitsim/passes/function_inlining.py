@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from jitsim.graph import protos
 from jitsim.graph.model import CONTROL, parse_input
 from jitsim.passes.graphedit import DT_FLOAT, EditGraph, ref
+from jitsim.defs import XLA_COMPILE_ID_ATTR
 
 CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 LOWER_AS_MULTI_DEVICE = "_lower_as_multi_device_function"
@@ -75,7 +76,7 @@ def not_inlined_reason(nd, fdef) -> str | None:
     """Why TF leaves this call alone, or None when it inlines it."""
     if str_attr(nd, "_tpu_replicate"):
         return "marked for TPU compilation (_tpu_replicate)"
-    if str_attr(nd, "_xla_compile_id"):
+    if str_attr(nd, XLA_COMPILE_ID_ATTR):
         return "marked for XLA compilation (_xla_compile_id)"
     if fdef is None:
         return "calls a function that is not in the library"

@@ -36,9 +36,9 @@ from jitsim.passes.records import PassResult
 from jitsim.passes.tfgraph import CONSTANT_OPS, TfGraph, TfNode
 from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.defs import CLUSTER_ATTR, COMPILE_TIME_CONSTANT_INPUTS_ATTR
 
-CLUSTER_ATTR = "_XlaCluster"
-CONST_INPUTS_ATTR = "_XlaCompileTimeConstantInputs"
+CONST_INPUTS_ATTR = COMPILE_TIME_CONSTANT_INPUTS_ATTR
 DT_INT32, DT_INT64 = optypes.DT_INT32, optypes.DT_INT64
 
 

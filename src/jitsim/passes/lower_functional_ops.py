@@ -50,8 +50,9 @@ from jitsim.passes.function_inlining import (
     inline_call, is_function_graph,
 )
 from jitsim.passes.graphedit import DT_BOOL, DT_FLOAT, DT_INT32, DT_RESOURCE, EditGraph, ref
+from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR, XLA_COMPILE_ID_ATTR
 
-LOWER_USING_SWITCH_MERGE = "_lower_using_switch_merge"
+LOWER_USING_SWITCH_MERGE = LOWER_USING_SWITCH_MERGE_ATTR
 IF_OPS = frozenset({"If", "StatelessIf"})
 CASE_OPS = frozenset({"Case", "StatelessCase"})
 WHILE_OPS = frozenset({"While", "StatelessWhile"})
@@ -357,7 +358,7 @@ def lower_and_inline(eg: EditGraph, *, lower_control_flow: bool = True, inline_c
             continue
         visited.add(id(nd))
         seen.append(nd)
-        if str_attr(nd, "_tpu_replicate") or str_attr(nd, "_xla_compile_id"):
+        if str_attr(nd, "_tpu_replicate") or str_attr(nd, XLA_COMPILE_ID_ATTR):
             continue
         fname = called_function(nd, fns)
         if fname is not None:

@@ -31,6 +31,7 @@ from jitsim.passes.tfgraph import (
 )
 from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.defs import ALREADY_CLUSTERED_ATTR, CLUSTER_ATTR, COMPILE_ATTR, INTERNAL_SCOPE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR
 
 TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
 
@@ -120,10 +121,10 @@ class MarkResult:
 
     def cluster_of(self, node: str) -> str | None:
         n = self.graph.nodes[self.graph.by_name[node]]
-        return n.attr["_XlaCluster"].s.decode() if "_XlaCluster" in n.attr else None
+        return n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None
 
     def labels(self) -> dict[str, str | None]:
-        return {n.name: (n.attr["_XlaCluster"].s.decode() if "_XlaCluster" in n.attr else None)
+        return {n.name: (n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None)
                 for n in self.graph.op_nodes()}
 
 
@@ -210,9 +211,9 @@ class MarkForCompilation:
 
     def explicit(self, n: TfNode) -> bool:
         """Compilation explicitly requested: _XlaCompile, or _XlaMustCompile when jit is on."""
-        if self._bool_attr_any(n, "_XlaCompile"):
+        if self._bool_attr_any(n, COMPILE_ATTR):
             return True
-        return self.level != OFF and self._bool_attr_any(n, "_XlaMustCompile")
+        return self.level != OFF and self._bool_attr_any(n, MUST_COMPILE_ATTR)
 
     def is_stateful(self, n: TfNode) -> bool:
         f = self.fns.get(n.op)
@@ -250,7 +251,7 @@ class MarkForCompilation:
                 self.decide(n, "NO_DEVICE", "node has no assigned device (TF's pass fails on such a graph)")
                 continue
             dtype = device_type(n.device)
-            xla_compile = self._bool_attr(n, "_XlaCompile")
+            xla_compile = self._bool_attr(n, COMPILE_ATTR)
             if xla_compile is False:
                 self.decide(n, "XLA_COMPILE_FALSE", "disallowed by _XlaCompile attribute")
                 continue
@@ -413,7 +414,7 @@ class MarkForCompilation:
             c.forbidden = set(self.unsafe_from.get(n.id, ())) if c.resource_ids else set()
             c.deadness = deadness.control_predicate(n.id) if deadness is not None else None
             c.explicit = self.explicit(n)
-            key = "_XlaInternalScope" if self.level != OFF else "_XlaScope"
+            key = INTERNAL_SCOPE_ATTR if self.level != OFF else SCOPE_ATTR
             scope = n.attr[key].s.decode() if key in n.attr else ""
             c.scope = scope or None
             self.uf[n.id].set(c)
@@ -649,8 +650,8 @@ class MarkForCompilation:
                         prefix += f"{fp}_"
                     name = names[c.cycles_id] = prefix + str(self.state.next_cluster_number(fp))
                     self.result.clusters[name] = []
-                n.attr["_XlaCluster"].s = name.encode()
-                n.attr["_XlaAlreadyClustered"].b = True
+                n.attr[CLUSTER_ATTR].s = name.encode()
+                n.attr[ALREADY_CLUSTERED_ATTR].b = True
                 self.result.clusters[name].append(n.name)
                 self.decide(n, "CLUSTERED", name, cluster=name, **info)
             else:
@@ -669,7 +670,7 @@ class MarkForCompilation:
     def run(self) -> MarkResult:
         g = self.g
         for n in g.op_nodes():
-            if "_XlaAlreadyClustered" in n.attr or n.op in TPU_EXECUTE_OPS:
+            if ALREADY_CLUSTERED_ATTR in n.attr or n.op in TPU_EXECUTE_OPS:
                 self.result.graph_decision = NodeDecision("GRAPH_ALREADY_CLUSTERED", f"{n.name} ({n.op})",
                                                           {"node": n.name})
                 return self.result

@@ -37,13 +37,14 @@ from jitsim.errors import GraphError, JitsimError
 from jitsim.passes import optypes
 from jitsim.passes.const_analysis import ConstAnalysis
 from jitsim.passes.devices import ALWAYS, find_kernel, parse_device_name, registrations
-from jitsim.passes.increase_dynamism import CLUSTER_ATTR, cluster_of
+from jitsim.passes.increase_dynamism import cluster_of
 from jitsim.passes.records import PassResult
 from jitsim.passes.tfgraph import (
     CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order,
 )
 from jitsim.registry import op_def
 from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.defs import CLUSTER_ATTR, INPUT_HOSTMEM_ATTR, MUST_COMPILE_ATTR
 
 HOST_MEMORY, DEVICE_MEMORY = "HOST_MEMORY", "DEVICE_MEMORY"
 DT_STRING_REF = optypes.DT_STRING + optypes.REF_OFFSET
@@ -88,7 +89,7 @@ def _int_list_attr(nodedef, name: str) -> list[int]:
 # Attr kinds that can change a node's dtypes, argument lengths or kernel match (not tensors,
 # shapes or functions), plus the attrs MemoryTypesForNode reads itself.
 _KEY_ATTR_KINDS = frozenset({"type", "list(type)", "int", "list(int)", "bool", "string", "list(string)"})
-_SPECIAL_ATTRS = ("_kernel", "_XlaMustCompile", "_input_hostmem", "_output_hostmem")
+_SPECIAL_ATTRS = ("_kernel", MUST_COMPILE_ATTR, INPUT_HOSTMEM_ATTR, "_output_hostmem")
 
 
 class MemoryTypes:
@@ -140,7 +141,7 @@ class MemoryTypes:
         kdef = find_kernel(nodedef, device_type)
         in_t = optypes.input_types(nodedef, self.fns) or []
         out_t = optypes.output_types(nodedef, self.fns) or []
-        must = "_XlaMustCompile" in nodedef.attr and nodedef.attr["_XlaMustCompile"].b
+        must = MUST_COMPILE_ATTR in nodedef.attr and nodedef.attr[MUST_COMPILE_ATTR].b
         has_kernel_def = kdef is not None and nodedef.op not in _FUNCTION_CALL_OPS
         int32_on_device = has_kernel_def or device_type == "TPU" or must
 
@@ -179,7 +180,7 @@ class MemoryTypes:
         for i in range(min(len(out_m), len(out_t))):
             if host_required(out_t[i]):
                 out_m[i] = HOST_MEMORY
-        for i in _int_list_attr(nodedef, "_input_hostmem"):
+        for i in _int_list_attr(nodedef, INPUT_HOSTMEM_ATTR):
             if 0 <= i < len(in_m):
                 in_m[i] = HOST_MEMORY
         for i in _int_list_attr(nodedef, "_output_hostmem"):

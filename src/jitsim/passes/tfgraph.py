@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Iterator
 from jitsim.errors import GraphError
 from jitsim.graph import protos
 from jitsim.graph.model import CONTROL, Graph, parse_input
+from jitsim.defs import XLA_MERGE_OP
 
 SOURCE_ID = 0
 SINK_ID = 1
@@ -41,7 +42,7 @@ SINK_ID = 1
 IDENTITY_OPS = frozenset({"Identity", "RefIdentity"})
 CONSTANT_OPS = frozenset({"Const", "HostConst"})
 SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})
-MERGE_OPS = frozenset({"Merge", "RefMerge", "_XlaMerge"})
+MERGE_OPS = frozenset({"Merge", "RefMerge", XLA_MERGE_OP})
 ENTER_OPS = frozenset({"Enter", "RefEnter"})
 EXIT_OPS = frozenset({"Exit", "RefExit"})
 NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})

@@ -23,10 +23,11 @@ from pathlib import Path
 
 from jitsim.errors import JitsimError
 from jitsim.graph.input import read_file, read_text
+from jitsim.defs import XLA_COMPILE_OP, XLA_MERGE_OP, XLA_RUN_OP
 
-XLA_LAUNCH_OPS = ("_XlaRun", "XlaLaunch")
-XLA_COMPILE_OPS = ("_XlaCompile",)
-XLA_SUPPORT_OPS = ("_XlaCompile", "_XlaMerge")  # bookkeeping around a launch, not work
+XLA_LAUNCH_OPS = (XLA_RUN_OP, "XlaLaunch")
+XLA_COMPILE_OPS = (XLA_COMPILE_OP,)
+XLA_SUPPORT_OPS = (XLA_COMPILE_OP, XLA_MERGE_OP)  # bookkeeping around a launch, not work
 
 
 def xplane_files(logdir: Path) -> list[Path]:

@@ -21,10 +21,11 @@ import json
 from functools import lru_cache
 
 from jitsim.registry import _TF_VERSION, op_def, read_data
+from jitsim.defs import COMPILE_TIME_CONSTANT_INPUTS_ATTR
 
 # Node attr (list of input arg names) that replaces the registered set for one node,
 # kXlaCompileTimeConstantInputsAttr in tensorflow/compiler/tf2xla/tf2xla_util.h.
-COMPILE_TIME_CONST_INPUTS_ATTR = "_XlaCompileTimeConstantInputs"
+COMPILE_TIME_CONST_INPUTS_ATTR = COMPILE_TIME_CONSTANT_INPUTS_ATTR
 
 
 def _table(tf_version: str | None = None) -> dict:

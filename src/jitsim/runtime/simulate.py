@@ -40,11 +40,10 @@ from jitsim.passes.shape_inference import recorded
 from jitsim.passes.tfgraph import control_flow_info
 from jitsim.runtime import policy as pol
 from jitsim.runtime.propagate import CALL_OPS, Propagator, Seed
+from jitsim.defs import CLUSTER_ATTR, MUST_COMPILE_ATTR
 
 SCHEMA = "jitsim.runtime/1"
 DT_RESOURCE = 20
-MUST_COMPILE_ATTR = "_XlaMustCompile"
-CLUSTER_ATTR = "_XlaCluster"
 # the unknown input dimensions take these sizes in the static analysis (distinct, so that a
 # dimension's origin is unambiguous), then each one in turn the size + 1
 STATIC_SIZES = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47)

@@ -29,6 +29,7 @@ import copy
 import networkx as nx
 
 from jitsim.graph.model import Graph
+from jitsim.defs import CLUSTER_ATTR, COMPILE_ATTR, INTERNAL_SCOPE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR
 
 
 def _fresh(graph: Graph) -> Graph:
@@ -93,7 +94,7 @@ def _mark_invariants(m, flags) -> list[str]:
     dead = None
     if not flags.disable_deadness_safety_checks_for_debugging:
         dead = deadness_analysis(g)
-    scope_key = "_XlaInternalScope" if m.jit_level != OFF else "_XlaScope"
+    scope_key = INTERNAL_SCOPE_ATTR if m.jit_level != OFF else SCOPE_ATTR
 
     def scope(n):
         a = node[n].attr
@@ -115,7 +116,7 @@ def _mark_invariants(m, flags) -> list[str]:
     # 4. sizes
     def explicit(n):
         a = node[n].attr
-        return any(k in a and a[k].WhichOneof("value") == "b" and a[k].b for k in ("_XlaCompile", "_XlaMustCompile")) \
+        return any(k in a and a[k].WhichOneof("value") == "b" and a[k].b for k in (COMPILE_ATTR, MUST_COMPILE_ATTR)) \
             or _function_asks(node[n], g)
 
     for rep, members in groups.items():
@@ -196,7 +197,7 @@ def _function_asks(n, g) -> bool:
     if f is None:
         return False
     return any(k in f.attr and f.attr[k].WhichOneof("value") == "b" and f.attr[k].b
-               for k in ("_XlaCompile", "_XlaMustCompile"))
+               for k in (COMPILE_ATTR, MUST_COMPILE_ATTR))
 
 
 def _touches_resource(n, g) -> bool:
@@ -221,8 +222,8 @@ def _dependencies_kept(declustered, encapsulated) -> list[str]:
     after = encapsulated.to_graphdef()
     label = {}
     for n in before.node:
-        if "_XlaCluster" in n.attr:
-            label[n.name] = n.attr["_XlaCluster"].s.decode()
+        if CLUSTER_ATTR in n.attr:
+            label[n.name] = n.attr[CLUSTER_ATTR].s.decode()
     g2 = nx.DiGraph()
     names = set()
     for n in after.node:

@@ -25,10 +25,11 @@ from __future__ import annotations
 from jitsim.graph.model import CONTROL, parse_input
 from jitsim.passes.grappler import RewriteRecord, preserved
 from jitsim.passes.graphedit import EditGraph
+from jitsim.defs import XLA_MERGE_OP
 
 VARIABLE_OPS = frozenset({"Variable", "VariableV2", "AutoReloadVariable", "VarHandleOp", "_Recv", "_HostRecv"})
 SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})
-MERGE_OPS = frozenset({"Merge", "RefMerge", "_XlaMerge"})
+MERGE_OPS = frozenset({"Merge", "RefMerge", XLA_MERGE_OP})
 
 
 def _safe_identity(eg: EditGraph, name: str, keep: set[str], fetch_known: bool) -> bool:

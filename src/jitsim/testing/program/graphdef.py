@@ -32,6 +32,7 @@ from jitsim.testing.program.model import (
     Write,
     const_values,
 )
+from jitsim.defs import COMPILE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR, SEPARATE_COMPILED_GRADIENTS_ATTR
 
 # -- GraphDef rendering -----------------------------------------------------------------------------
 
@@ -200,9 +201,9 @@ class _GraphBuilder:
             ref, _ = self.expr(k.build(shapes), args, types, s.out, True, s.device, ctx, ctrl)
             if s.xla is not None:
                 for nd in self.gd.node[first:]:
-                    nd.attr["_XlaCompile"].b = s.xla
-                    nd.attr["_XlaSeparateCompiledGradients"].b = False
-                    nd.attr["_XlaScope"].s = f"jit_scope_{ctx.jit_scopes}".encode()
+                    nd.attr[COMPILE_ATTR].b = s.xla
+                    nd.attr[SEPARATE_COMPILED_GRADIENTS_ATTR].b = False
+                    nd.attr[SCOPE_ATTR].s = f"jit_scope_{ctx.jit_scopes}".encode()
                 ctx.jit_scopes += 1
             if k.stateful and s.kind != "CheckNumerics":
                 ctx.last_touch["<stateful>"] = ref.split(":")[0]
@@ -326,7 +327,7 @@ class _GraphBuilder:
             return
         fname = self.function_def(fn)
         attrs = {"f": _Func(fname), "Tin": [DType(q.dtype) for q in fn.params], "Tout": [DType(s.dtype)],
-                 "_XlaMustCompile": bool(fn.jit)}
+                 MUST_COMPILE_ATTR: bool(fn.jit)}
         nd = self.node(s.out, "PartitionedCall", args, attrs, s.device, ctx)
         ctx.values[s.out] = nd.name
 
@@ -349,7 +350,7 @@ class _GraphBuilder:
         rt = self.types[fn.body.result][0]
         fd.signature.output_arg.add(name="output", type=DTYPES[rt][2])
         if fn.jit is not None:
-            fd.attr["_XlaMustCompile"].b = bool(fn.jit)
+            fd.attr[MUST_COMPILE_ATTR].b = bool(fn.jit)
         params = {q.name for q in fn.params}
         ops = {n.name: n.op for n in sub.gd.node}
 

@@ -1,0 +1,35 @@
+"""TF's attribute and op names are spelled once, in jitsim.defs (issue 23: like TF's defs.h).
+
+Every string literal in src/jitsim equal to one of those names must be the constant instead;
+text that mentions a name (messages, docstrings) is not a literal equal to it and is fine.
+"""
+
+import ast
+from pathlib import Path
+
+from jitsim import defs
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "jitsim"
+NAMES = {v for k, v in vars(defs).items() if k.isupper() and isinstance(v, str)}
+
+
+def test_defs_names_are_tf_names():
+    assert defs.CLUSTER_ATTR == "_XlaCluster" and defs.MUST_COMPILE_ATTR == "_XlaMustCompile"
+    assert "_XlaCompile" in NAMES and len(NAMES) >= 18
+
+
+def test_each_name_is_spelled_only_in_defs():
+    spelled = []
+    for p in sorted(SRC.rglob("*.py")):
+        if p.name == "defs.py":
+            continue
+        for n in ast.walk(ast.parse(p.read_text())):
+            if isinstance(n, ast.Constant) and n.value in NAMES:
+                spelled.append(f"{p.relative_to(SRC)}:{n.lineno}: {n.value!r}")
+    assert not spelled, "use jitsim.defs' constant instead of:\n" + "\n".join(spelled)
+
+
+def test_defs_imports_nothing():
+    """Every package may import jitsim.defs: it must depend on nothing."""
+    tree = ast.parse((SRC / "defs.py").read_text())
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
