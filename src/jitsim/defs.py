@@ -3,13 +3,13 @@
 TensorFlow keeps the attribute names of its JIT passes in one header
 (``tensorflow/compiler/jit/defs.h``); jitsim keeps them, and the op names ``BuildXlaOps``
 writes, in this module, which imports nothing (every package may use it). What each attribute
-does: docs/tf-passes.md §0.3.
+does: tf-passes §0.3.
 
 >>> CLUSTER_ATTR
 '_XlaCluster'
 """
 
-# -- node attributes (docs/tf-passes.md §0.3) ---------------------------------------------------
+# -- node attributes (tf-passes §0.3) ---------------------------------------------------
 CLUSTER_ATTR = "_XlaCluster"                      # the cluster MarkForCompilation put the node in
 ALREADY_CLUSTERED_ATTR = "_XlaAlreadyClustered"   # with _XlaCluster: a later run leaves the graph alone
 COMPILE_ATTR = "_XlaCompile"                      # true: compile this node (jit scopes); false: never
