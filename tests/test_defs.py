@@ -1,4 +1,4 @@
-"""TF's attribute and op names are spelled once, in jitsim.defs (issue 23: like TF's defs.h).
+"""TF's attribute, op and dump-stage names are spelled once, in jitsim.defs (issue 23: like TF's defs.h).
 
 Every string literal in src/jitsim equal to one of those names must be the constant instead;
 text that mentions a name (messages, docstrings) is not a literal equal to it and is fine.
@@ -16,6 +16,18 @@ NAMES = {v for k, v in vars(defs).items() if k.isupper() and isinstance(v, str)}
 def test_defs_names_are_tf_names():
     assert defs.CLUSTER_ATTR == "_XlaCluster" and defs.MUST_COMPILE_ATTR == "_XlaMustCompile"
     assert "_XlaCompile" in NAMES and len(NAMES) >= 18
+
+
+def test_dump_stages_are_tf_names_in_pipeline_order():
+    """The names TF's passes give their dumps, in the order one graph's trip writes them
+    (crosscheck/dumps.py groups a dump directory by this order)."""
+    assert defs.DUMP_STAGES == (
+        "before_clone_constants_for_better_clustering", "after_clone_constants_for_better_clustering",
+        "before_mark_for_compilation", "mark_for_compilation", "mark_for_compilation_annotated",
+        "before_increase_dynamism_for_auto_jit_pass", "encapsulate_subgraphs_before",
+        "encapsulate_subgraphs_after", "build_xla_ops")
+    assert set(defs.DUMP_STAGES) <= NAMES
+    assert {v for k, v in vars(defs).items() if k.endswith("_DUMP")} == set(defs.DUMP_STAGES)
 
 
 def test_each_name_is_spelled_only_in_defs():

@@ -24,7 +24,10 @@ from pathlib import Path
 
 from jitsim import __version__, process
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.defs import CLUSTER_ATTR
+from jitsim.defs import (
+    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, CLUSTER_ATTR, ENCAPSULATE_AFTER_DUMP,
+    ENCAPSULATE_BEFORE_DUMP, MARK_DUMP,
+)
 
 
 def _stderr_is_tty() -> bool:
@@ -413,7 +416,7 @@ def _check_common(args) -> None:
             raise JitsimError(f"--{opt.replace('_', '-')} {v}: give 0 or more")
 
 
-_INPUT_STAGES = ("before_clone_constants_for_better_clustering", "before_mark_for_compilation", "graphdef")
+_INPUT_STAGES = (BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, "graphdef")
 _JIT_LEVELS = {"default": 0, "off": -1, "on": 1, "1": 1, "2": 2}
 
 
@@ -459,8 +462,8 @@ def cmd_rewrite(args) -> int:
 
 
 # what `rewrite --until` writes: the name of TF's dump of that stage
-STAGE_OF_UNTIL = {"mark": "mark_for_compilation", "decluster": "encapsulate_subgraphs_before",
-                  "encapsulate": "encapsulate_subgraphs_after", "build-xla-ops": "build_xla_ops"}
+STAGE_OF_UNTIL = {"mark": MARK_DUMP, "decluster": ENCAPSULATE_BEFORE_DUMP,
+                  "encapsulate": ENCAPSULATE_AFTER_DUMP, "build-xla-ops": BUILD_XLA_OPS_DUMP}
 
 
 def cmd_verify(args) -> int:
@@ -509,7 +512,7 @@ def _print_compare(con, result, limit: int) -> None:
         con.print(result.rows[0].diff.format_text(limit=limit), markup=False, highlight=False)
     else:
         summ = corpus_summary(result.rows)
-        t = Table(title=None if result.truth_stage == "mark_for_compilation" else
+        t = Table(title=None if result.truth_stage == MARK_DUMP else
                   f"TF's clusters read from {result.truth_stage}", title_justify="left")
         for col, just in (("graph", "left"), ("nodes", "right"), ("TF cl", "right"), ("jitsim cl", "right"),
                           ("agree", "right"), ("partition", "left"), ("names", "left"), ("first difference", "left")):
@@ -1275,7 +1278,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = ccs.add_parser("compare", help="compare two clusterings as partitions (exit 0 identical, 1 different)")
     c.add_argument("predicted", help="annotated graph file, or a harvest/dump directory")
     c.add_argument("truth", help="annotated graph file (e.g. mark_for_compilation_N.pbtxt), or a harvest/dump directory")
-    c.add_argument("--stage", default="mark_for_compilation",
+    c.add_argument("--stage", default=MARK_DUMP,
                    help="for directories: which dump stage's _XlaCluster marks to compare (default mark_for_compilation)")
     c.add_argument("--names", action="store_true", help="also require identical cluster names for exit 0")
     c.add_argument("--graph", action="store_true",

@@ -1,12 +1,15 @@
 """TF's names for what its XLA JIT passes read and write, each spelled once, here.
 
 TensorFlow keeps the attribute names of its JIT passes in one header
-(``tensorflow/compiler/jit/defs.h``); jitsim keeps them, and the op names ``BuildXlaOps``
-writes, in this module, which imports nothing (every package may use it). What each attribute
+(``tensorflow/compiler/jit/defs.h``); jitsim keeps them, the op names ``BuildXlaOps``
+writes and the names of the graphs TF dumps between the passes (``TF_DUMP_GRAPH_PREFIX``) in
+this module, which imports nothing (every package may use it). What each attribute
 does: tf-passes §0.3.
 
 >>> CLUSTER_ATTR
 '_XlaCluster'
+>>> DUMP_STAGES.index(MARK_DUMP) < DUMP_STAGES.index(BUILD_XLA_OPS_DUMP)
+True
 """
 
 # -- node attributes (tf-passes §0.3) ---------------------------------------------------
@@ -31,3 +34,22 @@ LOWER_USING_SWITCH_MERGE_ATTR = "_lower_using_switch_merge"
 XLA_COMPILE_OP = "_XlaCompile"
 XLA_RUN_OP = "_XlaRun"
 XLA_MERGE_OP = "_XlaMerge"
+
+# -- the stages TF dumps ----------------------------------------------------------------------
+# Each POST_REWRITE_FOR_EXEC pass writes its graph with DumpGraphToFile under these names (a
+# file NAME.pbtxt, then NAME_1.pbtxt ...; crosscheck/dumps.py reads them). In pipeline order:
+BEFORE_CLONE_DUMP = "before_clone_constants_for_better_clustering"  # the clustering input
+AFTER_CLONE_DUMP = "after_clone_constants_for_better_clustering"
+BEFORE_MARK_DUMP = "before_mark_for_compilation"                  # after TF's constant clones
+MARK_DUMP = "mark_for_compilation"                                # the clusters marked
+MARK_ANNOTATED_DUMP = "mark_for_compilation_annotated"
+BEFORE_INCREASE_DYNAMISM_DUMP = "before_increase_dynamism_for_auto_jit_pass"
+ENCAPSULATE_BEFORE_DUMP = "encapsulate_subgraphs_before"          # after partial declustering
+ENCAPSULATE_AFTER_DUMP = "encapsulate_subgraphs_after"            # clusters as function calls
+BUILD_XLA_OPS_DUMP = "build_xla_ops"                              # _XlaCompile/_XlaRun pairs
+DUMP_STAGES = (BEFORE_CLONE_DUMP, AFTER_CLONE_DUMP, BEFORE_MARK_DUMP, MARK_DUMP, MARK_ANNOTATED_DUMP,
+               BEFORE_INCREASE_DYNAMISM_DUMP, ENCAPSULATE_BEFORE_DUMP, ENCAPSULATE_AFTER_DUMP, BUILD_XLA_OPS_DUMP)
+# The two passes whose dump carries the pass's own name; jitsim records their results and
+# timings under it.
+MARK_FOR_COMPILATION_PASS = MARK_DUMP
+BUILD_XLA_OPS_PASS = BUILD_XLA_OPS_DUMP

@@ -31,14 +31,18 @@ from pathlib import Path
 from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir, parse_stage
 from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest, totals
 from jitsim.errors import JitsimError
+from jitsim.defs import (
+    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, ENCAPSULATE_AFTER_DUMP, ENCAPSULATE_BEFORE_DUMP,
+    MARK_DUMP,
+)
 
 KEEP_STAGES = frozenset({
-    "before_clone_constants_for_better_clustering",
-    "before_mark_for_compilation",
-    "mark_for_compilation",
-    "encapsulate_subgraphs_before",
-    "encapsulate_subgraphs_after",
-    "build_xla_ops",
+    BEFORE_CLONE_DUMP,
+    BEFORE_MARK_DUMP,
+    MARK_DUMP,
+    ENCAPSULATE_BEFORE_DUMP,
+    ENCAPSULATE_AFTER_DUMP,
+    BUILD_XLA_OPS_DUMP,
 })
 # Log lines jitsim reads: dump order, pass times, and TF's own clustering messages.
 _LOG_KEEP = re.compile(

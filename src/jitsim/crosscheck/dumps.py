@@ -34,19 +34,12 @@ from pathlib import Path
 from jitsim.errors import JitsimError, JitsimWarning
 from jitsim.graph.input import kind_of_mode, read_file, read_json, read_text
 from jitsim.graph.paths import missing_reason
+from jitsim.defs import (
+    AFTER_CLONE_DUMP, BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, DUMP_STAGES, MARK_ANNOTATED_DUMP, MARK_DUMP,
+)
 
 # Pipeline order of the per-graph dumps.
-STAGES = (
-    "before_clone_constants_for_better_clustering",
-    "after_clone_constants_for_better_clustering",
-    "before_mark_for_compilation",
-    "mark_for_compilation",
-    "mark_for_compilation_annotated",
-    "before_increase_dynamism_for_auto_jit_pass",
-    "encapsulate_subgraphs_before",
-    "encapsulate_subgraphs_after",
-    "build_xla_ops",
-)
+STAGES = DUMP_STAGES
 RANK = {s: i for i, s in enumerate(STAGES)}
 # Files written between encapsulate_subgraphs_before and _after, one per cluster.
 AUX_PREFIXES = ("encapsulate_subgraphs_subgraph_", "encapsulate_fdef_graph_", "encapsulate_fdef_")
@@ -87,7 +80,7 @@ class DumpGraph:
     @property
     def input_stage(self) -> str | None:
         """The best input for re-running clustering (see tf-passes §3.1)."""
-        for s in ("before_clone_constants_for_better_clustering", "before_mark_for_compilation"):
+        for s in (BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP):
             if s in self.files:
                 return s
         return None
@@ -184,11 +177,11 @@ def group_dumps(root: Path | str, log_text: str | None = None) -> list[DumpGraph
 def _content_agrees(root: Path, graphs: list[DumpGraph]) -> bool:
     """Whether every graph's ``before_mark`` dump holds its ``before_clone`` dump's nodes
     (TF's constant clones aside): what TF's pipeline guarantees for one graph."""
-    any_clone = any("before_clone_constants_for_better_clustering" in g.files for g in graphs)
+    any_clone = any(BEFORE_CLONE_DUMP in g.files for g in graphs)
     for g in graphs:
-        a = g.files.get("before_clone_constants_for_better_clustering")
-        b = g.files.get("before_mark_for_compilation")
-        m = g.files.get("mark_for_compilation")
+        a = g.files.get(BEFORE_CLONE_DUMP)
+        b = g.files.get(BEFORE_MARK_DUMP)
+        m = g.files.get(MARK_DUMP)
         if b and any_clone and not a:  # with auto-jit on, TF dumps before_clone for every graph
             return False
         names_b = set(scan_node_names(root / b)) if b else None
@@ -207,9 +200,9 @@ def _note(message: str, path) -> None:
 
 # the stages whose k-th file belongs to the graph of the k-th file of another stage: TF writes
 # them together (same counter progression), so pairing by suffix order is exact
-_SAME_GRAPHS = {"after_clone_constants_for_better_clustering": "before_clone_constants_for_better_clustering",
-                "mark_for_compilation": "before_mark_for_compilation",
-                "mark_for_compilation_annotated": "before_mark_for_compilation"}
+_SAME_GRAPHS = {AFTER_CLONE_DUMP: BEFORE_CLONE_DUMP,
+                MARK_DUMP: BEFORE_MARK_DUMP,
+                MARK_ANNOTATED_DUMP: BEFORE_MARK_DUMP}
 
 
 def _group_by_content(root: Path, files: dict, why: str = "several dump files share one modification time "
@@ -227,14 +220,14 @@ def _group_by_content(root: Path, files: dict, why: str = "several dump files sh
             by_stage.setdefault(st[0], []).append(n)
     for lst in by_stage.values():
         lst.sort(key=lambda n: parse_stage(n)[1])
-    clones = by_stage.get("before_clone_constants_for_better_clustering", [])
-    marks = by_stage.get("before_mark_for_compilation", [])
+    clones = by_stage.get(BEFORE_CLONE_DUMP, [])
+    marks = by_stage.get(BEFORE_MARK_DUMP, [])
     for stage, partner in _SAME_GRAPHS.items():
         if stage in by_stage and len(by_stage[stage]) != len(by_stage.get(partner, [])):
             raise JitsimError(f"modification times cannot order these dumps ({why}) and their "
                               f"content does not pair them: {len(by_stage[stage])} {stage} files but "
                               f"{len(by_stage.get(partner, []))} {partner} files; give TF's log with --log", root)
-    graphs = [DumpGraph(id=i, files={"before_clone_constants_for_better_clustering": n}) for i, n in enumerate(clones)]
+    graphs = [DumpGraph(id=i, files={BEFORE_CLONE_DUMP: n}) for i, n in enumerate(clones)]
     if clones and marks:
         names = [set(scan_node_names(root / n)) for n in clones]
         j = 0
@@ -246,16 +239,16 @@ def _group_by_content(root: Path, files: dict, why: str = "several dump files sh
             if j == len(clones):
                 raise JitsimError(f"modification times cannot order these dumps ({why}) and no "
                                   f"before_clone dump has the nodes of {m}; give TF's log with --log", root)
-            graphs[j].files["before_mark_for_compilation"] = m
+            graphs[j].files[BEFORE_MARK_DUMP] = m
             j += 1
     elif marks:
-        graphs = [DumpGraph(id=i, files={"before_mark_for_compilation": n}) for i, n in enumerate(marks)]
+        graphs = [DumpGraph(id=i, files={BEFORE_MARK_DUMP: n}) for i, n in enumerate(marks)]
     for stage, partner in _SAME_GRAPHS.items():
         for k, n in enumerate(by_stage.get(stage, [])):
             owner = next(g for g in graphs if g.files.get(partner) == by_stage[partner][k])
             owner.files[stage] = n
     later = sorted(n for st, lst in by_stage.items() if st not in _SAME_GRAPHS and st not in (
-        "before_clone_constants_for_better_clustering", "before_mark_for_compilation") for n in lst)
+        BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP) for n in lst)
     _note(f"{why}: graphs paired by content "
           f"({len(graphs)} graphs)" + (f"; {len(later)} later-stage files (encapsulate, build_xla_ops) left out: only "
                                        "TF's log (--log) orders them" if later else ""), root)
@@ -370,7 +363,7 @@ def index_dump_dir(root: Path | str, log_text: str | None = None) -> list[dict]:
         first = next(iter(g.files.values()))
         info = scan_dump(root / first)
         rec = {"id": g.id, "files": g.files, "nodes": info["nodes"], "input_stage": g.input_stage}
-        mark = g.files.get("mark_for_compilation")
+        mark = g.files.get(MARK_DUMP)
         rec["clusters"] = scan_dump(root / mark)["clusters"] if mark else {}
         rec["mark_pass_us"] = g.mark_pass_us
         if g.aux:

@@ -25,6 +25,7 @@ from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
 from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, STAGE_DUMPS, cluster_graph, run_pipeline
 from jitsim.registry.custom_ops import harvest_op_library
 from jitsim.registry.versions import choose_tf_version, producer_of, recorded_tf_version
+from jitsim.defs import ENCAPSULATE_BEFORE_DUMP, MARK_DUMP
 
 
 def recorded_flags(root: Path) -> str | None:
@@ -47,8 +48,8 @@ def _without_fingerprint(labels: dict) -> dict:
     return {k: (None if v is None else _DETERMINISTIC.sub(r"\1#_\2", v)) for k, v in labels.items()}
 
 
-MARK = "mark_for_compilation"
-AFTER_DECLUSTER = "encapsulate_subgraphs_before"
+MARK = MARK_DUMP
+AFTER_DECLUSTER = ENCAPSULATE_BEFORE_DUMP
 
 
 def truth_stage(records, root: Path) -> tuple[str, list[str]]:
@@ -143,7 +144,7 @@ def pass_input_graphdef(dumps: Path, rec):
     """TF's before_clone dump with the pass's function library (the dump carries the graph's own
     pruned library; TF's later dumps of the same graph carry the full one)."""
     gd = read_graphdef(dumps / rec.files[BEFORE_CLONE])
-    later = rec.files.get("encapsulate_subgraphs_before")
+    later = rec.files.get(ENCAPSULATE_BEFORE_DUMP)
     if later is not None:
         have = {fn.signature.name for fn in gd.library.function}
         for fn in read_graphdef(dumps / later).library.function:

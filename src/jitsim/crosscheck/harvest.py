@@ -45,6 +45,7 @@ from jitsim.graph.io import (assume_once, check_signature_name, is_saved_model_d
                              read_saved_model)
 from jitsim.graph.output import release, remove_tree, temporary_directory
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
+from jitsim.defs import MARK_DUMP
 
 DEFAULT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
 VMODULE = (
@@ -769,7 +770,7 @@ def _library_op_defs(all_ops: Path, out: Path) -> list[str]:
 def totals(graphs: list[dict]) -> dict:
     return {
         "graphs": len(graphs),
-        "graphs_with_candidates": sum(1 for g in graphs if "mark_for_compilation" in g["files"]),
+        "graphs_with_candidates": sum(1 for g in graphs if MARK_DUMP in g["files"]),
         "graphs_with_clusters": sum(1 for g in graphs if g["clusters"]),
         "clusters": sum(len(g["clusters"]) for g in graphs),
         "max_nodes": max((g["nodes"] for g in graphs), default=0),

@@ -16,7 +16,7 @@ from jitsim.crosscheck.compare import CorpusRow, PartitionDiff, compare_partitio
 from jitsim.crosscheck.dumps import dump_dir
 from jitsim.errors import JitsimError
 from jitsim.graph.io import read_graphdef
-from jitsim.defs import CLUSTER_ATTR
+from jitsim.defs import CLUSTER_ATTR, MARK_DUMP
 
 
 
@@ -63,7 +63,7 @@ class CompareResult:
     rows: list[CorpusRow]
     tf_version: str = "2.21"  # the simulated TensorFlow release (verify_dir)
     tf_version_reason: str = "jitsim default"
-    truth_stage: str = "mark_for_compilation"  # TF's dump the clusters were compared with
+    truth_stage: str = MARK_DUMP  # TF's dump the clusters were compared with
     notes: list[str] = field(default_factory=list)  # what was not checked, and why
 
     @property
@@ -100,7 +100,7 @@ def compare_labellings(pairs: list[tuple[str, dict, dict]]) -> CompareResult:
     return CompareResult([CorpusRow(name=n, diff=compare_partitions(p, t)) for n, p, t in pairs])
 
 
-def compare_paths(predicted: Path | str, truth: Path | str, *, stage: str = "mark_for_compilation") -> CompareResult:
+def compare_paths(predicted: Path | str, truth: Path | str, *, stage: str = MARK_DUMP) -> CompareResult:
     """Compare two files or two directories (graph by graph)."""
     pred = _side(predicted, stage)
     true = _side(truth, stage)

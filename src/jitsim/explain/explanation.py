@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from jitsim.explain import summary
 from jitsim.explain.reasons import REASONS
+from jitsim.defs import MARK_FOR_COMPILATION_PASS
 
 SCHEMA = "jitsim.explain/1"
 # the text stays readable: no line longer than this (the JSON keeps every record whole) ...
@@ -359,7 +360,7 @@ def explain_node(c, name: str) -> NodeExplanation:
     final = rec.final
     history = []
     if rec.decision is not None:
-        history.append({"pass": "mark_for_compilation", **rec.decision.to_dict()})
+        history.append({"pass": MARK_FOR_COMPILATION_PASS, **rec.decision.to_dict()})
     for p, d in rec.later:
         history.append({"pass": p, **d.to_dict()})
     ex = NodeExplanation(name, rec.op, rec.device, rec.cluster, rec.mark_cluster, rec.code,

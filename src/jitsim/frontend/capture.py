@@ -49,6 +49,7 @@ from jitsim.crosscheck import harvest as _harvest
 from jitsim.errors import HarvestError, JitsimError
 from jitsim.graph.input import hash_file, os_problem, read_json
 from jitsim.graph.output import remove_tree, temporary_directory
+from jitsim.defs import BEFORE_CLONE_DUMP
 
 RUNNER_VERSION = "capture/7"  # bump when a runner's behaviour changes: old cache entries go stale
 CAPTURE_FLAGS = "--tf_xla_clustering_debug --tf_xla_clustering_fuel=0"
@@ -84,7 +85,7 @@ class Capture:
     def index(self) -> dict:
         return read_json(self.dump_dir / "index.json", what="a capture's index.json")
 
-    def main_dump(self, stage: str = "before_clone_constants_for_better_clustering") -> Path | None:
+    def main_dump(self, stage: str = BEFORE_CLONE_DUMP) -> Path | None:
         """The path of the main graph's dump of ``stage`` (None if TF wrote none)."""
         if self.main_graph is None:
             return None

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import HarvestError, JitsimError
+from jitsim.defs import BEFORE_CLONE_DUMP
 
 TF_MODES = ("auto", "always", "never")
 KIND_WORDS = {
@@ -268,7 +269,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
             return PassInput(Route("graphdef", "as-given", exact, detail), [(Path(target).name, graph, input_stage)])
         stage = detect_input_stage(graph)
         if stage != RAW:
-            words = "folded back TF's constant clones, " if stage != "before_clone_constants_for_better_clustering" else ""
+            words = "folded back TF's constant clones, " if stage != BEFORE_CLONE_DUMP else ""
             if fetch or feed:
                 raise JitsimError("--fetch/--feed name a session call, but this is TF's dump of a call's graph "
                                   "(its feeds and fetches are already _Arg/_Retval nodes)")

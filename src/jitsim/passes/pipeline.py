@@ -33,9 +33,14 @@ from jitsim.passes.mark_for_compilation import (
 from jitsim.passes.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_graph, tfgraph_from_dump
 from jitsim.registry import current_tf_version, using_op_libraries, using_tf_version
 from jitsim.registry.custom_ops import harvest_op_library, infer_op_library
+from jitsim.defs import (
+    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, BUILD_XLA_OPS_PASS, ENCAPSULATE_AFTER_DUMP,
+    ENCAPSULATE_BEFORE_DUMP, MARK_DUMP, MARK_FOR_COMPILATION_PASS,
+)
 
-BEFORE_CLONE = "before_clone_constants_for_better_clustering"
-BEFORE_MARK = "before_mark_for_compilation"
+# the two clustering inputs TF dumps (names kept for the modules that import them here)
+BEFORE_CLONE = BEFORE_CLONE_DUMP
+BEFORE_MARK = BEFORE_MARK_DUMP
 RAW = "graphdef"
 
 DEVICES = {
@@ -259,7 +264,7 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
         with timed("cluster_scoping"):
             cluster_scoping(tg)
     tg.fixup_source_and_sink_edges()
-    with timed("mark_for_compilation"):
+    with timed(MARK_FOR_COMPILATION_PASS):
         mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles,
                                     exclude_ops=exclude_ops, force_compilable=force_compilable)
     _note_unchecked_bodies(tg, mark.body_errors, graph.source)
@@ -335,10 +340,10 @@ def cluster_dump_dir(
 STAGES = ("mark", "decluster", "encapsulate", "build-xla-ops")
 # TF's dump that shows the graph after each stage
 STAGE_DUMPS = {
-    "mark": "mark_for_compilation",
-    "decluster": "encapsulate_subgraphs_before",
-    "encapsulate": "encapsulate_subgraphs_after",
-    "build-xla-ops": "build_xla_ops",
+    "mark": MARK_DUMP,
+    "decluster": ENCAPSULATE_BEFORE_DUMP,
+    "encapsulate": ENCAPSULATE_AFTER_DUMP,
+    "build-xla-ops": BUILD_XLA_OPS_DUMP,
 }
 
 
@@ -407,5 +412,5 @@ def _run_later_passes(res: PipelineResult, flags: XlaFlags, state: ProcessState 
         return
     from jitsim.passes.build_xla_ops import build_xla_ops
 
-    with timed("build_xla_ops"):
-        res.stage_results["build_xla_ops"] = build_xla_ops(res.graph, flags)
+    with timed(BUILD_XLA_OPS_PASS):
+        res.stage_results[BUILD_XLA_OPS_PASS] = build_xla_ops(res.graph, flags)

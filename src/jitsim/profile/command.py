@@ -31,6 +31,7 @@ from jitsim.errors import JitsimError
 from jitsim.passes.flags import parse_tf_xla_flags
 from jitsim.profile import hlo, link, page, runner, timeline
 from jitsim.profile import trace as tr
+from jitsim.defs import BUILD_XLA_OPS_DUMP, MARK_DUMP
 
 DEVICES = ("cpu", "gpu")
 
@@ -105,10 +106,10 @@ def _assemble(target: Path, kind: str, device: str, steps: int, warmup: int, run
     labels_of, ops_of = {}, {}
     functions: dict[str, str] = {}
     for g in index["graphs"]:
-        mark = g["files"].get("mark_for_compilation")
+        mark = g["files"].get(MARK_DUMP)
         if mark and g.get("clusters"):
             labels_of[g["id"]], ops_of[g["id"]] = link.read_labels_and_ops(on_dir / "dumps" / mark)
-        bxo = g["files"].get("build_xla_ops")
+        bxo = g["files"].get(BUILD_XLA_OPS_DUMP)
         if bxo and g.get("clusters"):
             functions.update(link.read_launch_functions(on_dir / "dumps" / bxo))
     clusters = link.link_clusters(link.tf_clusters(index["graphs"], labels_of, ops_of),

@@ -40,7 +40,7 @@ from jitsim.passes.shape_inference import recorded
 from jitsim.passes.tfgraph import control_flow_info
 from jitsim.runtime import policy as pol
 from jitsim.runtime.propagate import CALL_OPS, Propagator, Seed
-from jitsim.defs import CLUSTER_ATTR, MUST_COMPILE_ATTR
+from jitsim.defs import BUILD_XLA_OPS_PASS, CLUSTER_ATTR, MUST_COMPILE_ATTR
 
 SCHEMA = "jitsim.runtime/1"
 DT_RESOURCE = 20
@@ -213,7 +213,7 @@ def _signature(unit: Unit, st, step: int, dd: dict, args=None) -> tuple:
 
 def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
     enc = pipeline.stage_results.get("encapsulate_subgraphs")
-    bx = pipeline.stage_results.get("build_xla_ops")
+    bx = pipeline.stage_results.get(BUILD_XLA_OPS_PASS)
     if enc is None or bx is None:
         raise JitsimError("the runtime simulation needs the clustering simulated up to build-xla-ops")
     units = []

@@ -29,7 +29,9 @@ import copy
 import networkx as nx
 
 from jitsim.graph.model import Graph
-from jitsim.defs import CLUSTER_ATTR, COMPILE_ATTR, INTERNAL_SCOPE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR
+from jitsim.defs import (
+    BEFORE_CLONE_DUMP, CLUSTER_ATTR, COMPILE_ATTR, INTERNAL_SCOPE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR,
+)
 
 
 def _fresh(graph: Graph) -> Graph:
@@ -37,7 +39,7 @@ def _fresh(graph: Graph) -> Graph:
 
 
 def check_invariants(graph: Graph, flags_text: str, *, state=None, determinism: bool = True,
-                     input_stage: str = "before_clone_constants_for_better_clustering") -> list[str]:
+                     input_stage: str = BEFORE_CLONE_DUMP) -> list[str]:
     """Violated invariants of jitsim's result on ``graph`` (see the module docstring)."""
     from jitsim.passes.flags import parse_tf_xla_flags
     from jitsim.passes.mark_for_compilation import ProcessState

@@ -14,15 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.crosscheck.dumps import group_dumps
+from jitsim.defs import (
+    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, ENCAPSULATE_AFTER_DUMP, ENCAPSULATE_BEFORE_DUMP,
+    MARK_DUMP,
+)
 
-BEFORE_CLONE = "before_clone_constants_for_better_clustering"
-BEFORE_MARK = "before_mark_for_compilation"
+# the two clustering inputs TF dumps (names kept for the modules that import them here)
+BEFORE_CLONE = BEFORE_CLONE_DUMP
+BEFORE_MARK = BEFORE_MARK_DUMP
 STAGE_TRUTH = {
-    "mark": "mark_for_compilation",
-    "mark-from-before-mark": "mark_for_compilation",
-    "decluster": "encapsulate_subgraphs_before",
-    "encapsulate": "encapsulate_subgraphs_after",
-    "build-xla-ops": "build_xla_ops",
+    "mark": MARK_DUMP,
+    "mark-from-before-mark": MARK_DUMP,
+    "decluster": ENCAPSULATE_BEFORE_DUMP,
+    "encapsulate": ENCAPSULATE_AFTER_DUMP,
+    "build-xla-ops": BUILD_XLA_OPS_DUMP,
 }
 # See tests/test_pipeline_fidelity.py: the session's serialized ConfigProto on the lazy
 # fallback call is in no dump.
@@ -174,10 +179,10 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
             except Exception as e:  # a crash is a disagreement too
                 chk.problems.append(Problem("mark", f"jitsim failed: {type(e).__name__}: {e}"))
                 continue
-            mark_file = rec.files.get("mark_for_compilation")
+            mark_file = rec.files.get(MARK_DUMP)
             predicted = res.labels()
             labels = dict(predicted)
-            tl = labels_of_graphdef(truth("mark_for_compilation")) if mark_file else {n: None for n in predicted}
+            tl = labels_of_graphdef(truth(MARK_DUMP)) if mark_file else {n: None for n in predicted}
             d = compare_partitions(predicted, tl)
             if not d.same_names:
                 chk.problems.append(Problem("mark", d.summary(), d.format_text(limit=30), res.to_graphdef(), mark_file,
@@ -221,12 +226,12 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
             try:
                 g = Graph(read_graphdef(dumps / rec.files[BEFORE_MARK]), source=rec.files[BEFORE_MARK], validate=False)
                 res = cluster_graph(g, flags, state=state_bm, input_stage=BEFORE_MARK)
-                tl = labels_of_graphdef(truth("mark_for_compilation")) if "mark_for_compilation" in rec.files \
+                tl = labels_of_graphdef(truth(MARK_DUMP)) if MARK_DUMP in rec.files \
                     else {n: None for n in res.labels()}
                 d = compare_partitions(res.labels(), tl)
                 if not d.same_names:
                     chk.problems.append(Problem("mark-from-before-mark", d.summary(), d.format_text(limit=30),
-                                                res.to_graphdef(), rec.files.get("mark_for_compilation"),
+                                                res.to_graphdef(), rec.files.get(MARK_DUMP),
                                                 dict(res.labels())))
                     _resync(state_bm, tl, bm0)
             except Exception as e:
