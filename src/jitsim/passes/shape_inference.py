@@ -210,6 +210,9 @@ class _Inference:
                 return v
         return self.values.get(ref)
 
+    # the ops a handle is followed back through (a subclass may follow more)
+    handle_pass_through = RESOURCE_PASS_THROUGH
+
     def resource_root(self, ref) -> str | None:
         """The node a resource handle comes from, through pass-through ops."""
         seen = set()
@@ -217,7 +220,7 @@ class _Inference:
         while name in self.nodes and name not in seen:
             seen.add(name)
             nd = self.nodes[name]
-            if nd.op in RESOURCE_PASS_THROUGH:
+            if nd.op in self.handle_pass_through:
                 d = self.data(nd)
                 if not d:
                     return None

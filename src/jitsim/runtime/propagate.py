@@ -192,6 +192,9 @@ def _merge_list_shapes(a, b):
 class _Concrete(si._Inference):
     """shape_inference's shape functions, reading this step's concrete values."""
 
+    # a variable read inside a while body: its handle followed back through the loop's ops
+    handle_pass_through = LIST_PASS_THROUGH
+
     def __init__(self, nodes, order, np_values, handles):
         super().__init__(nodes, order)
         self.np_values = np_values
@@ -202,23 +205,6 @@ class _Concrete(si._Inference):
         if root in self.handles:
             return self.handles[root]
         return super().handle_shape(ref)
-
-    def resource_root(self, ref):
-        # a variable read inside a while body: the handle's root, seen through Enter/Switch/Merge and
-        # the TensorList ops' pass-through (LIST_PASS_THROUGH)
-        seen = set()
-        name, port = ref
-        while name in self.nodes and name not in seen:
-            seen.add(name)
-            nd = self.nodes[name]
-            if nd.op in LIST_PASS_THROUGH:
-                d = self.data(nd)
-                if not d:
-                    return None
-                name, port = d[0]
-                continue
-            return name if port == 0 else f"{name}:{port}"
-        return None
 
     def value_of(self, ref):
         v = self.np_values.get(ref)
