@@ -39,6 +39,7 @@ from pathlib import Path
 from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
 from jitsim.errors import HarvestError, JitsimError
 from jitsim.graph import protos
+from jitsim.graph.events import is_event_file
 from jitsim.graph.input import is_regular_file, kind_of_mode, read_file, read_text
 from jitsim.graph.io import (assume_once, check_signature_name, is_saved_model_dir, keras_archive_problem,
                              missing_reason, read_graph_file, read_graphdef,
@@ -496,8 +497,6 @@ def _tf_readable(target: Path, kind: str, workdir: Path) -> Path:
     GraphDef or MetaGraphDef in ``workdir``."""
     if kind != "graphdef":
         return target
-    from jitsim.graph.events import is_event_file
-
     if not is_event_file(target):
         return target
     gd, meta = read_graph_file(target)

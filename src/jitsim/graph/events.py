@@ -109,17 +109,25 @@ def encode_event(*, wall_time: float, step: int = 0, file_version: bytes | None 
     return out
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+def decode_varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
+    """``(value, position after it)`` of the protobuf varint at ``pos``; value None where it runs
+    past ``end`` or over 64 bits (jitsim.graph.io's wire-format scan reads with it too)."""
     value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ValueError("truncated varint")
+    while pos < end and shift < 64:
         b = data[pos]
         pos += 1
         value |= (b & 0x7F) << shift
         shift += 7
         if b < 0x80:
             return value, pos
+    return None, pos
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    value, pos = decode_varint(data, pos, len(data))
+    if value is None:
+        raise ValueError("truncated varint")
+    return value, pos
 
 
 def _fields(data: bytes):

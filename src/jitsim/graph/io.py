@@ -32,7 +32,7 @@ from google.protobuf import message as _message
 from google.protobuf import text_format
 
 from jitsim.errors import GraphError, JitsimWarning
-from jitsim.graph import protos, textproto
+from jitsim.graph import events, protos, textproto
 from jitsim.graph.input import MAX_INPUT_BYTES, read_file
 from jitsim.graph.model import Graph
 from jitsim.graph.output import check_output as check_output  # re-exported: every -o is checked here
@@ -206,18 +206,7 @@ _MAX_DEPTH = 100
 _DEPTH_WALK_FIELDS = 300_000  # about 0.5 s
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
-    """``(value, position after it)`` of the varint at ``pos``; value None where it runs past
-    ``end`` or over 64 bits."""
-    value = shift = 0
-    while pos < end and shift < 64:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return value, pos
-    return None, pos
+_varint = events.decode_varint
 
 
 def _too_deep(data: bytes, desc) -> bool:
@@ -377,8 +366,6 @@ def _event_file_graph(data: bytes, path: Path):
     graph is the last ``graph_def`` event's (the one TensorBoard shows), else the last
     ``meta_graph_def`` event's, else the last ``tf.summary.trace_export`` graph; notes say which
     and, for Keras' TensorBoard callback, whose graph it is."""
-    from jitsim.graph import events
-
     head = data
     if data.startswith(_GZIP_MAGIC):  # look at the start only: most gzip inputs are GraphDefs
         try:

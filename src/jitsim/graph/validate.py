@@ -23,6 +23,7 @@ import warnings
 
 from jitsim.errors import GraphError, JitsimWarning
 from jitsim.graph import protos
+from jitsim.graph.functions import called_functions
 from jitsim.graph.model import CONTROL, parse_input
 
 # graph_constructor.cc's IsValidNodeName: a first character of [A-Za-z0-9.] ('_' too where
@@ -414,21 +415,16 @@ def _called(nodes, fns, op_def=None) -> list[str]:
         return out
     may: dict[str, bool] = {}
     for nd in nodes:
-        if nd.op in fns:
-            out.append(nd.op)
         if op_def is not None:
             m = may.get(nd.op)
             if m is None:
                 od = op_def(nd.op)
                 m = may[nd.op] = od is None or any(a.type in ("func", "list(func)") for a in od.attr)
-            if not m:
+            if not m:  # no func attr to look at: only a call by op name
+                if nd.op in fns:
+                    out.append(nd.op)
                 continue
-        for av in nd.attr.values():
-            kind = av.WhichOneof("value")
-            if kind == "func" and av.func.name in fns:
-                out.append(av.func.name)
-            elif kind == "list":
-                out += [f.name for f in av.list.func if f.name in fns]
+        out += called_functions(nd, fns)
     return out
 
 
@@ -498,23 +494,9 @@ def _arg_count(nd, args, od, what: str, source=None) -> int | None:
     return total
 
 
-def _calls(fdef, fns) -> list[str]:
-    out = []
-    for nd in fdef.node_def:
-        if nd.op in fns:
-            out.append(nd.op)
-        for av in nd.attr.values():
-            kind = av.WhichOneof("value")
-            if kind == "func" and av.func.name in fns:
-                out.append(av.func.name)
-            elif kind == "list":
-                out += [f.name for f in av.list.func if f.name in fns]
-    return out
-
-
 def _check_recursion(fns: dict, source) -> None:
     """TF cannot instantiate a function that calls itself, directly or through others."""
-    calls = {name: _calls(f, fns) for name, f in fns.items()}
+    calls = {name: _called(f.node_def, fns) for name, f in fns.items()}
     state: dict[str, int] = {}
     for root in sorted(calls):
         if state.get(root):
