@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-from jitsim.graph import protos  # noqa: E402
+from jitsim.registry import protos  # noqa: E402
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 DT_FLOAT = protos.DataType.values_by_name["DT_FLOAT"].number

@@ -194,7 +194,7 @@ from jitsim.cli import GC_THRESHOLDS
 gc.set_threshold(*GC_THRESHOLDS)  # as the jitsim command does
 from jitsim.graph.io import read_graphdef, to_text, write_atomic
 from jitsim.graph.model import Graph
-from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.flags import parse_tf_xla_flags
 from jitsim.passes import pipeline
 t_import = time.perf_counter() - t0
 path, flags, out = sys.argv[1], parse_tf_xla_flags(sys.argv[2]), sys.argv[3]
@@ -535,7 +535,7 @@ def profile(case: Case) -> int:
 
     from jitsim.graph.io import read_graphdef
     from jitsim.graph.model import Graph
-    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.flags import parse_tf_xla_flags
     from jitsim.passes.pipeline import cluster_graph
 
     path = case.ensure()

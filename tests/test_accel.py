@@ -1,6 +1,6 @@
 """The optional C extensions change nothing but speed (issue 14).
 
-``jitsim.accel`` loads ``graph._fasttext`` (text in and out) and ``passes._fastcycles`` (the
+``jitsim.accel`` loads ``graph._fasttext`` (text in and out) and ``analyses._fastcycles`` (the
 cycle graph's edge insertion); ``JITSIM_PURE_PYTHON=1`` turns both off. The unit tests of each
 (tests/test_textproto.py, tests/test_graphcycles.py) compare the C and Python forms function by
 function; here the whole command is compared: the same bytes written and printed with and
@@ -34,7 +34,7 @@ def _without_timings(doc):
     return doc
 
 
-EXTENSIONS = ("jitsim.graph._fasttext", "jitsim.passes._fastcycles")
+EXTENSIONS = ("jitsim.graph._fasttext", "jitsim.analyses._fastcycles")
 
 
 def test_pure_python_switch(monkeypatch):

@@ -9,9 +9,9 @@ import pytest
 
 from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
-from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.flags import parse_tf_xla_flags
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph, detect_input_stage
-from jitsim.passes.tfgraph import is_rebuilt_dump
+from jitsim.graph.tfgraph import is_rebuilt_dump
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -36,7 +36,8 @@ from google.protobuf import text_format
 from jitsim.crosscheck.corpus import Corpus
 from jitsim.crosscheck.graphdiff import diff_graphdefs
 from jitsim.errors import GraphError
-from jitsim.graph import load, protos
+from jitsim.graph import load
+from jitsim.registry import protos
 from jitsim.graph.model import Graph
 from jitsim.passes.build_xla_ops import (
     EDGESET_INLINE,
@@ -44,8 +45,8 @@ from jitsim.passes.build_xla_ops import (
     build_xla_ops,
     nodes_related_to_ref_variables,
 )
-from jitsim.passes.flags import parse_tf_xla_flags
-from jitsim.passes.tfgraph import SINK_ID, TfGraph
+from jitsim.flags import parse_tf_xla_flags
+from jitsim.graph.tfgraph import SINK_ID, TfGraph
 
 DATA = Path(__file__).parent / "data" / "build_xla_ops"
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from jitsim.crosscheck.compare import compare_partitions
-from jitsim.crosscheck.dumps import group_dumps
+from jitsim.graph.dumps import group_dumps
 from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest
 from jitsim.crosscheck.scoring import labels_of_file
 from jitsim.errors import HarvestError

@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.registry import op_def, xla_kernels
 from jitsim.registry.const_inputs import (
     COMPILE_TIME_CONST_INPUTS_ATTR,

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from jitsim.crosscheck.compare import compare_partitions
-from jitsim.crosscheck.dumps import scan_dump
+from jitsim.graph.dumps import scan_dump
 from jitsim.crosscheck.scoring import labels_of_file
 
 from conftest import corpus_graphs

@@ -14,13 +14,13 @@ import pytest
 
 from jitsim.cli import main
 from jitsim.errors import GraphError
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.io import save
 from jitsim.graph.model import Graph
-from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.flags import parse_tf_xla_flags
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph, run_pipeline
 from jitsim.registry import OpLibrary, op_def, using_op_libraries
-from jitsim.registry.custom_ops import infer_op_library, read_op_library, unknown_ops
+from jitsim.graph.custom_ops import infer_op_library, read_op_library, unknown_ops
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 FLAGS = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1")

@@ -1,4 +1,4 @@
-"""Deadness analysis (jitsim.passes.deadness) against TF 2.21.
+"""Deadness analysis (jitsim.analyses.deadness) against TF 2.21.
 
 Two kinds of tests:
 
@@ -23,17 +23,8 @@ from hypothesis import strategies as st
 
 from jitsim.errors import GraphError
 from jitsim.graph import Graph, load
-from jitsim.passes.deadness import (
-    AND,
-    AND_RECURRENCE,
-    MAX_STACK_DEPTH,
-    NOT,
-    OR,
-    SYMBOL,
-    PredicateFactory,
-    deadness_analysis,
-)
-from jitsim.passes.tfgraph import TfGraph
+from jitsim.analyses.deadness import AND, AND_RECURRENCE, MAX_STACK_DEPTH, NOT, OR, SYMBOL, PredicateFactory, deadness_analysis
+from jitsim.graph.tfgraph import TfGraph
 
 DATA = Path(__file__).parent / "data" / "deadness"
 

@@ -20,7 +20,7 @@ def test_defs_names_are_tf_names():
 
 def test_dump_stages_are_tf_names_in_pipeline_order():
     """The names TF's passes give their dumps, in the order one graph's trip writes them
-    (crosscheck/dumps.py groups a dump directory by this order)."""
+    (graph/dumps.py groups a dump directory by this order)."""
     assert defs.DUMP_STAGES == (
         "before_clone_constants_for_better_clustering", "after_clone_constants_for_better_clustering",
         "before_mark_for_compilation", "mark_for_compilation", "mark_for_compilation_annotated",

@@ -16,7 +16,8 @@ def test_every_code_recorded_by_the_passes_is_catalogued():
     and the (code, detail, path) failures returned by the compilability checker."""
     import re
 
-    src = "".join(p.read_text() for p in (ROOT / "src" / "jitsim" / "passes").glob("*.py"))
+    src = "".join(p.read_text() for d in ("passes", "analyses", "rewrites")
+                  for p in (ROOT / "src" / "jitsim" / d).rglob("*.py"))
     patterns = [r'decide\(\w+, "([A-Z_]+)"', r'_refuse\(phase, a, b, "([A-Z_]+)"',
                 r'NodeDecision\("([A-Z_]+)"', r'return "([A-Z_]+)", ']
     used = {c for pat in patterns for c in re.findall(pat, src)}

@@ -8,7 +8,7 @@ by the order TF wrote them, a new graph starting whenever the pipeline stage goe
 
 import os
 
-from jitsim.crosscheck.dumps import group_dumps, parse_stage, scan_node_names
+from jitsim.graph.dumps import group_dumps, parse_stage, scan_node_names
 from jitsim.crosscheck.scoring import labels_of_file
 
 

@@ -24,14 +24,15 @@ import pytest
 
 from jitsim.crosscheck.corpus import Corpus
 from jitsim.crosscheck.graphdiff import diff_graphdefs
-from jitsim.graph import load, protos
+from jitsim.graph import load
+from jitsim.registry import protos
 from jitsim.graph.function_def import normalize_arg_name
 from jitsim.graph.model import Graph
 from jitsim.passes.encapsulate import EncapsulateResult, call_order_from_graphdef, encapsulate_subgraphs
-from jitsim.passes.flags import parse_tf_xla_flags
-from jitsim.passes.folding.tensors import tensor_proto_to_numpy
-from jitsim.passes.tfgraph import tfgraph_from_dump
-from jitsim.passes.tfgraph import TfGraph
+from jitsim.flags import parse_tf_xla_flags
+from jitsim.rewrites.folding.tensors import tensor_proto_to_numpy
+from jitsim.graph.tfgraph import tfgraph_from_dump
+from jitsim.graph.tfgraph import TfGraph
 
 _CORPUS = Corpus()
 RUNS = _CORPUS.built()

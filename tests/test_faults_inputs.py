@@ -18,9 +18,10 @@ import pytest
 
 from jitsim.cli import main
 from jitsim.errors import GraphError, JitsimWarning
-from jitsim.graph import io, parse_cache, protos
+from jitsim.graph import io, parse_cache
+from jitsim.registry import protos
 from jitsim.graph.io import read_graphdef
-from jitsim.passes.flags import FlagError, parse_tf_xla_flags
+from jitsim.flags import FlagError, parse_tf_xla_flags
 
 HERE = Path(__file__).resolve().parent
 

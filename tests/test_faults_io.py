@@ -1,7 +1,7 @@
 """Issue 22 (A1, A2, A13, B9, B10, B11, B15): files, streams and signals under faults.
 
-Every output goes through one choke point (jitsim.graph.output), every read through one bounded,
-regular-file-only reader (jitsim.graph.input), and the CLI turns signals, stdout errors and
+Every output goes through one choke point (jitsim.files.output), every read through one bounded,
+regular-file-only reader (jitsim.files.input), and the CLI turns signals, stdout errors and
 unencodable characters into documented exit codes and one line (docs/cli.md "Exit codes",
 "Inputs and outputs"). Faults that need a real process (signals, closed descriptors, /dev/full,
 pipes, FIFOs that could hang) run the CLI in a subprocess with a timeout; the others run in-process.
@@ -64,7 +64,7 @@ def _one_line(err: str | bytes, *parts: str) -> str:
 
 
 def _is_graph_text(data: bytes) -> bool:
-    from jitsim.graph import protos
+    from jitsim.registry import protos
     from jitsim.graph.textproto import parse
 
     gd = protos.GraphDef()
@@ -223,7 +223,7 @@ def test_symlink_loops_as_output_and_input(tmp_path, capsys):
 
 def test_output_directory_removed_mid_run(tmp_path, capsys, monkeypatch):
     """The directory checked before the work is gone when the file is written: one line."""
-    from jitsim.graph import output
+    from jitsim.files import output
 
     d = tmp_path / "gone"
     d.mkdir()
@@ -371,7 +371,7 @@ def test_special_inputs_are_refused(tmp_path, special):
 
 
 def test_reads_are_bounded(tmp_path):
-    from jitsim.graph.input import read_file, read_json
+    from jitsim.files.input import read_file, read_json
 
     f = tmp_path / "big.json"
     f.write_bytes(b"[" + b"0," * 1000 + b"0]")
@@ -387,7 +387,7 @@ def test_reads_are_bounded(tmp_path):
 def test_hashing_a_directory_target_refuses_a_fifo_inside(tmp_path):
     """A SavedModel directory is hashed file by file for the capture cache: a FIFO or device
     there is refused, never read forever."""
-    from jitsim.graph.input import hash_file
+    from jitsim.files.input import hash_file
 
     f = tmp_path / "variables.data"
     os.mkfifo(f)
@@ -489,7 +489,7 @@ def test_a_really_full_disk(tmp_path):
 
 
 def test_cleanup_removes_registered_temporaries(tmp_path):
-    from jitsim.graph import output
+    from jitsim.files import output
 
     d = output.temporary_directory(prefix="t-", dir=tmp_path)
     (d / "f").write_text("x")
@@ -579,7 +579,7 @@ def test_stderr_closed_keeps_the_exit_code():
 
 def test_an_unusable_capture_cache_falls_back_to_a_temporary_directory(tmp_path):
     from jitsim.frontend.capture import usable_cache_dir
-    from jitsim.graph import output
+    from jitsim.files import output
 
     f = tmp_path / "a-file"
     f.write_text("x")
@@ -596,7 +596,7 @@ def test_a_read_only_home_gives_the_same_fallback(tmp_path, monkeypatch):
     """A read-only HOME: ~/.cache/jitsim/capture cannot be made (PermissionError; forced here,
     as root may write anywhere)."""
     from jitsim.frontend import capture
-    from jitsim.graph import output
+    from jitsim.files import output
 
     monkeypatch.delenv("JITSIM_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -677,7 +677,7 @@ def test_undecodable_file_names_are_printed(tmp_path):
 
 
 def test_input_problem_names_the_problem(tmp_path):
-    from jitsim.graph.input import input_problem
+    from jitsim.files.input import input_problem
 
     assert input_problem(tmp_path / "missing") is None  # the command says what it wanted
     assert "too long" in input_problem("x" * 300)
@@ -687,7 +687,7 @@ def test_input_problem_names_the_problem(tmp_path):
 
 
 def test_temp_prefix_fits_any_name():
-    from jitsim.graph.output import _temp_prefix
+    from jitsim.files.output import _temp_prefix
 
     for name in ("a", "x" * 255, "é" * 127 + ".pbtxt"):
         p = _temp_prefix(name)

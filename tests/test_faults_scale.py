@@ -92,7 +92,7 @@ def test_nested_loops_give_bounded_messages(tmp_path, capsys):
     formulas (their text grows like depth**3: 8 MB at 100 levels); a refusal quotes at most
     2,000 characters of each, and says that it cut."""
     import jitsim
-    from jitsim.passes.deadness import TEXT_LIMIT
+    from jitsim.analyses.deadness import TEXT_LIMIT
 
     g = save(generate.nested_calls(60, kind="While"), tmp_path / "loops.pbtxt")
     c = jitsim.cluster(g, tf="never")
@@ -105,7 +105,7 @@ def test_nested_loops_give_bounded_messages(tmp_path, capsys):
 
 
 def test_predicate_text_is_str_when_short():
-    from jitsim.passes.deadness import PredicateFactory
+    from jitsim.analyses.deadness import PredicateFactory
 
     f = PredicateFactory()
     a, b = f.make_symbol("a", 0, True), f.make_symbol("b", 0, True)
@@ -222,8 +222,8 @@ def _reference_replace(inputs, old, old_port, new_ref):
     ["a", "^a"],                        # a control use of the producer too: rewritten
 ])
 def test_redirect_in_place_matches_rewrite(inputs):
-    from jitsim.graph import protos
-    from jitsim.passes.graphedit import EditGraph
+    from jitsim.registry import protos
+    from jitsim.graph.graphedit import EditGraph
 
     gd = protos.GraphDef()
     for n in ("a", "b", "c", "d", "n"):

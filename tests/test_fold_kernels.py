@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jitsim.graph import protos
-from jitsim.passes.folding.kernels import KERNELS
+from jitsim.registry import protos
+from jitsim.rewrites.folding.kernels import KERNELS
 
 pytestmark = pytest.mark.tf
 

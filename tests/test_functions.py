@@ -2,7 +2,8 @@
 
 from google.protobuf import text_format
 
-from jitsim.graph import Graph, protos
+from jitsim.graph import Graph
+from jitsim.registry import protos
 from jitsim.graph.functions import function_to_graphdef
 
 

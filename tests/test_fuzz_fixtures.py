@@ -86,8 +86,8 @@ def test_replicated_constant_clone_order_is_reported_as_tf_nondeterminism(tmp_pa
 
 
 def test_replicated_constant_edge_order_fixture_needs_the_fix(monkeypatch):
-    """Without jitsim.passes.tfgraph's replica rule the fixture disagrees again (TF: no cluster)."""
-    import jitsim.passes.tfgraph as tfgraph
+    """Without jitsim.graph.tfgraph's replica rule the fixture disagrees again (TF: no cluster)."""
+    import jitsim.graph.tfgraph as tfgraph
 
     fx = ROOT / "fixtures" / "fuzz" / "replicated-constant-edge-order"
     assert check_fixture(fx) == []
@@ -99,7 +99,7 @@ def test_graphs_tf_never_rebuilt_are_recognised(corpus, tmp_path):
     """is_rebuilt: a post-Grappler dump is in topological order, a Grappler-off one is not."""
     import tarfile
 
-    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.graph.dumps import group_dumps
     from jitsim.crosscheck.fuzz.check import is_rebuilt
     from jitsim.graph.io import read_graphdef
 
@@ -127,7 +127,7 @@ def test_graphs_tf_never_rebuilt_are_recognised(corpus, tmp_path):
 
 def test_encapsulate_folds_sin_fixture_needs_the_fix(monkeypatch):
     """Without a numpy kernel for Sin, encapsulate's folding leaves Sin(const) in the cluster."""
-    import jitsim.passes.folding.kernels as fk
+    import jitsim.rewrites.folding.kernels as fk
 
     fx = ROOT / "fixtures" / "fuzz" / "encapsulate-folds-sin"
     assert check_fixture(fx) == []
@@ -147,7 +147,7 @@ def test_encapsulate_folds_sin_fixture_needs_the_fix(monkeypatch):
 def test_encapsulate_folding_fixtures_need_their_kernels(monkeypatch, fixture, kernels):
     """Without these numpy kernels, encapsulate's folding leaves constant-only chains in the
     cluster function where TF folds them (Grappler off lets them reach the cluster)."""
-    import jitsim.passes.folding.kernels as fk
+    import jitsim.rewrites.folding.kernels as fk
 
     fx = ROOT / "fixtures" / "fuzz" / fixture
     assert check_fixture(fx) == []

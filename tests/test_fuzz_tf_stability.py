@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from google.protobuf import text_format
 
-from jitsim.crosscheck.dumps import DumpGraph
+from jitsim.graph.dumps import DumpGraph
 from jitsim.crosscheck.fuzz.check import BEFORE_CLONE, STAGE_TRUTH, Problem
 from jitsim.crosscheck.fuzz.stability import _TFGraph, canonical_difference, canonical_form, judge_stability
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.io import save
 
 

@@ -4,7 +4,8 @@ import pytest
 from google.protobuf import text_format
 
 from jitsim.errors import GraphError, JitsimError
-from jitsim.graph import CONTROL, Graph, load, protos, save
+from jitsim.graph import CONTROL, Graph, load, save
+from jitsim.registry import protos
 from jitsim.graph.io import read_graphdef
 
 

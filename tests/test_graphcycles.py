@@ -1,4 +1,4 @@
-"""Tests for jitsim.passes.graphcycles (tf-passes §4; XLA graphcycles.cc / ordered_set.h / union_find.h).
+"""Tests for jitsim.analyses.graphcycles (tf-passes §4; XLA graphcycles.cc / ordered_set.h / union_find.h).
 
 The hand-written tests pin down the *exact* orders upstream produces (sequence order of the
 neighbour sets, rank re-dealing, survivor choice); each states the derivation it checks.
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from conftest import need_c_extension
 
-from jitsim.passes import graphcycles
-from jitsim.passes.graphcycles import GraphCycles, OrderedSet, UnionFind
+from jitsim.analyses import graphcycles
+from jitsim.analyses.graphcycles import GraphCycles, OrderedSet, UnionFind
 
 
 def make(n: int, edges) -> GraphCycles:
@@ -493,7 +493,7 @@ def test_c_insertion_matches_python_on_wide_windows(seed):
     # path, used above 48 nodes); this graph has 3,000 nodes whose edges arrive in random
     # order, then 300 fresh sources wired into the oldest nodes (cloned constants), so rank
     # windows of thousands of nodes are re-dealt, and one edge at the end closes a cycle.
-    need_c_extension("jitsim.passes._fastcycles")
+    need_c_extension("jitsim.analyses._fastcycles")
     rng = random.Random(seed)
     n, clones = 3000, 300
     order = list(range(n))

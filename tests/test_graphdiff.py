@@ -3,7 +3,7 @@
 from google.protobuf import text_format
 
 from jitsim.crosscheck.graphdiff import diff_graphdefs
-from jitsim.graph import protos
+from jitsim.registry import protos
 
 BASE = """
 node { name: "x" op: "_Arg" device: "/device:CPU:0" attr { key: "T" value { type: DT_FLOAT } } }
@@ -85,7 +85,7 @@ def test_a_nan_constant_equals_its_text_dump():
 
     from google.protobuf import text_format
 
-    from jitsim.graph import protos
+    from jitsim.registry import protos
 
     def const(bits):
         g = protos.GraphDef()

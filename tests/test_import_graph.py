@@ -4,15 +4,18 @@ for nothing.
 The graph: one node per module of ``src/jitsim``; an edge for every ``import`` statement
 naming a jitsim module, wherever it stands (module level, function, method), resolved to
 the most specific module (``from jitsim.graph import protos`` is an edge to
-``jitsim.graph.protos``). Importing ``a.b.c`` also runs the ``__init__`` of ``a`` and ``a.b``,
+``jitsim.registry.protos``). Importing ``a.b.c`` also runs the ``__init__`` of ``a`` and ``a.b``,
 so those are edges too. Imports of other packages (TensorFlow, numpy, graphviz, selenium,
 xprof...) are no edges: they cannot close a cycle through jitsim.
 
 Rules (each a test below):
 
-1. **No cycles**, counting function-local imports. A local import never hides a cycle,
+1. **Packages in layers.** Each package of ``jitsim`` (and each top-level module) sits in one
+   layer of :data:`LAYERS` and imports only from lower layers: no package-level cycle, and
+   the order is written down (docs/architecture.md draws it).
+2. **No cycles** between modules, counting function-local imports. A local import never hides a cycle,
    because it is in the graph like any other.
-2. **A function-local import of a jitsim module must defer something**: the module must not
+3. **A function-local import of a jitsim module must defer something**: the module must not
    already be loaded when the importing module is (through its module-level imports,
    transitively, and its packages). Local imports are how jitsim keeps start-up cheap
    (``cli.py`` loads a subcommand's modules when it runs; ``pipeline`` loads the passes
@@ -108,14 +111,20 @@ def _graph(*, local: bool) -> nx.DiGraph:
                 if m != module and not module.startswith(m + "."):
                     g.add_edge(module, m, line=line)
         for m in _with_packages(module):  # a module's packages run first
-            if m != module:
+            if m != module and not _imports_child(m, module):
                 g.add_edge(module, m, line=0)
     return g
 
 
+def _imports_child(package: str, module: str) -> bool:
+    """A package that imports its own submodule ``module`` runs first and then loads it: the
+    usual order, no cycle (``registry/__init__`` parses its data with ``registry.protos``)."""
+    return any(t == module or t.startswith(module + ".") for t, _, _ in IMPORTS[package])
+
+
 def test_the_scan_sees_the_package():
-    assert {"jitsim.cli", "jitsim.passes.pipeline", "jitsim.graph.protos"} <= set(MODULES)
-    assert any(t == "jitsim.passes.tfgraph" for t, _, _ in IMPORTS["jitsim.passes.pipeline"])
+    assert {"jitsim.cli", "jitsim.passes.pipeline", "jitsim.registry.protos"} <= set(MODULES)
+    assert any(t == "jitsim.graph.tfgraph" for t, _, _ in IMPORTS["jitsim.passes.pipeline"])
 
 
 def test_no_import_cycles():
@@ -137,3 +146,58 @@ def test_function_local_imports_defer_something():
             if in_function and target in loaded:
                 pointless.append(f"{MODULES[module][0].relative_to(SRC)}:{line}: {target} is loaded with {module} anyway")
     assert not pointless, "function-local imports that defer nothing (move them to the top):\n" + "\n".join(pointless)
+
+
+# The packages from the bottom up (docs/architecture.md, "Layers"). A unit is a package of
+# jitsim or one of its top-level modules; ``jitsim`` itself is the lazy API root (its
+# ``__init__`` imports nothing).
+LAYERS = [
+    ("jitsim", "jitsim.defs", "jitsim.errors", "jitsim.accel"),
+    ("jitsim.files",),                       # reading and writing files
+    ("jitsim.registry", "jitsim.process"),   # TF's registries as data; the command's process
+    ("jitsim.graph", "jitsim.flags"),        # graph models and their I/O; TF_XLA_FLAGS
+    ("jitsim.analyses",),                    # what TF's passes consult
+    ("jitsim.rewrites",),                    # what TF does before its JIT passes
+    ("jitsim.passes",),                      # TF's JIT passes and their pipeline
+    ("jitsim.testing",),                     # program generators and invariants
+    ("jitsim.crosscheck",),                  # real TF: harvests, dumps compared
+    ("jitsim.frontend",),                    # what users hold -> TF's pass input
+    ("jitsim.explain", "jitsim.runtime", "jitsim.profile"),
+    ("jitsim.cli",),
+    ("jitsim.__main__",),
+]
+LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+
+
+def _unit(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_every_package_has_a_layer():
+    units = {_unit(m) for m in MODULES}
+    assert units == set(LAYER_OF), f"not in LAYERS: {sorted(units - set(LAYER_OF))}; gone: {sorted(set(LAYER_OF) - units)}"
+
+
+def test_the_root_package_imports_nothing():
+    assert IMPORTS["jitsim"] == []
+
+
+def test_packages_import_only_lower_layers():
+    wrong = []
+    for module, imports in IMPORTS.items():
+        a = _unit(module)
+        for target, _, line in imports:
+            b = _unit(target)
+            if a != b and LAYER_OF[b] >= LAYER_OF[a]:
+                wrong.append(f"{MODULES[module][0].relative_to(SRC)}:{line}: {a} (layer {LAYER_OF[a]}) imports "
+                             f"{target} (layer {LAYER_OF[b]})")
+    assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
+def test_no_package_level_cycle():
+    g = nx.DiGraph()
+    for module, imports in IMPORTS.items():
+        for target, _, _ in imports:
+            if _unit(module) != _unit(target):
+                g.add_edge(_unit(module), _unit(target))
+    assert nx.is_directed_acyclic_graph(g), list(nx.simple_cycles(g))[:3]

@@ -20,8 +20,9 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from jitsim.graph import Graph, protos
-from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.graph import Graph
+from jitsim.registry import protos
+from jitsim.flags import parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import MarkForCompilation
 from jitsim.passes.pipeline import run_pipeline
 from jitsim.testing.invariants import _mark_invariants, check_invariants
@@ -84,7 +85,7 @@ _DETERMINISM_SCRIPT = textwrap.dedent("""
     from hypothesis import HealthCheck, given, settings, seed
     from jitsim.testing.program import to_graph
     from jitsim.testing.strategies import programs, xla_flags
-    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.flags import parse_tf_xla_flags
     from jitsim.passes.mark_for_compilation import ProcessState
     from jitsim.passes.pipeline import run_pipeline
     digests = []

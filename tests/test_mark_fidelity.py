@@ -11,7 +11,7 @@ import pytest
 
 from jitsim.crosscheck.corpus import Corpus
 from jitsim.crosscheck.fidelity import verify_dir
-from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.flags import parse_tf_xla_flags
 from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK
 
 _CORPUS = Corpus()

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from jitsim.graph import Graph, protos
+from jitsim.graph import Graph
+from jitsim.registry import protos
 from jitsim.graph.model import set_attr_value
-from jitsim.passes.fingerprint import hash64
-from jitsim.passes.flags import FlagError, parse_tf_xla_flags
+from jitsim.analyses.fingerprint import hash64
+from jitsim.flags import FlagError, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
 from jitsim.passes.records import NodeDecision
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph

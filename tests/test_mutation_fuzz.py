@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.io import to_text
 
 EXAMPLES = int(os.environ.get("JITSIM_FUZZ_EXAMPLES", "60"))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import random
 
-from jitsim.graph import protos
-from jitsim.passes import optypes
+from jitsim.registry import protos
+from jitsim.registry import optypes
 from jitsim.registry import op_def, op_defs
 
 

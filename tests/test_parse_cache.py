@@ -8,7 +8,8 @@ import tempfile
 import pytest
 from google.protobuf import text_format
 
-from jitsim.graph import parse_cache, protos, textproto
+from jitsim.graph import parse_cache, textproto
+from jitsim.registry import protos
 from jitsim.graph.io import read_graphdef
 from jitsim.graph.parse_cache import ParseCache
 

@@ -13,7 +13,7 @@ import pytest
 from jitsim.crosscheck.corpus import Corpus
 from jitsim.crosscheck.fidelity import verify_pipeline_dir
 from jitsim.crosscheck.scoring import labels_of_graphdef
-from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.flags import parse_tf_xla_flags
 
 # config_proto (on the lazy-compilation fallback call) is the session's serialized ConfigProto:
 # it differs between TF2 functions, eager single-op functions and TF1 sessions and is not in

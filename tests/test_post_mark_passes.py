@@ -25,15 +25,16 @@ import pytest
 from jitsim.crosscheck.corpus import Corpus
 from jitsim.crosscheck.graphdiff import diff_graphdefs
 from jitsim.errors import GraphError
-from jitsim.graph import Graph, load, protos
-from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.graph import Graph, load
+from jitsim.registry import protos
+from jitsim.flags import parse_tf_xla_flags
 from jitsim.passes.force_constants_on_host import force_xla_constants_on_host
 from jitsim.passes.increase_dynamism import (
     device_name_to_cpu_device_name, increase_dynamism_for_auto_jit, int_tensor,
 )
-from jitsim.passes.devices import find_kernel
+from jitsim.registry.kernels import find_kernel
 from jitsim.passes.partially_decluster import partially_decluster
-from jitsim.passes.tfgraph import TfGraph
+from jitsim.graph.tfgraph import TfGraph
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"

@@ -10,18 +10,18 @@ from __future__ import annotations
 import pytest
 
 from jitsim.frontend.prepare import prepare_without_tf
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.model import Graph
-from jitsim.passes.flags import DEFAULT_FLAGS, parse_tf_xla_flags
-from jitsim.passes.function_inlining import inline_call
-from jitsim.passes.graphedit import DT_FLOAT, DT_RESOURCE, EditGraph
-from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
-from jitsim.passes.grappler.constant_folding import fold_constants
-from jitsim.passes.grappler.dependency_optimizer import optimize_dependencies
-from jitsim.passes.grappler.remapper import remap
-from jitsim.passes.lower_functional_ops import lower_functional_ops
+from jitsim.flags import DEFAULT_FLAGS, parse_tf_xla_flags
+from jitsim.rewrites.function_inlining import inline_call
+from jitsim.graph.graphedit import DT_FLOAT, DT_RESOURCE, EditGraph
+from jitsim.rewrites.grappler.common_subgraph_elimination import eliminate_common_subgraphs
+from jitsim.rewrites.grappler.constant_folding import fold_constants
+from jitsim.rewrites.grappler.dependency_optimizer import optimize_dependencies
+from jitsim.rewrites.grappler.remapper import remap
+from jitsim.rewrites.lower_functional_ops import lower_functional_ops
 from jitsim.passes.pipeline import run_pipeline
-from jitsim.passes.placement import place
+from jitsim.rewrites.placement import place
 from test_shape_inference import shapes_attr
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -536,7 +536,7 @@ def test_add_of_a_bias_shaped_tensor_fuses_like_a_biasadd():
 def test_reshape_of_a_reshape_collapses():
     # ArithmeticOptimizer (RemoveRedundantReshape): Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)
     # when the inner one has no other reader (tf.tensordot's reshape back, then a head split).
-    from jitsim.passes.grappler.arithmetic_optimizer import remove_redundant_reshapes
+    from jitsim.rewrites.grappler.arithmetic_optimizer import remove_redundant_reshapes
 
     def shape_const(*vals):
         av = protos.AttrValue()
@@ -583,7 +583,7 @@ def test_case_is_lowered_to_switchn_and_merges():
 def test_relu_of_every_concat_input_moves_after_the_concat():
     # ArithmeticOptimizer (HoistCWiseUnaryChains): Concat(Relu(a), Relu(b)) -> Relu(Concat(a, b)),
     # the first input's Relu kept (Inception's mixed blocks in TF's dumps).
-    from jitsim.passes.grappler.arithmetic_optimizer import hoist_unary_out_of_concat
+    from jitsim.rewrites.grappler.arithmetic_optimizer import hoist_unary_out_of_concat
 
     g = graph([("a", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
                ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
@@ -740,7 +740,7 @@ def test_inliner_identity_passes_its_input_shape_through():
             nd.input[0] = "Func/call/input/_1"
     g2 = Graph(gd, validate=False)
     place(g2, "cpu")
-    from jitsim.passes.shape_inference import ShapeView
+    from jitsim.analyses.shape_inference import ShapeView
     eg = EditGraph.from_graph(g2)
     assert remap(eg, shapes=ShapeView(eg)).by_kind == {"Conv2D+BiasAdd+Add": 1}
 
@@ -775,7 +775,7 @@ def test_chains_of_unary_ops_become_unary_ops_compositions_named_after_their_las
     # unary op of the same T with one data consumer. `exp` has two consumers, so Sigmoid/Sqrt
     # form their own chain; Abs/Tanh/Exp form one, named `exp/unary_ops_composition`, with
     # op_names in application order.
-    from jitsim.passes.grappler.arithmetic_optimizer import compose_unary_chains
+    from jitsim.rewrites.grappler.arithmetic_optimizer import compose_unary_chains
 
     eg = EditGraph.from_graph(_unary_chain())
     rec = compose_unary_chains(eg)
@@ -792,7 +792,7 @@ def test_chains_of_unary_ops_become_unary_ops_compositions_named_after_their_las
 def test_a_chain_stops_at_a_shared_or_control_bound_op():
     # `tanh` read twice: the chain from `exp` stops above it (Exp alone is no chain), and `tanh`
     # roots Abs/Tanh. With a control input `tanh` cannot be composed at all.
-    from jitsim.passes.grappler.arithmetic_optimizer import compose_unary_chains
+    from jitsim.rewrites.grappler.arithmetic_optimizer import compose_unary_chains
 
     eg = EditGraph.from_graph(_unary_chain(extra_consumer=True))
     compose_unary_chains(eg)

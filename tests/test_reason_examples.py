@@ -307,8 +307,8 @@ def test_source_and_sink_are_never_candidates(store):
     only walks op nodes. TF's log shows it: "sorted_nodes.size() = N" where N is the number of op
     nodes of the graph the pass saw, and jitsim's candidate filter records exactly those N
     decisions, none for _SOURCE/_SINK. So the code is catalogued but never reported."""
-    from jitsim.graph import protos
-    from jitsim.passes.compilability import CompilabilityChecker
+    from jitsim.registry import protos
+    from jitsim.analyses.compilability import CompilabilityChecker
 
     checked = 0
     for ex in TF_EXAMPLES:

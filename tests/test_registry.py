@@ -2,7 +2,7 @@
 
 import pytest
 
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.registry import find_xla_kernel, op_def, xla_kernels
 
 

@@ -29,7 +29,7 @@ RENAMED = {"add": SCRIPT_NAME, "mul": 'a"b\\c <b>&amp;ü→', "x": "it's"}
 def weird_mnist():
     """MNIST with nodes renamed to names that break naive HTML/DOT/JS quoting: an
     unclustered one (add), a clustered one (mul), an _Arg (x). Returns (clustering, renames)."""
-    from jitsim.graph import protos
+    from jitsim.registry import protos
     from jitsim.graph.io import load
     from jitsim.graph.model import Graph
 

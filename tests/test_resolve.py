@@ -15,7 +15,7 @@ import pytest
 from jitsim.errors import JitsimError
 from jitsim.frontend import resolve
 from jitsim.graph.io import load, read_graphdef
-from jitsim.passes.tfgraph import CLONE_NAME_RE
+from jitsim.graph.tfgraph import CLONE_NAME_RE
 
 ROOT = Path(__file__).resolve().parents[1]
 MNIST = ROOT / "examples" / "mnist_softmax" / "before_clone_constants_for_better_clustering.pbtxt"

@@ -136,7 +136,7 @@ def test_verify_uses_the_recorded_flags_and_says_so(corpus, capsys, monkeypatch)
 def test_dumps_sharing_one_mtime_are_paired_by_content(corpus, tmp_path):
     import warnings
 
-    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.graph.dumps import group_dumps
 
     d = corpus.extract("cnn_inference")
     truth = group_dumps(d / "dumps", (d / "log.txt").read_text())
@@ -158,7 +158,7 @@ def test_dumps_with_misleading_mtimes_are_paired_by_content(corpus, tmp_path):
     (a before_mark dump holds its before_clone dump's nodes) overrules them."""
     import warnings
 
-    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.graph.dumps import group_dumps
 
     d = corpus.extract("cnn_inference")
     truth = group_dumps(d / "dumps", (d / "log.txt").read_text())
@@ -199,7 +199,7 @@ def test_index_of_an_empty_directory_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize("op", ["_FusedMatMul", "_FusedConv2D", "_FusedDepthwiseConv2dNative", "_FusedBatchNormEx",
                                 "_MklFusedConv2D", "_MklNativeFusedMatMul", "_FusedConv3D"])
 def test_fused_ops_get_the_origin_hint(op):
-    from jitsim.graph import protos
+    from jitsim.registry import protos
     from jitsim.registry import kernel_mismatch
 
     nd = protos.NodeDef(name="n", op=op)

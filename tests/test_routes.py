@@ -14,7 +14,7 @@ import pytest
 
 from jitsim import cli
 from jitsim.errors import HarvestError
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.io import read_graphdef
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,9 +21,10 @@ from jitsim.frontend.resolve import pass_inputs
 from jitsim.frontend.session_call import (
     FUNCTION_OUTPUTS, GIVEN, SINKS, TRAIN_OP, parse_feed, session_call,
 )
-from jitsim.graph import Graph, protos
+from jitsim.graph import Graph
+from jitsim.registry import protos
 from jitsim.graph.io import load, save
-from jitsim.passes.subgraph_rewrite import rewrite_for_execution
+from jitsim.rewrites.subgraph_rewrite import rewrite_for_execution
 
 
 
@@ -201,10 +202,10 @@ MNIST = Path(__file__).resolve().parents[1] / "fixtures" / "tf1" / "mnist_softma
 @pytest.mark.tf
 def test_tf1_session_graph_with_fetch_is_exact_and_matches_tf(tmp_path):
     from jitsim.crosscheck.compare import compare_partitions
-    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.graph.dumps import group_dumps
     from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest_env
     from jitsim.crosscheck.scoring import labels_of_file
-    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.flags import parse_tf_xla_flags
     from jitsim.passes.mark_for_compilation import ProcessState
     from jitsim.passes.pipeline import cluster_graph
 

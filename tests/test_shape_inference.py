@@ -1,4 +1,4 @@
-"""jitsim.passes.shape_inference: shapes of a GraphDef that records none.
+"""jitsim.analyses.shape_inference: shapes of a GraphDef that records none.
 
 Each expected shape is derived by hand from the op's semantics as TF's shape functions
 (core/ops/*.cc) define them; the reasoning is stated with each case. The last tests check what
@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from jitsim.frontend.prepare import prepare_without_tf
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.model import Graph
-from jitsim.passes.graphedit import EditGraph
-from jitsim.passes.shape_inference import ShapeView, broadcast, infer_shapes, relax
+from jitsim.graph.graphedit import EditGraph
+from jitsim.analyses.shape_inference import ShapeView, broadcast, infer_shapes, relax
 
 
 def shape_attr(*dims):

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jitsim.graph import events, protos
+from jitsim.graph import events
+from jitsim.registry import protos
 from jitsim.graph.io import read_graphdef
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,8 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jitsim.graph import protos, textproto
+from jitsim.graph import textproto
+from jitsim.registry import protos
 
 from conftest import corpus_graphs, need_c_extension
 

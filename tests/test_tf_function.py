@@ -18,7 +18,7 @@ DATA = Path(__file__).parent / "data"
 
 @pytest.fixture(scope="module")
 def harvested(tmp_path_factory):
-    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.graph.dumps import group_dumps
     from jitsim.crosscheck.harvest import harvest
     from jitsim.graph.io import load
 

@@ -46,13 +46,13 @@ import pytest
 from test_mark_for_compilation import BOOL, F32, I32, I64, STR, _Shape, _Tensor, _Type, _Types, _set
 
 from jitsim.errors import GraphError
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.model import Graph
 from jitsim.passes.clone_constants import clone_constants_for_better_clustering
 from jitsim.passes.cluster_scoping import SCOPE_ATTR, cluster_scoping
-from jitsim.passes.flags import DEFAULT, OFF, ON_2, ops_to_cluster_categories, parse_tf_xla_flags
+from jitsim.flags import DEFAULT, OFF, ON_2, ops_to_cluster_categories, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig, global_jit_level, mark_for_compilation
-from jitsim.passes.tfgraph import TfGraph
+from jitsim.graph.tfgraph import TfGraph
 from jitsim.registry import OpLibrary, using_op_libraries, xla_kernels
 
 _DT = protos.DataType.values_by_name

@@ -29,15 +29,15 @@ import pytest
 from google.protobuf import text_format
 
 from jitsim.errors import GraphError
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.model import Graph
 from jitsim.passes.build_xla_ops import build_xla_ops
-from jitsim.passes.deadness import deadness_analysis
-from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.analyses.deadness import deadness_analysis
+from jitsim.flags import parse_tf_xla_flags
 from jitsim.passes.force_constants_on_host import force_xla_constants_on_host
 from jitsim.passes.increase_dynamism import increase_dynamism_for_auto_jit
 from jitsim.passes.partially_decluster import partially_decluster
-from jitsim.passes.tfgraph import SINK_ID, TfGraph
+from jitsim.graph.tfgraph import SINK_ID, TfGraph
 from jitsim.registry import OpLibrary, using_op_libraries
 
 _DT = protos.DataType.values_by_name

@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.registry import (
     current_tf_version, data_file, find_xla_kernel, op_defs, using_tf_version, xla_kernels,
 )
@@ -21,8 +21,8 @@ from jitsim.registry.versions import (
 
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_every_release_has_loadable_data(version):
-    from jitsim.passes.devices import tf_kernels
-    from jitsim.passes.flags import ops_to_cluster_categories
+    from jitsim.registry.kernels import tf_kernels
+    from jitsim.flags import ops_to_cluster_categories
 
     for name in ("ops.binpb", "xla-kernels.binpb", "const-inputs.json", "kernels-cpu-gpu.binpb", "ops-to-cluster.json",
                  "slow-ops.json"):
@@ -182,7 +182,7 @@ def _tf_partition(release):
 def _simulated_partition(harvest, tf_version=None):
     from jitsim.graph.io import read_graphdef
     from jitsim.graph.model import Graph
-    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.flags import parse_tf_xla_flags
     from jitsim.passes.pipeline import cluster_graph
 
     f = FFT64 / harvest / "dumps" / "before_clone_constants_for_better_clustering_1.pbtxt"
@@ -213,7 +213,7 @@ def test_fft64_tf_version_2_21_reproduces_tf_2_21():
 
 def test_fft64_verify_and_cli(tmp_path):
     from jitsim.crosscheck.fidelity import verify_dir
-    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.flags import parse_tf_xla_flags
 
     flags = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug")
     res = verify_dir(FFT64 / "tf2.16", flags)
@@ -265,11 +265,11 @@ def test_nms_clusters_as_each_release_did(release):
     # TF 2.18 clusters NonMaxSuppressionV3 with the math around it (21 nodes); TF 2.21 keeps it
     # out as a slow op (7 nodes). Each release's dumps, simulated with no option (the release
     # read from the producer), give that release's partition; the other release's rule does not.
-    from jitsim.crosscheck.dumps import group_dumps
+    from jitsim.graph.dumps import group_dumps
     from jitsim.crosscheck.scoring import labels_of_file
     from jitsim.graph.io import read_graphdef
     from jitsim.graph.model import Graph
-    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.flags import parse_tf_xla_flags
     from jitsim.passes.pipeline import cluster_graph
 
     root = NMS / f"tf{release}"

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from jitsim.crosscheck.dumps import group_dumps
+from jitsim.graph.dumps import group_dumps
 from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
-from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.flags import parse_tf_xla_flags
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph
-from jitsim.passes.tfgraph import is_rebuilt_dump, tfgraph_from_dump
+from jitsim.graph.tfgraph import is_rebuilt_dump, tfgraph_from_dump
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_inliner_connects_inputs_after_copying_the_body(tmp_path):
 def test_rebuilt_graph_edges_stay_in_graphconstructor_order(tmp_path):
     """For a rebuilt (topological) dump nothing changes: edges by destination node, as
     GraphConstructor makes them."""
-    from jitsim.passes.tfgraph import TfGraph
+    from jitsim.graph.tfgraph import TfGraph
 
     paths, _ = _input_graphs(tmp_path, "encapsulate-folds-sin")
     compared = 0

@@ -1,7 +1,7 @@
 """The optional C extensions, in one place.
 
 ``setup.py`` builds two small C modules where a C compiler is found: ``graph._fasttext``
-(reading and writing text GraphDefs) and ``passes._fastcycles`` (GraphCycles' bulk edge
+(reading and writing text GraphDefs) and ``analyses._fastcycles`` (GraphCycles' bulk edge
 insertion). Each is the C form of Python code that stays the reference (the tests run both and
 compare), so jitsim gives the same answers without them, only slower on big graphs.
 

@@ -130,7 +130,7 @@ def _write_tensorboard(args, graphs: list) -> None:
 
 def _wrote(path, what: str = "") -> None:
     """The one line every command that writes an output file or directory prints on stderr."""
-    from jitsim.graph.output import wrote_line
+    from jitsim.files.output import wrote_line
 
     print(wrote_line(path, what), file=sys.stderr)
 
@@ -184,7 +184,7 @@ def cmd_show(args) -> int:
 
 def _graph_report(name: str, res) -> dict:
     """JSON-ready record of one simulated graph (schema jitsim.cluster/1, docs/cli.md)."""
-    from jitsim.passes.tfgraph import CONSTANT_OPS, IDENTITY_OPS
+    from jitsim.graph.tfgraph import CONSTANT_OPS, IDENTITY_OPS
 
     g = res.graph
     nodes = {}
@@ -386,7 +386,7 @@ def _check_device(value, option: str = "--device") -> None:
 
     if value is None or value in DEVICES or value.startswith("/"):
         if value is not None and value.startswith("/"):
-            from jitsim.passes.devices import parse_device_name
+            from jitsim.graph.device_names import parse_device_name
 
             if parse_device_name(value) is None:
                 raise JitsimError(f"{option} {value!r}: not a device name (cpu, gpu, or a full name such as "
@@ -702,7 +702,7 @@ def _check_ops_exist(c, ops, option: str) -> None:
         return
     snap = getattr(c, "_input_snapshot", None)
     if snap:  # ops inside library functions count too (what-if knobs apply inside calls)
-        from jitsim.graph import protos
+        from jitsim.registry import protos
 
         gd = protos.GraphDef()
         gd.ParseFromString(snap[0])
@@ -824,7 +824,7 @@ def cmd_report(args) -> int:
 def cmd_harvest(args) -> int:
     from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest
 
-    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.flags import parse_tf_xla_flags
 
     base = "" if args.no_default_flags else os.environ.get("TF_XLA_FLAGS", DEFAULT_FLAGS)
     flags = f"{base} {args.tf_xla_flags or ''}".strip()  # on top of the base, later flags win (one rule)
@@ -849,7 +849,7 @@ def cmd_harvest(args) -> int:
     shapes = ()
     if args.input_shape:  # a .keras model's call, as jitsim cluster --input-shape makes it
         from jitsim.crosscheck.harvest import target_kind
-        from jitsim.frontend.keras_call import normalize_input_shapes
+        from jitsim.crosscheck.keras_call import normalize_input_shapes
 
         try:
             shapes = normalize_input_shapes(args.input_shape)
@@ -992,10 +992,10 @@ def _middle_cut(name: str, keep: int = 32) -> str:
 
 
 def cmd_index(args) -> int:
-    from jitsim.crosscheck.dumps import INDEX_SCHEMA, dump_dir, index_dump_dir
+    from jitsim.graph.dumps import INDEX_SCHEMA, dump_dir, index_dump_dir
     from jitsim.crosscheck.harvest import totals
 
-    from jitsim.graph.input import read_json, read_text
+    from jitsim.files.input import read_json, read_text
 
     where = dump_dir(args.dumps)
     if args.log:  # a regular file only, bounded: /dev/zero or a FIFO is refused, never a hang
@@ -1025,7 +1025,7 @@ def cmd_index(args) -> int:
 
 def _graph_pairs(predicted: Path, truth: Path, stage: str):
     """(label, predicted file, truth file) for files, or per graph for two dump directories."""
-    from jitsim.crosscheck.dumps import dump_dir
+    from jitsim.graph.dumps import dump_dir
 
     if not predicted.is_dir() and not truth.is_dir():
         return [(truth.name, predicted, truth)]
@@ -1394,7 +1394,7 @@ def _join_flag_values(argv: list[str]) -> list[str]:
 def _op_libraries(paths) -> list:
     if not paths:
         return []
-    from jitsim.registry.custom_ops import read_op_library
+    from jitsim.graph.custom_ops import read_op_library
 
     return [read_op_library(p) for p in paths]
 
@@ -1423,8 +1423,8 @@ def _stdin_inputs(args) -> None:
     """A graph argument ``-`` reads the graph from standard input (bounded like every input:
     2 GiB; text, binary or gzip by content, as for a file without a telling name)."""
     global _STDIN_FILE
-    from jitsim.graph.input import MAX_INPUT_BYTES
-    from jitsim.graph.output import temporary_directory
+    from jitsim.files.input import MAX_INPUT_BYTES
+    from jitsim.files.output import temporary_directory
 
     _STDIN_FILE = None
     names = ("graph",) if args.command == "explain" else ("graph", "other", "predicted", "truth")
@@ -1539,7 +1539,7 @@ def _resource_error(args, e: BaseException) -> JitsimError:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code (docs/cli.md "Exit codes")."""
-    from jitsim.graph import output as _output
+    from jitsim.files import output as _output
 
     gc.set_threshold(*GC_THRESHOLDS)
     process.occupy_closed_fds()
@@ -1627,7 +1627,7 @@ def _run(argv: list[str] | None) -> int:
         if isinstance(e, BrokenPipeError):
             raise
         # the last resort for the environment's errors a command did not name itself: one line
-        from jitsim.graph.input import os_problem
+        from jitsim.files.input import os_problem
 
         where = f"{e.filename}: " if e.filename else ""
         process.print_error(f"jitsim: {_one_line(where + os_problem(e, 'cannot use'))}")
@@ -1652,7 +1652,7 @@ _INPUT_ARGS = ("graph", "other", "target", "dumps", "dir", "predicted", "truth",
 def _check_inputs(args) -> None:
     """Input paths that no command can use whatever they hold (a name over 255 bytes, a path
     over 4,095, a symbolic link loop): one line before any work."""
-    from jitsim.graph.input import input_problem
+    from jitsim.files.input import input_problem
 
     names = ("graph", "op_defs") if args.command == "explain" else _INPUT_ARGS  # explain's 'other' is a node
     for name in names:
@@ -1667,7 +1667,7 @@ def _check_inputs(args) -> None:
 def _reports_to_stderr_if_output_is_stdout(args) -> None:
     """``-o -``: standard output carries the written file, so the command's report goes to
     stderr."""
-    from jitsim.graph import output as _output
+    from jitsim.files import output as _output
 
     out = getattr(args, "output", None)
     if isinstance(out, str) and _output.is_stdout(out):

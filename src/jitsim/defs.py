@@ -37,7 +37,7 @@ XLA_MERGE_OP = "_XlaMerge"
 
 # -- the stages TF dumps ----------------------------------------------------------------------
 # Each POST_REWRITE_FOR_EXEC pass writes its graph with DumpGraphToFile under these names (a
-# file NAME.pbtxt, then NAME_1.pbtxt ...; crosscheck/dumps.py reads them). In pipeline order:
+# file NAME.pbtxt, then NAME_1.pbtxt ...; graph/dumps.py reads them). In pipeline order:
 BEFORE_CLONE_DUMP = "before_clone_constants_for_better_clustering"  # the clustering input
 AFTER_CLONE_DUMP = "after_clone_constants_for_better_clustering"
 BEFORE_MARK_DUMP = "before_mark_for_compilation"                  # after TF's constant clones

@@ -125,7 +125,7 @@ class GuardedStdout:
         except BrokenPipeError:
             raise
         except OSError as e:
-            from jitsim.graph.input import strerror
+            from jitsim.files.input import strerror
 
             raise StdoutError(f"cannot write: {strerror(e)}", STDOUT_NAME) from None
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from google.protobuf import text_format  # noqa: E402
 
-from jitsim.graph import protos  # noqa: E402
+from jitsim.registry import protos  # noqa: E402
 from jitsim.graph.io import to_text  # noqa: E402
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir, parse_stage
+from jitsim.graph.dumps import INDEX_SCHEMA, index_dump_dir, parse_stage
 from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest, totals
 from jitsim.errors import JitsimError
 from jitsim.defs import (

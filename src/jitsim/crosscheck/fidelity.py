@@ -14,23 +14,23 @@ import re
 from pathlib import Path
 
 from jitsim.crosscheck.compare import CorpusRow, compare_partitions
-from jitsim.crosscheck.dumps import DUMP_ENV_HINT, dump_dir
+from jitsim.graph.dumps import DUMP_ENV_HINT, dump_dir
 from jitsim.crosscheck.scoring import CompareResult, labels_of_file, labels_of_graphdef
 from jitsim.errors import JitsimError
-from jitsim.graph.input import read_json
+from jitsim.files.input import read_json
 from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
-from jitsim.passes.flags import XlaFlags, parse_tf_xla_flags
+from jitsim.flags import XlaFlags, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
 from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, STAGE_DUMPS, cluster_graph, run_pipeline
-from jitsim.registry.custom_ops import harvest_op_library
+from jitsim.graph.custom_ops import harvest_op_library
 from jitsim.registry.versions import choose_tf_version, producer_of, recorded_tf_version
 from jitsim.defs import ENCAPSULATE_BEFORE_DUMP, MARK_DUMP
 
 
 def recorded_flags(root: Path) -> str | None:
     """The TF_XLA_FLAGS a harvest or capture ran with (its ``index.json``), for any form of
-    its directory (:func:`jitsim.crosscheck.dumps.dump_dir`); None for a plain dump directory."""
+    its directory (:func:`jitsim.graph.dumps.dump_dir`); None for a plain dump directory."""
     idx = dump_dir(root).root / "index.json"
     if os.path.lexists(idx):
         doc = read_json(idx, what="a harvest's index.json")

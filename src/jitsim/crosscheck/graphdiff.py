@@ -39,7 +39,7 @@ def _split_inputs(inputs) -> tuple[list[str], set[str]]:
 def _config_proto_equal(x: bytes, y: bytes) -> bool:
     """``config_proto`` attrs hold a serialized ConfigProto whose maps TF writes in hash
     order: compare the parsed messages, not the bytes."""
-    from jitsim.graph import protos
+    from jitsim.registry import protos
 
     try:
         a, b = protos.ConfigProto(), protos.ConfigProto()

@@ -4,7 +4,7 @@ A *target* is a Python program, a GraphDef (``.pb``/``.pbtxt``; its ``Placeholde
 fed generated data and every sink is fetched in a ``tf.compat.v1.Session``), a
 SavedModel directory (one signature, called with generated inputs), a ``.keras`` file
 (loaded with ``compile=False`` and called through ``tf.function`` with the stated input
-shapes, unknown dims not given set to 2, see :mod:`jitsim.frontend.keras_call`) or a *function bundle* (a directory written by
+shapes, unknown dims not given set to 2, see :mod:`jitsim.crosscheck.keras_call`) or a *function bundle* (a directory written by
 :func:`jitsim.frontend.capture.write_function_bundle`: a serialized ConcreteFunction that
 the runner registers and calls by name). Every kind but ``program`` runs through one of
 the runner scripts below; all of them run in a subprocess with::
@@ -36,15 +36,15 @@ import textwrap
 import time
 from pathlib import Path
 
-from jitsim.crosscheck.dumps import INDEX_SCHEMA, index_dump_dir
+from jitsim.graph.dumps import INDEX_SCHEMA, index_dump_dir
 from jitsim.errors import HarvestError, JitsimError
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.events import is_event_file
-from jitsim.graph.input import is_regular_file, kind_of_mode, read_file, read_text
+from jitsim.files.input import is_regular_file, kind_of_mode, read_file, read_text
 from jitsim.graph.io import (assume_once, check_signature_name, is_saved_model_dir, keras_archive_problem,
                              missing_reason, read_graph_file, read_graphdef,
                              read_saved_model)
-from jitsim.graph.output import release, remove_tree, temporary_directory
+from jitsim.files.output import release, remove_tree, temporary_directory
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
 from jitsim.defs import MARK_DUMP
 
@@ -259,7 +259,7 @@ _SAVED_MODEL_RUNNER = _INPUT_GEN + textwrap.dedent(
     """
 )
 
-# "The call" of a .keras file: jitsim.frontend.keras_call.keras_call with the stated shapes
+# "The call" of a .keras file: jitsim.crosscheck.keras_call.keras_call with the stated shapes
 # (argv[2], JSON: {"input_shapes": [[name or position, dims], ...]}), unknown dims not given set
 # to 2. It reports the inputs it used (KERAS_CALL_MARK, JSON) and a stated shape the model
 # cannot take (INPUT_ERROR_MARK: a user's error, said as it is).
@@ -270,7 +270,7 @@ _KERAS_RUNNER = _INPUT_GEN + textwrap.dedent(
     import json, sys
     import keras
     from jitsim.errors import JitsimError
-    from jitsim.frontend.keras_call import keras_call, keras_inputs
+    from jitsim.crosscheck.keras_call import keras_call, keras_inputs
     model = keras.models.load_model(sys.argv[1], compile=False)
     _shapes = json.load(open(sys.argv[2]))["input_shapes"] if len(sys.argv) > 2 and sys.argv[2] else []
     try:
@@ -580,11 +580,11 @@ def harvest(
     that dumped no graph (auto-clustering off) is no error. ``call``: for a GraphDef or
     MetaGraphDef, the ``sess.run`` to make (:meth:`jitsim.frontend.session_call.SessionCall.
     to_dict`); default: every placeholder fed and every sink fetched. ``input_shapes``: for a
-    ``.keras`` file, the stated input shapes (:func:`jitsim.frontend.keras_call.
+    ``.keras`` file, the stated input shapes (:func:`jitsim.crosscheck.keras_call.
     normalize_input_shapes`); the inputs the call used are in the index's ``keras_call``.
     """
     if input_shapes:
-        from jitsim.frontend.keras_call import as_pairs
+        from jitsim.crosscheck.keras_call import as_pairs
 
         try:
             input_shapes = as_pairs(input_shapes)
@@ -616,7 +616,7 @@ def harvest(
         imports = runner_imports(target, kind)
         if imports:
             env["JITSIM_RUNNER_IMPORTS"] = ",".join(imports)
-        if kind != "program":  # the runners import this jitsim (jitsim.frontend.keras_call)
+        if kind != "program":  # the runners import this jitsim (jitsim.crosscheck.keras_call)
             src = str(Path(__file__).resolve().parents[2])
             env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
         all_ops = runtmp / "all_ops.pb"
@@ -749,7 +749,7 @@ def checksums_ok(root: Path) -> bool:
 def _library_op_defs(all_ops: Path, out: Path) -> list[str]:
     """Keep the OpDefs of the run's ops that TF core does not register (loaded op libraries,
     e.g. tensorflow_text) in ``out`` (``op_defs.pb``), so that jitsim can read graphs using
-    them (:func:`jitsim.registry.custom_ops.harvest_op_library`). Returns their names."""
+    them (:func:`jitsim.graph.custom_ops.harvest_op_library`). Returns their names."""
     if not all_ops.is_file():
         return []
     ol = protos.OpList()

@@ -3,7 +3,7 @@
 Each side of a comparison is either one annotated graph file (nodes carry
 ``_XlaCluster``) or a directory of dumps (a harvest output with ``index.json``, or a raw
 ``TF_DUMP_GRAPH_PREFIX`` directory). Directories are compared graph by graph, paired by
-their position in the run (see :mod:`jitsim.crosscheck.dumps`); a graph that has no
+their position in the run (see :mod:`jitsim.graph.dumps`); a graph that has no
 dump of the requested stage (TF found no candidate in it) counts as "nothing clustered".
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.crosscheck.compare import CorpusRow, PartitionDiff, compare_partitions, corpus_summary, corpus_table
-from jitsim.crosscheck.dumps import dump_dir
+from jitsim.graph.dumps import dump_dir
 from jitsim.errors import JitsimError
 from jitsim.graph.io import read_graphdef
 from jitsim.defs import CLUSTER_ATTR, MARK_DUMP

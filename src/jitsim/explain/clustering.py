@@ -228,7 +228,7 @@ class Clustering:
         """Rerun on the same graph with changed options; returns the variant :class:`Clustering`.
         ``flags`` are appended to the baseline's TF_XLA_FLAGS (later flags win, as in TF);
         ``exclude_ops`` / ``force_compilable`` add to the baseline's."""
-        from jitsim.graph import protos
+        from jitsim.registry import protos
         from jitsim.graph.model import Graph
 
         o = self.options
@@ -331,7 +331,7 @@ def to_graph(obj, *, signature: str | None = None):
 
         return load(obj, signature=signature, validate=True)
     if hasattr(obj, "node") and hasattr(obj, "SerializeToString") and hasattr(obj, "library"):
-        from jitsim.graph import protos
+        from jitsim.registry import protos
 
         gd = protos.GraphDef()
         gd.ParseFromString(obj.SerializeToString())
@@ -372,14 +372,14 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     by a documented rule and the result labelled approximate. ``input_shapes`` /
     ``input_signature``: the call of a ``.keras`` file or live Keras model, as
     ``{"input_ids": (2, 128)}`` (a model input's name -> a concrete shape) or one
-    ``tf.TensorSpec`` per model input, in order (:mod:`jitsim.frontend.keras_call`); unknown
+    ``tf.TensorSpec`` per model input, in order (:mod:`jitsim.crosscheck.keras_call`); unknown
     dimensions not given are set to 2, and :attr:`Clustering.route` says which were.
     ``tf_version``: the TensorFlow release to simulate (``"2.16"`` ... ``"2.21"``); default: the
     release that wrote the graph (its ``versions.producer``), else the one a harvest recorded,
     else 2.21 (:func:`jitsim.registry.versions.choose_tf_version`; the choice and its reason
     are in :attr:`Clustering.options`).
     """
-    from jitsim.graph import protos
+    from jitsim.registry import protos
     from jitsim.graph.model import Graph
     from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
     from jitsim.passes.pipeline import STAGES, cluster_graph, resolve_flags, run_pipeline
@@ -430,7 +430,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         gd.ParseFromString(snapshot)
         g = Graph(gd, source=g.source, validate=False)
     if move_devices and device:
-        from jitsim.passes.devices import replace_devices
+        from jitsim.rewrites.placement import replace_devices
         from jitsim.registry import using_tf_version
 
         with using_tf_version(version):  # the kernels of the simulated release

@@ -437,7 +437,7 @@ def render_svg(c, view: str = "auto", max_nodes: int = 400) -> str | None:
 def render_to_file(c, path, view: str = "auto", max_nodes: int = 400, progress=None) -> str:
     """Write the picture to ``path``; see :func:`render_file`. Returns a one-line message for
     the user (``wrote PATH (...)``)."""
-    from jitsim.graph.output import wrote_line
+    from jitsim.files.output import wrote_line
 
     info = render_file(c, path, view, max_nodes, progress)
     return wrote_line(info["output"], info["what"])

@@ -452,7 +452,7 @@ def report_html(c, view: str = "auto", max_nodes: int = 400) -> tuple[str, str |
 
 def write_report(c, directory, view: str = "auto", max_nodes: int = 400) -> str:
     """Write ``directory/index.html`` (created if needed); returns a one-line message."""
-    from jitsim.graph.output import wrote_line
+    from jitsim.files.output import wrote_line
 
     info = write_report_file(c, directory, view, max_nodes)
     return wrote_line(info["output"], info["what"]) + (f"; {info['problem']}" if info["problem"] else "")
@@ -463,7 +463,7 @@ def write_report_file(c, directory, view: str = "auto", max_nodes: int = 400) ->
     created for it, when the write fails); returns what was written: ``output``, ``clusters``,
     ``nodes``, ``bytes``, ``what`` (in words), ``problem`` (why the picture is missing, or None)."""
     from jitsim.explain.render import write_file
-    from jitsim.graph.output import check_output, output_directory
+    from jitsim.files.output import check_output, output_directory
 
     d = Path(directory)
     check_output(d, directory=True)

@@ -5,9 +5,9 @@ clustering pass's input. When TF 2.21 runs such a function (``OptimizeFunctionGr
 ``common_runtime/optimize_function_graph_utils.cc``) it
 
 1. inlines function calls and lowers If/Case/While (``LowerFunctionalOpsPass``, PRE_PLACEMENT;
-   :mod:`jitsim.passes.lower_functional_ops`, :mod:`jitsim.passes.function_inlining`);
-2. places every node (:mod:`jitsim.passes.placement`);
-3. optimizes it with Grappler (:mod:`jitsim.passes.grappler`: pruning, remapper fusions,
+   :mod:`jitsim.rewrites.lower_functional_ops`, :mod:`jitsim.rewrites.function_inlining`);
+2. places every node (:mod:`jitsim.rewrites.placement`);
+3. optimizes it with Grappler (:mod:`jitsim.rewrites.grappler`: pruning, remapper fusions,
    dependency optimizer, constant folding);
 4. runs the clustering passes (``jitsim.passes.pipeline.cluster_graph``).
 
@@ -26,8 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from jitsim.graph.model import Graph
-from jitsim.passes.graphedit import EditGraph, sort_topologically
+from jitsim.graph.graphedit import EditGraph, sort_topologically
 from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR
+from jitsim.registry import op_def
 
 STEPS = ("inline_and_lower", "placement", "model_pruner", "common_subgraph_elimination", "arithmetic_optimizer",
          "constant_folding", "remapper", "dependency_optimizer")
@@ -58,8 +59,7 @@ def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
     fetch."""
     import re
 
-    from jitsim.passes.function_inlining import CALL_OPS
-    from jitsim.registry import op_def
+    from jitsim.rewrites.function_inlining import CALL_OPS
 
     keep = {n.name for n in graph if n.op in CALL_OPS}
     if any(n.op == "_Retval" for n in graph):
@@ -86,20 +86,19 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     x86 Linux (``TF_ENABLE_ONEDNN_OPTS``), which enables the oneDNN-only fusions.
     ``infer_shapes``: where the graph records no ``_output_shapes`` (a GraphDef exported with
     ``cf.graph.as_graph_def()``), the shape-dependent rewrites read the shapes
-    :mod:`jitsim.passes.shape_inference` infers, as Grappler's read ``GraphProperties``; a graph
+    :mod:`jitsim.analyses.shape_inference` infers, as Grappler's read ``GraphProperties``; a graph
     that records shapes is read as recorded either way. ``fetch``: ``(fetch node names, nodes
     to preserve)`` Grappler is given (a session call's, :func:`jitsim.frontend.session_call.
     grappler_fetch_nodes`); default: :func:`fetches_of` the graph."""
-    from jitsim.passes.grappler.arithmetic_optimizer import (compose_unary_chains, hoist_unary_out_of_concat,
-                                                              remove_redundant_reshapes)
-    from jitsim.passes.grappler.common_subgraph_elimination import eliminate_common_subgraphs
-    from jitsim.passes.grappler.constant_folding import fold_constants
-    from jitsim.passes.grappler.dependency_optimizer import optimize_dependencies
-    from jitsim.passes.grappler.model_pruner import prune_unreachable, remove_trivial_ops
-    from jitsim.passes.grappler.remapper import remap
-    from jitsim.passes.lower_functional_ops import lower_and_inline
-    from jitsim.passes.placement import place
-    from jitsim.passes.shape_inference import ShapeView, records_shapes
+    from jitsim.rewrites.grappler.arithmetic_optimizer import compose_unary_chains, hoist_unary_out_of_concat, remove_redundant_reshapes
+    from jitsim.rewrites.grappler.common_subgraph_elimination import eliminate_common_subgraphs
+    from jitsim.rewrites.grappler.constant_folding import fold_constants
+    from jitsim.rewrites.grappler.dependency_optimizer import optimize_dependencies
+    from jitsim.rewrites.grappler.model_pruner import prune_unreachable, remove_trivial_ops
+    from jitsim.rewrites.grappler.remapper import remap
+    from jitsim.rewrites.lower_functional_ops import lower_and_inline
+    from jitsim.rewrites.placement import place
+    from jitsim.analyses.shape_inference import ShapeView, records_shapes
 
     unknown = set(skip) - set(STEPS)
     if unknown:
@@ -144,7 +143,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     assumed: list[str] = []
     if inferring and any(s in grappler for s in ("arithmetic_optimizer", "constant_folding", "remapper")):
         out.steps.append(("shape_inference", 0, "the graph records no _output_shapes: shapes inferred "
-                          "(jitsim.passes.shape_inference) for the shape-dependent rewrites"))
+                          "(jitsim.analyses.shape_inference) for the shape-dependent rewrites"))
     for round_ in range(2):
         for step in grappler:
             # shapes as they stand before each shape-dependent rewrite (Grappler recomputes
@@ -203,7 +202,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
 
 def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
     """What the simulated Grappler leaves out, counted on the prepared graph."""
-    from jitsim.passes.grappler.constant_folding import foldable_candidates
+    from jitsim.rewrites.grappler.constant_folding import foldable_candidates
 
     out = []
     hist = g.op_histogram()
@@ -249,7 +248,7 @@ def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
                        "does not know); TF may fold them")
     if any(n.op in ("Shape", "Size", "Rank", "ShapeN") for n in g):
         if inferred:
-            out.append("shapes are inferred for the ops jitsim has shape functions for (jitsim.passes.shape_inference): "
+            out.append("shapes are inferred for the ops jitsim has shape functions for (jitsim.analyses.shape_inference): "
                        "TF's constant folding, with every op's shape function, may fold more Shape/Size/Rank nodes")
         else:
             out.append("shapes are known only where the graph records them (_output_shapes, Placeholder shapes): TF's "

@@ -28,7 +28,7 @@ call assumed by a documented rule. Both routes run that call (TF's capture makes
 route line states it, and an assumed call is never labelled exact.
 
 A Keras model (a ``.keras`` file or a live model) is called with one concrete shape per input
-(:mod:`jitsim.frontend.keras_call`): the user's ``input_shapes`` (``--input-shape``), else the
+(:mod:`jitsim.crosscheck.keras_call`): the user's ``input_shapes`` (``--input-shape``), else the
 model's with unknown dimensions set to 2. The route line states the call's shapes and which
 were assumed; the result stays exact for that call, and the line says how to state the real
 one. A SavedModel's signature call goes through TF's signature wrapper (one
@@ -70,7 +70,7 @@ class Route:
     """How jitsim got TF's pass input: ``kind`` (what the target is), ``method`` (``dump``,
     ``tf-capture`` or ``no-tf``), ``exact``, and ``detail`` (what was done, its cost);
     ``call``: a session graph's :class:`~jitsim.frontend.session_call.SessionCall`;
-    ``inputs``: a Keras model's call, per input (:func:`jitsim.frontend.keras_call.keras_inputs`)."""
+    ``inputs``: a Keras model's call, per input (:func:`jitsim.crosscheck.keras_call.keras_inputs`)."""
 
     kind: str
     method: str
@@ -85,7 +85,7 @@ class Route:
     @property
     def shapes_assumed(self) -> bool:
         """Whether the Keras call has dimensions jitsim set to 2 (the user did not state them)."""
-        from jitsim.frontend.keras_call import any_assumed
+        from jitsim.crosscheck.keras_call import any_assumed
 
         return any_assumed(self.inputs)
 
@@ -104,7 +104,7 @@ class Route:
             if not self.call.exact:
                 text += " (name the call's fetches with --fetch for an exact answer)"
         if self.inputs is not None:
-            from jitsim.frontend.keras_call import ASSUMED_DIM, HOW_TO_SET, describe_inputs
+            from jitsim.crosscheck.keras_call import ASSUMED_DIM, HOW_TO_SET, describe_inputs
 
             text += f"; the call: {describe_inputs(self.inputs)}"
             if self.shapes_assumed:
@@ -186,7 +186,7 @@ def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None =
                 input_stage: str | None = None, cache_dir=None, progress=None, fetch=(), feed=(),
                 input_shapes=None, input_signature=None) -> PassInput:
     """TF's pass input for ``target``; see :func:`_pass_inputs`. Errors name the target."""
-    from jitsim.frontend.keras_call import normalize_input_shapes
+    from jitsim.crosscheck.keras_call import normalize_input_shapes
 
     try:
         shapes = normalize_input_shapes(input_shapes, input_signature)
@@ -224,7 +224,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
     ``device``: placement for the TF-free route (default CPU); ``input_stage``: what a graph file
     is, taken as it is without a capture or simulated rewrites (``graphdef``: approximate);
     ``fetch``/``feed``: a session graph's call (:func:`jitsim.frontend.session_call.session_call`);
-    ``input_shapes``: a Keras model's call (normalized, :func:`jitsim.frontend.keras_call.
+    ``input_shapes``: a Keras model's call (normalized, :func:`jitsim.crosscheck.keras_call.
     normalize_input_shapes`)."""
     from jitsim.graph.io import load, load_dump_dir
     from jitsim.passes.pipeline import RAW, detect_input_stage
@@ -388,7 +388,7 @@ def _captured(target, kind: str, flags: str, signature, cache_dir, progress, cal
 
 
 def _recorded_libraries(root) -> tuple:
-    from jitsim.registry.custom_ops import harvest_op_library
+    from jitsim.graph.custom_ops import harvest_op_library
 
     lib = harvest_op_library(root)
     return (lib,) if lib is not None else ()
@@ -401,7 +401,7 @@ def _prepared(graph, kind: str, device: str | None, call=None) -> PassInput:
     from jitsim.frontend.prepare import prepare_without_tf
     from jitsim.frontend.session_call import FUNCTION_OUTPUTS, bound_to_variables, grappler_fetch_nodes
     from jitsim.passes.pipeline import RAW
-    from jitsim.passes.subgraph_rewrite import rewrite_for_execution
+    from jitsim.rewrites.subgraph_rewrite import rewrite_for_execution
 
     session = call is not None and call.chosen_by != FUNCTION_OUTPUTS
     if session:
@@ -430,7 +430,7 @@ def _function_graph(obj, input_shapes=()):
     ``input_shapes``) as TF's function runtime instantiates it (``_Arg``/``_Retval``, library
     attached), before any rewrite."""
     from jitsim.frontend.capture import concrete_function
-    from jitsim.graph import protos
+    from jitsim.registry import protos
     from jitsim.graph.functions import function_to_graphdef
     from jitsim.graph.model import Graph
 

@@ -1,7 +1,7 @@
 """The call a TF1 graph is run with: ``sess.run(fetches, feed_dict)``, stated or assumed.
 
 A GraphDef or MetaGraphDef is not a call: TF clusters the graph its session builds for one
-``sess.run`` (:mod:`jitsim.passes.subgraph_rewrite`: fed tensors become ``_Arg`` nodes,
+``sess.run`` (:mod:`jitsim.rewrites.subgraph_rewrite`: fed tensors become ``_Arg`` nodes,
 fetched ones ``_Retval`` nodes, and what the fetches and targets do not need is gone). So
 the fetches decide the result, and jitsim is exact only where it knows them.
 
@@ -36,9 +36,9 @@ import re
 from dataclasses import dataclass, field
 
 from jitsim.errors import JitsimError
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.model import Graph
-from jitsim.passes.subgraph_rewrite import PLACEHOLDER_OPS, output_type, split_tensor_name
+from jitsim.rewrites.subgraph_rewrite import PLACEHOLDER_OPS, output_type, split_tensor_name
 
 GIVEN = "given"
 TRAIN_OP = "the train_op collection"
@@ -201,7 +201,7 @@ def _assumed_call(graph: Graph) -> tuple[str, list[str], list[str]]:
 
 
 def _num_outputs(graph: Graph, name: str) -> int:
-    from jitsim.passes.optypes import output_types
+    from jitsim.registry.optypes import output_types
 
     types = output_types(graph[name].nodedef, {f.signature.name: f for f in graph.library.function})
     return len(types) if types else 0

@@ -6,8 +6,7 @@
 (2, 'Neg')
 
 The names below are resolved on first use (like :mod:`jitsim`'s), so that importing one
-submodule (``jitsim.graph.protos``, which the registry needs) does not load the readers,
-the model and networkx.
+submodule does not load the readers, the model and networkx.
 """
 
 from __future__ import annotations

@@ -324,7 +324,7 @@ def event_file_bytes(graph_def_bytes: bytes, when: int) -> bytes:
 def write_graph_event_file(logdir: Path | str, graph_def, *, when: int | None = None) -> Path:
     """Write ``graph_def`` (a GraphDef message) as a new event file in ``logdir`` (created if
     needed) and return its path. Written atomically: never a half-written file."""
-    from jitsim.graph.output import write_atomic
+    from jitsim.files.output import write_atomic
 
     logdir = Path(logdir)
     when = _now() if when is None else when

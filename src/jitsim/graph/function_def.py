@@ -1,5 +1,5 @@
 """GraphDef -> FunctionDef: TF's ``GraphToFunctionDef`` over a graph in TF's own view
-(:class:`~jitsim.passes.tfgraph.TfGraph`), the inverse of :mod:`jitsim.graph.functions`.
+(:class:`~jitsim.graph.tfgraph.TfGraph`), the inverse of :mod:`jitsim.graph.functions`.
 
 EncapsulateSubgraphs turns each optimized cluster subgraph into a library function with it:
 signature names are the ``_Arg``/``_Retval`` names normalised (:func:`normalize_arg_name`) and
@@ -10,9 +10,9 @@ uniquified (:class:`NameMapping`, TF's ``NodeNameMapping``); body inputs are
 from __future__ import annotations
 
 from jitsim.errors import GraphError
-from jitsim.graph import protos
-from jitsim.passes.optypes import NodeTypes, attr_or_default
-from jitsim.passes.tfgraph import SOURCE_ID, TfGraph, TfNode
+from jitsim.registry import protos
+from jitsim.registry.optypes import NodeTypes, attr_or_default
+from jitsim.graph.tfgraph import SOURCE_ID, TfGraph, TfNode
 from jitsim.registry import op_def
 
 

@@ -13,7 +13,7 @@ The result mirrors TF's function instantiation: one ``_Arg`` node per input
 from __future__ import annotations
 
 from jitsim.errors import GraphError
-from jitsim.graph import protos
+from jitsim.registry import op_def, protos
 
 
 def _output_sizes(node, op_def, library_fns) -> list[tuple[str, int]]:
@@ -46,8 +46,6 @@ class _BodyRefs:
     node, where each output argument starts among the node's flat outputs."""
 
     def __init__(self, fdef, fns: dict, name: str, source=None):
-        from jitsim.registry import op_def
-
         self.name, self.source = name, source
         self.args = {arg.name for arg in fdef.signature.input_arg}
         offsets: dict[str, dict[str, int]] = {}
@@ -64,7 +62,7 @@ class _BodyRefs:
         if unknown:
             # without an OpDef, the output arguments a body reads are numbered in the order the body
             # first reads them: exact for one argument; for several, a guess that
-            # jitsim.registry.custom_ops reports ("could not determine the order of output arguments")
+            # jitsim.graph.custom_ops reports ("could not determine the order of output arguments")
             read: dict[str, list[str]] = {}
             for ref in body_references(fdef):
                 parts = ref.split(":")

@@ -13,7 +13,7 @@ Accepted inputs:
 * a SavedModel directory (``saved_model.pb`` or ``saved_model.pbtxt`` inside): the graph of
   one signature's function, with the library attached (see :func:`load_saved_model`);
 * a TF dump directory (``TF_DUMP_GRAPH_PREFIX``): one graph per instantiated function,
-  see :mod:`jitsim.crosscheck.dumps`.
+  see :mod:`jitsim.graph.dumps`.
 
 Writing picks text or binary from the extension (gzip for ``.gz``), checks the path first
 (:func:`check_output`, which every command calls for its ``-o`` before any work) and never
@@ -32,13 +32,14 @@ from google.protobuf import message as _message
 from google.protobuf import text_format
 
 from jitsim.errors import GraphError, JitsimWarning
-from jitsim.graph import events, protos, textproto
-from jitsim.graph.input import MAX_INPUT_BYTES, read_file
+from jitsim.graph import events, textproto
+from jitsim.registry import protos
+from jitsim.files.input import MAX_INPUT_BYTES, read_file
 from jitsim.graph.model import Graph
-from jitsim.graph.output import check_output as check_output  # re-exported: every -o is checked here
-from jitsim.graph.output import is_stdout, write_atomic
+from jitsim.files.output import check_output as check_output  # re-exported: every -o is checked here
+from jitsim.files.output import is_stdout, write_atomic
 from jitsim.graph.parse_cache import parse_cached
-from jitsim.graph.paths import missing_reason as missing_reason  # re-exported: the inputs' one wording
+from jitsim.files.paths import missing_reason as missing_reason  # re-exported: the inputs' one wording
 
 TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
 BINARY_SUFFIXES = (".pb", ".binpb", ".graphdef")
@@ -61,7 +62,7 @@ def is_binary_path(path: Path | str) -> bool:
 
 def read_bytes(path: Path, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of a regular file, at most ``limit`` of them (a device such as /dev/zero, a
-    pipe or a socket is refused: reading one may never end); :func:`jitsim.graph.input.read_file`."""
+    pipe or a socket is refused: reading one may never end); :func:`jitsim.files.input.read_file`."""
     return read_file(path, limit=limit, what="a graph file", error=GraphError,
                      too_big="more than any protobuf message can hold")
 
@@ -505,7 +506,7 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
     graphs that have neither (no compilation candidate) are skipped unless ``stage`` names a
     stage they have.
     """
-    from jitsim.crosscheck.dumps import dump_dir
+    from jitsim.graph.dumps import dump_dir
 
     path = Path(path)
     where = dump_dir(path)
@@ -525,7 +526,7 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
         f = dumps / rec.files[st]
         out.append((rec, Graph(read_graphdef(f), source=str(f), validate=validate)))
     if not out:
-        from jitsim.crosscheck.dumps import DUMP_ENV_HINT
+        from jitsim.graph.dumps import DUMP_ENV_HINT
 
         what = stage or "clustering input (before_clone_constants_for_better_clustering or before_mark_for_compilation)"
         raise GraphError(f"no graph in this dump directory has a {what} dump; TF writes them with {DUMP_ENV_HINT}",

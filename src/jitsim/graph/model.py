@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # networkx costs ~0.15 s to import: only the paths that use i
     import networkx as nx
 
 from jitsim.errors import GraphError
-from jitsim.graph import protos
+from jitsim.registry import protos
 
 CONTROL = -1
 

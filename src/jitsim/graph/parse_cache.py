@@ -36,7 +36,7 @@ import warnings
 from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.graph.output import write_atomic
+from jitsim.files.output import write_atomic
 
 MIN_BYTES = 512 * 1024  # smaller files parse in well under 30 ms: not worth a file
 MAX_TOTAL_BYTES = 2 * 2**30

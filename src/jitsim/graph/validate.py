@@ -22,7 +22,7 @@ import re
 import warnings
 
 from jitsim.errors import GraphError, JitsimWarning
-from jitsim.graph import protos
+from jitsim.registry import current_tf_version, op_def, op_defs, protos
 from jitsim.graph.functions import called_functions
 from jitsim.graph.model import CONTROL, parse_input
 
@@ -49,8 +49,7 @@ def _where(nd) -> str:
 
 def check_nodes(graph, source=None) -> None:
     """Raise :class:`GraphError` (naming node, op and field) on the first node TF would refuse."""
-    from jitsim.passes.devices import parse_device_name
-    from jitsim.registry import op_def, op_defs
+    from jitsim.graph.device_names import parse_device_name
 
     source = source if source is not None else graph.source
     gd = graph.graphdef
@@ -311,7 +310,6 @@ def check_versions(gd, source) -> None:
     """``versions`` as TF's importer checks them (core/framework/versions.cc): the simulated
     release's GraphDef version must be at least ``min_consumer`` and not among
     ``bad_consumers``."""
-    from jitsim.registry import current_tf_version
     from jitsim.registry.versions import PRODUCERS
 
     release = current_tf_version()
@@ -473,7 +471,7 @@ def _arg_count(nd, args, od, what: str, source=None) -> int | None:
     """How many tensors ``args`` (an OpDef's input or output args) expand to for ``nd``,
     counted without building them (a mutated ``N`` may be huge); None when an attr is missing
     or of the wrong kind (the attr check above names the missing ones)."""
-    from jitsim.passes.optypes import attr_or_default as _attr_of
+    from jitsim.registry.optypes import attr_or_default as _attr_of
 
     total = 0
     for arg in args:

@@ -30,7 +30,7 @@ Debug flags add ``check_input_<i>`` (``CheckNumerics`` on floating ``xla_run`` i
 (it runs *after* TF writes the ``encapsulate_subgraphs_after`` dump): every node gets
 ``_XlaHasReferenceVars``, true iff it is connected to a reference-typed producer.
 
->>> from jitsim.passes.flags import parse_tf_xla_flags
+>>> from jitsim.flags import parse_tf_xla_flags
 >>> g = _example_graph()
 >>> r = build_xla_ops(g, parse_tf_xla_flags(""))
 >>> r.decisions["cluster_0"]["mode"], sorted(n.name for n in g.op_nodes())[:3]
@@ -42,23 +42,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from jitsim.errors import GraphError
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.model import Graph
-from jitsim.passes import optypes
+from jitsim.registry import optypes
 from jitsim.passes.encapsulate import nodes_related_to_ref_variables  # noqa: F401 (also re-exported)
-from jitsim.passes.devices import ALWAYS, find_kernel, parse_device_name, pick_device_for_xla, registrations
-from jitsim.passes.tfgraph import (
-    ENTER_OPS,
-    EXIT_OPS,
-    MERGE_OPS,
-    NEXT_ITERATION_OPS,
-    SINK_ID,
-    SWITCH_OPS,
-    TfGraph,
-    TfNode,
-)
+from jitsim.analyses.devices import ALWAYS, pick_device_for_xla, registrations
+from jitsim.graph.device_names import parse_device_name
+from jitsim.registry.kernels import find_kernel
+from jitsim.graph.tfgraph import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID, SWITCH_OPS, TfGraph, TfNode
 from jitsim.registry import op_def
-from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, MUST_COMPILE_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR, XLA_COMPILE_OP, XLA_MERGE_OP, XLA_RUN_OP
 
 # attribute names (compiler/jit/defs.h)
@@ -382,13 +375,13 @@ def build_xla_ops(g: TfGraph, flags, *, lazy: bool | None = None,
                   config_proto: bytes = DEFAULT_CONFIG_PROTO) -> BuildResult:
     """Run TF 2.21's ``BuildXlaOpsPass`` on ``g`` in place.
 
-    ``flags``: parsed ``TF_XLA_FLAGS`` (:class:`jitsim.passes.flags.XlaFlags`) or their text.
+    ``flags``: parsed ``TF_XLA_FLAGS`` (:class:`jitsim.flags.XlaFlags`) or their text.
     ``lazy``: the pass's constructor override of ``--tf_xla_enable_lazy_compilation``
     (None: use the flag, as the registered pass does). ``config_proto``: the session's
     serialized ``ConfigProto`` (copied into every fallback call).
     """
     if isinstance(flags, str) or flags is None:
-        from jitsim.passes.flags import parse_tf_xla_flags
+        from jitsim.flags import parse_tf_xla_flags
 
         flags = parse_tf_xla_flags(flags or "")
     lazy_enabled = flags.enable_lazy_compilation if lazy is None else lazy

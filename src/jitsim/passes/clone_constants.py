@@ -12,9 +12,9 @@ from __future__ import annotations
 
 
 from jitsim.errors import GraphError
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.model import Graph, parse_input
-from jitsim.passes.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, TfNode
+from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, TfNode
 
 INPLACE_OPS = ("InplaceUpdate", "InplaceAdd", "InplaceSub")
 

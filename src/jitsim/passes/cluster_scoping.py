@@ -8,7 +8,7 @@ merge clusters with different scopes.
 
 from __future__ import annotations
 
-from jitsim.passes.tfgraph import TfGraph, dfs
+from jitsim.graph.tfgraph import TfGraph, dfs
 from jitsim.defs import INTERNAL_SCOPE_ATTR
 
 SCOPE_ATTR = INTERNAL_SCOPE_ATTR

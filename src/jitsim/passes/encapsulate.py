@@ -16,7 +16,7 @@ The steps, in TF's order:
    the folded ops; new constants ``<node>/_<n>__cf__<m>`` on the CPU device; skipped with
    ``--tf_xla_disable_constant_folding`` and for ops with a ``DT_VARIANT`` output),
    source/sink fix-up, common-subexpression elimination, function inlining
-   (:mod:`jitsim.passes.function_optimizer`; the numpy kernels: :mod:`jitsim.passes.folding`).
+   (:mod:`jitsim.rewrites.function_optimizer`; the numpy kernels: :mod:`jitsim.rewrites.folding`).
 3. **Argument order**: ``BackwardsConstAnalysis`` on the optimized subgraph decides which
    args must be compile-time constants; args are stably permuted to *constants, normal
    args, resources* (``_XlaNumConstantArgs``, ``_XlaNumResourceArgs`` on the call node).
@@ -42,7 +42,7 @@ What jitsim cannot know
   reproducible. jitsim uses the order of each cluster's first node; pass ``cluster_order``
   (e.g. :func:`call_order_from_graphdef` of TF's dump) to follow a recorded run.
 * Constant folding executes TF kernels; jitsim evaluates a set of common ops with numpy
-  (:data:`jitsim.passes.folding.kernels.KERNELS`). When a folding round needs another op,
+  (:data:`jitsim.rewrites.folding.kernels.KERNELS`). When a folding round needs another op,
   nothing is folded in that round (as TF does when evaluation fails) and the cluster's
   decision carries a warning.
 * Edge ids come from the caller's :class:`TfGraph`; argument order depends on them (tf-passes
@@ -61,15 +61,15 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from jitsim.errors import GraphError
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.function_def import arg_count, graph_to_function_def, merge_debug_info
 from jitsim.graph.functions import function_to_graphdef
 from jitsim.graph.model import CONTROL, Graph
-from jitsim.passes.function_optimizer import FunctionOptimizer, add_node, fixup_source_and_sink
-from jitsim.passes.optypes import DT_RESOURCE, NodeTypes, is_ref_type
-from jitsim.passes.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs, post_order
+from jitsim.rewrites.function_optimizer import FunctionOptimizer, add_node, fixup_source_and_sink
+from jitsim.registry.optypes import DT_RESOURCE, NodeTypes, is_ref_type
+from jitsim.graph.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs, post_order
 from jitsim.registry import op_def
-from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, IS_GUARANTEED_CONSTANT_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR
 
 GUARANTEED_CONSTANT_ATTR = IS_GUARANTEED_CONSTANT_ATTR
@@ -329,7 +329,7 @@ def nodes_related_to_ref_variables(g: TfGraph) -> set[int]:
 
 def _const_reason(sg: TfGraph, arg: TfNode, must: bytearray, analysis, types: NodeTypes) -> str:
     """A consumer chain showing why ``arg`` must be a compile-time constant."""
-    from jitsim.passes.const_analysis import traversable
+    from jitsim.analyses.const_analysis import traversable
 
     nodes = sg.nodes
     seen = {arg.id}
@@ -364,7 +364,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
                           group_attribute: str = CLUSTER_ATTR, xla_rewrite: bool = True) -> EncapsulateResult:
     """Run TF's ``EncapsulateSubgraphsPass`` on ``g`` (not modified) and return the new graph.
 
-    ``flags``: the run's :class:`~jitsim.passes.flags.XlaFlags` (only
+    ``flags``: the run's :class:`~jitsim.flags.XlaFlags` (only
     ``disable_constant_folding`` matters). ``cluster_order``: the order in which TF iterated
     its clusters (see the module docstring); clusters not named come after, in jitsim's order.
 
@@ -374,7 +374,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
     ``_Xla*`` attributes) and no ``_XlaHasReferenceVars`` step (that is the pass's, not the
     function's).
     """
-    from jitsim.passes.const_analysis import ConstAnalysis
+    from jitsim.analyses.const_analysis import ConstAnalysis
 
     if any(n.op in TPU_EXECUTE_OPS for n in g.op_nodes()):
         return EncapsulateResult(graph=g, functions=[], decisions={})

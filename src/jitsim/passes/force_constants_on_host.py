@@ -13,11 +13,11 @@ runs before the other two post-mark passes (tf-passes §10).
 from __future__ import annotations
 
 from jitsim.errors import GraphError
-from jitsim.graph import protos
-from jitsim.passes.const_analysis import ConstAnalysis
+from jitsim.registry import protos
+from jitsim.analyses.const_analysis import ConstAnalysis
 from jitsim.passes.records import PassResult
-from jitsim.passes.tfgraph import TfGraph
-from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.graph.tfgraph import TfGraph
+from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import INPUT_HOSTMEM_ATTR, MUST_COMPILE_ATTR
 
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")

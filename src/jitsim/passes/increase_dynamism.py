@@ -29,13 +29,13 @@ from __future__ import annotations
 import struct
 
 from jitsim.errors import GraphError
-from jitsim.graph import protos
-from jitsim.passes import optypes
-from jitsim.passes.devices import parse_device_name
+from jitsim.registry import protos
+from jitsim.registry import optypes
+from jitsim.graph.device_names import parse_device_name
 from jitsim.passes.records import PassResult
-from jitsim.passes.tfgraph import CONSTANT_OPS, TfGraph, TfNode
+from jitsim.graph.tfgraph import CONSTANT_OPS, TfGraph, TfNode
 from jitsim.registry import op_def
-from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, COMPILE_TIME_CONSTANT_INPUTS_ATTR
 
 CONST_INPUTS_ATTR = COMPILE_TIME_CONSTANT_INPUTS_ATTR

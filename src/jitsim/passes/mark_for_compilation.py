@@ -17,20 +17,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from jitsim.errors import GraphError, JitsimError
-from jitsim.passes import optypes
-from jitsim.passes.compilability import CompilabilityChecker, OperationFilter
-from jitsim.passes.const_analysis import ConstAnalysis
-from jitsim.passes.devices import Registration, device_type, pick_device_for_xla, registrations, should_compile
-from jitsim.passes.flags import OFF, DEFAULT, XlaFlags, allow_where_op, ops_allowlist
-from jitsim.passes.graphcycles import GraphCycles, UnionFind
+from jitsim.registry import optypes
+from jitsim.analyses.compilability import CompilabilityChecker, OperationFilter
+from jitsim.analyses.const_analysis import ConstAnalysis
+from jitsim.analyses.devices import Registration, pick_device_for_xla, registrations, should_compile
+from jitsim.graph.device_names import device_type
+from jitsim.flags import OFF, DEFAULT, XlaFlags, allow_where_op, ops_allowlist
+from jitsim.analyses.graphcycles import GraphCycles, UnionFind
 from jitsim.passes.records import MergeRefusal, NodeDecision
-from jitsim.passes.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
-from jitsim.passes.tfgraph import (
-    CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID,
-    SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info,
-)
+from jitsim.analyses.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
+from jitsim.graph.tfgraph import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID, SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info
 from jitsim.registry import op_def
-from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import ALREADY_CLUSTERED_ATTR, CLUSTER_ATTR, COMPILE_ATTR, INTERNAL_SCOPE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR
 
 TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
@@ -662,7 +660,7 @@ class MarkForCompilation:
                             would_be_members=member_names(c), **info)
 
     def fingerprint(self) -> int:
-        from jitsim.passes.fingerprint import fingerprint_graphdef
+        from jitsim.analyses.fingerprint import fingerprint_graphdef
 
         return fingerprint_graphdef(self.g.to_graphdef())
 
@@ -688,7 +686,7 @@ class MarkForCompilation:
         self.cycles = cycles
         deadness = None
         if not self.flags.disable_deadness_safety_checks_for_debugging:
-            from jitsim.passes.deadness import deadness_analysis
+            from jitsim.analyses.deadness import deadness_analysis
 
             # the graph is unchanged since the cycle graph was built: its frames are reused
             deadness = deadness_analysis(g, control_flow=self.control_flow)

@@ -11,7 +11,7 @@ A. *Device-to-host copies.* Visiting nodes consumers-first (post order of a name
    inputs, same device) that takes over the out-of-cluster data consumers; the original
    is removed if nothing is left reading it. Memory types are TF's
    ``MemoryTypesForNode``, computed from TF's CPU/GPU kernel registrations
-   (:func:`~jitsim.passes.devices.find_kernel`). It matters mostly on GPU (int32 shape math lives in host
+   (:func:`~jitsim.registry.kernels.find_kernel`). It matters mostly on GPU (int32 shape math lives in host
    memory there), but it also fires on CPU: a few CPU kernels keep int32 results in host
    memory (``BroadcastArgs``, ``BroadcastGradientArgs``, ``LinSpace``...) and a
    ``jit_compile`` call reads its constant arguments there (``_input_hostmem``).
@@ -28,22 +28,22 @@ Only ``_XlaCluster`` is removed; ``_XlaAlreadyClustered`` stays. Clusters may fa
 ``tf_xla_min_cluster_size``; they are still compiled.
 
 TF's kernel registry for CPU and GPU (plus ``DEFAULT`` kernels, TF's fallback for any
-device) is read by :mod:`jitsim.passes.devices`.
+device) is read by :mod:`jitsim.analyses.devices`.
 """
 
 from __future__ import annotations
 
 from jitsim.errors import GraphError, JitsimError
-from jitsim.passes import optypes
-from jitsim.passes.const_analysis import ConstAnalysis
-from jitsim.passes.devices import ALWAYS, find_kernel, parse_device_name, registrations
+from jitsim.registry import optypes
+from jitsim.analyses.const_analysis import ConstAnalysis
+from jitsim.analyses.devices import ALWAYS, registrations
+from jitsim.graph.device_names import parse_device_name
+from jitsim.registry.kernels import find_kernel
 from jitsim.passes.increase_dynamism import cluster_of
 from jitsim.passes.records import PassResult
-from jitsim.passes.tfgraph import (
-    CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order,
-)
+from jitsim.graph.tfgraph import CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order
 from jitsim.registry import op_def
-from jitsim.registry.custom_ops import with_custom_op_signatures
+from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, INPUT_HOSTMEM_ATTR, MUST_COMPILE_ATTR
 
 HOST_MEMORY, DEVICE_MEMORY = "HOST_MEMORY", "DEVICE_MEMORY"
@@ -419,7 +419,7 @@ def partially_decluster(g: TfGraph, flags=None, *, cpu_global_jit_at_startup: bo
                         analysis: ConstAnalysis | None = None) -> PassResult:
     """Run phases A, B and C on ``g`` in place.
 
-    ``flags`` (an :class:`~jitsim.passes.flags.XlaFlags`) only matters through
+    ``flags`` (an :class:`~jitsim.flags.XlaFlags`) only matters through
     ``tf_xla_enable_xla_devices`` (XLA_CPU/XLA_GPU devices always compile);
     ``cpu_global_jit_at_startup`` selects the CPU registration like mark-for-compilation.
     """

@@ -26,13 +26,13 @@ from jitsim.graph.functions import body_problem, called_functions
 from jitsim.graph.model import Graph
 from jitsim.passes.clone_constants import clone_constants_for_better_clustering, uncloned
 from jitsim.passes.cluster_scoping import cluster_scoping
-from jitsim.passes.flags import DEFAULT_FLAGS, OFF, XlaFlags, parse_tf_xla_flags
+from jitsim.flags import DEFAULT_FLAGS, OFF, XlaFlags, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import (
     MarkResult, ProcessState, SessionConfig, global_jit_level, mark_for_compilation,
 )
-from jitsim.passes.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_graph, tfgraph_from_dump
+from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_graph, tfgraph_from_dump
 from jitsim.registry import current_tf_version, using_op_libraries, using_tf_version
-from jitsim.registry.custom_ops import harvest_op_library, infer_op_library
+from jitsim.graph.custom_ops import harvest_op_library, infer_op_library
 from jitsim.defs import (
     BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, BUILD_XLA_OPS_PASS, ENCAPSULATE_AFTER_DUMP,
     ENCAPSULATE_BEFORE_DUMP, MARK_DUMP, MARK_FOR_COMPILATION_PASS,
@@ -198,7 +198,7 @@ def cluster_graph(
     ``exclude_ops`` / ``force_compilable``: what-if knobs (see :func:`mark_for_compilation`).
     ``op_libraries``: :class:`~jitsim.registry.OpLibrary` objects for ops TF core does not
     register (``--op-defs``); ops nobody describes get OpDefs inferred from the graph
-    (:func:`~jitsim.registry.custom_ops.infer_op_library`), as TF with their library loaded
+    (:func:`~jitsim.graph.custom_ops.infer_op_library`), as TF with their library loaded
     would treat them: ops without an XLA kernel.
     ``timings``: a dict that gets each step's wall time in seconds (benchmarks).
     ``tf_version``: the TensorFlow release to simulate (``"2.16"``; default: the active one,

@@ -28,7 +28,7 @@ from pathlib import Path
 from jitsim.crosscheck.fidelity import verify_dir
 from jitsim.crosscheck.harvest import DEFAULT_FLAGS, checked_target_and_output
 from jitsim.errors import JitsimError
-from jitsim.passes.flags import parse_tf_xla_flags
+from jitsim.flags import parse_tf_xla_flags
 from jitsim.profile import hlo, link, page, runner, timeline
 from jitsim.profile import trace as tr
 from jitsim.defs import BUILD_XLA_OPS_DUMP, MARK_DUMP

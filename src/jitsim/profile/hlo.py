@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jitsim.graph.input import read_text
+from jitsim.files.input import read_text
 
 _FILE = re.compile(r"^module_(?P<num>\d+)\.(?P<module>.+)\.(?P<stage>before_optimizations|[a-z]+_after_optimizations)"
                    r"\.(?P<ext>txt|dot)$")

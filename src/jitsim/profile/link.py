@@ -123,7 +123,7 @@ def build_summary(*, target: str, kind: str, device: str, steps: int, warmup: in
     """The whole ``summary.json``. ``timing``/``traces``: ``{"off": ..., "on": ...}`` (the
     child's timing.json, the profiled step's trace); ``xspace``: run -> the XSpace files kept
     (:func:`jitsim.profile.command.keep_xspace`)."""
-    from jitsim.passes.flags import effective_flags
+    from jitsim.flags import effective_flags
 
     stats = {k: step_stats(timing[k]["steps_s"]) for k in ("off", "on")}
     counts = {k: tr.step_counts(traces[k]) for k in ("off", "on")}

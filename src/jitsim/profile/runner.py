@@ -21,7 +21,7 @@ from pathlib import Path
 
 from jitsim.crosscheck.harvest import harvest
 from jitsim.errors import HarvestError
-from jitsim.graph.input import read_json
+from jitsim.files.input import read_json
 
 OFF_FLAG = "--tf_xla_auto_jit=-1"  # later flags win: appended, it turns auto-clustering off
 
@@ -87,7 +87,7 @@ def xla_dump_flags(dump_dir: Path, base: str | None = None) -> str:
 def run_workload(target: Path, work: Path, label: str, flags: str, *, steps: int, warmup: int, device: str,
                  signature: str | None = None, timeout: float = 600.0, progress=None, input_shapes=()) -> Run:
     """Run ``target`` once under real TF with ``flags`` (see the module doc); ``input_shapes``:
-    a ``.keras`` file's stated call (:func:`jitsim.frontend.keras_call.normalize_input_shapes`)."""
+    a ``.keras`` file's stated call (:func:`jitsim.crosscheck.keras_call.normalize_input_shapes`)."""
     raw = work / f"raw_{label}"
     raw.mkdir(parents=True)
     env = {

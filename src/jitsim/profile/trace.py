@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from jitsim.errors import JitsimError
-from jitsim.graph.input import read_file, read_text
+from jitsim.files.input import read_file, read_text
 from jitsim.defs import XLA_COMPILE_OP, XLA_MERGE_OP, XLA_RUN_OP
 
 XLA_LAUNCH_OPS = (XLA_RUN_OP, "XlaLaunch")

@@ -7,7 +7,7 @@ that commands which do not need them keep jitsim's start-up fast.
 Ops beyond TF core's (a custom-op library's, e.g. tensorflow-text's) come from
 :class:`OpLibrary` objects made active with :func:`using_op_libraries`, as loading an op
 library registers its ops in TF's process-wide registry: ``jitsim registry export`` writes
-one from a TF process with the library loaded (:mod:`jitsim.registry.custom_ops`), and
+one from a TF process with the library loaded (:mod:`jitsim.graph.custom_ops`), and
 jitsim infers one from the graph itself for ops nobody described.
 
 Which TensorFlow release is simulated is a scoped setting too: :func:`using_tf_version`
@@ -94,7 +94,7 @@ def op_defs(tf_version: str | None = None) -> dict:
 
 @lru_cache(maxsize=None)
 def _op_defs(tf_version: str) -> dict:
-    from jitsim.graph import protos
+    from jitsim.registry import protos
 
     ol = protos.OpList()
     ol.ParseFromString(read_data("ops.binpb", tf_version))
@@ -121,7 +121,7 @@ class OpLibrary:
     ``op_defs``: op name -> ``OpDef``; ``xla_kernels`` / ``kernels``: ``KernelDef``s on XLA JIT
     devices / on CPU and GPU (host-memory arguments); ``source``: where it came from (a file
     written by ``jitsim registry export``, or ``"inferred from <graph>"``); ``inferred``: the
-    OpDefs were guessed from how the graph uses the ops (``jitsim.registry.custom_ops``)."""
+    OpDefs were guessed from how the graph uses the ops (``jitsim.graph.custom_ops``)."""
 
     op_defs: dict = field(default_factory=dict)
     xla_kernels: tuple = ()
@@ -195,7 +195,7 @@ def xla_kernels(device_type: str = "XLA_CPU_JIT", tf_version: str | None = None)
 
 @lru_cache(maxsize=None)
 def _xla_kernels(device_type: str, tf_version: str) -> dict:
-    from jitsim.graph import protos
+    from jitsim.registry import protos
 
     kl = protos.KernelList()
     kl.ParseFromString(read_data("xla-kernels.binpb", tf_version))
@@ -250,7 +250,7 @@ def find_xla_kernel(nodedef, device_type: str = "XLA_CPU_JIT", tf_version: str |
         return None, f"no {device_type} kernel for op {nodedef.op}"
     label = nodedef.attr["_kernel"].s.decode() if "_kernel" in nodedef.attr else ""
     opdef = op_def(nodedef.op, tf_version)
-    from jitsim.graph.protos import dtype_name
+    from jitsim.registry.protos import dtype_name
 
     why = None
     for k in kernels:
@@ -303,7 +303,7 @@ def fused_op_origin(op: str) -> str | None:
 
 
 def _kernel_mismatch(nodedef, device_type: str, tf_version: str | None) -> dict:
-    from jitsim.graph.protos import dtype_name
+    from jitsim.registry.protos import dtype_name
 
     kernels = xla_kernels_for(nodedef.op, device_type, tf_version)
     if not kernels:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 
 from jitsim.errors import JitsimError
-from jitsim.graph.input import is_regular_file, read_problem
-from jitsim.passes.devices import KERNEL_DEVICE_TYPES, KERNELS_DATA
+from jitsim.files.input import is_regular_file, read_problem
+from jitsim.registry.kernels import KERNEL_DEVICE_TYPES, KERNELS_DATA
 from jitsim.registry import DATA, XLA_DEVICE_TYPES, data_file, op_defs
 
 
@@ -22,7 +22,7 @@ def regenerate_op_defs() -> tuple[str, int]:
     version = ".".join(tf.__version__.split(".")[:2])
     buf = c.TF_GetAllOpList()
     data = c.TF_GetBuffer(buf)
-    from jitsim.graph import protos
+    from jitsim.registry import protos
 
     ol = protos.OpList()
     ol.ParseFromString(data)
@@ -49,7 +49,7 @@ def regenerate_xla_kernels() -> tuple[str, dict]:
 
     _trigger(tf.ones([1]))
     version = ".".join(tf.__version__.split(".")[:2])
-    from jitsim.graph import protos
+    from jitsim.registry import protos
 
     out = protos.KernelList()
     counts: dict[str, int] = {}
@@ -293,7 +293,7 @@ def export_op_library(modules=(), libraries=(), *, all_ops: bool = False) -> dic
     from tensorflow.python.client import pywrap_tf_session as c
     from tensorflow.python.framework import kernels
 
-    from jitsim.graph import protos
+    from jitsim.registry import protos
 
     for m in modules:
         try:
@@ -352,7 +352,7 @@ def regenerate_kernel_snapshot() -> tuple[str, int, int]:
     import tensorflow as tf
     from tensorflow.python.framework import kernels as tf_kernel_lib
 
-    from jitsim.graph import protos
+    from jitsim.registry import protos
 
     version = ".".join(tf.__version__.split(".")[:2])
     found = []

@@ -115,7 +115,7 @@ def recorded_tf_version(path) -> str | None:
     harvest directory, its ``dumps/`` directory or one of its dump files; else None."""
     from pathlib import Path
 
-    from jitsim.graph.input import is_regular_file, read_json
+    from jitsim.files.input import is_regular_file, read_json
 
     p = Path(path)
     for d in ([p] if p.is_dir() else []) + [p.parent, p.parent.parent]:

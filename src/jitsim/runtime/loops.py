@@ -13,8 +13,8 @@ in the body) has no count here (None). Nested loops are not counted.
 from __future__ import annotations
 
 from jitsim.graph.model import parse_input
-from jitsim.passes.folding import kernels
-from jitsim.passes.folding.tensors import NP_DTYPES, numpy
+from jitsim.rewrites.folding import kernels
+from jitsim.rewrites.folding.tensors import NP_DTYPES, numpy
 
 MAX_ITERATIONS = 1_000_000
 ENTER = frozenset({"Enter", "RefEnter"})

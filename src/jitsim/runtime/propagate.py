@@ -1,12 +1,12 @@
 """Concrete shapes and small values of every tensor of a graph, for one step's inputs.
 
-Where :mod:`jitsim.passes.shape_inference` answers "what is known before running", this
+Where :mod:`jitsim.analyses.shape_inference` answers "what is known before running", this
 answers "what does this step run with": the call's inputs get the step's shapes (and, for
 integer inputs, values when given), and every node is then evaluated in topological order:
 
 * a value, where TF's kernel would compute one from values already known: constants,
   ``Shape``/``ShapeN``/``Size``/``Rank`` of a tensor whose shape is known (its contents do not
-  matter), and any stateless op of :data:`jitsim.passes.folding.kernels.KERNELS` whose inputs
+  matter), and any stateless op of :data:`jitsim.rewrites.folding.kernels.KERNELS` whose inputs
   all have values (small tensors only: the point is shape arithmetic, not the model's math);
 * a shape, from the value when there is one, else from shape_inference's per-op shape
   functions (which read the values computed here, as TF's ``InferenceContext`` reads constant
@@ -31,11 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from jitsim.graph.model import parse_input
-from jitsim.passes import shape_inference as si
-from jitsim.passes.folding import kernels
-from jitsim.passes.folding.tensors import NP_DTYPES, EvalError, Unsupported, numpy, tensor_proto_to_numpy
-from jitsim.passes.optypes import NodeTypes
-from jitsim.passes.tfgraph import MERGE_OPS
+from jitsim.analyses import shape_inference as si
+from jitsim.rewrites.folding import kernels
+from jitsim.rewrites.folding.tensors import NP_DTYPES, EvalError, Unsupported, numpy, tensor_proto_to_numpy
+from jitsim.registry.optypes import NodeTypes
+from jitsim.graph.tfgraph import MERGE_OPS
 
 MAX_VALUE_ELEMENTS = 4096  # values bigger than this are not kept (shape arithmetic is small)
 CONSTANT_OPS = frozenset({"Const", "HostConst"})
@@ -70,7 +70,7 @@ def _where(np, ins, nd):
 
 # Ops whose *output shape* depends on their input values (so TF's shape functions leave it
 # unknown): evaluated here when the step states the values they read. The other kernels are
-# constant folding's (jitsim.passes.folding.kernels).
+# constant folding's (jitsim.rewrites.folding.kernels).
 DATA_SHAPE_KERNELS = {"Unique": _unique, "Where": _where}
 
 

@@ -34,10 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from jitsim.errors import GraphError, JitsimError
-from jitsim.graph import protos
+from jitsim.registry import protos
 from jitsim.graph.model import parse_input
-from jitsim.passes.shape_inference import recorded
-from jitsim.passes.tfgraph import control_flow_info
+from jitsim.analyses.shape_inference import recorded
+from jitsim.graph.tfgraph import control_flow_info
 from jitsim.runtime import policy as pol
 from jitsim.runtime.propagate import CALL_OPS, Propagator, Seed
 from jitsim.defs import BUILD_XLA_OPS_PASS, CLUSTER_ATTR, MUST_COMPILE_ATTR
@@ -223,7 +223,7 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
                         _ref(a.source)) for a in sorted(dec.args, key=lambda a: a.position)]
         units.append(Unit(name, "auto", name, b.get("mode", pol.LAZY), list(dec.members), args,
                           b.get("detail", "")))
-    from jitsim.passes.const_analysis import ConstAnalysis
+    from jitsim.analyses.const_analysis import ConstAnalysis
 
     ca = None
     for nd in flat_nodes.values():
@@ -256,7 +256,7 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
 
 def _runtime_flags(clustering, units, res) -> None:
     """XlaCompileOp's run-time flags: async compilation, always-defer (auto-clusters only)."""
-    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.flags import parse_tf_xla_flags
 
     opts = getattr(clustering, "options", None)
     if opts is None:

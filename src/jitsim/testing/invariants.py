@@ -28,10 +28,11 @@ import copy
 
 import networkx as nx
 
-from jitsim.graph.model import Graph
 from jitsim.defs import (
     BEFORE_CLONE_DUMP, CLUSTER_ATTR, COMPILE_ATTR, INTERNAL_SCOPE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR,
 )
+from jitsim.graph.model import Graph
+from jitsim.registry import op_def
 
 
 def _fresh(graph: Graph) -> Graph:
@@ -41,7 +42,7 @@ def _fresh(graph: Graph) -> Graph:
 def check_invariants(graph: Graph, flags_text: str, *, state=None, determinism: bool = True,
                      input_stage: str = BEFORE_CLONE_DUMP) -> list[str]:
     """Violated invariants of jitsim's result on ``graph`` (see the module docstring)."""
-    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.flags import parse_tf_xla_flags
     from jitsim.passes.mark_for_compilation import ProcessState
     from jitsim.passes.pipeline import run_pipeline
 
@@ -66,11 +67,10 @@ def check_invariants(graph: Graph, flags_text: str, *, state=None, determinism: 
 
 
 def _mark_invariants(m, flags) -> list[str]:
-    from jitsim.passes.deadness import deadness_analysis
-    from jitsim.passes.devices import pick_device_for_xla
-    from jitsim.passes.flags import OFF
-    from jitsim.passes.tfgraph import (CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS,
-                                       NEXT_ITERATION_OPS, WHILE_OPS, control_flow_info)
+    from jitsim.analyses.deadness import deadness_analysis
+    from jitsim.analyses.devices import pick_device_for_xla
+    from jitsim.flags import OFF
+    from jitsim.graph.tfgraph import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS, control_flow_info
 
     g = m.graph
     out: list[str] = []
@@ -204,8 +204,7 @@ def _function_asks(n, g) -> bool:
 
 def _touches_resource(n, g) -> bool:
     """A resource op, a stateful op or a function call (coarse: TF's unsafe pairs are a subset)."""
-    from jitsim.passes import optypes
-    from jitsim.registry import op_def
+    from jitsim.registry import optypes
 
     fns = {f.signature.name: f for f in g.library.function}
     if n.op in fns or "f" in n.attr or "then_branch" in n.attr or "body" in n.attr:

@@ -19,7 +19,7 @@ from jitsim.crosscheck.fuzz.examples import draw_examples
 from jitsim.crosscheck.fuzz.reproducers import write_reproducer, write_tf_unstable
 from jitsim.crosscheck.fuzz.shrink import shrink
 from jitsim.errors import JitsimError
-from jitsim.graph.output import write_atomic
+from jitsim.files.output import write_atomic
 
 
 @dataclass

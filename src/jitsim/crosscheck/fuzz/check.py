@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jitsim.crosscheck.dumps import group_dumps
+from jitsim.graph.dumps import group_dumps
 from jitsim.defs import (
     BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, ENCAPSULATE_AFTER_DUMP, ENCAPSULATE_BEFORE_DUMP,
     MARK_DUMP,
@@ -77,9 +77,9 @@ class GraphCheck:
 
 def is_rebuilt(gd) -> bool:
     """Whether TF rebuilt the dumped graph from a GraphDef after its last rewrite (see
-    :func:`jitsim.passes.tfgraph.is_rebuilt_dump`): False for a graph TF clustered as lowering
+    :func:`jitsim.graph.tfgraph.is_rebuilt_dump`): False for a graph TF clustered as lowering
     and inlining left it (Grappler off or failed)."""
-    from jitsim.passes.tfgraph import is_rebuilt_dump
+    from jitsim.graph.tfgraph import is_rebuilt_dump
 
     return is_rebuilt_dump(gd)
 
@@ -148,7 +148,7 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
     from jitsim.crosscheck.scoring import labels_of_graphdef
     from jitsim.graph.io import read_graphdef
     from jitsim.graph.model import Graph
-    from jitsim.passes.flags import parse_tf_xla_flags
+    from jitsim.flags import parse_tf_xla_flags
     from jitsim.passes.mark_for_compilation import ProcessState
     from jitsim.passes.pipeline import cluster_graph, run_pipeline
 

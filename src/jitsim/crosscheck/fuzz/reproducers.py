@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from jitsim.crosscheck.dumps import parse_stage
+from jitsim.graph.dumps import parse_stage
 from jitsim.crosscheck.fuzz.check import BEFORE_CLONE, check_dumps
 from jitsim.crosscheck.fuzz.evaluate import Outcome
 from jitsim.crosscheck.fuzz.examples import Example

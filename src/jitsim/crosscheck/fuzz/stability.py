@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jitsim.crosscheck.dumps import group_dumps
+from jitsim.graph.dumps import group_dumps
 from jitsim.crosscheck.fuzz.check import BEFORE_CLONE, STAGE_TRUTH, GraphCheck, Problem
 from jitsim.crosscheck.fuzz.examples import Example
 from jitsim.crosscheck.fuzz.tf_runner import run_programs
@@ -233,7 +233,7 @@ def tf_stability(checks: list[tuple[GraphCheck, Path]], examples: list[Example],
     suspects = [(c, d) for c, d in checks if c.tf_problems() and BEFORE_CLONE in c.record.files]
     if rounds < 1 or not suspects or not examples:
         return
-    from jitsim.passes.flags import INT64_MAX, parse_tf_xla_flags
+    from jitsim.flags import INT64_MAX, parse_tf_xla_flags
 
     ex0 = examples[0]
     owners = {c.owner for c, _ in suspects}

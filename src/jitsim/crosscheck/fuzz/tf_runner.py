@@ -19,7 +19,7 @@ from pathlib import Path
 
 from jitsim.crosscheck.harvest import last_error_line, harvest_env
 from jitsim.errors import JitsimError
-from jitsim.graph.input import read_text
+from jitsim.files.input import read_text
 
 _BEGIN = "JITSIM_FUZZ_BEGIN "
 _ERROR = "JITSIM_FUZZ_ERROR "

@@ -59,7 +59,7 @@ class _Ctx:
 
 class _GraphBuilder:
     def __init__(self, program: Program, devices: int):
-        from jitsim.graph import protos
+        from jitsim.registry import protos
 
         self.p = program
         self.protos = protos

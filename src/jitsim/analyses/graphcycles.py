@@ -1,0 +1,804 @@
+"""Incremental cycle detection with edge contraction (the auto-clustering "cycles graph").
+
+This module re-implements, behaviour for behaviour, the data structures that TensorFlow's
+``MarkForCompilationPass`` uses to decide which clusters may be merged
+(XLA ``graphcycles.cc`` / ``ordered_set.h`` / ``union_find.h``; tf-passes §4 and §7.5).
+
+Algorithm
+---------
+``GraphCycles`` keeps a directed acyclic graph together with a *rank* per node — a
+permutation of ``0..N-1`` (N = number of node slots ever allocated) such that every edge
+``x -> y`` satisfies ``rank[x] < rank[y]``.  This is the dynamic topological order of
+Pearce & Kelly (JEA 2006):
+
+* Inserting ``x -> y`` with ``rank[x] < rank[y]`` costs O(1).
+* Otherwise only the rank window ``[rank[y], rank[x]]`` can be affected.  A forward DFS from
+  ``y`` restricted to ranks below ``rank[x]`` collects ``deltaf``; reaching a node whose rank
+  *equals* ``rank[x]`` (i.e. ``x`` itself) means the edge closes a cycle, so the edge is taken
+  out again and ``False`` is returned.  Otherwise a backward DFS from ``x`` restricted to ranks
+  above ``rank[y]`` collects ``deltab`` (nodes already marked by the forward search are
+  skipped), and the ranks owned by ``deltab ∪ deltaf`` are re-dealt in sorted order: first to
+  ``deltab`` (sorted by old rank), then to ``deltaf`` (sorted by old rank).
+* ``contract_edge(a, b)`` removes ``a -> b``, checks with a rank-bounded DFS whether ``a`` still
+  reaches ``b`` (then merging would create a cycle: the edge is re-inserted and ``None`` is
+  returned), otherwise folds the node with fewer neighbours into the one with more and frees
+  the folded slot; a freed slot keeps its rank and is handed out again by ``new_node``.
+
+Where exactness matters
+-----------------------
+The clustering pass walks ``all_nodes_in_post_order()`` (descending rank) and, per node, the
+``successors()`` sequence.  Both orders are observable in which clusters form, so this module
+reproduces upstream *exactly*, not just "some valid topological order":
+
+* ``OrderedSet`` is a vector plus an index map; insertion appends and erasure *swap-removes*
+  (the last element moves into the hole), which reorders the sequence.
+* DFS is iterative with an explicit stack, successors pushed in sequence order, visited flags
+  set when a node is popped (not when pushed).
+* A refused contraction removes and re-inserts the edge, so the edge moves to the **end** of
+  both ``out[a]`` and ``in[b]``.  ``can_contract_edge`` does the same even when it says yes.
+* The survivor of a contraction is ``b`` when ``b`` has strictly more in+out neighbours
+  (after ``a -> b`` was removed), else ``a``; the loser's successors are re-attached first
+  (in its out-sequence order), then its predecessors (in its in-sequence order).
+* ``new_node`` reuses the most recently freed slot (LIFO) and keeps its old rank.
+
+Example
+-------
+>>> g = GraphCycles(4)
+>>> g.insert_edge(0, 2), g.insert_edge(0, 1), g.insert_edge(1, 2), g.insert_edge(2, 0)
+(True, True, True, False)
+>>> g.insert_edge(3, 0)          # rank[3] > rank[0]: ranks are re-dealt
+True
+>>> g.ranks()
+[1, 2, 3, 0]
+>>> g.all_nodes_in_post_order()
+[2, 1, 0, 3]
+>>> g.successors(0)
+[2, 1]
+>>> g.contract_edge(0, 2) is None   # 0 -> 1 -> 2 remains: contracting would make a cycle
+True
+>>> g.successors(0)                 # the refused edge was re-inserted at the end
+[1, 2]
+>>> g.contract_edge(0, 1)           # 0 keeps 2 neighbours, 1 keeps 1: node 0 survives
+0
+>>> g.successors(0), g.predecessors(0), g.free_nodes()
+([2], [3], [1])
+>>> g.check_invariants()
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from jitsim.accel import load
+
+__all__ = ["OrderedSet", "GraphCycles", "UnionFind"]
+
+# C form of insert_edges (setup.py builds it where a compiler is found; see jitsim.accel)
+_c = load("jitsim.analyses._fastcycles")
+
+
+class OrderedSet:
+    """Set of ints with a deterministic, insertion/erasure-history dependent order.
+
+    ``_seq`` is the iteration sequence, ``_idx`` maps each value to its position.
+    ``insert`` appends; ``erase`` moves the last element into the erased slot.
+    """
+
+    __slots__ = ("_seq", "_idx")
+
+    def __init__(self) -> None:
+        self._seq: list[int] = []
+        self._idx: dict[int, int] = {}
+
+    def insert(self, v: int) -> bool:
+        idx = self._idx
+        if v in idx:
+            return False
+        seq = self._seq
+        idx[v] = len(seq)
+        seq.append(v)
+        return True
+
+    def erase(self, v: int) -> None:
+        """Remove ``v`` (which must be present) by swap-remove."""
+        idx = self._idx
+        seq = self._seq
+        pos = idx.pop(v)  # KeyError if absent (upstream: DCHECK)
+        last = seq.pop()
+        if last != v:
+            seq[pos] = last
+            idx[last] = pos
+
+    def clear(self) -> None:
+        self._seq.clear()
+        self._idx.clear()
+
+    def __contains__(self, v: object) -> bool:
+        return v in self._idx
+
+    def __len__(self) -> int:
+        return len(self._seq)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._seq)
+
+    def items(self) -> list[int]:
+        """The live sequence (do not mutate; copy before mutating the set while iterating)."""
+        return self._seq
+
+    def __repr__(self) -> str:
+        return f"OrderedSet({self._seq!r})"
+
+
+class GraphCycles:
+    """Pearce–Kelly dynamic topological order with cycle-refusing edge contraction.
+
+    Node ids are dense ints.  ``GraphCycles(n)`` pre-creates nodes ``0..n-1`` with
+    ``rank == id`` (exactly what ``n`` calls of ``new_node()`` on an empty graph give).
+    """
+
+    __slots__ = ("_rank", "_visited", "_out", "_in", "_free", "_deltaf", "_deltab")
+
+    def __init__(self, num_nodes: int = 0) -> None:
+        if num_nodes < 0:
+            raise ValueError("num_nodes must be >= 0")
+        self._rank: list[int] = list(range(num_nodes))
+        self._visited: list[bool] = [False] * num_nodes
+        self._out: list[OrderedSet] = [OrderedSet() for _ in range(num_nodes)]
+        self._in: list[OrderedSet] = [OrderedSet() for _ in range(num_nodes)]
+        self._free: list[int] = []
+        # Scratch lists reused by the searches (like the upstream Rep's scratch vectors).
+        self._deltaf: list[int] = []
+        self._deltab: list[int] = []
+
+    # ------------------------------------------------------------------ nodes
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of allocated node slots (live + freed)."""
+        return len(self._rank)
+
+    def new_node(self) -> int:
+        free = self._free
+        if free:
+            # Reuse the most recently freed slot; its rank is kept so that ranks stay a
+            # permutation of 0..N-1.
+            return free.pop()
+        v = len(self._rank)
+        self._rank.append(v)
+        self._visited.append(False)
+        self._out.append(OrderedSet())
+        self._in.append(OrderedSet())
+        return v
+
+    def remove_node(self, v: int) -> None:
+        """Detach ``v`` from all neighbours and free its slot (no double-free check, as upstream)."""
+        out_v = self._out[v]
+        in_v = self._in[v]
+        ins = self._in
+        outs = self._out
+        for y in out_v._seq:
+            ins[y].erase(v)
+        for y in in_v._seq:
+            outs[y].erase(v)
+        out_v.clear()
+        in_v.clear()
+        self._free.append(v)
+
+    def rank(self, v: int) -> int:
+        return self._rank[v]
+
+    def ranks(self) -> list[int]:
+        """Copy of the rank of every slot (freed slots included)."""
+        return list(self._rank)
+
+    def free_nodes(self) -> list[int]:
+        """Copy of the free-slot stack (last element is handed out next)."""
+        return list(self._free)
+
+    # ------------------------------------------------------------------ edges
+
+    def has_edge(self, x: int, y: int) -> bool:
+        return y in self._out[x]._idx
+
+    def remove_edge(self, x: int, y: int) -> None:
+        # Deleting an edge never invalidates the rank order.
+        self._out[x].erase(y)
+        self._in[y].erase(x)
+
+    def insert_edge(self, x: int, y: int) -> bool:
+        """Add ``x -> y``; return False (graph unchanged) if it would close a cycle.
+
+        An edge that already exists returns True without touching anything.
+        """
+        if x == y:
+            return False
+        out_x = self._out[x]
+        ox_idx = out_x._idx
+        if y in ox_idx:
+            return True
+        # Inline OrderedSet.insert (hot path).
+        ox_seq = out_x._seq
+        ox_idx[y] = len(ox_seq)
+        ox_seq.append(y)
+        in_y = self._in[y]
+        in_y._idx[x] = len(in_y._seq)
+        in_y._seq.append(x)
+
+        rank = self._rank
+        rx = rank[x]
+        ry = rank[y]
+        if rx <= ry:
+            return True
+
+        # Ranks disagree with the new edge: only ranks in [ry, rx] can be involved.
+        if not self._forward_dfs(y, x, rx):
+            out_x.erase(y)
+            in_y.erase(x)
+            visited = self._visited
+            for v in self._deltaf:
+                visited[v] = False
+            return False
+        self._backward_dfs(x, ry)
+        self._reorder()
+        return True
+
+    def _forward_dfs(self, n: int, target: int, upper_bound: int, budget: int = -1) -> bool | None:
+        """Collect into ``_deltaf`` the nodes reachable from ``n`` through ranks < upper_bound.
+
+        ``target`` is the node holding rank ``upper_bound`` (ranks are a permutation, so it is
+        unique); meeting it as a successor means a path exists and False is returned at once.
+        Visited flags of the collected nodes are left set (the caller clears them).
+        Exploration order is upstream's: pop, skip if visited, mark, scan successors in
+        sequence order pushing the unvisited in-window ones. With a ``budget`` >= 0 the search
+        gives up (None) once it has collected more than that many nodes.
+        """
+        rank = self._rank
+        visited = self._visited
+        outs = self._out
+        deltaf = self._deltaf
+        deltaf.clear()
+        stack = [n]
+        pop = stack.pop
+        push = stack.append
+        add = deltaf.append
+        while stack:
+            n = pop()
+            if visited[n]:
+                continue
+            visited[n] = True
+            add(n)
+            if budget == 0:
+                return None
+            budget -= 1
+            o = outs[n]
+            # Upstream tests rank[w] == upper_bound per successor; with unique ranks that is
+            # exactly "target is a successor", which one dict probe answers.
+            if target in o._idx:
+                return False
+            for w in o._seq:
+                if rank[w] < upper_bound and not visited[w]:
+                    push(w)
+        return True
+
+    def _backward_dfs(self, n: int, lower_bound: int) -> None:
+        """Collect into ``_deltab`` the unvisited nodes reaching ``n`` through ranks > lower_bound.
+
+        Nodes still marked by the preceding forward search are skipped (as upstream).
+        """
+        rank = self._rank
+        visited = self._visited
+        ins = self._in
+        deltab = self._deltab
+        deltab.clear()
+        stack = [n]
+        pop = stack.pop
+        push = stack.append
+        add = deltab.append
+        while stack:
+            n = pop()
+            if visited[n]:
+                continue
+            visited[n] = True
+            add(n)
+            for w in ins[n]._seq:
+                if lower_bound < rank[w] and not visited[w]:
+                    push(w)
+
+    def _reorder(self) -> None:
+        """Re-deal the ranks held by deltab ∪ deltaf: deltab first, each in old-rank order."""
+        rank = self._rank
+        visited = self._visited
+        key = rank.__getitem__
+        deltab = self._deltab
+        deltaf = self._deltaf
+        deltab.sort(key=key)
+        deltaf.sort(key=key)
+        nodes = deltab + deltaf
+        ranks = [rank[v] for v in nodes]  # two ascending runs; sort() merges them
+        ranks.sort()
+        for v in nodes:
+            visited[v] = False
+        for v, r in zip(nodes, ranks):
+            rank[v] = r
+
+    # ------------------------------------------------------------ bulk insertion
+
+    # A forward search that grows past this many nodes is finished over a snapshot of the graph
+    # (each search costs O(N) set-up, so small windows stay with the Python search) ...
+    BULK_SEARCH_BUDGET = 100
+    # ... but only once the Python searches have visited this many nodes in all (a snapshot
+    # costs about what the Python search spends on this many visits).
+    BULK_SNAPSHOT_AFTER = 100_000
+    # The snapshot: up to this many nodes, every node's descendant set as a Python int bitset
+    # (computed in one pass in reverse rank order; n^2/8 bytes at most, 110 MB at 30k nodes);
+    # above, scipy's breadth-first search over a CSR matrix (importing scipy.sparse costs 0.2 s).
+    BULK_BITSET_MAX_NODES = 30_000
+
+    def insert_edges(self, edges) -> int | None:
+        """``insert_edge`` on each ``(x, y)`` of ``edges`` in order, stopping at the first edge
+        that would close a cycle (not inserted); returns its index, or None when all went in.
+
+        The result is the one of the one-by-one insertions in every respect (ranks, sequence
+        orders). What differs is how a forward search's node set is found when its rank window
+        is wide: building the cycle graph of a training step inserts thousands of edges from
+        freshly cloned constants (sources with the highest ranks) into the body of the graph,
+        each re-ranking everything downstream of its consumer. Only the *set* of nodes reached
+        matters (it is sorted by rank before the ranks are re-dealt), so those searches are
+        answered from a snapshot of the graph (each node's descendants as a bitset, or scipy's
+        breadth-first search over a CSR matrix on the biggest graphs), which stays exact as long
+        as no edge added or removed since the snapshot starts at a node the search reaches
+        (checked on every answer; otherwise the snapshot is rebuilt or the Python search used).
+        """
+        if _c is not None and isinstance(self._rank, list):
+            return self._insert_edges_c(edges)
+        outs = self._out
+        ins = self._in
+        rank = self._rank
+        bulk = _BulkSearch(self)
+        try:
+            for i, (x, y) in enumerate(edges):
+                if x == y:
+                    return i
+                out_x = outs[x]
+                ox_idx = out_x._idx
+                if y in ox_idx:
+                    continue
+                ox_seq = out_x._seq
+                ox_idx[y] = len(ox_seq)
+                ox_seq.append(y)
+                in_y = ins[y]
+                in_y._idx[x] = len(in_y._seq)
+                in_y._seq.append(x)
+                bulk.changed(x)
+                ry = rank[y]
+                if rank[x] <= ry:
+                    continue
+                deltaf = bulk.forward(y, x, rank[x])
+                if deltaf is None:
+                    out_x.erase(y)
+                    in_y.erase(x)
+                    return i
+                self._backward_dfs(x, ry)
+                bulk.reorder(self._deltab, deltaf)
+                rank = self._rank  # a numpy array once the snapshot exists
+            return None
+        finally:
+            self._deltaf.clear()
+            if not isinstance(self._rank, list):
+                self._rank = self._rank.tolist()
+
+    def _insert_edges_c(self, edges) -> int | None:
+        """:meth:`insert_edges` by the C extension: every edge searched one by one as
+        :meth:`insert_edge` does (no snapshot needed at C speed), the same ranks and sequences."""
+        if not isinstance(edges, (list, tuple)):
+            edges = list(edges)
+        stop, rank, outs, ins = _c.insert_edges(
+            self._rank, [o._seq for o in self._out], [o._seq for o in self._in], edges)
+        self._rank = rank
+        for sets, halves in ((self._out, outs), (self._in, ins)):
+            for o, (seq, idx) in zip(sets, halves):
+                o._seq = seq
+                o._idx = idx
+        return stop
+
+    # ------------------------------------------------------------ reachability
+
+    def is_reachable(self, x: int, y: int) -> bool:
+        """True iff there is a path ``x ~> y`` (``x == y`` counts as reachable).
+
+        Uses the rank-bounded search of upstream ``IsReachableNonConst``; upstream's const
+        ``IsReachable`` runs an unbounded ``FindPath`` but yields the same answer.
+        """
+        if x == y:
+            return True
+        rank = self._rank
+        ry = rank[y]
+        if rank[x] >= ry:
+            return False
+        reachable = not self._forward_dfs(x, y, ry)
+        visited = self._visited
+        for v in self._deltaf:
+            visited[v] = False
+        return reachable
+
+    is_reachable_non_const = is_reachable
+
+    def find_path(self, x: int, y: int, max_len: int = 1000) -> list[int]:
+        """A path ``[x, ..., y]`` found by upstream's debug DFS, or ``[]`` if none.
+
+        Successors are pushed in sequence order and marked seen when pushed; the path is
+        truncated to its first ``max_len`` nodes (upstream fills at most that many slots).
+        """
+        outs = self._out
+        path: list[int] = []
+        path_len = 0
+        seen: set[int] = set()
+        stack = [x]
+        while stack:
+            n = stack.pop()
+            if n < 0:
+                path_len -= 1
+                continue
+            if path_len < max_len:
+                del path[path_len:]
+                path.append(n)
+            path_len += 1
+            stack.append(-1)
+            if n == y:
+                return path[: min(path_len, max_len)]
+            for w in outs[n]._seq:
+                if w not in seen:
+                    seen.add(w)
+                    stack.append(w)
+        return []
+
+    # ------------------------------------------------------------- contraction
+
+    def contract_edge(self, a: int, b: int) -> int | None:
+        """Merge the endpoints of edge ``a -> b``; return the surviving id, or None.
+
+        None means another path ``a ~> b`` exists (merging would create a cycle); the edge is
+        then restored, at the end of ``out[a]`` and ``in[b]``.
+        """
+        outs = self._out
+        ins = self._in
+        if b not in outs[a]._idx:
+            raise ValueError(f"contract_edge: no edge {a} -> {b}")
+        outs[a].erase(b)
+        ins[b].erase(a)
+
+        if self.is_reachable(a, b):
+            self.insert_edge(a, b)
+            return None
+
+        if len(ins[b]._seq) + len(outs[b]._seq) > len(ins[a]._seq) + len(outs[a]._seq):
+            a, b = b, a  # fold the node with fewer neighbours into the other one
+
+        b_out = outs[b]
+        b_in = ins[b]
+        outs[b] = OrderedSet()
+        ins[b] = OrderedSet()
+        for y in b_out._seq:
+            ins[y].erase(b)
+        for y in b_in._seq:
+            outs[y].erase(b)
+        self._free.append(b)
+
+        insert_edge = self.insert_edge
+        for y in b_out._seq:
+            insert_edge(a, y)
+        for y in b_in._seq:
+            insert_edge(y, a)
+        return a
+
+    def can_contract_edge(self, a: int, b: int) -> bool:
+        """Whether ``contract_edge(a, b)`` would succeed.
+
+        Not side-effect free: the edge is removed and re-inserted, so it moves to the end of
+        ``out[a]`` and ``in[b]`` whatever the answer.
+        """
+        if b not in self._out[a]._idx:
+            raise ValueError(f"can_contract_edge: no edge {a} -> {b}")
+        self.remove_edge(a, b)
+        reachable = self.is_reachable(a, b)
+        self.insert_edge(a, b)
+        return not reachable
+
+    # ------------------------------------------------------------------ views
+
+    def successors(self, v: int) -> list[int]:
+        """The live out-sequence of ``v`` (copy it before mutating the graph)."""
+        return self._out[v]._seq
+
+    def predecessors(self, v: int) -> list[int]:
+        """The live in-sequence of ``v`` (copy it before mutating the graph)."""
+        return self._in[v]._seq
+
+    def successors_copy(self, v: int) -> list[int]:
+        return list(self._out[v]._seq)
+
+    def predecessors_copy(self, v: int) -> list[int]:
+        return list(self._in[v]._seq)
+
+    def all_nodes_in_post_order(self) -> list[int]:
+        """Live nodes by descending rank: if ``x`` reaches ``y``, ``y`` comes first."""
+        rank = self._rank
+        n = len(rank)
+        by_rank = [0] * n
+        for v in range(n):
+            by_rank[rank[v]] = v
+        by_rank.reverse()
+        free = self._free
+        if not free:
+            return by_rank
+        free_set = set(free)
+        return [v for v in by_rank if v not in free_set]
+
+    def debug_string(self) -> str:
+        """Graphviz text listing the edges of live nodes (upstream ``DebugString``)."""
+        free_set = set(self._free)
+        lines = ["digraph {"]
+        for v in range(len(self._rank)):
+            if v in free_set:
+                continue
+            for w in self._out[v]._seq:
+                lines.append(f'  "{v}" -> "{w}"')
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def check_invariants(self) -> bool:
+        """Ranks are a permutation of 0..N-1, edges go up in rank, in/out lists mirror
+        each other, index maps match sequences, no visited flag is left set, and freed
+        slots have no edges."""
+        return self.invariant_violation() is None
+
+    def invariant_violation(self) -> str | None:
+        """Description of the first broken invariant, or None."""
+        rank = self._rank
+        n = len(rank)
+        if sorted(rank) != list(range(n)):
+            return "ranks are not a permutation of 0..N-1"
+        if len(self._visited) != n or len(self._out) != n or len(self._in) != n:
+            return "per-node arrays have inconsistent lengths"
+        for v in range(n):
+            if self._visited[v]:
+                return f"visited flag left set on node {v}"
+            for name, os_ in (("out", self._out[v]), ("in", self._in[v])):
+                if len(os_._seq) != len(os_._idx):
+                    return f"{name}[{v}] sequence/index size mismatch"
+                for i, w in enumerate(os_._seq):
+                    if os_._idx.get(w) != i:
+                        return f"{name}[{v}] index map wrong for {w}"
+            for w in self._out[v]._seq:
+                if w == v:
+                    return f"self-loop on {v}"
+                if rank[v] >= rank[w]:
+                    return f"edge {v}->{w} has bad rank assignment {rank[v]}->{rank[w]}"
+                if v not in self._in[w]._idx:
+                    return f"edge {v}->{w} missing from in[{w}]"
+            for w in self._in[v]._seq:
+                if v not in self._out[w]._idx:
+                    return f"edge {w}->{v} missing from out[{w}]"
+        free = self._free
+        if len(set(free)) != len(free):
+            return "a slot is on the free list twice"
+        for v in free:
+            if self._out[v]._seq or self._in[v]._seq:
+                return f"freed node {v} still has edges"
+        return None
+
+
+class _BulkSearch:
+    """The forward searches of :meth:`GraphCycles.insert_edges` (see there): the Python search
+    while it stays small, else a lookup in a snapshot of the graph (descendant bitsets, or
+    scipy's breadth-first search over a CSR matrix for the biggest graphs). Once the
+    snapshot exists the ranks are a numpy array (``GraphCycles._rank`` until the bulk
+    insertion ends), so that wide windows are re-ranked without a Python loop."""
+
+    def __init__(self, gc: GraphCycles) -> None:
+        self.gc = gc
+        self.csr = None  # the snapshot of a big graph: scipy CSR matrix
+        self.reach = None  # the snapshot of a smaller one: node -> int bitset of its descendants
+        self.edges = 0  # edges in the snapshot
+        self.dirty = None  # numpy bool: node whose out-edges changed since the snapshot (None:
+        # no snapshot yet; one is taken on the first wide search)
+        self.node_at = None  # numpy: rank -> node, kept with the numpy ranks
+        self.python_visits = 0  # Python search work since the last snapshot
+
+    def changed(self, v: int) -> None:
+        if self.dirty is not None:
+            self.dirty[v] = True
+
+    def forward(self, y: int, x: int, rx: int):
+        """The nodes reachable from ``y`` through ranks below ``rx`` (any order), or None when
+        ``x`` (holding rank ``rx``) is among them. Leaves no visited flag set."""
+        done = self._python(y, x, rx, self.gc.BULK_SEARCH_BUDGET)
+        if done is not None:
+            return done[0]
+        if self.dirty is None:
+            if self.python_visits < self.gc.BULK_SNAPSHOT_AFTER:
+                return self._python(y, x, rx, None)[0]
+            self._snapshot(x)
+        reach = self._reach(y)
+        if self.dirty[reach].any():  # an out-edge changed on the way: stale for this search
+            if self.python_visits * 4 < self.edges:  # a rebuild would cost more than it saved
+                return self._python(y, x, rx, None)[0]
+            self._snapshot(x)
+            reach = self._reach(y)
+        if (reach == x).any():
+            return None
+        return reach[self.gc._rank[reach] < rx]
+
+    def _python(self, y: int, x: int, rx: int, budget):
+        """The Python search (upstream's order); ``(deltaf or None,)``, or None past ``budget``."""
+        gc = self.gc
+        found = gc._forward_dfs(y, x, rx, -1 if budget is None else budget)
+        visited = gc._visited
+        deltaf = gc._deltaf
+        self.python_visits += len(deltaf)
+        for v in deltaf:
+            visited[v] = False
+        if found is None:
+            return None
+        return (list(deltaf) if found else None,)
+
+    def _reach(self, y: int):
+        """The snapshot's nodes reachable from ``y`` (``y`` included), a numpy int array."""
+        if self.reach is not None:
+            import numpy as np
+
+            bits = self.reach[y]
+            n = len(self.dirty)
+            flags = np.unpackbits(np.frombuffer(bits.to_bytes((n + 7) // 8, "little"), dtype=np.uint8),
+                                  bitorder="little")
+            return np.flatnonzero(flags)
+        from scipy.sparse.csgraph import breadth_first_order
+
+        return breadth_first_order(self.csr, y, directed=True, return_predecessors=False)
+
+    def _snapshot(self, x: int) -> None:
+        """Take the snapshot during the search for the edge ``x -> y`` being inserted: the one
+        edge whose ranks are still out of order, so ``x``'s bitset may miss ``y``'s part; ``x``
+        is marked changed (a later search that reaches it does not trust the snapshot). A CSR
+        snapshot is exact for every node."""
+        import numpy as np
+
+        gc = self.gc
+        n = len(gc._rank)
+        seqs = [o._seq for o in gc._out]
+        if n <= gc.BULK_BITSET_MAX_NODES:
+            order = np.argsort(np.asarray(gc._rank))[::-1].tolist()  # decreasing rank
+            self.reach = self._descendant_bitsets(seqs, order)
+            self.edges = sum(map(len, seqs))
+        else:
+            self.csr = self._csr(seqs, n)
+            self.edges = self.csr.nnz
+        self.dirty = np.zeros(n, dtype=bool)
+        if self.reach is not None:
+            self.dirty[x] = True
+        self.python_visits = 0
+        if isinstance(gc._rank, list):
+            gc._rank = np.array(gc._rank, dtype=np.int64)
+            self.node_at = np.empty(n, dtype=np.int64)
+            self.node_at[gc._rank] = np.arange(n, dtype=np.int64)
+
+    @staticmethod
+    def _descendant_bitsets(seqs: list[list[int]], order: list[int]) -> list[int]:
+        """Bit ``w`` of entry ``v``: ``w`` is ``v`` or a descendant of it. ``order``: the nodes
+        by decreasing rank; ranks are a topological order, so every successor comes first."""
+        reach = [0] * len(seqs)
+        for v in order:
+            r = 1 << v
+            for w in seqs[v]:
+                r |= reach[w]
+            reach[v] = r
+        return reach
+
+    @staticmethod
+    def _csr(seqs: list[list[int]], n: int):
+        import itertools
+
+        import numpy as np
+        from scipy.sparse import csr_matrix
+
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(q) for q in seqs], out=indptr[1:])
+        nnz = int(indptr[-1])
+        indices = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int32, count=nnz)
+        csr = csr_matrix((np.ones(nnz), indices, indptr), shape=(n, n))
+        csr.sort_indices()
+        return csr
+
+    def reorder(self, deltab: list[int], deltaf) -> None:
+        """Upstream's re-dealing of ranks (``GraphCycles._reorder``) for a ``deltaf`` that is a
+        list (Python search) or a numpy array (snapshot search)."""
+        gc = self.gc
+        rank = gc._rank
+        visited = gc._visited
+        key = rank.__getitem__
+        node_at = self.node_at
+        for v in deltab:
+            visited[v] = False
+        deltab.sort(key=key)
+        if isinstance(deltaf, list):
+            deltaf.sort(key=key)
+            nodes = deltab + deltaf
+            ranks = sorted(map(key, nodes))
+            for v, r in zip(nodes, ranks):
+                rank[v] = r
+            if node_at is not None:
+                node_at[ranks] = nodes
+            return
+        import numpy as np
+
+        n = len(rank)
+        rf = rank[deltaf]
+        back = np.array(deltab, dtype=np.int64)
+        if len(rf) * 100 > n:
+            # a wide window: the ranks in order by marking them (O(n), no comparison sort);
+            # the nodes in rank order through the rank -> node map
+            mark = np.zeros(n, dtype=bool)
+            mark[rf] = True
+            front = node_at[np.flatnonzero(mark)]
+            mark[rank[back]] = True
+            pool = np.flatnonzero(mark)
+        else:
+            front = deltaf[np.argsort(rf)]
+            pool = np.sort(np.concatenate((rank[back], rf)))
+        nodes = np.concatenate((back, front))
+        rank[nodes] = pool
+        node_at[pool] = nodes
+
+
+class UnionFind:
+    """Union-find element carrying a value (XLA ``union_find.h``).
+
+    ``a.merge(b)`` unites the two sets by rank, and the merged set's value is always the one
+    ``a``'s set had: when ``a``'s root ends up below ``b``'s root, the value is copied up.
+    """
+
+    __slots__ = ("_parent", "_rank", "_size", "_value")
+
+    def __init__(self, value: Any = None) -> None:
+        self._parent: UnionFind | None = None
+        self._rank = 0
+        self._size = 1
+        self._value = value
+
+    def find(self) -> "UnionFind":
+        """Root of this element's set, compressing the path to it."""
+        root = self
+        while root._parent is not None:
+            root = root._parent
+        node = self
+        while node is not root:
+            nxt = node._parent
+            node._parent = root
+            node = nxt  # type: ignore[assignment]
+        return root
+
+    def get(self) -> Any:
+        return self.find()._value
+
+    def set(self, value: Any) -> None:
+        self.find()._value = value
+
+    def size(self) -> int:
+        return self.find()._size
+
+    def merge(self, other: "UnionFind") -> None:
+        a = self.find()
+        b = other.find()
+        if a is b:
+            return
+        if a._rank > b._rank:
+            b._parent = a
+            a._size += b._size
+            return
+        a._parent = b
+        if a._rank == b._rank:
+            b._rank += 1
+        b._value = a._value
+        b._size += a._size

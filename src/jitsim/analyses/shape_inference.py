@@ -1,0 +1,840 @@
+"""Static shapes of a GraphDef that records none, inferred without TF.
+
+Grappler's optimizers see shapes through ``GraphProperties`` (``grappler/costs/
+graph_properties.cc``): TF's per-op shape functions (``core/ops/*.cc``) run over the graph,
+seeded from the feeds and the resource handles' shapes. Several rewrites depend on them: the
+remapper's oneDNN bias-like ``Add`` (the other operand must be as long as the contraction's last
+dimension), the arithmetic optimizer's no-op ``Reshape``, constant folding of ``Shape``/``Size``/
+``Rank``. A SavedModel's function bodies and TF's dumps carry ``_output_shapes``; a GraphDef
+exported with ``cf.graph.as_graph_def()`` does not. :func:`infer_shapes` recomputes them:
+
+* seeds: ``Placeholder``/``PlaceholderWithDefault`` ``shape``, ``_Arg``'s ``_output_shapes`` or
+  ``shape``, ``Const`` values, and any node's own ``_output_shapes``;
+* resources: a variable's shape is its ``VarHandleOp``'s ``shape``, a handle's ``_handle_shapes``
+  or, where neither is in the graph (a ConcreteFunction captures variables as shapeless resource
+  ``Placeholder`` nodes), the shape of a fully known value written to it by ``AssignVariableOp``/
+  ``AssignAddVariableOp``/``AssignSubVariableOp`` (TF's variable has that shape in the real run:
+  a Keras/``tf.Variable`` write keeps the variable's shape). ``ReadVariableOp`` reads it through
+  ``Identity``/``Enter``/``Switch``... of the handle;
+* shape functions re-implemented for the ops that decide those rewrites (element-wise ops with
+  broadcasting, ``MatMul``/``BatchMatMul*``, ``BiasAdd``, ``Reshape``/``Transpose``/``ExpandDims``/
+  ``Squeeze``/``ConcatV2``/``Pack``/``Split``/``StridedSlice``/``GatherV2`` with constant operands,
+  reductions, convolutions and pools, ``Fill``, control flow...); a small value analysis of
+  integer vectors (``Const``, ``Shape`` of a known shape, ``Pack``, ``ConcatV2``) lets ``Reshape``/
+  ``Fill`` take a computed shape, as TF's ``InferenceContext::MakeShapeFromShapeTensor`` does;
+* loops: ``Merge`` starts from its forward inputs; a second round merges the back edge in, a
+  dimension that differs becoming unknown (TF's shape refiner relaxes loop shapes alike).
+
+A shape is a tuple of dims (``-1`` unknown) or ``None`` (unknown rank); an op without a shape
+function here gives ``None``. :class:`ShapeView` is the accessor the Grappler simulation reads
+shapes through: a node's recorded ``_output_shapes`` first (so SavedModels and dumps keep what
+they record), inferred shapes only for a graph that records none.
+"""
+
+from __future__ import annotations
+
+from jitsim.graph.model import parse_input
+
+Shape = "tuple[int, ...] | None"
+
+DT_RESOURCE = 20
+
+UNARY = frozenset({
+    "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Cos", "Cosh", "Digamma", "Elu", "Erf",
+    "Erfc", "Exp", "Expm1", "Floor", "Gelu", "Inv", "Invert", "IsFinite", "IsInf", "IsNan", "LeakyRelu", "Lgamma",
+    "Log", "Log1p", "LogSoftmax", "LogicalNot", "Neg", "OnesLike", "Reciprocal", "Relu", "Relu6", "Rint", "Round",
+    "Rsqrt", "Selu", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Square", "Tan",
+    "Tanh", "ZerosLike", "Cast", "Identity", "Snapshot", "StopGradient", "PreventGradient", "CheckNumerics",
+    "Enter", "Exit", "NextIteration", "RefEnter", "RefExit", "LoopCond", "_MklSwish", "Bitcast_same",
+    "ReluGrad", "Relu6Grad", "EluGrad", "SigmoidGrad", "TanhGrad", "SqrtGrad", "RsqrtGrad", "ReciprocalGrad",
+    "LeakyReluGrad", "SoftplusGrad", "ClipByValue", "FakeQuantWithMinMaxArgs", "Conj", "Real", "Imag",
+    "RandomUniform_like", "DebugIdentity", "FusedBatchNormGrad_x",
+})
+BINARY = frozenset({
+    "Add", "AddV2", "Sub", "Mul", "Div", "RealDiv", "DivNoNan", "MulNoNan", "FloorDiv", "FloorMod", "TruncateDiv",
+    "TruncateMod", "Mod", "Maximum", "Minimum", "Pow", "SquaredDifference", "Atan2", "Xlogy", "Xdivy", "Equal",
+    "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "BitwiseAnd",
+    "BitwiseOr", "BitwiseXor", "LeftShift", "RightShift", "Igamma", "Igammac", "Zeta", "Polygamma",
+    "ApproximateEqual", "BroadcastTo_none",
+})
+REDUCTIONS = frozenset({"Sum", "Mean", "Max", "Min", "Prod", "All", "Any", "EuclideanNorm"})
+WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
+# ops that take a part of a tensor without computing on it
+SLICING = frozenset({"Identity", "Snapshot", "Cast", "Split", "SplitV", "Squeeze", "Unpack", "StridedSlice",
+                     "Slice", "GatherV2", "Gather", "Reshape", "ExpandDims", "Transpose", "Enter", "Switch",
+                     "Merge", "Exit"})
+# ops that pass a resource handle (or any tensor) from input 0 to their output(s) unchanged
+RESOURCE_PASS_THROUGH = frozenset({"Identity", "Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "Switch",
+                                   "RefSwitch", "Merge", "RefMerge", "Snapshot"})
+
+
+# -- shape algebra ---------------------------------------------------------------------------
+
+def _known(s) -> bool:
+    return s is not None and all(d >= 0 for d in s)
+
+
+def merge_dims(a: int, b: int) -> int:
+    """Two facts about one dimension: the known one wins; two different known sizes contradict
+    (a loop whose dimension changes): unknown."""
+    if a < 0:
+        return b
+    if b < 0 or a == b:
+        return a
+    return -1
+
+
+def relax(a, b):
+    """The most specific shape both ``a`` and ``b`` are instances of (a Merge's output)."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x if x == y else -1 for x, y in zip(a, b))
+
+
+def broadcast(a, b):
+    """NumPy broadcasting of two static shapes (TF's ``BroadcastBinaryOpOutputShapeFn``): a known
+    dim of 1 takes the other; an unknown dim against a known dim > 1 gives the known one (the
+    unknown must be 1 or equal); two unknown dims stay unknown."""
+    if a is None or b is None:
+        return None
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + tuple(a)
+    b = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x == 1:
+            out.append(y)
+        elif y == 1:
+            out.append(x)
+        elif x < 0 and y < 0:
+            out.append(-1)
+        elif x < 0:
+            out.append(y)
+        elif y < 0 or x == y:
+            out.append(x)
+        else:
+            return None  # not broadcastable: TF's shape function fails, nothing is known
+    return tuple(out)
+
+
+def _axis(a: int, rank: int) -> int | None:
+    a = a + rank if a < 0 else a
+    return a if 0 <= a < rank else None
+
+
+# -- reading node attributes -----------------------------------------------------------------
+
+def _proto_shape(shp):
+    if shp.unknown_rank:
+        return None
+    return tuple(d.size if d.size >= 0 else -1 for d in shp.dim)
+
+
+def recorded(nd, port: int):
+    """``(True, shape)`` from a node's own ``_output_shapes``, else ``(False, None)``."""
+    if "_output_shapes" in nd.attr:
+        shapes = nd.attr["_output_shapes"].list.shape
+        if port < len(shapes):
+            return True, _proto_shape(shapes[port])
+    return False, None
+
+
+def _const_value(nd):
+    """The value of a small integer ``Const`` as a flat list (with its shape), or None."""
+    if nd.op not in ("Const", "HostConst") or "value" not in nd.attr:
+        return None
+    t = nd.attr["value"].tensor
+    if t.dtype not in (3, 9):  # DT_INT32, DT_INT64
+        return None
+    shape = _proto_shape(t.tensor_shape)
+    if shape is None or len(shape) > 1:
+        return None
+    n = shape[0] if shape else 1
+    if n > 64:
+        return None
+    if t.tensor_content:
+        import struct
+
+        fmt = "<%di" % n if t.dtype == 3 else "<%dq" % n
+        try:
+            return list(struct.unpack(fmt, t.tensor_content))
+        except struct.error:
+            return None
+    vals = list(t.int_val if t.dtype == 3 else t.int64_val)
+    if not vals:
+        vals = [0]
+    if len(vals) < n:
+        vals = vals + [vals[-1]] * (n - len(vals))
+    return vals[:n] if shape else vals[:1]
+
+
+def _ints(nd, key):
+    return list(nd.attr[key].list.i) if key in nd.attr else []
+
+
+def _i(nd, key, default=0):
+    return nd.attr[key].i if key in nd.attr else default
+
+
+def _b(nd, key, default=False):
+    return nd.attr[key].b if key in nd.attr else default
+
+
+def _s(nd, key, default=b""):
+    return nd.attr[key].s if key in nd.attr else default
+
+
+# -- the analysis ------------------------------------------------------------------------------
+
+class _Inference:
+    def __init__(self, nodes: dict, order: list[str]):
+        self.nodes = nodes
+        self.order = order
+        self.shapes: dict[tuple[str, int], object] = {}
+        self.values: dict[tuple[str, int], list[int]] = {}  # integer vectors, -1 unknown entries
+        self.var_shapes: dict[str, object] = {}  # resource root -> variable shape
+        self.back_edges = False
+
+    # inputs
+    def data(self, nd) -> list[tuple[str, int]]:
+        return [parse_input(r) for r in nd.input if not r.startswith("^")]
+
+    def shape_of(self, ref):
+        return self.shapes.get(ref)
+
+    def value_of(self, ref):
+        src = self.nodes.get(ref[0])
+        if src is not None and ref[1] == 0:
+            v = _const_value(src)
+            if v is not None:
+                return v
+        return self.values.get(ref)
+
+    # the ops a handle is followed back through (a subclass may follow more)
+    handle_pass_through = RESOURCE_PASS_THROUGH
+
+    def resource_root(self, ref) -> str | None:
+        """The node a resource handle comes from, through pass-through ops."""
+        seen = set()
+        name, port = ref
+        while name in self.nodes and name not in seen:
+            seen.add(name)
+            nd = self.nodes[name]
+            if nd.op in self.handle_pass_through:
+                d = self.data(nd)
+                if not d:
+                    return None
+                name, port = d[0]
+                continue
+            return name if port == 0 else f"{name}:{port}"
+        return None
+
+    def handle_shape(self, ref):
+        root = self.resource_root(ref)
+        if root is None:
+            return None
+        if root in self.var_shapes:
+            return self.var_shapes[root]
+        nd = self.nodes.get(root)
+        if nd is None:
+            return None
+        if nd.op in ("VarHandleOp", "_VarHandlesOp") and "shape" in nd.attr:
+            return _proto_shape(nd.attr["shape"].shape)
+        if "_handle_shapes" in nd.attr and nd.attr["_handle_shapes"].list.shape:
+            return _proto_shape(nd.attr["_handle_shapes"].list.shape[0])
+        return None
+
+    def run(self) -> dict:
+        self.settle()
+        rejected: set = set()
+        for _ in range(8):  # each round's guesses can make another variable's update known
+            guesses = {v: g for v, g in self.guess_updated_variables().items() if (v, g) not in rejected}
+            if not guesses:
+                break
+            trial = dict(self.var_shapes)
+            self.var_shapes.update(guesses)
+            self.settle()
+            # keep a guess only where every write to the variable then agrees with it
+            bad = [v for v, g in guesses.items() if any(not compatible(s, g) for s in self.writes_to(v))]
+            if bad:
+                rejected |= {(v, guesses[v]) for v in bad}
+                self.var_shapes = {**trial, **{v: g for v, g in guesses.items() if v not in bad}}
+                self.shapes = {}
+                self.back_edges = False
+                self.settle()
+        return self.shapes
+
+    def writes_to(self, root):
+        for nd in self.nodes.values():
+            if nd.op in WRITES:
+                d = self.data(nd)
+                if len(d) == 2 and self.resource_root(d[0]) == root:
+                    yield self.shape_of(d[1])
+
+    def guess_updated_variables(self) -> dict:
+        """Variables still without a shape that a write updates from their own value
+        (``s.assign(0.9 * s + g)``): a variable update keeps the variable's shape, so the
+        non-scalar operand of the element-wise expression written with the highest rank and the
+        most known dims (``g``) is the guess; :meth:`run` keeps it where every write then agrees."""
+        out = {}
+        for root, handle, value in self.variable_writes():
+            if root in self.var_shapes or self.handle_shape(handle) is not None:
+                continue
+            best = None
+            stack, seen = [value], set()
+            while stack and len(seen) < 64:
+                ref = stack.pop()
+                if ref in seen:
+                    continue
+                seen.add(ref)
+                s = self.shape_of(ref)
+                if s is not None and len(s) > 0:  # a scalar operand (0.9 * s) says nothing
+                    if best is None or (len(s), _n_known(s)) > (len(best), _n_known(best)):
+                        best = s
+                    if _known(s):
+                        continue
+                src = self.nodes.get(ref[0])
+                if src is not None and (src.op in BINARY or src.op in UNARY or src.op in ("AddN", "BiasAdd")):
+                    stack.extend(self.data(src))
+            if best is not None:
+                out[root] = best
+        return out
+
+    def settle(self):
+        for _ in range(4):  # forward, loops' back edges and variable writes, then settle
+            before = (dict(self.shapes), dict(self.var_shapes))
+            for name in self.order:
+                nd = self.nodes[name]
+                try:
+                    outs = self.infer(nd)
+                except (IndexError, KeyError, ValueError, ZeroDivisionError, TypeError, OverflowError):
+                    outs = None
+                if outs is None:
+                    outs = []
+                for p, s in enumerate(outs):
+                    ok, rec = recorded(nd, p)
+                    self.shapes[(name, p)] = rec if ok else s
+                if "_output_shapes" in nd.attr:
+                    for p, shp in enumerate(nd.attr["_output_shapes"].list.shape):
+                        self.shapes[(name, p)] = _proto_shape(shp)
+            self.collect_writes()
+            self.back_edges = True
+            if (self.shapes, self.var_shapes) == before:
+                break
+
+    def variable_writes(self):
+        """``(variable, handle ref, value ref)`` of each write of a value to a variable whose
+        resource root is known."""
+        for nd in self.nodes.values():
+            if nd.op not in WRITES:
+                continue
+            d = self.data(nd)
+            if len(d) != 2:
+                continue
+            root = self.resource_root(d[0])
+            if root is not None:
+                yield root, d[0], d[1]
+
+    def collect_writes(self):
+        for root, _, value in self.variable_writes():
+            s = self.shape_of(value)
+            if s is None:
+                continue
+            prev = self.var_shapes.get(root)
+            self.var_shapes[root] = s if prev is None else _merge_same(prev, s) if compatible(prev, s) else None
+
+    # the shape functions
+    def infer(self, nd) -> list | None:  # noqa: C901 - one table of shape functions
+        op = nd.op
+        d = self.data(nd)
+        ins = [self.shape_of(r) for r in d]
+        if op in ("Const", "HostConst"):
+            return [_proto_shape(nd.attr["value"].tensor.tensor_shape)]
+        if op in ("Placeholder", "PlaceholderWithDefault"):
+            if "shape" in nd.attr and not (op == "Placeholder" and nd.attr["dtype"].type == DT_RESOURCE):
+                return [_proto_shape(nd.attr["shape"].shape)]
+            return [() if op == "Placeholder" and nd.attr["dtype"].type == DT_RESOURCE else None]
+        if op == "_Arg":
+            if "shape" in nd.attr:
+                return [_proto_shape(nd.attr["shape"].shape)]
+            return [None]
+        if op in ("VarHandleOp",):
+            return [()]
+        if op == "ReadVariableOp":
+            return [self.handle_shape(d[0])] if d else None
+        if op == "ResourceGather" and len(d) == 2:
+            p, idx = self.handle_shape(d[0]), ins[1]
+            if p is None or idx is None:
+                return [None]
+            bd = _i(nd, "batch_dims")
+            return [tuple(idx) + tuple(p[1 + bd:])] if bd == 0 else [None]
+        if op in UNARY:
+            if op == "Exit" or op == "Enter":
+                return [ins[0] if ins else None]
+            return [ins[0] if ins else None]
+        if op in BINARY:
+            return [broadcast(ins[0], ins[1])] if len(ins) == 2 else None
+        if op in ("Select", "SelectV2"):
+            if len(ins) != 3:
+                return None
+            if op == "Select":
+                return [ins[1] if ins[1] is not None else ins[2]]
+            return [broadcast(broadcast(ins[0], ins[1]), ins[2])]
+        if op in ("AddN", "AccumulateNV2"):
+            out = ins[0] if ins else None
+            for s in ins[1:]:
+                out = _merge_same(out, s)
+            return [out]
+        if op == "BiasAdd":
+            return [ins[0]]
+        if op == "BiasAddGrad":
+            s = ins[0]
+            if s is None:
+                return [(-1,)]
+            return [(s[1] if _s(nd, "data_format") == b"NCHW" else s[-1],)]
+        if op in ("MatMul", "_FusedMatMul"):
+            a, b = ins[0], ins[1]
+            m = -1 if a is None or len(a) != 2 else a[1 if _b(nd, "transpose_a") else 0]
+            n = -1 if b is None or len(b) != 2 else b[0 if _b(nd, "transpose_b") else 1]
+            return [(m, n)]
+        if op in ("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "_MklBatchMatMulV2"):
+            a, b = ins[0], ins[1]
+            if a is None or b is None or len(a) < 2 or len(b) < 2:
+                return [None]
+            m = a[-1] if _b(nd, "adj_x") else a[-2]
+            n = b[-2] if _b(nd, "adj_y") else b[-1]
+            batch = broadcast(a[:-2], b[:-2]) if op != "BatchMatMul" else a[:-2]
+            return [None if batch is None else tuple(batch) + (m, n)]
+        if op == "Reshape":
+            return [self.reshape(ins[0], d[1])]
+        if op == "Transpose":
+            perm = self.value_of(d[1])
+            s = ins[0]
+            if perm is None:
+                return [None if s is None else (-1,) * len(s)]
+            if s is None:
+                return [(-1,) * len(perm)]
+            return [tuple(s[p] for p in perm)] if len(perm) == len(s) else [None]
+        if op == "ExpandDims":
+            s, ax = ins[0], self.value_of(d[1])
+            if s is None or ax is None or len(ax) != 1:
+                return [None]
+            a = _axis(ax[0], len(s) + 1)
+            return [None if a is None else tuple(s[:a]) + (1,) + tuple(s[a:])]
+        if op == "Squeeze":
+            s = ins[0]
+            if s is None:
+                return [None]
+            dims = _ints(nd, "squeeze_dims")
+            if dims:
+                ax = {_axis(a, len(s)) for a in dims}
+                return [tuple(x for i, x in enumerate(s) if i not in ax)]
+            if any(x < 0 for x in s):
+                return [None]
+            return [tuple(x for x in s if x != 1)]
+        if op in ("ConcatV2", "Concat"):
+            vals, ax_ref = (d[:-1], d[-1]) if op == "ConcatV2" else (d[1:], d[0])
+            return [self.concat([self.shape_of(r) for r in vals], self.value_of(ax_ref))]
+        if op == "Pack":
+            out = None
+            for s in ins:
+                out = s if out is None else _merge_same(out, s)
+            if out is None:
+                return [None]
+            a = _axis(_i(nd, "axis"), len(out) + 1)
+            return [None if a is None else tuple(out[:a]) + (len(ins),) + tuple(out[a:])]
+        if op == "Unpack":
+            s, num = ins[0], _i(nd, "num")
+            if s is None:
+                return [None] * num
+            a = _axis(_i(nd, "axis"), len(s))
+            return [tuple(x for i, x in enumerate(s) if i != a)] * num
+        if op == "Split":
+            ax, s, num = self.value_of(d[0]), ins[1], _i(nd, "num_split", 1)
+            if s is None or ax is None:
+                return [None if s is None else (-1,) * len(s)] * num
+            a = _axis(ax[0], len(s))
+            if a is None:
+                return [None] * num
+            dim = s[a] // num if s[a] >= 0 else -1
+            return [tuple(s[:a]) + (dim,) + tuple(s[a + 1:])] * num
+        if op == "SplitV":
+            s, sizes, ax = ins[0], self.value_of(d[1]), self.value_of(d[2])
+            num = _i(nd, "num_split", 1)
+            if s is None or ax is None or sizes is None or len(sizes) != num:
+                return [None] * num
+            a = _axis(ax[0], len(s))
+            if a is None:
+                return [None] * num
+            if -1 in sizes and s[a] >= 0:
+                sizes = [x if x != -1 else s[a] - sum(y for y in sizes if y != -1) for x in sizes]
+            return [tuple(s[:a]) + (x,) + tuple(s[a + 1:]) for x in sizes]
+        if op == "Shape":
+            s = ins[0]
+            if s is not None:
+                self.values[(nd.name, 0)] = list(s)
+            return [(-1,) if s is None else (len(s),)]
+        if op == "ShapeN":
+            out = []
+            for i, s in enumerate(ins):
+                if s is not None:
+                    self.values[(nd.name, i)] = list(s)
+                out.append((-1,) if s is None else (len(s),))
+            return out
+        if op in ("Size", "Rank"):
+            return [()]
+        if op == "Fill":
+            dims = self.value_of(d[0])
+            if dims is None:
+                s = ins[0]
+                return [None if s is None or len(s) != 1 or s[0] < 0 else (-1,) * s[0]]
+            return [tuple(dims)]
+        if op in ("Switch", "RefSwitch"):
+            return [ins[0], ins[0]] if ins else None
+        if op in ("Merge", "RefMerge"):
+            out, first = None, True
+            for r, s in zip(d, ins):
+                src = self.nodes.get(r[0])
+                if src is not None and src.op in ("NextIteration", "RefNextIteration") and not self.back_edges:
+                    continue
+                if r not in self.shapes:
+                    continue
+                out = s if first else relax(out, s)
+                first = False
+            return [out, ()]
+        if op in ("IdentityN",):
+            return list(ins)
+        if op in REDUCTIONS:
+            return [self.reduce(ins[0], self.value_of(d[1]), _b(nd, "keep_dims"), ins[1])]
+        if op in ("ArgMax", "ArgMin"):
+            return [self.reduce(ins[0], self.value_of(d[1]), False, ins[1])]
+        if op in ("Tile",):
+            s, mult = ins[0], self.value_of(d[1])
+            if s is None or mult is None or len(mult) != len(s):
+                return [None if s is None else (-1,) * len(s)]
+            return [tuple(x * m if x >= 0 else -1 for x, m in zip(s, mult))]
+        if op == "BroadcastTo":
+            shp = self.value_of(d[1])
+            return [None if shp is None else tuple(shp)]
+        if op == "GatherV2":
+            p, idx, ax = ins[0], ins[1], self.value_of(d[2])
+            if p is None or idx is None or ax is None or _i(nd, "batch_dims") != 0:
+                return [None]
+            a = _axis(ax[0], len(p))
+            return [None if a is None else tuple(p[:a]) + tuple(idx) + tuple(p[a + 1:])]
+        if op == "StridedSlice":
+            return [self.strided_slice(nd, ins[0], d)]
+        if op in ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"):
+            s = ins[0]
+            c = -1 if s is None or len(s) != 4 else s[1 if _s(nd, "data_format") == b"NCHW" else 3]
+            return [s] + [(c,)] * 4 + ([None] if op == "FusedBatchNormV3" else [])
+        if op in ("Conv2D", "DepthwiseConv2dNative", "_FusedConv2D", "_FusedDepthwiseConv2dNative"):
+            return [self.conv(nd, ins[0], ins[1], depthwise="Depthwise" in op)]
+        if op in ("MaxPool", "AvgPool"):
+            return [self.pool(nd, ins[0])]
+        if op in ("Conv2DBackpropFilter", "Conv2DBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
+                  "DepthwiseConv2dNativeBackpropInput"):
+            ref = d[1] if "Filter" in op else d[0]
+            v = self.value_of(ref)
+            if v is None:
+                vs = self.shape_of(ref)
+                return [(-1,) * vs[0] if vs is not None and len(vs) == 1 and vs[0] >= 0 else None]
+            return [tuple(v)]
+        if op in ("Range",):
+            return [(-1,)]
+        if op == "OneHot":
+            s, depth = ins[0], self.value_of(d[1])
+            if s is None:
+                return [None]
+            dep = depth[0] if depth else -1
+            a = _i(nd, "axis", -1)
+            a = len(s) if a == -1 else a
+            return [tuple(s[:a]) + (dep,) + tuple(s[a:])]
+        if op == "Einsum":
+            return [None]
+        if op == "SparseSoftmaxCrossEntropyWithLogits" and len(ins) == 2:
+            # features [batch, classes], labels [batch] -> loss [batch], backprop [batch, classes]
+            f, lab = ins
+            batch = _merge_same((f[0],) if f is not None and len(f) == 2 else (-1,),
+                                (lab[0],) if lab is not None and len(lab) == 1 else (-1,))
+            b = batch[0] if batch is not None else -1
+            return [(b,), (b, f[1] if f is not None and len(f) == 2 else -1)]
+        if op == "SoftmaxCrossEntropyWithLogits" and len(ins) == 2:
+            both = broadcast(ins[0], ins[1])  # features and labels broadcast to [batch, classes]
+            if both is None or len(both) != 2:
+                return [(-1,), (-1, -1)]
+            return [(both[0],), tuple(both)]
+        return None
+
+    def reshape(self, s, shape_ref):
+        target = self.value_of(shape_ref)
+        if target is None:
+            ts = self.shape_of(shape_ref)
+            if ts is not None and len(ts) == 1 and ts[0] >= 0:
+                return (-1,) * ts[0]
+            return None
+        target = list(target)
+        if target.count(-1) == 1 and _known(s):
+            total = 1
+            for x in s:
+                total *= x
+            rest = 1
+            for x in target:
+                if x != -1:
+                    rest *= x
+            if rest > 0 and total % rest == 0:
+                target[target.index(-1)] = total // rest
+        return tuple(target)
+
+    def concat(self, shapes, ax):
+        base = next((s for s in shapes if s is not None), None)
+        if base is None:
+            return None
+        rank = len(base)
+        if ax is None:
+            return (-1,) * rank
+        a = _axis(ax[0], rank)
+        if a is None:
+            return None
+        out = list(base)
+        total = 0
+        for s in shapes:
+            if s is None or len(s) != rank:
+                total = -1
+                continue
+            for i in range(rank):
+                if i != a:
+                    out[i] = merge_dims(out[i], s[i])
+            total = -1 if total < 0 or s[a] < 0 else total + s[a]
+        out[a] = total
+        return tuple(out)
+
+    def reduce(self, s, axes, keep, axes_shape):
+        if s is None:
+            return None
+        if axes is None:
+            if keep:
+                return (-1,) * len(s)
+            if axes_shape is not None and len(axes_shape) == 1 and axes_shape[0] >= 0:
+                return (-1,) * (len(s) - axes_shape[0])
+            return None
+        ax = {_axis(a, len(s)) for a in axes}
+        if None in ax:
+            return None
+        return tuple((1 if i in ax else x) for i, x in enumerate(s) if keep or i not in ax)
+
+    def strided_slice(self, nd, s, d):
+        """Constant begin/end/strides; ellipsis and new-axis masks as TF's ``ValidateStridedSliceOp``
+        reads them (a dimension with an unknown size or bounds stays unknown)."""
+        if s is None or len(d) != 4:
+            return None
+        begin, end, strides = (self.value_of(r) for r in d[1:])
+        if begin is None or end is None or strides is None or not (len(begin) == len(end) == len(strides)):
+            return None
+        bm, em = _i(nd, "begin_mask"), _i(nd, "end_mask")
+        ell, new, shrink = _i(nd, "ellipsis_mask"), _i(nd, "new_axis_mask"), _i(nd, "shrink_axis_mask")
+        n = len(begin)
+        # expand the sparse spec over the input's dims
+        out = []
+        dim = 0
+        i = 0
+        while i < n:
+            if ell & (1 << i):
+                real_after = sum(1 for j in range(i + 1, n) if not (new & (1 << j)))
+                while dim < len(s) - real_after:
+                    out.append(s[dim])
+                    dim += 1
+                i += 1
+                continue
+            if new & (1 << i):
+                out.append(1)
+                i += 1
+                continue
+            if dim >= len(s):
+                return None
+            size = s[dim]
+            st = strides[i]
+            if st == 0:
+                return None
+            if shrink & (1 << i):
+                dim += 1
+                i += 1
+                continue
+            if size < 0:
+                out.append(-1)
+            else:
+                if bm & (1 << i):
+                    b = 0 if st > 0 else size - 1
+                else:
+                    b = begin[i] + size if begin[i] < 0 else begin[i]
+                    b = max(0, min(b, size)) if st > 0 else max(-1, min(b, size - 1))
+                if em & (1 << i):
+                    e = size if st > 0 else -1
+                else:
+                    e = end[i] + size if end[i] < 0 else end[i]
+                    e = max(0, min(e, size)) if st > 0 else max(-1, min(e, size - 1))
+                if st > 0:
+                    out.append(max(0, (e - b + st - 1) // st))
+                else:
+                    out.append(max(0, (b - e - st - 1) // (-st)))
+            dim += 1
+            i += 1
+        out.extend(s[dim:])
+        return tuple(out)
+
+    def conv(self, nd, x, f, depthwise=False):
+        if x is None or len(x) != 4:
+            return None
+        nchw = _s(nd, "data_format") == b"NCHW"
+        n, h, w, c = (x[0], x[2], x[3], x[1]) if nchw else x
+        strides = _ints(nd, "strides") or [1, 1, 1, 1]
+        dil = _ints(nd, "dilations") or [1, 1, 1, 1]
+        sh, sw = (strides[2], strides[3]) if nchw else (strides[1], strides[2])
+        dh, dw = (dil[2], dil[3]) if nchw else (dil[1], dil[2])
+        kh = kw = oc = -1
+        if f is not None and len(f) == 4:
+            kh, kw = f[0], f[1]
+            oc = (f[2] * f[3] if f[2] >= 0 and f[3] >= 0 else -1) if depthwise else f[3]
+        pad = _s(nd, "padding")
+        oh = _window(h, kh, sh, dh, pad)
+        ow = _window(w, kw, sw, dw, pad)
+        return (n, oc, oh, ow) if nchw else (n, oh, ow, oc)
+
+    def pool(self, nd, x):
+        if x is None or len(x) != 4 or _s(nd, "data_format") == b"NCHW":
+            return None
+        k = _ints(nd, "ksize") or [1, 1, 1, 1]
+        st = _ints(nd, "strides") or [1, 1, 1, 1]
+        pad = _s(nd, "padding")
+        return (x[0], _window(x[1], k[1], st[1], 1, pad), _window(x[2], k[2], st[2], 1, pad), x[3])
+
+
+def _window(size, k, stride, dilation, padding) -> int:
+    if size < 0:
+        return -1
+    if padding == b"SAME":
+        return (size + stride - 1) // stride
+    if k < 0:
+        return -1
+    eff = (k - 1) * dilation + 1
+    if padding == b"VALID":
+        return max(0, (size - eff + stride) // stride)
+    return -1  # EXPLICIT padding: not read
+
+
+def _n_known(s) -> int:
+    return sum(1 for x in s if x >= 0)
+
+
+def compatible(a, b) -> bool:
+    """Whether two shapes can describe the same tensor (None is compatible with anything)."""
+    if a is None or b is None:
+        return True
+    return len(a) == len(b) and all(x < 0 or y < 0 or x == y for x, y in zip(a, b))
+
+
+def _merge_same(a, b):
+    """Two shapes that must be equal (AddN, Pack inputs): their common knowledge."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if len(a) != len(b):
+        return None
+    return tuple(merge_dims(x, y) for x, y in zip(a, b))
+
+
+def infer_shapes(graph) -> dict:
+    """``{(node, port): shape}`` for every output the analysis reaches (module docstring).
+    ``graph``: a :class:`jitsim.graph.graphedit.EditGraph` or a :class:`jitsim.graph.Graph`;
+    not modified."""
+    from jitsim.graph.graphedit import EditGraph, topological_order
+
+    eg = graph if isinstance(graph, EditGraph) else EditGraph.from_graph(graph)
+    return _Inference(eg.nodes, topological_order(eg)).run()
+
+
+def records_shapes(eg) -> bool:
+    """Whether any node of ``eg`` records ``_output_shapes`` (SavedModel function bodies,
+    ``as_graph_def(add_shapes=True)``)."""
+    return any("_output_shapes" in nd.attr for nd in eg.nodes.values())
+
+
+# ops whose output is their input (shape read through them when they record none)
+SHAPE_PASS_THROUGH = frozenset({"Identity", "IdentityN", "Snapshot", "StopGradient", "PreventGradient"})
+
+
+class ShapeView:
+    """The static shapes a simulated Grappler rewrite sees.
+
+    ``shape(nd, port)``: the node's recorded ``_output_shapes``; with ``literals`` (or when
+    inferring) for a ``Const`` its value's shape, for a ``Placeholder`` its ``shape``; otherwise, when ``infer`` and the graph records no
+    ``_output_shapes`` at all, the shape :func:`infer_shapes` gives (computed once, when the
+    view is made: rewrites keep a rewritten node's name and output shape). ``None``: unknown."""
+
+    def __init__(self, eg=None, *, infer: bool = False, literals: bool = False):
+        self.inferred: dict = {}
+        self.inferring = False
+        self.literals = literals
+        self.assumed: list[str] = []  # nodes a rewrite took for what their unknown shape hid
+        self.eg = eg
+        if eg is not None and infer and not records_shapes(eg):
+            self.inferred = infer_shapes(eg)
+            self.inferring = True
+
+    def shape(self, nd, port: int = 0, eg=None):
+        ok, s = recorded(nd, port)
+        if ok:
+            return s
+        eg = eg if eg is not None else self.eg
+        if eg is not None and nd.op in SHAPE_PASS_THROUGH:
+            # an Identity the inliner adds (`Func/<call>/input/_N`) records no shape; Grappler's
+            # GraphProperties gives it its input's
+            for _ in range(8):
+                data = [r for r in nd.input if not r.startswith("^")]
+                i = port if nd.op == "IdentityN" else 0
+                if i >= len(data):
+                    break
+                src, port = parse_input(data[i])
+                if src not in eg.nodes:
+                    break
+                nd = eg.nodes[src]
+                ok, s = recorded(nd, port)
+                if ok:
+                    return s
+                if nd.op not in SHAPE_PASS_THROUGH:
+                    break
+        if self.literals or self.inferring:
+            if nd.op in ("Const", "HostConst") and port == 0 and "value" in nd.attr:
+                return _proto_shape(nd.attr["value"].tensor.tensor_shape)
+            if nd.op == "Placeholder" and port == 0 and "shape" in nd.attr:
+                return _proto_shape(nd.attr["shape"].shape)
+        return self.inferred.get((nd.name, port))
+
+    def unknown_variable_slice(self, eg, ref) -> bool:
+        """Whether tensor ``ref`` (a ``(node, port)``) is a variable's value, or a slice of it
+        taken by shape-only ops (``Split``, ``Squeeze``, ``Unpack``, ``StridedSlice``, ``Gather``,
+        ``Identity``, ``Cast``...), whose shape is unknown only because the graph does not say the
+        variable's shape (a ConcreteFunction's captured variables are shapeless resource
+        ``Placeholder`` nodes). Only when inferring; the caller decides what to assume of it."""
+        if not self.inferring:
+            return False
+        name, port = ref
+        for _ in range(16):
+            nd = eg.nodes.get(name)
+            if nd is None or self.shape(nd, port) is not None and nd.op != "ReadVariableOp":
+                return False
+            if nd.op == "ReadVariableOp":
+                return self.shape(nd, 0) is None
+            if nd.op not in SLICING:
+                return False
+            data = [parse_input(r) for r in nd.input if not r.startswith("^")]
+            if not data:
+                return False
+            name, port = data[1] if nd.op == "Split" else data[0]
+        return False
+
+    def known(self, nd, port: int = 0):
+        """The shape if every dimension is known, else None."""
+        s = self.shape(nd, port)
+        return list(s) if _known(s) else None

@@ -1,0 +1,289 @@
+"""A small mutable graph for the rewrites TF makes before clustering (no TF needed).
+
+The clustering passes work on :class:`jitsim.graph.tfgraph.TfGraph`, rebuilt from a
+``GraphDef``. The rewrites TF runs *before* them (function inlining, functional-op lowering,
+placement, Grappler) add, remove and rewire nodes freely; :class:`EditGraph` keeps the nodes
+as ``NodeDef`` protos in creation order (TF's node-id order: new nodes go last, as
+``Graph::AddNode`` gives them the next id) with inputs as ``"node:port"`` / ``"^node"``
+strings, plus a consumer index kept up to date by every edit, and per consumer (built when
+first asked, dropped when its inputs are rewritten) where each producer appears in its input
+list: so a use is found, and a data use redirected in place, in time independent of how many
+inputs the consumer has (a wide ``AddN`` of 10,000 inlined calls, issue 22).
+
+:meth:`EditGraph.new_name` is TF's ``Graph::NewName``: ``<prefix>/_<n>`` with one counter per
+graph, shared by every rewrite (that is why TF's lowered and inlined nodes are numbered
+``.../_0``, ``.../_1`` ... across rewrites).
+"""
+
+from __future__ import annotations
+
+from jitsim.registry import protos
+from jitsim.graph.model import CONTROL, Graph, format_input, parse_input, set_attr_value
+
+
+class EditGraph:
+    def __init__(self, graphdef):
+        self.graphdef = protos.GraphDef()
+        self.graphdef.CopyFrom(graphdef)
+        self.nodes: dict[str, object] = {}
+        for nd in self.graphdef.node:
+            self.nodes[nd.name] = nd
+        self.counter = 0
+        self.added: list = []  # the NodeDefs add_nodedef took, in order (an append-only log)
+        self._seq = 0  # position of each node in creation order, for consumers()
+        self._pos: dict[str, int] = {}
+        for n in self.nodes:
+            self._pos[n] = self._seq
+            self._seq += 1
+        self._consumers: dict[str, set[str]] = {n: set() for n in self.nodes}
+        for nd in self.nodes.values():
+            for ref in nd.input:
+                src = parse_input(ref)[0]
+                self._consumers.setdefault(src, set()).add(nd.name)
+        # consumer -> (producer -> [(position, port)], whether the input list is in TF's
+        # order: data inputs, then control inputs without duplicates)
+        self._where: dict[str, tuple[dict[str, list[tuple[int, int]]], bool]] = {}
+
+    @classmethod
+    def from_graph(cls, graph: Graph) -> "EditGraph":
+        return cls(graph.to_graphdef())
+
+    def to_graph(self, source: str | None = None) -> Graph:
+        gd = protos.GraphDef()
+        gd.CopyFrom(self.graphdef)
+        del gd.node[:]
+        for nd in self.nodes.values():
+            gd.node.add().CopyFrom(nd)
+        return Graph(gd, source=source, validate=False)
+
+    @property
+    def library(self):
+        return self.graphdef.library
+
+    # -- names ------------------------------------------------------------------------
+    def new_name(self, prefix: str) -> str:
+        """TF's ``Graph::NewName``: ``<prefix>/_<counter>``."""
+        name = f"{prefix}/_{self.counter}"
+        self.counter += 1
+        return name
+
+    def unique_name(self, name: str) -> str:
+        """``name`` if free, else ``name_1``, ``name_2``... (for nodes jitsim itself adds)."""
+        if name not in self.nodes:
+            return name
+        i = 1
+        while f"{name}_{i}" in self.nodes:
+            i += 1
+        return f"{name}_{i}"
+
+    # -- queries -----------------------------------------------------------------------
+    def __contains__(self, name: str) -> bool:
+        return name in self.nodes
+
+    def __getitem__(self, name: str):
+        return self.nodes[name]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def names(self) -> list[str]:
+        return list(self.nodes)
+
+    def consumers(self, name: str) -> list[str]:
+        """Names of the nodes with an input (data or control) from ``name``, in node order."""
+        cs = self._consumers.get(name, set())
+        if len(cs) <= 1:
+            return list(cs)
+        return sorted(cs, key=self._pos.__getitem__)
+
+    def data_inputs(self, name: str) -> list[tuple[str, int]]:
+        return [parse_input(r) for r in self.nodes[name].input if not r.startswith("^")]
+
+    def control_inputs(self, name: str) -> list[str]:
+        return [r[1:] for r in self.nodes[name].input if r.startswith("^")]
+
+    def _index(self, c: str) -> tuple[dict[str, list[tuple[int, int]]], bool]:
+        """Where each producer appears in ``c``'s inputs, and whether they are in TF's order."""
+        got = self._where.get(c)
+        if got is None:
+            where: dict[str, list[tuple[int, int]]] = {}
+            ordered, seen_control = True, False
+            for i, ref in enumerate(self.nodes[c].input):
+                src, port = parse_input(ref)
+                uses = where.setdefault(src, [])
+                if port == CONTROL:
+                    if any(p == CONTROL for _, p in uses):
+                        ordered = False  # a duplicate control input
+                    seen_control = True
+                elif seen_control:
+                    ordered = False  # a data input after a control input
+                uses.append((i, port))
+            got = self._where[c] = (where, ordered)
+        return got
+
+    def out_refs(self, name: str) -> list[tuple[str, int, int]]:
+        """Every use of ``name``: ``(consumer, position in its input list, src_output)``
+        (``src_output`` is ``CONTROL`` for a control input)."""
+        out = []
+        for c in self.consumers(name):
+            for i, port in self._index(c)[0].get(name, ()):
+                out.append((c, i, port))
+        return out
+
+    def uses_in(self, consumer: str, name: str) -> list[tuple[int, int]]:
+        """``(position, src_output)`` of each input of ``consumer`` that ``name`` produces."""
+        return list(self._index(consumer)[0].get(name, ()))
+
+    def redirect_data_uses(self, consumer: str, old: str, new_ref_of) -> bool:
+        """Redirect every data use of ``old`` in ``consumer`` to ``new_ref_of(port, ref)`` in place,
+        when that gives what :meth:`set_inputs` of the rewritten list would (the list is in TF's
+        order and ``old`` has no control use there); False (nothing changed) otherwise."""
+        where, ordered = self._index(consumer)
+        uses = where.get(old)
+        if not ordered or not uses or any(p == CONTROL for _, p in uses):
+            return False
+        nd = self.nodes[consumer]
+        news = [(i, new_ref_of(p, nd.input[i])) for i, p in uses]
+        if any(r.startswith("^") for _, r in news):
+            return False
+        del where[old]
+        self._consumers.get(old, set()).discard(consumer)
+        for i, r in news:
+            nd.input[i] = r
+            src, port = parse_input(r)
+            where.setdefault(src, []).append((i, port))
+            where[src].sort()
+            self._consumers.setdefault(src, set()).add(consumer)
+        return True
+
+    def has_control_outputs(self, name: str) -> bool:
+        return any(p == CONTROL for _, _, p in self.out_refs(name))
+
+    # -- edits -------------------------------------------------------------------------
+    def add(self, name: str, op: str, inputs=(), *, device: str = "", attrs=None, after=None):
+        """Add a node last (TF's next id). ``attrs`` maps names to ``AttrValue`` protos or
+        Python values."""
+        nd = protos.NodeDef(name=name, op=op, device=device)
+        nd.input.extend(inputs)
+        for k, v in (attrs or {}).items():
+            if hasattr(v, "WhichOneof"):
+                nd.attr[k].CopyFrom(v)
+            else:
+                set_attr_value(nd.attr[k], v)
+        return self.add_nodedef(nd)
+
+    def add_nodedef(self, nd):
+        if nd.name in self.nodes:
+            raise ValueError(f"duplicate node name {nd.name!r}")
+        self.nodes[nd.name] = nd
+        self.added.append(nd)
+        self._pos[nd.name] = self._seq
+        self._seq += 1
+        self._consumers.setdefault(nd.name, set())
+        for ref in nd.input:
+            self._consumers.setdefault(parse_input(ref)[0], set()).add(nd.name)
+        return nd
+
+    def set_inputs(self, name: str, inputs) -> None:
+        nd = self.nodes[name]
+        self._where.pop(name, None)
+        for ref in nd.input:
+            src = parse_input(ref)[0]
+            self._consumers.get(src, set()).discard(name)
+        del nd.input[:]
+        # control inputs after data inputs, without duplicates (TF's ToGraphDef order)
+        data = [r for r in inputs if not r.startswith("^")]
+        ctrl = list(dict.fromkeys(r for r in inputs if r.startswith("^")))
+        nd.input.extend(data + ctrl)
+        for ref in nd.input:
+            self._consumers.setdefault(parse_input(ref)[0], set()).add(name)
+
+    def add_control_input(self, dst: str, src: str) -> None:
+        ref = "^" + src
+        if ref not in self.nodes[dst].input:
+            self.set_inputs(dst, list(self.nodes[dst].input) + [ref])
+
+    def remove(self, name: str) -> None:
+        """Remove ``name`` and every input reference to it."""
+        for c in self.consumers(name):
+            if c == name:
+                continue
+            self.set_inputs(c, [r for r in self.nodes[c].input if parse_input(r)[0] != name])
+        self.set_inputs(name, [])
+        del self.nodes[name]
+        self._consumers.pop(name, None)
+        self._where.pop(name, None)
+
+    def replace_uses(self, old: str, old_port: int, new_ref: str | None, *, control_to: str | None = None) -> None:
+        """Redirect every data use of ``old:old_port`` to ``new_ref``; with ``old_port`` None-like
+        (``CONTROL``), redirect control uses of ``old`` to ``^control_to`` (dropped if None)."""
+        for c in self.consumers(old):
+            if old_port != CONTROL and new_ref is not None and \
+                    self.redirect_data_uses(c, old, lambda p, r: new_ref if p == old_port else r):
+                continue
+            nd = self.nodes[c]
+            new = []
+            changed = False
+            for ref in nd.input:
+                src, port = parse_input(ref)
+                if src == old and port == old_port:
+                    changed = True
+                    if old_port == CONTROL:
+                        if control_to is not None and control_to != c:
+                            new.append("^" + control_to)
+                    elif new_ref is not None:
+                        new.append(new_ref)
+                    continue
+                new.append(ref)
+            if changed:
+                self.set_inputs(c, new)
+
+
+def ref(name: str, port: int = 0) -> str:
+    return format_input(name, port)
+
+
+# tensorflow.DataType numbers (types.proto)
+DT_FLOAT, DT_INT32, DT_BOOL, DT_RESOURCE = 1, 3, 10, 20
+
+
+def dependencies(eg: EditGraph) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Per node, the number of its inputs (data and control; NextIteration back edges
+    ignored) and its consumers in node order: what a topological sort starts from."""
+    indeg = {n: 0 for n in eg.nodes}
+    succ: dict[str, list[str]] = {n: [] for n in eg.nodes}
+    for n, nd in eg.nodes.items():
+        for r in nd.input:
+            src = parse_input(r)[0]
+            if src in eg and eg[src].op not in ("NextIteration", "RefNextIteration"):
+                indeg[n] += 1
+                succ[src].append(n)
+    return indeg, succ
+
+
+def topological_order(eg: EditGraph) -> list[str]:
+    """A topological order (data and control edges, NextIteration back edges ignored),
+    ties in node order, as Grappler sorts a graph before optimizing it."""
+    indeg, succ = dependencies(eg)
+    order = []
+    ready = [n for n in eg.nodes if indeg[n] == 0]
+    ready.reverse()
+    while ready:
+        n = ready.pop()
+        order.append(n)
+        for s in reversed(succ[n]):
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    seen = set(order)
+    order.extend(n for n in eg.nodes if n not in seen)
+    return order
+
+
+def sort_topologically(eg: EditGraph) -> None:
+    """Reorder ``eg``'s nodes topologically, as Grappler leaves a graph (TF then gives the
+    nodes ids in that order when it rebuilds the graph)."""
+    order = topological_order(eg)
+    eg.nodes = {n: eg.nodes[n] for n in order}
+    eg._pos = {n: i for i, n in enumerate(order)}
+    eg._seq = len(order)

@@ -1,0 +1,647 @@
+"""TensorFlow's own view of a graph: integer node ids, edge ids, ``_SOURCE`` and ``_SINK``.
+
+TF's clustering decisions depend on node ids and edge ids (candidate order, cluster
+numbering, GraphCycles ranks, contraction order). :class:`TfGraph` reproduces them from
+a :class:`jitsim.graph.Graph` the way TF builds its in-memory ``Graph``:
+
+* id 0 is ``_SOURCE``, id 1 is ``_SINK``, edge 0 is the control edge ``_SOURCE -> _SINK``;
+* op nodes get ids 2, 3, ... in GraphDef order (a TF dump is written in id order);
+* edges are created node by node in GraphDef order (data inputs by slot, then control
+  inputs), ``NextIteration -> Merge`` back edges after all others;
+* :meth:`TfGraph.fixup_source_and_sink_edges` then links parentless nodes to ``_SOURCE``
+  and childless ones to ``_SINK`` (ids in node order).
+
+Ids are never reused; removed nodes/edges leave ``None`` holes, as in TF.
+
+The module also has TF's traversals (``DFS`` with a stable comparator, post orders,
+reverse DFS) and ``BuildControlFlowInfo`` (the while-loop frame of every node).
+
+>>> from jitsim.graph import Graph
+>>> tg = TfGraph.from_graph(Graph.from_nodes([("a", "Const", []), ("b", "Neg", ["a"])]))
+>>> [(n.id, n.name) for n in tg.op_nodes()]
+[(2, 'a'), (3, 'b')]
+>>> [(e.id, tg.name(e.src), tg.name(e.dst)) for e in tg.edges()]
+[(0, '_SOURCE', '_SINK'), (1, 'a', 'b'), (2, '_SOURCE', 'a'), (3, 'b', '_SINK')]
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import Callable, Iterable, Iterator
+
+from jitsim.errors import GraphError
+from jitsim.registry import protos
+from jitsim.graph.model import CONTROL, Graph, parse_input
+from jitsim.defs import XLA_MERGE_OP
+
+SOURCE_ID = 0
+SINK_ID = 1
+
+# Node classes (exact op type strings), tf-passes §3.1.
+IDENTITY_OPS = frozenset({"Identity", "RefIdentity"})
+CONSTANT_OPS = frozenset({"Const", "HostConst"})
+SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})
+MERGE_OPS = frozenset({"Merge", "RefMerge", XLA_MERGE_OP})
+ENTER_OPS = frozenset({"Enter", "RefEnter"})
+EXIT_OPS = frozenset({"Exit", "RefExit"})
+NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
+IF_OPS = frozenset({"If", "StatelessIf"})
+WHILE_OPS = frozenset({"While", "StatelessWhile"})
+CASE_OPS = frozenset({"Case", "StatelessCase"})
+CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "SymbolicGradient"})
+SHAPE_CONSUMER_OPS = frozenset({"Shape", "Rank", "Size"})
+
+
+class TfEdge:
+    __slots__ = ("id", "src", "src_output", "dst", "dst_input")
+
+    def __init__(self, eid: int, src: int, src_output: int, dst: int, dst_input: int):
+        self.id = eid
+        self.src = src
+        self.src_output = src_output
+        self.dst = dst
+        self.dst_input = dst_input
+
+    @property
+    def is_control(self) -> bool:
+        return self.src_output == CONTROL
+
+    def __repr__(self) -> str:
+        return f"<TfEdge #{self.id} {self.src}:{self.src_output} -> {self.dst}:{self.dst_input}>"
+
+
+def _first(pair):
+    return pair[0]
+
+
+class TfNode:
+    __slots__ = ("id", "name", "op", "nodedef", "in_edges", "out_edges")
+
+    def __init__(self, nid: int, name: str, op: str, nodedef):
+        self.id = nid
+        self.name = name
+        self.op = op
+        self.nodedef = nodedef
+        # edge id -> edge, insertion ordered
+        self.in_edges: dict[int, TfEdge] = {}
+        self.out_edges: dict[int, TfEdge] = {}
+
+    @property
+    def is_op(self) -> bool:
+        return self.id > SINK_ID
+
+    @property
+    def device(self) -> str:
+        return self.nodedef.device if self.nodedef is not None else ""
+
+    @property
+    def attr(self):
+        return self.nodedef.attr
+
+    def data_inputs(self) -> list[TfEdge]:
+        """Data in-edges by input slot."""
+        return sorted((e for e in self.in_edges.values() if e.dst_input != CONTROL), key=lambda e: e.dst_input)
+
+    def __repr__(self) -> str:
+        return f"<TfNode #{self.id} {self.name} {self.op}>"
+
+
+class TfGraph:
+    def __init__(self, library=None, versions=None):
+        self.nodes: list[TfNode | None] = []
+        self.edges_by_id: list[TfEdge | None] = []
+        self.by_name: dict[str, int] = {}
+        self.library = library if library is not None else protos.FunctionDefLibrary()
+        self.versions = versions
+        self._add(TfNode(SOURCE_ID, "_SOURCE", "NoOp", None))
+        self._add(TfNode(SINK_ID, "_SINK", "NoOp", None))
+        self.add_edge(SOURCE_ID, CONTROL, SINK_ID, CONTROL)
+
+    # -- construction --------------------------------------------------------------------
+    def _add(self, node: TfNode) -> TfNode:
+        self.nodes.append(node)
+        if node.is_op:
+            self.by_name[node.name] = node.id
+        return node
+
+    def add_node(self, nodedef) -> TfNode:
+        """Add a node for ``nodedef`` (not its inputs) with the next id."""
+        if nodedef.name in self.by_name:
+            raise GraphError(f"duplicate node name {nodedef.name!r}")
+        return self._add(TfNode(len(self.nodes), nodedef.name, nodedef.op, nodedef))
+
+    def add_edge(self, src: int, src_output: int, dst: int, dst_input: int) -> TfEdge:
+        e = TfEdge(len(self.edges_by_id), src, src_output, dst, dst_input)
+        self.edges_by_id.append(e)
+        self.nodes[src].out_edges[e.id] = e
+        self.nodes[dst].in_edges[e.id] = e
+        return e
+
+    def add_control_edge(self, src: int, dst: int) -> TfEdge:
+        return self.add_edge(src, CONTROL, dst, CONTROL)
+
+    def remove_edge(self, e: TfEdge) -> None:
+        del self.nodes[e.src].out_edges[e.id]
+        del self.nodes[e.dst].in_edges[e.id]
+        self.edges_by_id[e.id] = None
+
+    def remove_node(self, nid: int) -> None:
+        n = self.nodes[nid]
+        for e in list(n.in_edges.values()) + list(n.out_edges.values()):
+            self.remove_edge(e)
+        del self.by_name[n.name]
+        self.nodes[nid] = None
+
+    def fixup_source_and_sink_edges(self) -> None:
+        """Link every parentless node to ``_SOURCE`` and every childless node to ``_SINK``."""
+        for n in list(self.nodes):
+            if n is None:
+                continue
+            if n.id != SOURCE_ID and not n.in_edges:
+                self.add_control_edge(SOURCE_ID, n.id)
+            if n.id != SINK_ID and not n.out_edges:
+                self.add_control_edge(n.id, SINK_ID)
+
+    @classmethod
+    def from_graph(cls, graph: Graph, *, fixup: bool = True) -> "TfGraph":
+        """TF's ``Graph`` for a GraphDef as TF dumps it (node order = TF id order)."""
+        tg = cls(library=graph.graphdef.library, versions=graph.graphdef.versions)
+        order = sorted(graph.nodes.values(), key=lambda n: n.index)
+        for n in order:
+            tg.add_node(n.nodedef)
+        back = []
+        by_name = tg.by_name
+        for n in order:
+            dst = by_name[n.name]
+            slot = 0
+            for ref in n.nodedef.input:
+                src_name, out = parse_input(ref)
+                src = by_name[src_name]
+                if out == CONTROL:
+                    tg.add_edge(src, CONTROL, dst, CONTROL)
+                    continue
+                if tg.nodes[src].op in NEXT_ITERATION_OPS and n.op in MERGE_OPS:
+                    back.append((src, out, dst, slot))
+                else:
+                    tg.add_edge(src, out, dst, slot)
+                slot += 1
+        for src, out, dst, slot in back:
+            tg.add_edge(src, out, dst, slot)
+        if fixup:
+            tg.fixup_source_and_sink_edges()
+        return tg
+
+    # -- queries -------------------------------------------------------------------------
+    @property
+    def num_node_ids(self) -> int:
+        return len(self.nodes)
+
+    def node(self, nid: int) -> TfNode | None:
+        return self.nodes[nid] if 0 <= nid < len(self.nodes) else None
+
+    def name(self, nid: int) -> str:
+        return self.nodes[nid].name
+
+    def op_nodes(self) -> Iterator[TfNode]:
+        """Op nodes (not ``_SOURCE``/``_SINK``) in increasing id."""
+        for n in self.nodes[2:]:
+            if n is not None:
+                yield n
+
+    def all_nodes(self) -> Iterator[TfNode]:
+        for n in self.nodes:
+            if n is not None:
+                yield n
+
+    def edges(self) -> Iterator[TfEdge]:
+        """Live edges in increasing edge id (TF's ``Graph::edges()`` order)."""
+        for e in self.edges_by_id:
+            if e is not None:
+                yield e
+
+    def input_edge(self, nid: int, slot: int) -> TfEdge | None:
+        for e in self.nodes[nid].in_edges.values():
+            if e.dst_input == slot:
+                return e
+        return None
+
+    # -- output ---------------------------------------------------------------------------
+    def to_graphdef(self):
+        """A GraphDef as TF's ``Graph::ToGraphDef`` writes it (what TF's dumps contain):
+        op nodes by id, data inputs by slot, then control inputs sorted by source name."""
+        gd = protos.GraphDef()
+        if self.versions is not None:
+            gd.versions.CopyFrom(self.versions)
+        nodes = self.nodes
+        add = gd.node.add
+        for n in self.op_nodes():
+            nd = add()
+            nd.CopyFrom(n.nodedef)
+            data = []
+            ctrl = []
+            for e in n.in_edges.values():
+                src = nodes[e.src]
+                if e.dst_input == CONTROL:
+                    if src.id > SINK_ID:
+                        ctrl.append(src.name)
+                else:
+                    data.append((e.dst_input, src.name if e.src_output == 0 else f"{src.name}:{e.src_output}"))
+            # data inputs by slot (slots outside 0..k-1 left out, the last edge of a slot kept)
+            data.sort(key=_first)
+            k = len(data)
+            if any(slot != i for i, (slot, _) in enumerate(data)):
+                slots: list = [None] * k
+                for slot, ref in data:
+                    if 0 <= slot < k:
+                        slots[slot] = ref
+                inputs = [ref for ref in slots if ref is not None]
+            else:
+                inputs = [ref for _, ref in data]
+            if ctrl:
+                ctrl.sort()
+                inputs += ["^" + c for c in ctrl]
+            if inputs != nd.input:  # most nodes keep the inputs they were read with
+                del nd.input[:]
+                nd.input.extend(inputs)
+        gd.library.CopyFrom(self.library)
+        gd.library.SetInParent()  # TF always writes `library {}`, even when empty
+        return gd
+
+
+# -- dumps taken after TF modified the graph ------------------------------------------------
+
+# `<const>/clone_<k>`: CloneConstantsForBetterClustering's naming
+CLONE_NAME_RE = re.compile(r"^(.*)/clone_\d+$")
+# `<const>/replicate/_<k>`: ReplicateConstantsPass (POST_REWRITE_FOR_EXEC 3, before the dump)
+# copies a small constant once per consumer device and removes the original
+REPLICA_NAME_RE = re.compile(r"^(.*)/replicate/_\d+$")
+_FEED_FETCH = (("_Arg", "_arg_"), ("_Retval", "_retval_"), ("_Recv", "_recv_"), ("_Send", "_send_"))
+_FETCH = (("_Retval", "_retval_"), ("_Send", "_send_"))
+
+
+def _is_replica(n: TfNode) -> bool:
+    return n.op in CONSTANT_OPS and REPLICA_NAME_RE.match(n.name) is not None
+
+
+def _created_after_construction(g: TfGraph, n: TfNode) -> bool:
+    """Nodes TF adds to a graph after building it: session feeds/fetches
+    (``_arg_*``/``_retval_*``), replicated and cloned constants and IncreaseDynamism's slices."""
+    return _is_replica(n) or _added_after_construction(n.op, n.name, g.by_name, replicas=False)
+
+
+def _added_after_construction(op: str, name: str, names, *, replicas: bool = True) -> bool:
+    """:func:`_created_after_construction` by op and name; ``names``: the graph's node names."""
+    if any(op == o and name.startswith(prefix) for o, prefix in _FEED_FETCH):
+        return True
+    if replicas and op in CONSTANT_OPS and REPLICA_NAME_RE.match(name):
+        return True
+    m = CLONE_NAME_RE.match(name)
+    if m and op in CONSTANT_OPS and m.group(1) in names:
+        return True
+    return "/static_shaped_slice" in name
+
+
+def is_rebuilt_graph(graph: Graph) -> bool:
+    """Whether TF built the dumped graph with GraphConstructor after its last rewrite.
+
+    A graph TF rebuilt from a GraphDef (after Grappler, which is the default for function
+    graphs) has node ids in topological order, so its dump (written in id order) is topological.
+    With Grappler off, or when Grappler failed and TF went on without it, TF clusters the graph
+    as LowerFunctionalOps and function inlining left it in place: lowered and inlined nodes are
+    appended after the nodes that consume them. NextIteration back edges and the nodes passes
+    add after construction (session feeds/fetches, replicated or cloned constants,
+    IncreaseDynamism's slices) do not count. Read from the :class:`Graph` model's edges (an
+    edge from a node further down the file is the sign).
+    """
+    nodes = graph.nodes
+    later: dict[str, bool] = {}  # only the ends of an edge from further down are ever asked
+
+    def added_later(name: str) -> bool:
+        got = later.get(name)
+        if got is None:
+            got = later[name] = _added_after_construction(nodes[name].op, name, nodes)
+        return got
+
+    for e in graph.edges():
+        src = nodes[e.src]
+        if src.index <= nodes[e.dst].index:
+            continue
+        if src.op in NEXT_ITERATION_OPS or added_later(e.src) or added_later(e.dst):
+            continue
+        return False
+    return True
+
+
+def is_rebuilt_dump(gd) -> bool:
+    """:func:`is_rebuilt_graph` of a GraphDef."""
+    return is_rebuilt_graph(Graph(gd, validate=False))
+
+
+# Names LowerFunctionalOps and function inlining give the nodes they create: Graph::NewName's
+# `<prefix>/_<n>` and the inliner's `Func/<caller>/{input,output,...}/_<n>`; the copies of a
+# function body's nodes are named `<caller>/<name>` (the caller itself being a `.../_<n>` call).
+_LOWERED_RE = re.compile(r"(^Func/)|(/_\d+(/|$))")
+_INLINE_RE = re.compile(r"^Func/(.+)/(input_control_node|input|output|output_control_node)/_\d+$")
+_NEW_NAME_RE = re.compile(r"/_\d+$")
+
+
+def _rewrite_events(g: TfGraph, first: int) -> tuple[dict[int, tuple], dict[tuple, int]]:
+    """Group the nodes from ``first`` on into the rewrites that created them, in id order: one
+    function inlining (``("inline", caller)``: its ``Func/<caller>/...`` nodes and the body
+    copies named ``<caller>/...``) or one functional-op lowering (``("lower", op name)``: the
+    Enter/Merge/Switch/... nodes named ``<op>/<part>/_<n>`` and the substitute named ``<op>``).
+    Returns node id -> event and event -> the last node it created before rewiring the old
+    node's consumers (an inlining rewires them before adding its caller substitute)."""
+    event_of: dict[int, tuple] = {}
+    members: dict[tuple, list[int]] = {}
+    cur = None
+    body_done = False  # the current inlining has made its outputs: no more body copies
+    for n in g.op_nodes():
+        if n.id < first:
+            continue
+        m = _INLINE_RE.match(n.name)
+        if m:
+            key = ("inline", m.group(1))
+            if key != cur:
+                body_done = False
+            if m.group(2) in ("output", "output_control_node"):
+                body_done = True
+        elif cur is not None and n.name == cur[1]:
+            key = cur  # the substitute keeping the caller's (or the lowered op's) name
+        elif (cur is not None and n.name.startswith(cur[1] + "/")
+              and not (cur[0] == "inline" and body_done)):
+            key = cur
+        elif _NEW_NAME_RE.search(n.name):
+            key = ("lower", n.name.rsplit("/", 2)[0])
+        else:
+            key = ("node", n.name)
+        if key != cur and key[0] != "inline":
+            body_done = False
+        cur = key
+        event_of[n.id] = key
+        members.setdefault(key, []).append(n.id)
+    end = {}
+    for key, ids in members.items():
+        last = ids[-1]
+        if key[0] == "inline" and len(ids) > 1 and g.nodes[last].name == key[1]:
+            last = ids[-2]
+        end[key] = last
+    return event_of, end
+
+
+def _inline_input_keys(g: TfGraph) -> dict[int, tuple]:
+    """Creation-order keys of the edges an inlining makes once the body is copied: for each
+    function input in order, ``input_control_node -> input`` then the input's edges to the body
+    nodes (the inliner connects the inputs after copying every body node and edge)."""
+    inputs: dict[str, list[int]] = {}
+    first_out: dict[str, int] = {}
+    control: dict[str, int] = {}
+    for n in g.op_nodes():
+        m = _INLINE_RE.match(n.name)
+        if not m:
+            continue
+        caller, part = m.group(1), m.group(2)
+        if part == "input":
+            inputs.setdefault(caller, []).append(n.id)
+        elif part == "input_control_node":
+            control[caller] = n.id
+        else:
+            first_out[caller] = min(first_out.get(caller, n.id), n.id)
+    keys: dict[int, tuple] = {}
+    for caller, ids in inputs.items():
+        stop = first_out.get(caller, len(g.nodes))
+        body = [n.id for n in g.op_nodes() if max(ids) < n.id < stop and n.name.startswith(caller + "/")]
+        last = max(body) if body else max(ids)
+        ic = control.get(caller)
+        for i in sorted(ids):
+            node = g.nodes[i]
+            for e in node.in_edges.values():
+                if e.src == ic:
+                    keys[e.id] = (last, 2, i, -1)
+            outs = sorted((e for e in node.out_edges.values() if e.dst <= last), key=lambda e: e.id)
+            for k, e in enumerate(outs):
+                keys[e.id] = (last, 2, i, k)
+    return keys
+
+
+def tfgraph_from_dump(graph, *, rebuilt: bool | None = None) -> TfGraph:
+    """A :class:`TfGraph` for a dump of the JIT passes' input (or of a later stage, e.g.
+    ``encapsulate_subgraphs_before``) with TF's edge-id order reconstructed as far as the dump
+    allows (TF's edge ids are creation order; a dump records neither).
+
+    Node ids are the dump's order. :meth:`TfGraph.from_graph` numbers edges by destination
+    node, which is TF's order for the graph as constructed; but nodes added later (session
+    feeds/fetches, constant clones, IncreaseDynamism's slices: the dump's tail, from the
+    first such node on) got their edges when they were created. Here those edges come after
+    all the others, per created node in id order (its in-edges, then its out-edges). As at
+    construction, a node whose only consumers are session fetches (``_retval_*``) also had
+    an edge to ``_SINK`` (so, in a cluster, it becomes a control output).
+
+    A constant replica of ReplicateConstantsPass (``<const>/replicate/_<k>``, multi-device graphs)
+    got its out-edges first (the original's, in its edge order), then its control in-edges, the
+    one from ``_SOURCE`` included; the original's consumers had an in-edge at construction (from
+    the original), so they get no ``_SOURCE`` edge.
+
+    A graph TF never rebuilt (:func:`is_rebuilt_graph` false: Grappler off or failed) was
+    lowered and inlined in place after construction, so the nodes those rewrites made count as
+    created later too, and their edges follow the rewrites' own order: an inlining copies the
+    body's nodes (a node without inputs gets its control edge from ``input_control_node`` as it
+    is copied), then the body's edges, then connects each input (``input_control_node -> input``
+    and the input's edges into the body); edges from a new node to an older one (consumers of
+    the lowered op or of the call, NextIteration back edges) are made once the rewrite has
+    created its nodes; a While's ``LoopControlInputs`` gets its edges to the Enters as it is made.
+
+    Residual risk: edges created by a pass between existing nodes, and the order of several
+    edges created together where TF iterates pointer-hashed edge sets (more than 8 edges on a
+    node: the inliner and the lowerings walk those; TF's own order then varies between runs),
+    are guesses.
+
+    ``rebuilt``: :func:`is_rebuilt_graph` of ``graph``, when the caller has it already.
+    """
+    base = TfGraph.from_graph(graph, fixup=False)
+    if rebuilt is None:
+        rebuilt = is_rebuilt_graph(graph)
+    # nodes LowerFunctionalOps and inlining made, on a graph TF never rebuilt
+    lowered = set() if rebuilt else {n.id for n in base.op_nodes() if _LOWERED_RE.search(n.name)}
+    created = [n.id for n in base.op_nodes() if n.id in lowered or _created_after_construction(base, n)]
+    if not created:
+        base.fixup_source_and_sink_edges()
+        return base
+    first = min(created)
+    edges = [e for e in base.edges() if e.id != 0]
+    early = [e for e in edges if max(e.src, e.dst) < first]
+    replicas = {n.id for n in base.op_nodes() if _is_replica(n)}
+
+    special: dict[int, tuple] = {}
+    if not rebuilt:
+        special = _inline_input_keys(base)
+        event_of, event_end = _rewrite_events(base, first)
+        for e in edges:
+            if e.id in special or e.src < first or e.src <= e.dst or e.src not in event_of:
+                continue
+            if "/LoopControlInputs/_" in base.nodes[e.src].name:
+                special[e.id] = (e.src, 1, e.id, 0)
+                continue
+            back = base.nodes[e.src].op in NEXT_ITERATION_OPS and base.nodes[e.dst].op in MERGE_OPS
+            special[e.id] = (event_end[event_of[e.src]], 3, 0 if back else 1, e.id)
+
+    def late_key(e):
+        if e.id in special:
+            return special[e.id]
+        m = max(e.src, e.dst)
+        incoming = e.dst == m
+        return (m, (1 if incoming else 0) if m in replicas else (0 if incoming else 1), e.id, 0)
+
+    late = sorted((e for e in edges if max(e.src, e.dst) >= first), key=late_key)
+    tg = TfGraph(library=base.library, versions=base.versions)
+    for n in base.op_nodes():
+        tg.add_node(n.nodedef)
+    for e in early:
+        tg.add_edge(e.src, e.src_output, e.dst, e.dst_input)
+    fetch_ids = {n.id for n in base.op_nodes()
+                 if any(n.op == op and n.name.startswith(p) for op, p in _FETCH)}
+    for n in base.op_nodes():
+        if n.id >= first:
+            continue
+        # an edge from a lowered/inlined node replaced one from the functional op or call that
+        # the node consumed at construction: it had an input then, so no edge from _SOURCE
+        if not any(e.src < first or e.src in replicas or e.src in lowered
+                   for e in base.nodes[n.id].in_edges.values()):
+            tg.add_control_edge(SOURCE_ID, n.id)
+        outs = list(base.nodes[n.id].out_edges.values())
+        if all(e.dst in fetch_ids for e in outs):
+            tg.add_control_edge(n.id, SINK_ID)
+    for i, e in enumerate(late):
+        tg.add_edge(e.src, e.src_output, e.dst, e.dst_input)
+        m = max(e.src, e.dst)
+        if m in replicas and (i + 1 == len(late) or max(late[i + 1].src, late[i + 1].dst) != m):
+            if not base.nodes[m].in_edges:
+                tg.add_control_edge(SOURCE_ID, m)
+    tg.fixup_source_and_sink_edges()
+    return tg
+
+
+# -- traversals (core/graph/algorithm.cc semantics) -------------------------------------------
+
+EdgeFilter = Callable[[TfEdge], bool]
+
+
+def not_back_edge(g: TfGraph) -> EdgeFilter:
+    """TF's ``NotBackedge``: drop edges whose source is a NextIteration."""
+    nodes = g.nodes
+    return lambda e: nodes[e.src].op not in NEXT_ITERATION_OPS
+
+
+def dfs(
+    g: TfGraph,
+    enter: Callable[[TfNode], None] | None,
+    leave: Callable[[TfNode], None] | None,
+    *,
+    by_name: bool = False,
+    edge_filter: EdgeFilter | None = None,
+    start: Iterable[int] = (SOURCE_ID,),
+    reverse: bool = False,
+) -> None:
+    """Iterative DFS like TF's ``DFS``/``ReverseDFSFrom``.
+
+    With ``by_name`` (``NodeComparatorName``) the neighbours of a node are sorted by name
+    and pushed in that order, so the largest name is explored first. ``reverse`` walks
+    in-edges instead of out-edges.
+    """
+    nodes = g.nodes
+    visited = bytearray(len(nodes))
+    stack: list[tuple[int, bool]] = [(s, False) for s in start]
+    while stack:
+        nid, is_leave = stack.pop()
+        n = nodes[nid]
+        if is_leave:
+            leave(n)
+            continue
+        if visited[nid]:
+            continue
+        visited[nid] = 1
+        if enter is not None:
+            enter(n)
+        if leave is not None:
+            stack.append((nid, True))
+        if reverse:
+            nbrs = [e.src for e in n.in_edges.values() if edge_filter is None or edge_filter(e)]
+        else:
+            nbrs = [e.dst for e in n.out_edges.values() if edge_filter is None or edge_filter(e)]
+        if by_name and len(nbrs) > 1:
+            nbrs.sort(key=lambda i: nodes[i].name)
+        for m in nbrs:
+            if not visited[m]:
+                stack.append((m, False))
+
+
+def post_order(g: TfGraph, *, by_name: bool = False, edge_filter: EdgeFilter | None = None) -> list[TfNode]:
+    out: list[TfNode] = []
+    dfs(g, None, out.append, by_name=by_name, edge_filter=edge_filter)
+    return out
+
+
+def reverse_post_order(g: TfGraph, *, by_name: bool = False, edge_filter: EdgeFilter | None = None) -> list[TfNode]:
+    out = post_order(g, by_name=by_name, edge_filter=edge_filter)
+    out.reverse()
+    return out
+
+
+class FrameInfo:
+    """Per-node while-loop frame: ``frame`` (id of the Enter opening it, or _SOURCE),
+    ``parent_frame`` and ``frame_name`` (``""`` for the root frame)."""
+
+    __slots__ = ("frame", "parent_frame", "frame_name")
+
+    def __init__(self, frame=-1, parent_frame=-1, frame_name=""):
+        self.frame = frame
+        self.parent_frame = parent_frame
+        self.frame_name = frame_name
+
+
+def control_flow_info(g: TfGraph) -> tuple[list[FrameInfo], list[str]]:
+    """TF's ``BuildControlFlowInfo``: each node's frame, and the unreachable op nodes.
+
+    Breadth-first from ``_SOURCE``; an ``Enter`` opens the frame named by its ``frame_name``
+    attr, an ``Exit``'s successors return to the parent frame. Inconsistent frames raise.
+    """
+    nodes = g.nodes
+    info = [FrameInfo() for _ in nodes]
+    parent_of = [-1] * len(nodes)
+    info[SOURCE_ID] = FrameInfo(SOURCE_ID, SOURCE_ID, "")
+    ready = deque([SOURCE_ID])
+    while ready:
+        cur = nodes[ready.popleft()]
+        ci = info[cur.id]
+        frame, parent, frame_name = ci.frame, ci.parent_frame, ci.frame_name
+        if cur.op in EXIT_OPS:
+            pi = info[parent]
+            frame, parent, frame_name = pi.frame, pi.parent_frame, pi.frame_name
+        for e in cur.out_edges.values():
+            out = nodes[e.dst]
+            if not out.is_op:
+                continue
+            oi = info[out.id]
+            visited = parent_of[out.id] != -1
+            if not visited:
+                parent_of[out.id] = cur.id
+                ready.append(out.id)
+            if out.op in ENTER_OPS:
+                if visited:
+                    if info[oi.parent_frame].frame_name != frame_name:
+                        raise GraphError(f"node {out.name!r} enters from two different frames")
+                else:
+                    name = out.attr["frame_name"].s.decode() if "frame_name" in out.attr else ""
+                    if not name:
+                        raise GraphError(f"Enter node {out.name!r} has no frame_name")
+                    info[out.id] = FrameInfo(out.id, frame, name)
+            elif visited:
+                if oi.frame_name != frame_name:
+                    raise GraphError(
+                        f"node {out.name!r} is in two frames: {oi.frame_name!r} and {frame_name!r}"
+                    )
+            else:
+                info[out.id] = FrameInfo(frame, parent, frame_name)
+    unreachable = [n.name for n in g.op_nodes() if parent_of[n.id] == -1]
+    return info, unreachable

@@ -1,0 +1,62 @@
+"""TensorFlow protobuf message classes, without importing TensorFlow.
+
+``import tensorflow`` costs seconds; jitsim only needs the message definitions
+(``GraphDef``, ``FunctionDefLibrary``, ``SavedModel`` ...). We ship TensorFlow's
+own ``FileDescriptorProto`` set (``tf_protos.binpb``, extracted from the installed
+wheel by ``python -m jitsim.registry.regen_protos``) and build the classes in a private descriptor pool,
+so they never clash with TensorFlow's generated modules when both are loaded.
+
+>>> gd = GraphDef()
+>>> gd.node.add(name="x", op="Const").name
+'x'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+DESCRIPTOR_FILE = Path(__file__).with_name("tf_protos.binpb")
+
+def _load_pool() -> descriptor_pool.DescriptorPool:
+    fds = descriptor_pb2.FileDescriptorSet()
+    fds.ParseFromString(DESCRIPTOR_FILE.read_bytes())
+    pool = descriptor_pool.DescriptorPool()
+    for f in fds.file:
+        pool.Add(f)
+    return pool
+
+
+POOL = _load_pool()
+
+
+def message_class(full_name: str):
+    """The message class for a fully qualified proto name, e.g. ``tensorflow.GraphDef``."""
+    return message_factory.GetMessageClass(POOL.FindMessageTypeByName(full_name))
+
+
+GraphDef = message_class("tensorflow.GraphDef")
+NodeDef = message_class("tensorflow.NodeDef")
+AttrValue = message_class("tensorflow.AttrValue")
+FunctionDef = message_class("tensorflow.FunctionDef")
+FunctionDefLibrary = message_class("tensorflow.FunctionDefLibrary")
+SavedModel = message_class("tensorflow.SavedModel")
+MetaGraphDef = message_class("tensorflow.MetaGraphDef")
+OpList = message_class("tensorflow.OpList")
+OpDef = message_class("tensorflow.OpDef")
+KernelList = message_class("tensorflow.KernelList")
+
+
+def __getattr__(name: str):
+    # Looked up lazily so that a descriptor set lacking them (mid-regeneration) still imports.
+    if name in ("ConfigProto",):
+        return message_class(f"tensorflow.{name}")
+    raise AttributeError(name)
+DataType = POOL.FindEnumTypeByName("tensorflow.DataType")
+
+
+def dtype_name(value: int) -> str:
+    """``1`` -> ``'DT_FLOAT'``; unknown numbers are returned as ``'DT_<n>'``."""
+    v = DataType.values_by_number.get(value)
+    return v.name if v is not None else f"DT_{value}"

@@ -1,0 +1,330 @@
+"""Grappler's constant folding, the part that changes clustering: constant subgraphs become
+one ``Const``.
+
+``ConstantFolding`` (``grappler/optimizers/constant_folding.cc``) evaluates, in topological
+order, every node that is not to be preserved, is stateless, has a CPU kernel and whose data
+inputs are all constants, and replaces it by a ``Const`` with the same name (single-output
+nodes) that keeps its control inputs and those of its constant inputs (so a folded node
+inside a cond branch stays in the branch). It also materializes ``Shape``/``Size``/``Rank`` of
+tensors whose shape is fully known. Results over 10 MB are not folded (``kMaxConstantSize``).
+
+jitsim evaluates with the numpy kernels of encapsulation's constant folding
+(:mod:`jitsim.rewrites.folding.kernels`, checked against ``tf.raw_ops``); shapes are known from a
+producer's ``_output_shapes`` attribute, a ``Placeholder``'s ``shape`` or a ``Const``'s value, and in
+a GraphDef that records no shapes what :mod:`jitsim.analyses.shape_inference` infers (TF folds
+with the shapes ``GraphProperties`` infers).
+Nodes it cannot evaluate are left alone and counted by :func:`foldable_candidates`.
+
+Of the arithmetic simplifications constant folding also makes, jitsim simulates the
+neutral-element ones with a scalar constant (``x * 1``, ``1 * x``, ``x / 1``, ``x + 0``, ``0 + x``,
+``x - 0`` become ``Identity(x)`` with a control edge from the constant, as TF's
+``ReplaceOperationWithIdentity`` does). They matter: Keras' ``swish``/``silu`` computes
+``x * sigmoid(1.0 * x)``, and only once ``1.0 * x`` is gone does the remapper see the swish
+pattern it turns into ``_MklSwish`` (no XLA kernel): EfficientNet's clusters split there.
+
+A reduction (``Sum``, ``Prod``, ``Min``, ``Max``, ``Mean``, ``Any``, ``All``) whose reduction
+indices are a ``Const`` with no elements reduces nothing: TF's ``SimplifyReduction`` makes it an
+``Identity`` of its input (the indices kept as a control input), whatever the input's shape, and
+the dependency optimizer then bypasses it. ``tf.debugging.assert_equal`` on scalars builds
+``All(Equal(x, y), Range(0, Rank=0, 1))``; once the ``Range`` is folded to ``[]`` the ``All`` goes,
+and with it one clusterable op: TF Text's ragged-tensor checks then fall under the minimum
+cluster size (``text_tokenizer``).
+A ``Tile`` by a constant multiples vector of ones (or an empty one) likewise becomes an
+``Identity`` (TF's ``SimplifyTile``): the gradient of a sum over a scalar tiles by ``[]``.
+Not simulated: partial folding of ``AddN``/``Concat``, moving constants through associative ops,
+the shape-dependent reduction simplifications (reducing only size-1 dimensions: ``Identity``
+with ``keep_dims``, ``Reshape`` without).
+"""
+
+from __future__ import annotations
+
+from jitsim.registry import protos
+from jitsim.graph.model import CONTROL, Graph, parse_input
+from jitsim.rewrites.folding.kernels import GRAPPLER_KERNELS, KERNELS
+from jitsim.rewrites.folding.tensors import NP_DTYPES, numpy, tensor_proto_to_numpy, to_tensor_proto
+from jitsim.rewrites.grappler import RewriteRecord, preserved
+from jitsim.graph.graphedit import EditGraph, topological_order
+from jitsim.analyses.shape_inference import ShapeView
+
+MAX_CONSTANT_BYTES = 10 * 1024 * 1024
+SHAPE_OPS = frozenset({"Shape", "Size", "Rank"})
+NEVER_FOLD = frozenset({"Const", "HostConst", "Placeholder", "PlaceholderWithDefault", "_Arg", "_Retval",
+                        "Identity", "IdentityN", "NoOp", "Enter", "Exit", "Switch", "Merge", "NextIteration",
+                        "LoopCond", "RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
+
+
+def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
+    """Fold constant subgraphs and static shape queries (module docstring); edits ``eg``.
+    ``shapes``: what is statically known (default: recorded shapes, Const and Placeholder shapes)."""
+    from jitsim.registry.optypes import output_types
+
+    np = numpy()
+    shapes = shapes if shapes is not None else ShapeView(literals=True)
+    shapes.literals = True
+    rec = simplify_neutral_operands(eg, keep)
+    switches = simplify_switches(eg, keep)
+    rec.count += switches.count
+    rec.nodes.extend(switches.nodes)
+    for k, v in switches.by_kind.items():
+        rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+    keep_set = preserved(eg, keep)
+    touched: set[str] = set()
+    for name in topological_order(eg):
+        if name not in eg or name in keep_set:
+            continue
+        nd = eg[name]
+        if nd.op in NEVER_FOLD or "_noinline" in nd.attr:
+            continue
+        data = [parse_input(r) for r in nd.input if not r.startswith("^")]
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        if not data or any(src not in eg for src, _ in data):
+            continue
+        outs_t = output_types(nd, None)
+        if not outs_t or len(outs_t) != 1 or outs_t[0] not in NP_DTYPES:
+            continue
+        value = None
+        if nd.op in SHAPE_OPS:
+            src, port = data[0]
+            shp = shapes.known(eg[src], port)
+            if shp is None:
+                continue
+            value = np.array(shp if nd.op == "Shape" else (int(np.prod(shp)) if nd.op == "Size" else len(shp)))
+            kind = f"{nd.op} of a static shape"
+        else:
+            if not all(eg[src].op in ("Const", "HostConst") for src, _ in data):
+                continue
+            fn = KERNELS.get(nd.op) or GRAPPLER_KERNELS.get(nd.op)
+            if fn is None:
+                continue
+            try:
+                ins = [tensor_proto_to_numpy(eg[src].attr["value"].tensor) for src, _ in data]
+                value = fn(np, ins, nd)[0]
+            except Exception:
+                continue
+            kind = f"{nd.op} of constants"
+            for src, _ in data:
+                ctrl.extend(r for r in eg[src].input if r.startswith("^"))
+        try:
+            arr = np.asarray(value).astype(NP_DTYPES[outs_t[0]])
+        except Exception:
+            continue
+        if arr.nbytes > MAX_CONSTANT_BYTES:
+            continue
+        device = nd.device
+        nd.op = "Const"
+        for k in list(nd.attr):
+            if k != "_class":
+                del nd.attr[k]
+        nd.attr["dtype"].type = outs_t[0]
+        to_tensor_proto(arr, outs_t[0], nd.attr["value"].tensor)
+        nd.device = device
+        eg.set_inputs(name, ctrl)
+        rec.add(name, kind)
+        touched.update(src for src, _ in data)
+    # TF simplifies after it folds, in the same pass: what folding has just made a constant
+    # (a reduction's axes, a Tile's multiples, a neutral operand) is simplified now
+    for simplified in (simplify_empty_reductions(eg, keep), simplify_trivial_tiles(eg, keep),
+                       simplify_neutral_operands(eg, keep)):
+        rec.count += simplified.count
+        rec.nodes.extend(simplified.nodes)
+        for k, v in simplified.by_kind.items():
+            rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+    # what folding leaves unread goes (TF's ConstantFolding deletes the nodes it made useless)
+    while touched:
+        n = touched.pop()
+        nd = eg.nodes.get(n)
+        if nd is None or n in keep_set or nd.op not in ("Const", "HostConst") or eg.consumers(n):
+            continue
+        ins = [parse_input(r)[0] for r in nd.input]
+        eg.remove(n)
+        touched.update(ins)
+    for n in rec.nodes:
+        if n in eg and n not in keep_set and not eg.consumers(n):
+            eg.remove(n)
+    return rec
+
+
+NEUTRAL = {  # op -> (neutral value, operand positions the constant may take)
+    "Mul": (1.0, (0, 1)), "MulNoNan": (1.0, (1,)), "Div": (1.0, (1,)), "RealDiv": (1.0, (1,)),
+    "Add": (0.0, (0, 1)), "AddV2": (0.0, (0, 1)), "Sub": (0.0, (1,)),
+}
+
+
+def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """``x op c`` with ``c`` a scalar neutral constant becomes ``Identity(x)`` (``^c`` kept)."""
+    rec = RewriteRecord("constant_folding")
+    keep_set = preserved(eg, keep)
+    for name in topological_order(eg):
+        nd = eg.nodes.get(name)
+        if nd is None or name in keep_set or nd.op not in NEUTRAL:
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        if len(data) != 2:
+            continue
+        neutral, positions = NEUTRAL[nd.op]
+        for pos in positions:
+            c = parse_input(data[pos])[0]
+            other = data[1 - pos]
+            cnd = eg.nodes.get(c)
+            if cnd is None or cnd.op != "Const" or parse_input(other)[0] == c:
+                continue
+            try:
+                v = tensor_proto_to_numpy(cnd.attr["value"].tensor)
+            except Exception:
+                continue
+            if v.ndim != 0 or float(v) != neutral:
+                continue
+            t = nd.attr["T"] if "T" in nd.attr else None
+            ctrl = [r for r in nd.input if r.startswith("^")]
+            nd.op = "Identity"
+            for k in list(nd.attr):
+                if k not in ("T", "_class"):
+                    del nd.attr[k]
+            if t is None:
+                del nd.attr["T"]
+            eg.set_inputs(name, [other, "^" + c] + ctrl)
+            rec.add(name, f"{'x * 1' if neutral == 1.0 else 'x + 0'} to Identity")
+            break
+    return rec
+
+
+REDUCTIONS = frozenset({"Sum", "Prod", "Min", "Max", "Mean", "Any", "All"})
+DT_BOOL = 10
+
+
+def simplify_empty_reductions(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """A reduction over a constant, empty list of axes becomes ``Identity(x)`` with ``^indices``
+    (module docstring). Runs after folding, as TF simplifies after it folds: the indices are
+    often a ``Range`` folding has just made a ``Const``."""
+    def identity_type(nd, indices):
+        dims = [d.size for d in indices.attr["value"].tensor.tensor_shape.dim]
+        if not dims or all(d != 0 for d in dims):
+            return None  # a scalar index, or a non-empty list
+        if "T" in nd.attr:
+            return nd.attr["T"].type
+        return DT_BOOL if nd.op in ("Any", "All") else None
+
+    return _by_constant_operand(eg, keep, REDUCTIONS, identity_type, "reduction over no axes to Identity")
+
+
+def simplify_trivial_tiles(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """A ``Tile`` whose multiples are a ``Const`` of ones (or of no elements: a scalar's gradient
+    ``Tile(Reshape(g, []), [])``) repeats nothing: TF's ``SimplifyTile`` makes it ``Identity(x)``
+    with ``^multiples``, whatever the input's shape."""
+    def identity_type(nd, multiples):
+        try:
+            v = tensor_proto_to_numpy(multiples.attr["value"].tensor)
+        except Exception:  # noqa: BLE001 - a value jitsim cannot read: left as it is
+            return None
+        return nd.attr["T"].type if v.ndim == 1 and (v == 1).all() and "T" in nd.attr else None
+
+    return _by_constant_operand(eg, keep, frozenset({"Tile"}), identity_type, "Tile by ones to Identity")
+
+
+def _by_constant_operand(eg: EditGraph, keep, ops, identity_type, kind: str) -> RewriteRecord:
+    """``op(x, c)`` (``op`` in ``ops``, ``c`` a ``Const``) for which ``identity_type(node, c)``
+    gives a dtype becomes ``Identity(x)`` of that type with ``^c`` added to its control inputs
+    (TF's ``ReplaceOperationWithIdentity``)."""
+    rec = RewriteRecord("constant_folding")
+    keep_set = preserved(eg, keep)
+    for name in topological_order(eg):
+        nd = eg.nodes.get(name)
+        if nd is None or name in keep_set or nd.op not in ops:
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        if len(data) != 2:
+            continue
+        c = parse_input(data[1])[0]
+        cnd = eg.nodes.get(c)
+        if cnd is None or cnd.op not in ("Const", "HostConst") or "value" not in cnd.attr:
+            continue
+        t = identity_type(nd, cnd)
+        if t is None:
+            continue
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        nd.op = "Identity"
+        for k in list(nd.attr):
+            if not k.startswith("_"):
+                del nd.attr[k]
+        nd.attr["T"].type = t
+        eg.set_inputs(name, [data[0], "^" + c] + ctrl)
+        rec.add(name, kind)
+    return rec
+
+
+FOLDING_PREFIX, CTRL_PREFIX = "ConstantFolding", "ConstantFoldingCtrl"
+
+
+def simplify_switches(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """TF's ``SimplifySwitch``: a ``Switch(p, p)`` forwards ``p`` on the port ``p`` selects, so
+    its false output is always ``false`` and its true output always ``true``. A lowered
+    ``tf.cond`` on a bool ``p`` whose branches read ``p`` has such a switch (``cond/p/_N``; the
+    predicate's own ``switch_pred`` is left alone: its two outputs feed the pivots, Identities
+    without data consumers, the form this rewrite itself leaves). Each data use of port 0 /
+    port 1 reads a new scalar ``Const`` ``ConstantFolding/<switch>_const_false`` /
+    ``_const_true``, anchored by a control edge on that port through a new ``Identity``
+    ``ConstantFoldingCtrl/<switch>_<port>``. Folding then evaluates what the constants feed (a
+    ``Cast(p)`` in a branch becomes a ``Const`` under the pivot)."""
+    rec = RewriteRecord("constant_folding")
+    keep_set = preserved(eg, keep)
+    for name in list(eg.nodes):
+        nd = eg.nodes.get(name)
+        if nd is None or name in keep_set or nd.op != "Switch" or len(nd.input) < 2 or nd.input[0] != nd.input[1]:
+            continue
+        base = f"{FOLDING_PREFIX}/{name}"
+        if f"{base}_const_false" in eg or f"{base}_const_true" in eg:
+            continue
+        consumers = sorted(set(eg.consumers(name)))
+        if len(consumers) == 2 and all(_bare_identity(eg, c) for c in consumers):
+            continue
+        made = []
+        for port, value in ((0, False), (1, True)):
+            anchor = _control_anchor(eg, name, port, nd)
+            value_attr = protos.AttrValue()
+            to_tensor_proto(numpy().array(value), DT_BOOL, value_attr.tensor)
+            made.append(f"{base}_const_{'true' if value else 'false'}")
+            eg.add(made[-1], "Const", ["^" + anchor], device=nd.device,
+                   attrs={"dtype": protos.AttrValue(type=DT_BOOL), "value": value_attr})
+        refs = {name: made[0], f"{name}:0": made[0], f"{name}:1": made[1]}
+        for c in consumers:
+            ins = list(eg[c].input)
+            new = [refs.get(r, r) for r in ins]
+            if new != ins:
+                eg.set_inputs(c, new)
+        rec.add(name, "Switch(p, p) outputs to constants")
+    return rec
+
+
+def _bare_identity(eg: EditGraph, name: str) -> bool:
+    """An Identity (or one-input IdentityN) whose outputs are read by control edges only."""
+    nd = eg[name]
+    return (nd.op in ("Identity", "IdentityN") and sum(1 for r in nd.input if not r.startswith("^")) == 1
+            and not any(p != CONTROL for _, _, p in eg.out_refs(name)))
+
+
+def _control_anchor(eg: EditGraph, switch: str, port: int, nd) -> str:
+    """TF's ``AddControlDependency`` on a switch output: the Identity
+    ``ConstantFoldingCtrl/<switch>_<port>`` of it (made once). TF also looks for an Identity
+    already reading the output, but compares the *switch's* first input with the output's name,
+    which never match: it always makes (or reuses by name) this one. An existing reader could
+    not anchor anyway: it is one of the consumers rewired to the constant, a cycle."""
+    name = f"{CTRL_PREFIX}/{switch}_{port}"
+    if name not in eg:
+        eg.add(name, "Identity", [switch if port == 0 else f"{switch}:{port}"], device=nd.device,
+               attrs={"T": protos.AttrValue(type=nd.attr["T"].type if "T" in nd.attr else DT_BOOL)})
+    return name
+
+
+def foldable_candidates(g: Graph) -> int:
+    """Nodes of a prepared graph TF's constant folding could still fold: non-constant,
+    stateless-looking nodes whose data inputs are all ``Const``, and shape queries."""
+    n = 0
+    for node in g:
+        if node.op in NEVER_FOLD:
+            continue
+        ins = [e for e in g.in_edges(node.name) if not e.is_control]
+        if not ins:
+            continue
+        if node.op in SHAPE_OPS or all(g[e.src].op == "Const" for e in ins):
+            n += 1
+    return n

@@ -1,0 +1,163 @@
+"""Grappler's dependency optimizer: Identity and NoOp nodes bypassed or removed.
+
+``DependencyOptimizer::OptimizeNode`` (``grappler/optimizers/dependency_optimizer.cc``) removes
+a NoOp, Identity or IdentityN node that is not to be preserved when doing so does not add
+edges: with ``i`` control inputs (all of a NoOp's inputs) and ``o`` consumers it requires
+``i * o <= i + o`` (an Identity's data input moves to each consumer one for one; TF's dumps show
+every Keras custom-gradient ``IdentityN`` gone, whatever its number of inputs).
+Each consumer then reads the Identity's input directly (control consumers depend on the
+removed node's inputs), and the removed node's control inputs become control inputs of its
+consumers. An Identity is kept when it is not safe to remove (``SafeToRemoveIdentity``):
+
+* it is preserved (a fetch or control output), or the fetches are unknown;
+* it reads a variable (``VariableV2``...) or a ``_Recv``;
+* it has control inputs and a consumer is a ``_Retval`` or a ``Merge``;
+* it reads a ``Switch`` and a consumer depends on it by a control edge (a cond pivot).
+
+Before that, a node whose outputs only control edges read, and that is free of side effects,
+becomes a NoOp (``SafeToConvertToNoOp``). It runs to a fixed point. The effect on clustering: the inliner's ``Func/.../input`` /
+``output`` Identities and the NoOps of inlining and lowering disappear, so the control edges
+they carried go straight between the real nodes (as in TF's dumps).
+"""
+
+from __future__ import annotations
+
+from jitsim.graph.model import CONTROL, parse_input
+from jitsim.rewrites.grappler import RewriteRecord, preserved
+from jitsim.graph.graphedit import EditGraph
+from jitsim.defs import XLA_MERGE_OP
+from jitsim.registry import op_def
+
+VARIABLE_OPS = frozenset({"Variable", "VariableV2", "AutoReloadVariable", "VarHandleOp", "_Recv", "_HostRecv"})
+SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})
+MERGE_OPS = frozenset({"Merge", "RefMerge", XLA_MERGE_OP})
+
+
+def _safe_identity(eg: EditGraph, name: str, keep: set[str], fetch_known: bool) -> bool:
+    nd = eg[name]
+    if name in keep or not fetch_known or not nd.input:
+        return False
+    src = parse_input(nd.input[0])[0]
+    if src not in eg:
+        return False
+    inp = eg[src]
+    if inp.op in VARIABLE_OPS:
+        return False
+    for c in eg.consumers(name):
+        cnd = eg[c]
+        if len(nd.input) > 1 and (cnd.op == "_Retval" or cnd.op in MERGE_OPS):
+            return False
+        if inp.op in SWITCH_OPS and ("^" + name) in cnd.input:
+            return False
+    return True
+
+
+def _bypass(eg: EditGraph, name: str) -> None:
+    nd = eg[name]
+    data = [r for r in nd.input if not r.startswith("^")]
+    ctrl = [r for r in nd.input if r.startswith("^")]
+    # what a control consumer must still wait for: every input of the removed node
+    as_ctrl = ["^" + parse_input(r)[0] for r in nd.input]
+    for c in eg.consumers(name):
+        # the common case in place (a wide consumer is not rewritten once per bypassed input)
+        if not ctrl and eg.redirect_data_uses(c, name, lambda p, r: data[p] if nd.op == "IdentityN" else data[0]):
+            continue
+        new = []
+        for r in eg[c].input:
+            src, port = parse_input(r)
+            if src != name:
+                new.append(r)
+            elif port == CONTROL:
+                new.extend(x for x in as_ctrl if x[1:] != c)
+            elif nd.op == "IdentityN":
+                new.append(data[port])
+                new.extend(ctrl)
+            else:
+                new.append(data[0])
+                new.extend(ctrl)
+        eg.set_inputs(c, new)
+    eg.remove(name)
+
+
+# never turned into NoOps (DependencyOptimizer::SafeToConvertToNoOp)
+DO_NOT_CONVERT = frozenset({"Assert", "CheckNumerics", "_Retval", "_Arg", "_ParallelConcatUpdate", "TPUExecute",
+                            "TPUCompile", "ControlTrigger", "Placeholder", "PlaceholderWithDefault", "Merge",
+                            "RefMerge", "Switch", "RefSwitch", "Enter", "RefEnter", "Exit", "RefExit",
+                            "NextIteration", "RefNextIteration", "LoopCond", "NoOp"})
+
+
+def _free_of_side_effects(nd) -> bool:
+    """Grappler's ``IsFreeOfSideEffect``, with TF 2.21's observed treatment of
+    ``ReadVariableOp``: a variable read that only control edges use is removed (a Keras LSTM's
+    reads of its weights before the loop, control outputs of the layer's function, are gone
+    from TF's dumps)."""
+
+    if nd.op == "ReadVariableOp":
+        return True
+    od = op_def(nd.op)
+    if od is None or od.is_stateful or not od.output_arg:
+        return False
+    if any(a.is_ref for a in od.input_arg):
+        return False
+    return "Queue" not in nd.op and not nd.op.startswith("_Send")
+
+
+def _convert_control_only(eg: EditGraph, keep_set: set[str], rec: RewriteRecord) -> bool:
+    """Nodes whose outputs only control edges use become NoOps (their data inputs become
+    control inputs)."""
+    changed = False
+    for name in list(eg.nodes):
+        nd = eg[name]
+        if name in keep_set or nd.op in DO_NOT_CONVERT:
+            continue
+        refs = eg.out_refs(name)
+        if not refs or any(p != CONTROL for _, _, p in refs):
+            continue
+        if not _free_of_side_effects(nd):
+            continue
+        if nd.op in ("Identity", "IdentityN") and nd.input and \
+                eg.nodes.get(parse_input(nd.input[0])[0]) is not None and \
+                eg[parse_input(nd.input[0])[0]].op in SWITCH_OPS:
+            continue  # a control-flow pivot
+        ins = ["^" + parse_input(r)[0] for r in nd.input]
+        nd.op = "NoOp"
+        for k in list(nd.attr):
+            if k != "_class":
+                del nd.attr[k]
+        eg.set_inputs(name, ins)
+        rec.add(name, "converted to NoOp (only control consumers)")
+        changed = True
+    return changed
+
+
+def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool | None = None) -> RewriteRecord:
+    rec = RewriteRecord("dependency_optimizer")
+    keep_set = preserved(eg, keep)
+    if fetch_known is None:
+        fetch_known = any(nd.op == "_Retval" for nd in eg.nodes.values()) or bool(keep)
+    changed = True
+    while changed:
+        changed = fetch_known and _convert_control_only(eg, keep_set, rec)
+        for name in list(eg.nodes):
+            if name not in eg or name in keep_set:
+                continue
+            nd = eg[name]
+            if nd.op not in ("NoOp", "Identity", "IdentityN"):
+                continue
+            if nd.op != "NoOp":
+                if not _safe_identity(eg, name, keep_set, fetch_known):
+                    continue
+                if nd.op == "IdentityN" and not eg.consumers(name):
+                    continue
+            n_out = len(eg.consumers(name))
+            # an Identity's data inputs move to its consumers one for one; only the control
+            # inputs it would copy to every consumer count (all of a NoOp's inputs are control)
+            n_in = sum(1 for r in nd.input if r.startswith("^")) if nd.op != "NoOp" else len(nd.input)
+            if n_in and n_in * n_out > n_in + n_out:
+                continue
+            if nd.op != "NoOp" and any(eg[c].device != nd.device for c in eg.consumers(name)):
+                continue
+            _bypass(eg, name)
+            rec.add(name, f"{nd.op} removed")
+            changed = True
+    return rec
