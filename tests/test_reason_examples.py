@@ -78,7 +78,7 @@ TF_GRAPHS = _graphs()
 
 
 def test_every_code_has_an_example():
-    """A new code in jitsim/explain/reasons.py needs a case in fixtures/reasons/cases.toml."""
+    """A new node or merge code in jitsim/codes.py needs a case in fixtures/reasons/cases.toml."""
     codes = {e.code for e in _STORE.examples}
     assert set(REASONS) - codes == set(), "codes without an example"
     assert codes - set(REASONS) == set(), "examples of unknown codes"

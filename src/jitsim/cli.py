@@ -615,13 +615,16 @@ def _call_args(p) -> None:
 
 
 def _tf_version_arg(p) -> None:
+    from jitsim.registry import DEFAULT_TF_VERSION, SUPPORTED_TF_VERSIONS
+
     p.add_argument("--tf-version", metavar="X.Y",
-                   help="TensorFlow release to simulate (2.16 to 2.21); default: the release that wrote the graph "
-                        "(its GraphDef producer), else the one a harvest ran, else 2.21")
+                   help=f"TensorFlow release to simulate ({SUPPORTED_TF_VERSIONS[0]} to {SUPPORTED_TF_VERSIONS[-1]}); "
+                        "default: the release that wrote the graph (its GraphDef producer), else the one a harvest "
+                        f"ran, else {DEFAULT_TF_VERSION}")
 
 
 def _tf_version_choice(args, graph, path) -> tuple[str, str]:
-    """``(release, reason)``: --tf-version, else the graph's producer, else the harvest's TF, else 2.21."""
+    """``(release, reason)``: --tf-version, else the graph's producer, else the harvest's TF, else the newest."""
     from jitsim.registry.versions import choose_tf_version, producer_of, recorded_tf_version
 
     return choose_tf_version(args.tf_version, producer_of(graph), recorded_tf_version(path))

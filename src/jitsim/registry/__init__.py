@@ -30,13 +30,21 @@ from functools import lru_cache
 from pathlib import Path
 
 DATA = Path(__file__).with_name("data")
-DEFAULT_TF_VERSION = "2.21"
 # JIT devices used by auto-clustering, plus the deprecated XLA_CPU/XLA_GPU devices.
 XLA_DEVICE_TYPES = ("XLA_CPU_JIT", "XLA_GPU_JIT", "XLA_CPU", "XLA_GPU")
+RELEASE_DATA = "release.json"  # data/tf-<release>-release.json: which wheel the data came from, its producer
+
+
+def _shipped_releases() -> tuple[str, ...]:
+    """The releases with data here, oldest first: a release is supported exactly when
+    ``python -m jitsim.registry.regen`` has written its files (docs/recipes.md)."""
+    found = (p.name[len("tf-"):-len("-" + RELEASE_DATA)] for p in DATA.glob("tf-*-" + RELEASE_DATA))
+    return tuple(sorted(found, key=lambda r: tuple(int(x) for x in r.split("."))))
 
 
 # the releases with data here (registry/versions.py: their GraphDef producers, which one a graph is from)
-SUPPORTED_TF_VERSIONS = ("2.16", "2.17", "2.18", "2.19", "2.20", "2.21")
+SUPPORTED_TF_VERSIONS = _shipped_releases()
+DEFAULT_TF_VERSION = SUPPORTED_TF_VERSIONS[-1]  # the newest
 _TF_VERSION: ContextVar[str] = ContextVar("jitsim_tf_version", default=DEFAULT_TF_VERSION)
 
 

@@ -12,7 +12,7 @@ import sys
 from jitsim.errors import JitsimError
 from jitsim.files.input import is_regular_file, read_problem
 from jitsim.registry.kernels import KERNEL_DEVICE_TYPES, KERNELS_DATA
-from jitsim.registry import DATA, XLA_DEVICE_TYPES, data_file, op_defs
+from jitsim.registry import DATA, RELEASE_DATA, XLA_DEVICE_TYPES, data_file, op_defs
 
 
 def regenerate_op_defs() -> tuple[str, int]:
@@ -167,8 +167,9 @@ def read_allowlist_table() -> tuple[str, dict[str, list[str]]]:
     installed TF (``GetAllowlistTable()`` in libtensorflow_cc, an ``absl::flat_hash_map<string,
     vector<string>>*``), read through ctypes like :func:`read_xla_op_registry`.
 
-    Two abseil layouts occur in TF 2.16-2.21: ``{ctrl, slots, capacity, size}`` (up to 2.19) and
-    ``{capacity, size (shifted, with flag bits below), ctrl, slots}`` (2.20, 2.21). A slot is a
+    Three abseil layouts occur in TF 2.15-2.21: ``{ctrl, slots, size, capacity, growth_left}`` (2.15),
+    ``{ctrl, slots, capacity, size}`` (2.16-2.19) and ``{capacity, size (shifted, with flag bits
+    below), ctrl, slots}`` (2.20, 2.21). A slot is a
     ``pair<const string, vector<string>>`` (56 bytes); a control byte with the high bit clear
     marks a full slot. The element count and known entries are checked, so a layout change
     fails loudly. Lists come back sorted and without repeats (TF's MISC names Transpose twice)."""
@@ -187,18 +188,28 @@ def read_allowlist_table() -> tuple[str, dict[str, list[str]]]:
     def read_string(addr: int) -> str:
         return ctypes.string_at(u64.from_address(addr).value, u64.from_address(addr + 8).value).decode()
 
-    if head[0] < (1 << 20) and (head[0] & (head[0] + 1)) == 0:  # capacity (2^k - 1) first
-        capacity, sizes, ctrl, slots = head[0], {head[1] >> 17, head[1] >> 1}, head[2], head[3]
+    def read_table(capacity: int, ctrl: int, slots: int) -> dict[str, list[str]]:
+        table: dict[str, list[str]] = {}
+        for i in range(capacity):
+            if ctypes.c_uint8.from_address(ctrl + i).value & 0x80:
+                continue
+            slot = slots + 56 * i
+            begin, end = u64.from_address(slot + 32).value, u64.from_address(slot + 40).value
+            table[read_string(slot)] = sorted({read_string(a) for a in range(begin, end, 32)})
+        return table
+
+    def capacity_like(n: int) -> bool:
+        return 0 < n < (1 << 20) and (n & (n + 1)) == 0
+
+    if capacity_like(head[0]):  # {capacity, size << 17 or << 1 (flag bits below), ctrl, slots}
+        layouts = [(head[0], {head[1] >> 17, head[1] >> 1}, head[2], head[3])]
+    else:  # {ctrl, slots, capacity, size} (2.16-2.19) or {ctrl, slots, size, capacity, growth} (2.15)
+        layouts = [(c, {n}, head[0], head[1]) for c, n in ((head[2], head[3]), (head[3], head[2])) if capacity_like(c)]
+    for capacity, sizes, ctrl, slots in layouts:
+        table = read_table(capacity, ctrl, slots)
+        if len(table) in sizes and "Reshape" in table.get("MISC", ()) and "AddV2" in table.get("PW", ()):
+            break
     else:
-        ctrl, slots, capacity, sizes = head[0], head[1], head[2], {head[3]}
-    table: dict[str, list[str]] = {}
-    for i in range(capacity):
-        if ctypes.c_uint8.from_address(ctrl + i).value & 0x80:
-            continue
-        slot = slots + 56 * i
-        begin, end = u64.from_address(slot + 32).value, u64.from_address(slot + 40).value
-        table[read_string(slot)] = sorted({read_string(a) for a in range(begin, end, 32)})
-    if len(table) not in sizes or "Reshape" not in table.get("MISC", ()) or "AddV2" not in table.get("PW", ()):
         raise RuntimeError("GetAllowlistTable read-back does not hold the known entries; abseil layout changed?")
     return version, dict(sorted(table.items()))
 
@@ -403,6 +414,21 @@ def regenerate_kernel_snapshot() -> tuple[str, int, int]:
     return version, len(found), len(out.kernel)
 
 
+def regenerate_release() -> tuple[str, int]:
+    """``data/tf-<release>-release.json``: the wheel the data comes from and its GraphDef producer
+    (``tf.version.GRAPH_DEF_VERSION``). Written last by :func:`main`: a release is supported
+    once this file exists (:data:`jitsim.registry.SUPPORTED_TF_VERSIONS`)."""
+    import json
+
+    import tensorflow as tf
+
+    version = ".".join(tf.__version__.split(".")[:2])
+    doc = {"tf_version": tf.__version__, "graph_def_version": int(tf.version.GRAPH_DEF_VERSION),
+           "source": "tf.__version__ and tf.version.GRAPH_DEF_VERSION, read by jitsim.registry.regen"}
+    data_file(RELEASE_DATA, version).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return version, doc["graph_def_version"]
+
+
 def main() -> int:
     version, n = regenerate_op_defs()
     print(f"TensorFlow {version}: {n} op definitions -> {data_file('ops.binpb', version)}")
@@ -418,6 +444,8 @@ def main() -> int:
     print(f"TensorFlow {version}: slow ops {', '.join(slow)} -> {data_file('slow-ops.json', version)}")
     version, read, written = regenerate_kernel_snapshot()
     print(f"TF {version}: {read} CPU/GPU/DEFAULT kernels -> {written} entries in tf-{version}-{KERNELS_DATA}")
+    version, producer = regenerate_release()
+    print(f"TF {version}: GraphDef producer {producer} -> {data_file(RELEASE_DATA, version)}")
     return 0
 
 

@@ -18,26 +18,24 @@ on the way to it (those are named ``<release>.dev<date>``).
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.registry import SUPPORTED_TF_VERSIONS, check_tf_version
+from jitsim.registry import RELEASE_DATA, SUPPORTED_TF_VERSIONS, check_tf_version, read_data
 
 __all__ = ["PRODUCERS", "SUPPORTED", "check_tf_version", "choose_tf_version", "producer_of", "recorded_tf_version",
            "version_for_producer"]
 
-# release -> its GraphDef producer (tf.version.GRAPH_DEF_VERSION of the release wheel, read
-# in each release's virtualenv; TF 2.15's, 1645, bounds 2.16's range from below)
+# release -> its GraphDef producer (tf.version.GRAPH_DEF_VERSION of the release wheel, written by
+# `python -m jitsim.registry.regen` run in that release, data/tf-<release>-release.json)
 PRODUCERS: dict[str, int] = {
-    "2.16": 1766,
-    "2.17": 1882,
-    "2.18": 1994,
-    "2.19": 2129,
-    "2.20": 2288,
-    "2.21": 2474,
+    r: json.loads(read_data(RELEASE_DATA, r))["graph_def_version"] for r in SUPPORTED_TF_VERSIONS
 }
-OLDEST_UNSUPPORTED_PRODUCER = 1645  # TF 2.15
+# the producer of the release before the oldest supported one (TF 2.14: TF_GRAPH_DEF_VERSION in
+# its wheel's include/tensorflow/core/public/version.h): it bounds the oldest release's range from below
+BEFORE_OLDEST, OLDEST_UNSUPPORTED_PRODUCER = "2.14", 1575
 SUPPORTED: tuple[str, ...] = tuple(PRODUCERS)  # oldest first
 NEWEST = SUPPORTED[-1]
 OLDEST = SUPPORTED[0]
@@ -59,7 +57,7 @@ def version_for_producer(producer: int | None) -> tuple[str | None, str | None]:
         return NEWEST, (f"GraphDef producer {producer} is newer than TF {NEWEST}'s ({PRODUCERS[NEWEST]}): "
                         f"simulating TF {NEWEST}, the newest release jitsim has data for")
     if producer <= OLDEST_UNSUPPORTED_PRODUCER:
-        return OLDEST, (f"GraphDef producer {producer} is from TF 2.15 or older (2.15's is "
+        return OLDEST, (f"GraphDef producer {producer} is from TF {BEFORE_OLDEST} or older ({BEFORE_OLDEST}'s is "
                         f"{OLDEST_UNSUPPORTED_PRODUCER}): simulating TF {OLDEST}, the oldest release jitsim has "
                         "data for")
     for release, own in PRODUCERS.items():
