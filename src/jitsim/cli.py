@@ -734,6 +734,7 @@ def _explain_recompiles(args) -> int:
     from jitsim.runtime import recompile
     from jitsim.runtime.simulate import runtime
     from jitsim.runtime.stream import read_stream
+    from jitsim.runtime.table import format_recompiles
 
     if args.other:
         raise JitsimError("with --shapes, explain answers why one compiled unit recompiles: give one cluster (or a "
@@ -759,7 +760,7 @@ def _explain_recompiles(args) -> int:
         return 0
     if c.route is not None:
         _console().print(c.route.line, markup=False, highlight=False)
-    sys.stdout.write(recompile.format_text(doc, all_compiles=args.all) + "\n")
+    sys.stdout.write(format_recompiles(doc, all_compiles=args.all) + "\n")
     return 0
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import re
 
 from jitsim.runtime import policy as pol
-from jitsim.runtime.table import ranges
 
 ARG_SHAPE, ARG_RANK, ARG_DTYPE = "ARG_SHAPE", "ARG_RANK", "ARG_DTYPE"
 CONSTANT_VALUE, CONSTANT_SHAPE = "CONSTANT_VALUE", "CONSTANT_SHAPE"
@@ -177,7 +176,6 @@ def _short(v, limit: int = 8) -> str:
 
 
 SCHEMA = "jitsim.recompile/1"
-LISTED = 8  # compiles listed one per line in the text (``--all``: every one)
 
 
 def find_unit(res, text: str):
@@ -228,64 +226,3 @@ def explain(res, r) -> dict:
             "signatures": len(d["signatures"]), "follows": list(r.recompiles_with), "recompiles": list(r.recompiles),
             "suggestions": sugg, "notes": [n for n in res.notes if n.startswith(r.unit.name + ":")
                                            or f" {r.unit.name} " in n]}
-
-
-_CODE_TEXT = {
-    pol.FIRST_EXECUTION: "the unit's first execution",
-    pol.SECOND_REQUEST: "lazy compilation: the signature's second request",
-    pol.STRICT_NEW_SIGNATURE: "a new signature (strict: compiled at once)",
-    pol.ASYNC_QUEUED: "a new signature (async: compile queued)",
-}
-
-
-def format_text(doc: dict, *, all_compiles: bool = False) -> str:
-    """``doc`` (:func:`explain`) for people; the answer first."""
-    u = doc["unit"]
-    lines = []
-    n = u["compiles"]
-    mega = "" if u["megamorphic_at_step"] is None else f"; megamorphic at step {u['megamorphic_at_step']}"
-    fb = u["fallback_steps"]
-    head = (f"{u['name']} ({u['kind']}, {u['mode']}) compiles {n} time{'s' if n != 1 else ''} over {doc['steps']} "
-            f"steps, at steps {ranges(u['compile_steps'])}{mega}"
-            + (f"; {len(fb)} of {len(u['fallback_steps']) + len(doc['compiled_steps'])} executions fall back to TF ops"
-               if fb else ""))
-    causes = [c for c in doc["follows"] if c.get("input")]
-    dd = [c for c in doc["follows"] if not c.get("input")]
-    if n <= 1 and doc["signatures"] <= 1:
-        lines.append(head + ": its signature is the same at every step, so it never recompiles")
-    else:
-        why = []
-        if causes:
-            why.append("its signature follows " + ", ".join(f"{c['input']} ({c['distinct_values']} values in the "
-                                                             "stream)" for c in causes))
-        if dd:
-            why.append("argument(s) " + ", ".join(c["argument"] for c in dd) + " depend on tensor contents "
-                       "(taken to change every step)")
-        lines.append(head + (": " + "; ".join(why) if why else ""))
-    recs = doc["recompiles"]
-    shown = recs if all_compiles or len(recs) <= LISTED + 1 else recs[:LISTED]
-    for rec in shown:
-        text = f"  compile {rec['compile']} at step {rec['step']}: {rec['code']} ({_CODE_TEXT.get(rec['code'], '')})"
-        if "changes" in rec:
-            prev = f"compile {rec['compile'] - 1} (step {rec['previous_step']})"
-            if rec["changes"]:
-                text += f"; changed since {prev}: " + "; ".join(change_text(c) for c in rec["changes"])
-            else:
-                text += f"; same arguments as {prev} at another call site"
-        lines.append(text)
-    if len(shown) < len(recs):
-        lines.append(f"  ... {len(recs) - len(shown)} more compiles (--all lists every one)")
-    if doc["suggestions"]:
-        lines.append(f"what would change it (each simulated on this stream; {u['name']}: before -> after):")
-        for sg in doc["suggestions"]:
-            b, a = sg["before"], sg["after"]
-            mm = ""
-            if a["megamorphic_at_step"] != b["megamorphic_at_step"]:
-                mm = (f", megamorphic {'-' if b['megamorphic_at_step'] is None else 'step ' + str(b['megamorphic_at_step'])}"
-                      f" -> {'-' if a['megamorphic_at_step'] is None else 'step ' + str(a['megamorphic_at_step'])}")
-            lines.append(f"  {sg['name']}: {sg['what']}: compiles {b['compiles']} -> {a['compiles']}, fallbacks "
-                         f"{b['fallbacks']} -> {a['fallbacks']}, ran compiled {b['ran_compiled']}/{b['executions']} -> "
-                         f"{a['ran_compiled']}/{a['executions']}{mm}" + (f"; {sg['caveat']}" if sg["caveat"] else ""))
-    for note in doc["notes"]:
-        lines.append(f"note: {note}")
-    return "\n".join(lines)

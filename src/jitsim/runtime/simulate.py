@@ -40,6 +40,7 @@ from jitsim.analyses.shape_inference import recorded
 from jitsim.graph.tfgraph import control_flow_info
 from jitsim.runtime import policy as pol
 from jitsim.runtime.propagate import CALL_OPS, Propagator, Seed
+from jitsim.runtime.recompile import recompiles
 from jitsim.defs import BUILD_XLA_OPS_PASS, CLUSTER_ATTR, MUST_COMPILE_ATTR
 
 SCHEMA = "jitsim.runtime/1"
@@ -424,8 +425,6 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
         res.suggestions = suggestions(
             res, lambda st, mode=None, changed=None: _rerun(units, inputs, prop, st, path, mode, changed), steps,
             move_out=lambda u: _moved_out(u, prop))
-    from jitsim.runtime.recompile import recompiles
-
     for r in res.units:
         r.recompiles = recompiles(r, steps, inputs)
     return res
