@@ -246,3 +246,12 @@ def test_explain_shapes_json_is_byte_identical_and_documented():
     section = re.search(r"^## `jitsim.recompile/1`\n(.*?)(?=^## |\Z)", (ROOT / "docs" / "json.md").read_text(),
                         re.S | re.M).group(1)
     assert [k for k in doc if f"`{k}`" not in section] == []
+
+
+def test_report_bad_stream_is_one_line_and_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"x": [2, 8]}\nnot json\n')
+    case = CASES["mlp_batch"]
+    p = _jitsim("report", _graph(case), "--shapes", bad, "-o", tmp_path / "r")
+    assert p.returncode == 2 and "line 2: not JSON" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
