@@ -255,3 +255,19 @@ def test_report_bad_stream_is_one_line_and_writes_nothing(tmp_path):
     p = _jitsim("report", _graph(case), "--shapes", bad, "-o", tmp_path / "r")
     assert p.returncode == 2 and "line 2: not JSON" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("case_name, suggestion, measured", [
+    ("attention_seqlen_many_strict", "lazy-on", "attention_seqlen_many"),
+    ("attention_seqlen_always_defer", "defer-off", "attention_seqlen_few"),
+])
+def test_policy_suggestions_equal_tf_runs_with_that_policy(case_name, suggestion, measured):
+    """A policy suggestion re-simulates the same stream under another policy; TF ran that
+    stream under that policy too (the other case): the re-run's numbers are TF's."""
+    doc = json.loads(_explain(case_name, "cluster_0", "--format", "json").stdout)
+    after = next(s for s in doc["suggestions"] if s["name"] == suggestion)["after"]
+    tf = _tf_unit(measured, "cluster_0")
+    assert CASES[case_name]["stream"] == CASES[measured]["stream"]
+    assert after["compiles"] == tf["compiles"]
+    assert after["fallbacks"] == len(tf["fallback_steps"])
+    assert after["megamorphic_at_step"] == tf["megamorphic_at_step"]

@@ -10,6 +10,8 @@ simulation with:
   once: no fallback, every compile paid) — offered when a unit runs lazily;
 * ``lazy-on``: ``--tf_xla_enable_lazy_compilation=true`` — offered when an auto-cluster runs
   strictly (lazy compilation off): a signature seen once is not compiled;
+* ``defer-off``: without ``--tf_xla_always_defer_compilation`` (clusters compile lazily again)
+  — offered when it is set;
 * ``move-out``: keep the shape computation out of the cluster — offered when a recompiling
   auto-cluster has a compile-time-constant argument that changes: the member ops that read
   the constants run outside the cluster (``tf.xla.experimental.jit_scope(compile_ops=False)``
@@ -194,6 +196,9 @@ def suggestions(res, rerun, steps, move_out=None) -> list[dict]:
     if any(r.unit.mode in (pol.LAZY, pol.ASYNC) for r in res.units):
         add("lazy-off", "TF_XLA_FLAGS=--tf_xla_enable_lazy_compilation=false: every new signature compiles at once",
             rerun(steps, pol.STRICT), "no fallback, but every new signature's compile time is paid")
+    elif any(r.unit.kind == "auto" and r.unit.mode == pol.DEFERRED for r in res.units):
+        add("defer-off", "drop --tf_xla_always_defer_compilation: clusters compile (lazily) again",
+            rerun(steps, pol.LAZY), "")
     elif any(r.unit.kind == "auto" and r.unit.mode == pol.STRICT for r in res.units):
         add("lazy-on", "TF_XLA_FLAGS=--tf_xla_enable_lazy_compilation=true: a new signature compiles at its second "
             "request", rerun(steps, pol.LAZY), "signatures seen once run as TF ops instead of compiling")
