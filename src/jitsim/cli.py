@@ -721,12 +721,49 @@ def _check_ops_exist(c, ops, option: str) -> None:
 
 
 def cmd_explain(args) -> int:
+    if args.shapes:
+        return _explain_recompiles(args)
     c = _simulate_given(args)
     ex = c.explain(args.node, args.other)
     if args.format == "json":
         _emit_json(ex.to_dict(), args)
     else:
         sys.stdout.write(ex.format_text(all_merges=args.all) + "\n")
+    return 0
+
+
+def _explain_recompiles(args) -> int:
+    """``explain GRAPH UNIT --shapes S``: why a compiled unit recompiles (docs/runtime.md)."""
+    from jitsim.runtime import recompile
+    from jitsim.runtime.simulate import runtime
+    from jitsim.runtime.stream import read_stream
+    from jitsim.runtime.table import format_recompiles
+
+    if args.other:
+        raise JitsimError("with --shapes, explain answers why one compiled unit recompiles: give one cluster (or a "
+                          "jit_compile call, or a node in one), not two nodes")
+    steps = read_stream(args.shapes)  # bad input before any simulation
+    _single_graph(args.graph)
+    choice = _flags_choice(args, args.tf_xla_flags)
+    c = _simulate(args, flags=choice.flags.text, device=args.device, exclude=args.exclude_op,
+                  force=args.force_compilable, until="build-xla-ops", explain_cycles=False)
+    _check_ops_exist(c, args.exclude_op, "--exclude-op")
+    _check_ops_exist(c, args.force_compilable, "--force-compilable")
+    res = runtime(c, steps, path=args.shapes)
+    try:
+        r = recompile.find_unit(res, args.node)
+    except KeyError as e:
+        raise JitsimError(e.args[0], args.graph) from None
+    doc = recompile.explain(res, r)
+    if args.format == "json":
+        _emit_json({"schema": doc["schema"], "input": str(args.graph), "shapes": args.shapes,
+                    "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin,
+                    "route": c.route.to_dict() if c.route is not None else None,
+                    **{k: v for k, v in doc.items() if k != "schema"}}, args)
+        return 0
+    if c.route is not None:
+        _console().print(c.route.line, markup=False, highlight=False)
+    sys.stdout.write(format_recompiles(doc, all_compiles=args.all) + "\n")
     return 0
 
 
@@ -807,10 +844,16 @@ def cmd_render(args) -> int:
 def cmd_report(args) -> int:
     from jitsim.explain.report import write_report_file
 
+    steps = None
+    if args.shapes:
+        from jitsim.runtime.stream import read_stream
+
+        steps = read_stream(args.shapes)  # bad input before any simulation
     c = _simulate_given(args)
+    rt = _report_runtime(args, steps) if steps is not None else None
     _progress_line("writing the report (graphviz dot draws the picture)")
     try:
-        info = write_report_file(c, args.output)
+        info = write_report_file(c, args.output, runtime=rt)
     finally:
         _progress_done()
     _wrote(info["output"], info["what"] + (f"; {info['problem']}" if info["problem"] else ""))
@@ -819,6 +862,27 @@ def cmd_report(args) -> int:
                     **{k: info[k] for k in ("output", "clusters", "nodes", "bytes", "problem")}}, args)
     _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
     return 0
+
+
+def _report_runtime(args, steps) -> dict:
+    """``report --shapes``: the run-time section's data (the timeline picture, one row per unit),
+    from a simulation up to build-xla-ops with the report's options."""
+    from jitsim.runtime.simulate import runtime
+    from jitsim.runtime.svg import timeline_svg
+
+    c = _simulate(args, flags=_flags_choice(args, args.tf_xla_flags, warn=False).flags.text, device=args.device,
+                  exclude=args.exclude_op, force=args.force_compilable, until="build-xla-ops", explain_cycles=False)
+    res = runtime(c, steps, path=args.shapes)
+    units = []
+    for r in res.units:
+        d = r.to_dict()
+        units.append({"name": d["name"], "kind": d["kind"], "mode": d["mode"], "signatures": len(d["signatures"]),
+                      "compiles": d["compiles"], "compile_steps": d["compile_steps"],
+                      "megamorphic_at_step": d["megamorphic_at_step"], "fallbacks": len(d["fallback_steps"]),
+                      "executions": len(d["fallback_steps"]) + len(d["compiled_steps"]),
+                      "ran_compiled": len(d["compiled_steps"]), "recompiles_with": d["recompiles_with"]})
+    title = f"{Path(args.graph).name}: {res.steps} steps ({args.shapes})"
+    return {"stream": str(args.shapes), "steps": res.steps, "svg": timeline_svg(res, title=title), "units": units}
 
 
 # -- crosscheck ---------------------------------------------------------------------------
@@ -1181,7 +1245,11 @@ def build_parser() -> argparse.ArgumentParser:
     _sim_args(ex)
     _whatif_args(ex)
     ex.add_argument("--all", action="store_true", help="list every merge TF refused, one line each (default: grouped "
-                    "by reason and by the other cluster, with a count and an example)")
+                    "by reason and by the other cluster, with a count and an example); with --shapes, every compile")
+    ex.add_argument("--shapes", metavar="SHAPES.jsonl",
+                    help="the steps of a run, as for runtime: NODE then names a compiled unit (a cluster, a jit_compile "
+                         "call, or a node in one) and explain says why it recompiles: per compile, the arguments that "
+                         "changed and the inputs they come from, and suggestions, each simulated on the stream")
     ex.set_defaults(func=cmd_explain)
 
     wi = sub.add_parser("whatif", help="rerun with changed flags / device / op lists and show the cluster diff")
@@ -1228,6 +1296,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "explanations, picture)")
     rp.add_argument("graph", help="one graph (as for explain)")
     rp.add_argument("-o", "--output", required=True, help="output directory (index.html)")
+    rp.add_argument("--shapes", metavar="SHAPES.jsonl",
+                    help="the steps of a run, as for runtime: the report also shows the run-time timeline (one row "
+                         "per compiled unit: compiles, fallbacks, the megamorphic step) and a row per unit")
     _sim_args(rp)
     _whatif_args(rp)
     _tensorboard_arg(rp)

@@ -418,8 +418,38 @@ _JS = r"""
 """
 
 
-def report_html(c, view: str = "auto", max_nodes: int = 400) -> tuple[str, str | None]:
-    """The page, and a problem to tell the user (no picture) or None."""
+def _runtime(rt: dict | None) -> str:
+    """The run-time section (``report --shapes``): the per-unit timeline picture (inline SVG,
+    drawn by jitsim.runtime.svg) and one row per compiled unit. ``rt``: ``{"stream", "steps",
+    "svg", "units": [{"name", "kind", "mode", "signatures", "compiles", "compile_steps",
+    "megamorphic_at_step", "fallbacks", "executions", "ran_compiled", "recompiles_with"}]}``."""
+    if rt is None:
+        return ""
+    head = (f'<section id="runtime"><h2>Run time: {rt["steps"]} steps of <code>{_wrap(rt["stream"])}</code></h2>'
+            '<p class="muted">What TF does at run time with this stream (<code>jitsim runtime</code>): each compiled '
+            "unit's compiles, runs of an earlier compile and fallbacks to TF ops, step by step; hover a cell for "
+            "its step and why.</p>")
+    if not rt["units"]:
+        return head + "<p>No compiled cluster and no jit_compile call: nothing is compiled at run time.</p></section>"
+    rows = []
+    for u in rt["units"]:
+        mega = "-" if u["megamorphic_at_step"] is None else f"step {u['megamorphic_at_step']}"
+        follows = ", ".join(c["input"] for c in u["recompiles_with"] if c.get("input")) or "-"
+        rows.append(f"<tr><td>{_wrap(u['name'])}</td><td>{_e(u['kind'])}/{_e(u['mode'])}</td>"
+                    f"<td>{u['signatures']}</td><td>{u['compiles']}</td><td>{_e(mega)}</td>"
+                    f"<td>{u['fallbacks']}</td><td>{u['ran_compiled']}/{u['executions']}</td>"
+                    f"<td>{_e(follows)}</td></tr>")
+    svg = rt["svg"]
+    svg = svg[svg.index("<svg"):]
+    return (head + f'<div class="scroll" id="runtime-timeline">{svg}</div>'
+            '<div class="scroll"><table id="runtime-table"><thead><tr><th>unit</th><th>kind/mode</th>'
+            "<th>signatures</th><th>compiles</th><th>megamorphic</th><th>fallbacks</th><th>ran compiled</th>"
+            "<th>recompiles with</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div></section>")
+
+
+def report_html(c, view: str = "auto", max_nodes: int = 400, runtime: dict | None = None) -> tuple[str, str | None]:
+    """The page, and a problem to tell the user (no picture) or None. ``runtime``: the run-time
+    section's data (:func:`_runtime`), or None for none."""
     src = Path(c.source).name if c.source else "<graph>"
     graph, problem = _graph(c, view, max_nodes)
     parts = [
@@ -432,7 +462,8 @@ def report_html(c, view: str = "auto", max_nodes: int = 400) -> tuple[str, str |
         f"<header><h1>jitsim report: {_e(src)}</h1><p>{len(c.clusters)} clusters, {c.compiled_nodes} of "
         f"{len(c.nodes)} nodes compiled</p><nav><a href=\"#summary\">summary</a><a href=\"#search-section\">"
         'search</a><a href="#clusters">clusters</a><a href="#reasons">not in a cluster</a>'
-        '<a href="#merges">refused merges</a><a href="#graph">graph</a></nav></header><main>',
+        '<a href="#merges">refused merges</a><a href="#graph">graph</a>'
+        + ('<a href="#runtime">run time</a>' if runtime is not None else "") + '</nav></header><main>',
         _summary(c),
         '<section id="search-section"><h2>Why is a node (not) in a cluster?</h2>'
         '<input id="search" type="search" autocomplete="off" spellcheck="false" '
@@ -444,6 +475,7 @@ def report_html(c, view: str = "auto", max_nodes: int = 400) -> tuple[str, str |
         _reasons(c),
         _merges(c),
         graph,
+        _runtime(runtime),
         f'</main><script type="application/json" id="jitsim-data">{_json_script(_data(c))}</script>',
         f"<script>{_JS}</script></body></html>\n",
     ]
@@ -458,7 +490,7 @@ def write_report(c, directory, view: str = "auto", max_nodes: int = 400) -> str:
     return wrote_line(info["output"], info["what"]) + (f"; {info['problem']}" if info["problem"] else "")
 
 
-def write_report_file(c, directory, view: str = "auto", max_nodes: int = 400) -> dict:
+def write_report_file(c, directory, view: str = "auto", max_nodes: int = 400, runtime: dict | None = None) -> dict:
     """Write ``directory/index.html`` (created if needed; removed again, with the missing parents
     created for it, when the write fails); returns what was written: ``output``, ``clusters``,
     ``nodes``, ``bytes``, ``what`` (in words), ``problem`` (why the picture is missing, or None)."""
@@ -467,7 +499,7 @@ def write_report_file(c, directory, view: str = "auto", max_nodes: int = 400) ->
 
     d = Path(directory)
     check_output(d, directory=True)
-    page, problem = report_html(c, view, max_nodes)
+    page, problem = report_html(c, view, max_nodes, runtime)
     data = page.encode("utf-8")
     out = d / "index.html"
     with output_directory(d):

@@ -7,7 +7,18 @@ simulation with:
   of two (pad the inputs to length buckets);
 * ``pad-to-max``: those dimensions padded to their largest value in the stream (one shape);
 * ``lazy-off``: ``--tf_xla_enable_lazy_compilation=false`` (every new signature compiles at
-  once: no fallback, every compile paid) — offered when a unit runs lazily.
+  once: no fallback, every compile paid) — offered when a unit runs lazily;
+* ``lazy-on``: ``--tf_xla_enable_lazy_compilation=true`` — offered when an auto-cluster runs
+  strictly (lazy compilation off): a signature seen once is not compiled;
+* ``defer-off``: without ``--tf_xla_always_defer_compilation`` (clusters compile lazily again)
+  — offered when it is set;
+* ``move-out``: keep the shape computation out of the cluster — offered when a recompiling
+  auto-cluster has a compile-time-constant argument that changes: the member ops that read
+  the constants run outside the cluster (``tf.xla.experimental.jit_scope(compile_ops=False)``
+  around them, or compute them before the ``tf.function``), so the constants leave the
+  signature and those ops' outputs come in as ordinary arguments, keyed by their shapes.
+
+``pad-to-max`` also says the fixed ``input_signature`` it allows.
 
 Each suggestion reports the totals it would give (compiles, fallback executions, executions
 that run compiled) next to the stream's own, per unit too. Padding changes what the model
@@ -34,7 +45,8 @@ def _totals(results) -> dict:
 
 def _per_unit(results) -> list:
     return [{"name": r.unit.name, "signatures": len(set(r.signatures)), "compiles": r.policy.compile_count,
-             "fallbacks": sum(not e.compiled_run for e in r.policy.history), "megamorphic_at_step": r.policy.megamorphic_at_step}
+             "fallbacks": sum(not e.compiled_run for e in r.policy.history), "megamorphic_at_step": r.policy.megamorphic_at_step,
+             "executions": len(r.policy.history), "ran_compiled": sum(e.compiled_run for e in r.policy.history)}
             for r in results]
 
 
@@ -122,13 +134,17 @@ def _next_pow2(n: int) -> int:
     return p
 
 
-def suggestions(res, rerun, steps) -> list[dict]:
-    """``rerun(steps, mode=None)`` -> unit results for another stream or mode."""
+def suggestions(res, rerun, steps, move_out=None) -> list[dict]:
+    """``rerun(steps, mode=None, changed=None)`` -> unit results for another stream, mode, or
+    changed units (``{name: Unit}``); ``move_out(unit)`` -> the unit with its constant-reading
+    ops outside it, or None."""
     base = _totals(res.units)
     out = []
 
     def add(name: str, what: str, results, caveat: str = ""):
         t = _totals(results)
+        if name == "move-out" and t["compiles"] >= base["compiles"] and t["fallbacks"] >= base["fallbacks"]:
+            caveat = "no gain: the moved ops' outputs change shape with the same inputs; " + caveat
         out.append({"name": name, "what": what, "totals": t, "baseline": base, "units": _per_unit(results),
                     "caveat": caveat})
 
@@ -152,10 +168,38 @@ def suggestions(res, rerun, steps) -> list[dict]:
         caveat = "padding changes what the model computes: mask the padded positions"
         add("bucket", f"pad {text} up to the next power of two",
             rerun(_reshaped(steps, res.inputs, set(dims), lambda n, i, d: _next_pow2(d))), caveat)
+        fixed = []
+        for spec in res.inputs:
+            if spec.shape is not None and any(n == spec.name for n, _ in dims):
+                shape = [maxima.get((spec.name, i), d) if (spec.name, i) in dims else d
+                         for i, d in enumerate(spec.shape)]
+                fixed.append(f"{spec.name}: [" + ", ".join("None" if d < 0 else str(d) for d in shape) + "]")
         add("pad-to-max", f"pad {text} to the largest value in the stream ("
             + ", ".join(f"{n}.shape[{i}]={maxima.get((n, i), '?')}" for n, i in dims) + ")",
-            rerun(_reshaped(steps, res.inputs, set(dims), lambda n, i, d: maxima.get((n, i), d))), caveat)
+            rerun(_reshaped(steps, res.inputs, set(dims), lambda n, i, d: maxima.get((n, i), d))),
+            caveat + ("; the input_signature can then fix it (" + ", ".join(fixed) + ")" if fixed else ""))
+    if move_out is not None:
+        changed = {}
+        for r in res.units:
+            varying = {c["argument"] for c in r.recompiles_with}
+            if any(a.kind == "constant" and a.name in varying for a in r.unit.args):
+                u = move_out(r.unit)
+                if u is not None:
+                    changed[r.unit.name] = u
+        results = rerun(steps, changed=changed) if changed else None
+        # offered only where jitsim knows the moved ops' output shapes at every step
+        if changed and not any(r.data_dependent for r in results if r.unit.name in changed):
+            names = ", ".join(sorted(changed))
+            add("move-out", f"keep the shape computation out of {names}: the ops reading its compile-time constants "
+                "outside the cluster (their outputs become ordinary arguments)",
+                results, "those ops then run as TF ops, and the cluster may split")
     if any(r.unit.mode in (pol.LAZY, pol.ASYNC) for r in res.units):
         add("lazy-off", "TF_XLA_FLAGS=--tf_xla_enable_lazy_compilation=false: every new signature compiles at once",
             rerun(steps, pol.STRICT), "no fallback, but every new signature's compile time is paid")
+    elif any(r.unit.kind == "auto" and r.unit.mode == pol.DEFERRED for r in res.units):
+        add("defer-off", "drop --tf_xla_always_defer_compilation: clusters compile (lazily) again",
+            rerun(steps, pol.LAZY), "")
+    elif any(r.unit.kind == "auto" and r.unit.mode == pol.STRICT for r in res.units):
+        add("lazy-on", "TF_XLA_FLAGS=--tf_xla_enable_lazy_compilation=true: a new signature compiles at its second "
+            "request", rerun(steps, pol.LAZY), "signatures seen once run as TF ops instead of compiling")
     return out

@@ -44,15 +44,26 @@ COMPILED = "compiled"  # compiled now, then ran compiled
 CACHED = "cached"  # ran an executable compiled earlier
 FALLBACK = "fallback"  # ran as TF ops (lazy: first request; or megamorphic)
 
+# why, as a stable code (Execution.code; docs/runtime.md "Reason codes")
+FIRST_EXECUTION = "FIRST_EXECUTION"  # compiled: the cluster's very first execution
+SECOND_REQUEST = "SECOND_REQUEST"  # compiled: lazy mode, this signature's second (or later) request
+STRICT_NEW_SIGNATURE = "STRICT_NEW_SIGNATURE"  # compiled: strict mode compiles every new signature at once
+ASYNC_QUEUED = "ASYNC_QUEUED"  # compile queued (async mode); this execution falls back
+COMPILED_EARLIER = "COMPILED_EARLIER"  # ran the executable of an earlier compile
+FIRST_REQUEST = "FIRST_REQUEST"  # fell back: lazy mode, a new signature's first request
+MEGAMORPHIC = "MEGAMORPHIC"  # fell back: the cluster is megamorphic, new signatures never compile
+ALWAYS_DEFER = "ALWAYS_DEFER"  # fell back: --tf_xla_always_defer_compilation
+
 
 @dataclass
 class Execution:
     step: int
     signature: object
     outcome: str  # COMPILED | CACHED | FALLBACK
-    reason: str  # why: "first execution", "second request", "megamorphic", "first request", ...
+    reason: str  # why, for people: "first execution of the cluster", "megamorphic", ...
     request: int  # this signature's request count, this one included
     became_megamorphic: bool = False
+    code: str = ""  # why, as a stable code: FIRST_EXECUTION, SECOND_REQUEST, FIRST_REQUEST, ...
     ran_compiled: bool | None = None  # None: as the outcome says (async compiles run the fallback)
 
     @property
@@ -75,7 +86,7 @@ class ClusterPolicy:
     def execute(self, step: int, signature) -> Execution:
         """One execution of the cluster with ``signature`` (any hashable value)."""
         if self.mode == DEFERRED:  # XlaCompileOp skips the compiler: no execution is registered
-            ex = Execution(step, signature, FALLBACK, "--tf_xla_always_defer_compilation", 0)
+            ex = Execution(step, signature, FALLBACK, "--tf_xla_always_defer_compilation", 0, code=ALWAYS_DEFER)
             self.history.append(ex)
             return ex
         self.execution_count += 1
@@ -86,23 +97,23 @@ class ClusterPolicy:
         request = self.requests.get(signature, 0) + 1
         self.requests[signature] = request
         if signature in self.compiled:
-            outcome, reason = CACHED, "compiled earlier"
+            outcome, code, reason = CACHED, COMPILED_EARLIER, "compiled earlier"
         elif self.mode == STRICT:
-            outcome, reason = COMPILED, "strict mode compiles every new signature"
+            outcome, code, reason = COMPILED, STRICT_NEW_SIGNATURE, "strict mode compiles every new signature"
         elif self.megamorphic:
-            outcome, reason = FALLBACK, "megamorphic"
+            outcome, code, reason = FALLBACK, MEGAMORPHIC, "megamorphic"
         elif self.mode == ASYNC:
-            outcome, reason = COMPILED, "async compilation queued (this execution falls back)"
+            outcome, code, reason = COMPILED, ASYNC_QUEUED, "async compilation queued (this execution falls back)"
         elif self.execution_count == 1:
-            outcome, reason = COMPILED, "first execution of the cluster"
+            outcome, code, reason = COMPILED, FIRST_EXECUTION, "first execution of the cluster"
         elif request >= LAZY_REQUESTS:
-            outcome, reason = COMPILED, f"request {request} of this signature"
+            outcome, code, reason = COMPILED, SECOND_REQUEST, f"request {request} of this signature"
         else:
-            outcome, reason = FALLBACK, "first request of a new signature (lazy compilation)"
+            outcome, code, reason = FALLBACK, FIRST_REQUEST, "first request of a new signature (lazy compilation)"
         if outcome == COMPILED:
             self.compile_count += 1
             self.compiled.add(signature)
-        ex = Execution(step, signature, outcome, reason, request, became)
+        ex = Execution(step, signature, outcome, reason, request, became, code)
         if self.mode == ASYNC and outcome == COMPILED:
             ex.ran_compiled = False
         self.history.append(ex)

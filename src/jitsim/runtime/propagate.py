@@ -189,8 +189,38 @@ def _merge_list_shapes(a, b):
     return tuple(x if x >= 0 else y for x, y in zip(a, b))
 
 
+# Shape functions the run-time propagation adds to shape_inference's (which serves the
+# clustering passes and stays as it is): TF's ``UnchangedShape`` ops (output 0 has input 0's
+# shape) that corpora put between an input and a cluster, and ``Slice`` with known ``begin``
+# and ``size`` values (``SliceOp``'s shape function: ``size[i]``, or ``dim - begin[i]`` for -1).
+SAME_SHAPE_OPS = frozenset({
+    "ReverseV2", "Reverse", "Roll", "Cumsum", "Cumprod", "CumulativeLogsumexp", "RandomShuffle",
+    "MatrixBandPart", "AdjustContrastv2", "AdjustHue", "AdjustSaturation", "HSVToRGB", "RGBToHSV",
+    "AsString", "StringLength", "StringLower", "StringUpper", "StringStrip", "StaticRegexReplace", "RegexReplace",
+    "StringToHashBucketFast", "StringToHashBucketStrong", "StringToHashBucket", "PopulationCount",
+})
+
+
 class _Concrete(si._Inference):
     """shape_inference's shape functions, reading this step's concrete values."""
+
+    def infer(self, nd):
+        op = nd.op
+        if op in SAME_SHAPE_OPS or op == "Slice":
+            d = self.data(nd)
+            if not d:
+                return None
+            shape = self.shape_of(d[0])
+            if op in SAME_SHAPE_OPS or shape is None:
+                return [shape]
+            begin = self.value_of(d[1]) if len(d) > 2 else None
+            size = self.value_of(d[2]) if len(d) > 2 else None
+            if begin is None or size is None or len(begin) != len(shape) or len(size) != len(shape):
+                return [tuple(-1 if z < 0 else z for z in size)] if size is not None and len(size) == len(shape) \
+                    else [tuple(-1 for _ in shape)]
+            return [tuple(z if z >= 0 else (dim - b if dim >= 0 else -1)
+                          for z, b, dim in zip(size, begin, shape))]
+        return super().infer(nd)
 
     # a variable read inside a while body: its handle followed back through the loop's ops
     handle_pass_through = LIST_PASS_THROUGH

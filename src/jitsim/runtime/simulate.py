@@ -40,6 +40,7 @@ from jitsim.analyses.shape_inference import recorded
 from jitsim.graph.tfgraph import control_flow_info
 from jitsim.runtime import policy as pol
 from jitsim.runtime.propagate import CALL_OPS, Propagator, Seed
+from jitsim.runtime.recompile import recompiles
 from jitsim.defs import BUILD_XLA_OPS_PASS, CLUSTER_ATTR, MUST_COMPILE_ATTR
 
 SCHEMA = "jitsim.runtime/1"
@@ -101,6 +102,7 @@ class UnitResult:
     policy: pol.ClusterPolicy | None = None
     varies: list = field(default_factory=list)  # static answer
     recompiles_with: list = field(default_factory=list)  # with a stream: what changes its signature
+    recompiles: list = field(default_factory=list)  # with a stream: per compile, what changed (runtime.recompile)
 
     def to_dict(self) -> dict:
         u = self.unit
@@ -135,6 +137,7 @@ class UnitResult:
             "signatures": sigs,
             "data_dependent_args": {str(k): v for k, v in sorted(self.data_dependent.items())},
             "recompiles_with": list(self.recompiles_with),
+            "recompiles": list(self.recompiles),
         })
         return d
 
@@ -419,15 +422,63 @@ def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
         causes = recompile_causes(res, steps)
         for r in res.units:
             r.recompiles_with = causes.get(r.unit.name, [])
-        res.suggestions = suggestions(res, lambda st, mode=None: _rerun(units, inputs, prop, st, path, mode), steps)
+        res.suggestions = suggestions(
+            res, lambda st, mode=None, changed=None: _rerun(units, inputs, prop, st, path, mode, changed), steps,
+            move_out=lambda u: _moved_out(u, prop))
+    for r in res.units:
+        r.recompiles = recompiles(r, steps, inputs)
     return res
 
 
-def _rerun(units, inputs, prop, steps, path, mode=None) -> list:
-    """The units' results for another stream (or another mode): what a suggestion would give."""
-    results = [UnitResult(u) for u in units]
+def _rerun(units, inputs, prop, steps, path, mode=None, changed=None) -> list:
+    """The units' results for another stream (or another mode, or ``changed``: unit name ->
+    the unit as a suggestion would change it): what a suggestion would give."""
+    results = [UnitResult((changed or {}).get(u.name, u)) for u in units]
     _run_steps(results, inputs, prop, steps, path, mode)
     return results
+
+
+def _moved_out(unit: Unit, prop: Propagator) -> Unit | None:
+    """``unit`` as it would be with its shape computation kept out of it: the member ops that
+    compute from its compile-time-constant arguments (``Pack`` of a shape) and the first ops
+    that read such a value as a compile-time-constant input (``Reshape``'s shape) run outside
+    the cluster; those constants leave the signature, and the moved ops' outputs that the rest
+    of the cluster reads come in as arguments (ordinary ones, keyed by shape; constants where
+    the value is still needed as one). None when the unit has no constant argument or is not
+    an auto-cluster."""
+    from jitsim.registry.const_inputs import compile_time_const_input_indices
+
+    consts = {a.source for a in unit.args if a.kind == "constant"}
+    if unit.kind != "auto" or not consts:
+        return None
+    members = set(unit.nodes)
+    const_refs = set(consts)
+    moved: list = []
+    for name in prop.order:
+        if name not in members:
+            continue
+        nd = prop.nodes[name]
+        data = [_ref(r) for r in nd.input if not r.startswith("^")]
+        hit = [i for i, r in enumerate(data) if r in const_refs]
+        if not hit:
+            continue
+        moved.append(nd)
+        if set(hit) & set(compile_time_const_input_indices(nd)):
+            continue  # reads the value as a compile-time constant: its outputs are ordinary tensors
+        const_refs.update((name, p) for p in range(len(prop.types.outputs(nd) or [])))
+    moved_names = {nd.name for nd in moved}
+    args = [a for a in unit.args if a.kind != "constant"]
+    pos = len(unit.args)
+    for nd in moved:
+        for port, dt in enumerate(prop.types.outputs(nd) or []):
+            read = any(_ref(r) == (nd.name, port) for m in members - moved_names if m in prop.nodes
+                       for r in prop.nodes[m].input if not r.startswith("^"))
+            if read:
+                kind = "constant" if (nd.name, port) in const_refs else "parameter"
+                args.append(UnitArg(pos, f"{nd.name}:{port}", kind, dt, (nd.name, port)))
+                pos += 1
+    return Unit(unit.name, unit.kind, unit.function, unit.mode, [m for m in unit.nodes if m not in moved_names],
+                args, unit.mode_reason, unit.loop_frame)
 
 
 def _run_steps(results, inputs, prop, steps, path, mode=None, unknown_switches=None) -> set:
@@ -436,8 +487,8 @@ def _run_steps(results, inputs, prop, steps, path, mode=None, unknown_switches=N
     from jitsim.runtime import loops
 
     units = [r.unit for r in results]
-    for r in results:
-        r.policy = pol.ClusterPolicy(mode=mode or r.unit.mode)
+    for r in results:  # ``mode`` changes the auto-clusters' mode; must-compile calls stay strict
+        r.policy = pol.ClusterPolicy(mode=mode if mode and r.unit.kind == "auto" else r.unit.mode)
     frames = sorted({u.loop_frame for u in units if u.loop_frame is not None})
     conds = loops.frames(prop.nodes) if frames else {}
     counted = set()
@@ -458,7 +509,7 @@ def _run_steps(results, inputs, prop, steps, path, mode=None, unknown_switches=N
             unknown_switches.update(st.unknown_switches)
         trips = st.trip_counts
         if trips is None:
-            trips = st.trip_counts = {f: loops.trip_count(prop.nodes, prop.types, c, st) for f, c in conds.items()
+            trips = st.trip_counts = {f: loops.trip_count(prop.nodes, prop.types, c, st, conds) for f, c in conds.items()
                                       if f in frames}
         for r in results:
             times = 1

@@ -2,7 +2,7 @@
 
 Colours: compile (orange), ran an earlier compile (green), fell back to TF ops (grey); a red
 line where the unit became megamorphic. Each cell's tooltip (an SVG ``<title>``) says the step,
-the outcome, why, and the signature's request count. Plain SVG, no dependency.
+the outcome, why (its reason code and in words), and the signature's request count. Plain SVG, no dependency.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def timeline_svg(res, *, title: str = "") -> str:
         out.append(f'<text x="8" y="{y + 13}">{escape(r.unit.name)}</text>')
         for i, e in enumerate(r.policy.history):
             x = left + i * cell
-            tip = f"{r.unit.name} step {e.step}: {LABELS[e.outcome]} ({e.reason}; request {e.request})"
+            tip = f"{r.unit.name} step {e.step}: {LABELS[e.outcome]} ({e.code}: {e.reason}; request {e.request})"
             out.append(f'<rect x="{x}" y="{y}" width="{cell - 1}" height="{row - 6}" fill="{COLOURS[e.outcome]}">'
                        f'<title>{escape(tip)}</title></rect>')
             if e.became_megamorphic:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from jitsim.runtime import policy as pol
+from jitsim.runtime import recompile
 
 TIMELINE_MAX = 120  # steps drawn one character each
 MARKS = {pol.COMPILED: "C", pol.CACHED: "·", pol.FALLBACK: "f"}
 ASYNC_MARK = "c"  # an async compile queued: the execution itself fell back
+LISTED = 8  # explain --shapes: compiles listed one per line (``--all``: every one)
 
 
 def ranges(steps) -> str:
@@ -140,3 +142,65 @@ def print_check(con, check: dict) -> None:
         con.print(line + ("; " + "; ".join(diffs) if diffs else ""), markup=False, highlight=False)
     for fn in check["unmatched_tf"]:
         con.print(f"  TF compiled {fn}, which jitsim did not predict", markup=False, highlight=False)
+
+
+_CODE_TEXT = {
+    pol.FIRST_EXECUTION: "the unit's first execution",
+    pol.SECOND_REQUEST: "lazy compilation: the signature's second request",
+    pol.STRICT_NEW_SIGNATURE: "a new signature (strict: compiled at once)",
+    pol.ASYNC_QUEUED: "a new signature (async: compile queued)",
+}
+
+
+def format_recompiles(doc: dict, *, all_compiles: bool = False) -> str:
+    """``explain UNIT --shapes``'s text: ``doc`` (:func:`jitsim.runtime.recompile.explain`) for
+    people; the answer first."""
+    u = doc["unit"]
+    lines = []
+    n = u["compiles"]
+    mega = "" if u["megamorphic_at_step"] is None else f"; megamorphic at step {u['megamorphic_at_step']}"
+    fb = u["fallback_steps"]
+    head = (f"{u['name']} ({u['kind']}, {u['mode']}) compiles {n} time{'s' if n != 1 else ''} over {doc['steps']} "
+            f"steps, at steps {ranges(u['compile_steps'])}{mega}"
+            + (f"; {len(fb)} of {len(u['fallback_steps']) + len(doc['compiled_steps'])} executions fall back to TF ops"
+               if fb else ""))
+    causes = [c for c in doc["follows"] if c.get("input")]
+    dd = [c for c in doc["follows"] if not c.get("input")]
+    if n <= 1 and doc["signatures"] <= 1:
+        lines.append(head + ": its signature is the same at every step, so it never recompiles")
+    else:
+        why = []
+        if causes:
+            why.append("its signature follows " + ", ".join(f"{c['input']} ({c['distinct_values']} values in the "
+                                                             "stream)" for c in causes))
+        if dd:
+            why.append("argument(s) " + ", ".join(c["argument"] for c in dd) + " depend on tensor contents "
+                       "(taken to change every step)")
+        lines.append(head + (": " + "; ".join(why) if why else ""))
+    recs = doc["recompiles"]
+    shown = recs if all_compiles or len(recs) <= LISTED + 1 else recs[:LISTED]
+    for rec in shown:
+        text = f"  compile {rec['compile']} at step {rec['step']}: {rec['code']} ({_CODE_TEXT.get(rec['code'], '')})"
+        if "changes" in rec:
+            prev = f"compile {rec['compile'] - 1} (step {rec['previous_step']})"
+            if rec["changes"]:
+                text += f"; changed since {prev}: " + "; ".join(recompile.change_text(c) for c in rec["changes"])
+            else:
+                text += f"; same arguments as {prev} at another call site"
+        lines.append(text)
+    if len(shown) < len(recs):
+        lines.append(f"  ... {len(recs) - len(shown)} more compiles (--all lists every one)")
+    if doc["suggestions"]:
+        lines.append(f"what would change it (each simulated on this stream; {u['name']}: before -> after):")
+        for sg in doc["suggestions"]:
+            b, a = sg["before"], sg["after"]
+            mm = ""
+            if a["megamorphic_at_step"] != b["megamorphic_at_step"]:
+                mm = (f", megamorphic {'-' if b['megamorphic_at_step'] is None else 'step ' + str(b['megamorphic_at_step'])}"
+                      f" -> {'-' if a['megamorphic_at_step'] is None else 'step ' + str(a['megamorphic_at_step'])}")
+            lines.append(f"  {sg['name']}: {sg['what']}: compiles {b['compiles']} -> {a['compiles']}, fallbacks "
+                         f"{b['fallbacks']} -> {a['fallbacks']}, ran compiled {b['ran_compiled']}/{b['executions']} -> "
+                         f"{a['ran_compiled']}/{a['executions']}{mm}" + (f"; {sg['caveat']}" if sg["caveat"] else ""))
+    for note in doc["notes"]:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
