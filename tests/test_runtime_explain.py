@@ -271,3 +271,46 @@ def test_policy_suggestions_equal_tf_runs_with_that_policy(case_name, suggestion
     assert after["compiles"] == tf["compiles"]
     assert after["fallbacks"] == len(tf["fallback_steps"])
     assert after["megamorphic_at_step"] == tf["megamorphic_at_step"]
+
+
+# -- the static answer, for every unit TF recompiled -----------------------------------------
+
+def _changes(steps: dict, follows: str) -> bool:
+    """Whether the stream changes what ``follows`` names: ``NAME.shape[i]`` (that dim of input
+    NAME) or ``value of NAME`` (its value), between any two steps that give it."""
+    import re
+
+    m = re.fullmatch(r"(.+)\.shape\[(\d+)\]", follows)
+    seen = set()
+    for entries in steps.values():
+        if m:
+            shape, _ = entries.get(m.group(1), (None, None))
+            if shape is not None and int(m.group(2)) < len(shape):
+                seen.add(shape[int(m.group(2))])
+        elif follows.startswith("value of "):
+            _, value = entries.get(follows[len("value of "):], (None, None))
+            if value is not None:
+                seen.add(repr(getattr(value, "tolist", lambda: value)()))
+    return len(seen) > 1
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_static_answer_names_a_varying_input_for_every_recompiling_unit(name):
+    """Issue 24's promise for the static answer (no stream): every unit TF compiled more than
+    once in the measured run has an argument the static answer says varies, and at least one
+    input dimension or value it names really changes over the case's stream."""
+    from jitsim.explain.clustering import cluster
+    from jitsim.runtime.compare import compare
+    from jitsim.runtime.simulate import runtime
+
+    case = CASES[name]
+    c = cluster(str(_graph(case)), flags=case["flags"], until="build-xla-ops", tf="never")
+    pred = runtime(c, read_stream(RT / case["stream"])).to_dict()
+    static = {u["name"]: u for u in runtime(c, None).to_dict()["clusters"]}
+    steps = _stream_inputs(name)
+    matched = compare(pred, case["tf"])["units"]
+    recompiling = [u["name"] for u in matched if u["fields"]["compiles"]["tf"] > 1]
+    for unit in recompiling:
+        follows = [f for v in static[unit]["varies"] for f in v["follows"]]
+        assert follows, (unit, static[unit])
+        assert any(_changes(steps, f) for f in follows), (unit, follows)
