@@ -228,20 +228,29 @@ class Clustering:
         """Rerun on the same graph with changed options; returns the variant :class:`Clustering`.
         ``flags`` are appended to the baseline's TF_XLA_FLAGS (later flags win, as in TF);
         ``exclude_ops`` / ``force_compilable`` add to the baseline's."""
-        from jitsim.registry import protos
-        from jitsim.graph.model import Graph
-
         o = self.options
-        gd = protos.GraphDef()
-        gd.ParseFromString(self._input_snapshot[0])
         return cluster(
-            Graph(gd, source=self._input_snapshot[1], validate=False), flags=(o.flags_text + " " + flags).strip() if flags else o.flags_text,
+            self.input_graph(), flags=(o.flags_text + " " + flags).strip() if flags else o.flags_text,
             device=device or o.device, exclude_ops=tuple(o.exclude_ops) + tuple(exclude_ops),
             force_compilable=tuple(o.force_compilable) + tuple(force_compilable),
             session_jit_level=o.session_jit_level, session_cpu_global_jit=o.session_cpu_global_jit,
             input_stage=o.input_stage, until=o.until, cluster_number_start=o.cluster_number_start,
             move_devices=bool(device and device != o.device),  # the captured graph itself: no new route
             tf_version=o.tf_version)
+
+    def input_graph(self):
+        """A fresh copy of the graph the passes were given (TF's pass input, before any pass
+        annotated it), as a jitsim :class:`~jitsim.graph.model.Graph`; None for a
+        ``Clustering`` that :func:`cluster` did not make."""
+        from jitsim.registry import protos
+        from jitsim.graph.model import Graph
+
+        snap = getattr(self, "_input_snapshot", None)
+        if snap is None:
+            return None
+        gd = protos.GraphDef()
+        gd.ParseFromString(snap[0])
+        return Graph(gd, source=snap[1], validate=False)
 
     def to_graphdef(self):
         """The graph as TF dumps it after the last simulated stage."""
