@@ -25,7 +25,7 @@ from pathlib import Path
 from jitsim import __version__, process
 from jitsim.errors import JitsimError, JitsimWarning
 from jitsim.defs import (
-    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, CLUSTER_ATTR, ENCAPSULATE_AFTER_DUMP,
+    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, ENCAPSULATE_AFTER_DUMP,
     ENCAPSULATE_BEFORE_DUMP, MARK_DUMP,
 )
 
@@ -185,17 +185,14 @@ def cmd_show(args) -> int:
 def _graph_report(name: str, res) -> dict:
     """JSON-ready record of one graph after MarkForCompilation (schema jitsim.cluster/1,
     docs/json.md): ``res``'s records as they are, clusters with the pass's effective size."""
-    g = res.graph
+    from jitsim.explain.clustering import node_records
+
     nodes = {}
-    for n in g.op_nodes():
-        d = res.decisions.get(n.name)
-        cl = n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None
-        rec = {"op": n.op, "cluster": cl}
-        if d is not None:
-            rec.update(code=d.code, detail=d.detail, evidence=d.evidence)
-        elif res.mark.graph_decision is not None:
-            rec.update(code=res.mark.graph_decision.code, detail=res.mark.graph_decision.detail, evidence={})
-        nodes[n.name] = rec
+    for node, rec in node_records(res).items():
+        out = nodes[node] = {"op": rec.op, "cluster": rec.cluster}
+        d = rec.decision
+        if d is not None:  # the graph's decision, where the pass decided for the whole graph, without evidence
+            out.update(code=d.code, detail=d.detail, evidence=d.evidence if node in res.decisions else {})
     clusters = []
     for cname, members in res.clusters.items():
         clusters.append({"name": cname, "size": len(members), "effective_size": res.mark.effective_size(cname),
@@ -205,7 +202,7 @@ def _graph_report(name: str, res) -> dict:
         "source": res.source,
         "input_stage": res.input_stage,
         "jit_level": res.mark.jit_level,
-        "nodes_total": sum(1 for _ in g.op_nodes()),
+        "nodes_total": len(nodes),
         "candidates": len(res.mark.candidates),
         "cloned_constants": res.clones,
         "graph_decision": None if res.mark.graph_decision is None else res.mark.graph_decision.to_dict(),

@@ -131,18 +131,12 @@ class Clustering:
             res = pipeline.stage_results.get(pname)
             for name, d in (getattr(res, "decisions", None) or {}).items():
                 later.setdefault(name, []).append((pname, d))
-        gd = cr.mark.graph_decision
-        self.nodes: dict[str, NodeRecord] = {}
-        self.clusters: dict[str, list[str]] = {}
         mark_labels = _mark_labels(cr.mark)
-        for n in g.op_nodes():
-            cl = n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None
-            d = cr.mark.decisions.get(n.name, gd)
-            rec = NodeRecord(n.name, n.op, n.device, cl, mark_labels.get(n.name), d, later.get(n.name, []),
-                             cr.mark.groups.get(n.name))
-            self.nodes[n.name] = rec
-            if cl is not None:
-                self.clusters.setdefault(cl, []).append(n.name)
+        self.nodes: dict[str, NodeRecord] = node_records(cr, later, mark_labels)
+        self.clusters: dict[str, list[str]] = {}
+        for rec in self.nodes.values():
+            if rec.cluster is not None:
+                self.clusters.setdefault(rec.cluster, []).append(rec.name)
         # keep TF's numbering order of clusters
         self._add_removed_and_created(later, mark_labels, input_graph)
         order = {c: i for i, c in enumerate(cr.mark.clusters)}
@@ -298,6 +292,26 @@ class Clustering:
                 f"{rows}</table>")
 
 
+def node_records(cr, later=None, mark_labels=None) -> dict[str, NodeRecord]:
+    """One :class:`NodeRecord` per op node of ``cr``'s graph (a
+    :class:`~jitsim.passes.pipeline.ClusterResult`, its graph as the last simulated pass left
+    it), in node order: its ``_XlaCluster`` now, its cluster after MarkForCompilation, the mark
+    pass's decision (the graph's decision where the pass decided for the whole graph), and
+    ``later``'s decisions (node -> ``[(pass, decision)]``). :class:`Clustering` and
+    ``jitsim cluster``'s report (``jitsim.cluster/1``) both read nodes through it."""
+    mark = cr.mark
+    gd = mark.graph_decision
+    later = later or {}
+    if mark_labels is None:
+        mark_labels = _mark_labels(mark)
+    out: dict[str, NodeRecord] = {}
+    for n in cr.graph.op_nodes():
+        cl = n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None
+        out[n.name] = NodeRecord(n.name, n.op, n.device, cl, mark_labels.get(n.name), mark.decisions.get(n.name, gd),
+                                 later.get(n.name, []), mark.groups.get(n.name))
+    return out
+
+
 def _mark_labels(mark) -> dict[str, str]:
     out = {}
     for c, members in mark.clusters.items():
@@ -350,7 +364,7 @@ def to_graph(obj, *, signature: str | None = None):
 
 
 def _is_tf_object(obj) -> bool:
-    return type(obj).__module__.startswith(("tensorflow", "keras"))
+    return (type(obj).__module__ or "").startswith(("tensorflow", "keras"))  # jitsim's protos have no module
 
 
 def cluster(graph, flags: str | None = None, *, device: str | None = None, exclude_ops=(), force_compilable=(),
