@@ -25,8 +25,8 @@ exported with ``cf.graph.as_graph_def()`` does not. :func:`infer_shapes` recompu
 * loops: ``Merge`` starts from its forward inputs; a second round merges the back edge in, a
   dimension that differs becoming unknown (TF's shape refiner relaxes loop shapes alike).
 
-A shape is a tuple of dims (``-1`` unknown) or ``None`` (unknown rank); an op without a shape
-function here gives ``None``. :class:`ShapeView` is the accessor the Grappler simulation reads
+A shape is a tuple of dims (``-1`` unknown) or ``None`` (unknown rank). The shape functions
+are one table, :data:`SHAPE_FUNCTIONS` (op -> function); an op without one gives ``None``. :class:`ShapeView` is the accessor the Grappler simulation reads
 shapes through: a node's recorded ``_output_shapes`` first (so SavedModels and dumps keep what
 they record), inferred shapes only for a graph that records none.
 """
