@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
+from graphs import Type, set_attr
 from jitsim.crosscheck.corpus import Corpus
 from jitsim.crosscheck.graphdiff import diff_graphdefs
 from jitsim.errors import GraphError
@@ -178,21 +179,6 @@ def test_flag_variants_match_tf(name):
 # -- unit tests: small encapsulated graphs --------------------------------------------------
 
 
-def _attr(nd, key, value):
-    av = nd.attr[key]
-    if isinstance(value, bool):
-        av.b = value
-    elif isinstance(value, int):
-        av.i = value
-    elif isinstance(value, tuple) and value[0] == "type":
-        av.type = value[1]
-    elif isinstance(value, tuple) and value[0] == "types":
-        av.list.SetInParent()
-        av.list.type.extend(value[1])
-    else:
-        raise TypeError(value)
-
-
 F32, I32, RES = 1, 3, 20
 
 
@@ -205,12 +191,12 @@ def make_graph(nodes, clusters, *, device=CPU, fn_device=CPU, extra_functions=()
         nd = gd.node.add(name=name, op=op, device=device)
         nd.input.extend(inputs)
         for k, v in attrs.items():
-            _attr(nd, k, v)
+            set_attr(nd.attr[k], v)
         if op in clusters:
             _, _, n_const, n_res = clusters[op]
-            _attr(nd, "_XlaCompiledKernel", True)
-            _attr(nd, "_XlaNumConstantArgs", n_const)
-            _attr(nd, "_XlaNumResourceArgs", n_res)
+            set_attr(nd.attr["_XlaCompiledKernel"], True)
+            set_attr(nd.attr["_XlaNumConstantArgs"], n_const)
+            set_attr(nd.attr["_XlaNumResourceArgs"], n_res)
     for fname, (ins, outs, _, _) in clusters.items():
         f = gd.library.function.add()
         f.signature.name = fname
@@ -228,7 +214,7 @@ def make_graph(nodes, clusters, *, device=CPU, fn_device=CPU, extra_functions=()
 
 
 def _arg(name, t, i):
-    return (name, "_Arg", [], {"T": ("type", t), "index": i})
+    return (name, "_Arg", [], {"T": Type(t), "index": i})
 
 
 def _node(tg, name):
@@ -249,9 +235,9 @@ def test_scope_name_skips_names_already_in_the_graph():
     ``_2`` a prefix, so ``_3``."""
     tg = make_graph([
         _arg("cluster_0_1", F32, 0),
-        ("cluster_0_2/y", "Identity", ["cluster_0_1"], {"T": ("type", F32)}),
+        ("cluster_0_2/y", "Identity", ["cluster_0_1"], {"T": Type(F32)}),
         ("cluster_0", "cluster_0", ["cluster_0_2/y"], {}),
-        ("out", "_Retval", ["cluster_0"], {"T": ("type", F32), "index": 0}),
+        ("out", "_Retval", ["cluster_0"], {"T": Type(F32), "index": 0}),
     ], {"cluster_0": ([F32], [F32], 0, 0)})
     result = build_xla_ops(tg, LAZY)
     assert result.decisions["cluster_0"]["scope"] == "cluster_0_3"
@@ -265,7 +251,7 @@ def test_lazy_structure_and_names():
     tg = make_graph([
         _arg("n", I32, 0), _arg("x", F32, 1), _arg("v", RES, 2),
         ("c", "c", ["n", "x", "v", "^n"], {}),
-        ("out", "_Retval", ["c:1"], {"T": ("type", F32), "index": 0}),
+        ("out", "_Retval", ["c:1"], {"T": Type(F32), "index": 0}),
     ], {"c": ([I32, F32, RES], [F32, F32], 1, 1)})
     result = build_xla_ops(tg, LAZY)
     p = "c_1/"
@@ -321,7 +307,7 @@ def test_strict_mode_moves_every_out_edge_to_xla_run():
         _arg("n", I32, 0), _arg("x", F32, 1),
         ("pre", "NoOp", [], {}),
         ("c", "c", ["n", "x", "^pre"], {}),
-        ("out", "_Retval", ["c"], {"T": ("type", F32), "index": 0}),
+        ("out", "_Retval", ["c"], {"T": Type(F32), "index": 0}),
         ("after", "NoOp", ["^c"], {}),
     ], {"c": ([I32, F32], [F32], 1, 0)})
     result = build_xla_ops(tg, STRICT)
@@ -343,7 +329,7 @@ def test_always_compiling_device_is_strict_even_when_lazy():
     flags = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_enable_xla_devices")
     xla = "/job:localhost/replica:0/task:0/device:XLA_CPU:0"
     tg = make_graph([_arg("x", F32, 0), ("c", "c", ["x"], {}),
-                     ("out", "_Retval", ["c"], {"T": ("type", F32), "index": 0})],
+                     ("out", "_Retval", ["c"], {"T": Type(F32), "index": 0})],
                     {"c": ([F32], [F32], 0, 0)}, device=xla, fn_device=xla)
     d = build_xla_ops(tg, flags).decisions["c"]
     assert d["mode"] == "strict" and d["device"] == xla and d["reasons"] == ["device_requires_compilation"]
@@ -354,7 +340,7 @@ def test_device_is_picked_from_function_body_and_call():
     and every new node is assigned to it."""
     gpu = "/job:localhost/replica:0/task:0/device:GPU:0"
     tg = make_graph([_arg("x", F32, 0), ("c", "c", ["x"], {}),
-                     ("out", "_Retval", ["c"], {"T": ("type", F32), "index": 0})],
+                     ("out", "_Retval", ["c"], {"T": Type(F32), "index": 0})],
                     {"c": ([F32], [F32], 0, 0)}, fn_device=gpu)
     d = build_xla_ops(tg, LAZY).decisions["c"]
     assert d["device"] == gpu and d["device_candidates"] == [gpu, CPU]
@@ -368,10 +354,10 @@ def test_int32_predication_follows_memory_types():
     rewritten (no kernel) -> host; a float input is never considered."""
     tg = make_graph([
         _arg("a", I32, 0), _arg("x", F32, 1),
-        ("shape", "Shape", ["x"], {"T": ("type", F32), "out_type": ("type", I32)}),
+        ("shape", "Shape", ["x"], {"T": Type(F32), "out_type": Type(I32)}),
         ("early", "early", ["a", "shape", "late", "x"], {}),
         ("late", "late", ["x"], {}),
-        ("o1", "_Retval", ["early"], {"T": ("type", F32), "index": 0}),
+        ("o1", "_Retval", ["early"], {"T": Type(F32), "index": 0}),
     ], {"early": ([I32, I32, I32, F32], [F32], 0, 0), "late": ([F32], [I32], 0, 0)})
     result = build_xla_ops(tg, LAZY)
     assert list(result.decisions) == ["early", "late"]  # node-id order
@@ -388,12 +374,12 @@ def test_gpu_int32_from_a_read_variable_is_predicated():
     memory. A GPU Shape's int32 output, declared HostMemory by its GPU kernel, is not."""
     gpu = "/job:worker/replica:0/task:0/device:GPU:0"
     tg = make_graph([
-        ("var", "VarHandleOp", [], {"dtype": ("type", I32)}),
-        ("int32_on_device", "ReadVariableOp", ["var"], {"dtype": ("type", I32)}),
-        ("x", "_Arg", [], {"T": ("type", F32), "index": 0}),
-        ("shape", "Shape", ["x"], {"T": ("type", F32), "out_type": ("type", I32)}),
+        ("var", "VarHandleOp", [], {"dtype": Type(I32)}),
+        ("int32_on_device", "ReadVariableOp", ["var"], {"dtype": Type(I32)}),
+        ("x", "_Arg", [], {"T": Type(F32), "index": 0}),
+        ("shape", "Shape", ["x"], {"T": Type(F32), "out_type": Type(I32)}),
         ("C", "cluster_int32", ["int32_on_device", "shape"], {}),
-        ("o", "_Retval", ["C"], {"T": ("type", I32), "index": 0}),
+        ("o", "_Retval", ["C"], {"T": Type(I32), "index": 0}),
     ], {"cluster_int32": ([I32, I32], [I32], 0, 0)}, device=gpu, fn_device=gpu)
     build_xla_ops(tg, LAZY)
     assert _inputs(tg, "C_1/int32_id_n") == ["int32_on_device", "^C_1/data_as_ctrl"]
@@ -407,7 +393,7 @@ def test_int32_from_an_already_rewritten_cluster_is_predicated():
         _arg("x", F32, 0),
         ("late", "late", ["x"], {}),
         ("early", "early", ["late"], {}),
-        ("o1", "_Retval", ["early"], {"T": ("type", F32), "index": 0}),
+        ("o1", "_Retval", ["early"], {"T": Type(F32), "index": 0}),
     ], {"early": ([I32], [F32], 0, 0), "late": ([F32], [I32], 0, 0)})
     build_xla_ops(tg, LAZY)
     assert _inputs(tg, "early_1/int32_id_n") == ["late_1/merge_oidx_0", "^early_1/data_as_ctrl"]
@@ -422,8 +408,8 @@ def test_debug_nodes_only_where_tf_puts_them():
     tg = make_graph([
         _arg("n", I32, 0), _arg("x", F32, 1), _arg("k", I32, 2),
         ("c", "c", ["n", "k", "x"], {}),
-        ("o1", "_Retval", ["c"], {"T": ("type", F32), "index": 0}),
-        ("o2", "_Retval", ["c:1"], {"T": ("type", I32), "index": 1}),
+        ("o1", "_Retval", ["c"], {"T": Type(F32), "index": 0}),
+        ("o2", "_Retval", ["c:1"], {"T": Type(I32), "index": 1}),
     ], {"c": ([I32, I32, F32], [F32, I32], 1, 0)})
     build_xla_ops(tg, flags)
     made = sorted(n for n in tg.by_name if n.startswith("c_1/"))
@@ -439,7 +425,7 @@ def test_debug_nodes_only_where_tf_puts_them():
 
 
 def test_graph_without_clusters_is_unchanged():
-    tg = make_graph([_arg("x", F32, 0), ("y", "Neg", ["x"], {"T": ("type", F32)})], {})
+    tg = make_graph([_arg("x", F32, 0), ("y", "Neg", ["x"], {"T": Type(F32)})], {})
     before = tg.to_graphdef().SerializeToString(deterministic=True)
     result = build_xla_ops(tg, LAZY)
     assert not result.changed and result.decisions == {}

@@ -17,7 +17,7 @@ import jitsim
 from jitsim.cli import main
 from jitsim.errors import JitsimError
 from jitsim.graph import save
-from test_mark_for_compilation import AUTO, arg, graph, op, ret
+from graphs import AUTO, arg, graph, op, ret
 
 EXAMPLE = "examples/mnist_softmax/before_clone_constants_for_better_clustering.pbtxt"
 

@@ -134,7 +134,6 @@ def test_encapsulate_folds_sin_fixture_needs_the_fix(monkeypatch):
     ops = dict(fk.KERNELS)
     del ops["Sin"]
     monkeypatch.setattr(fk, "KERNELS", ops)
-    monkeypatch.setattr(fk, "FOLDABLE_OPS", frozenset(ops))
     assert any(" encapsulate: " in line for line in check_fixture(fx))
 
 
@@ -155,5 +154,4 @@ def test_encapsulate_folding_fixtures_need_their_kernels(monkeypatch, fixture, k
     for k in kernels:
         del ops[k]
     monkeypatch.setattr(fk, "KERNELS", ops)
-    monkeypatch.setattr(fk, "FOLDABLE_OPS", frozenset(ops))
     assert any(" encapsulate: " in line for line in check_fixture(fx))

@@ -5,19 +5,11 @@ every ``cluster_<n>`` renamed after its members in that run's mark dump."""
 
 from __future__ import annotations
 
-from google.protobuf import text_format
-
+from graphs import parse_graphdef
 from jitsim.graph.dumps import DumpGraph
 from jitsim.crosscheck.fuzz.check import BEFORE_CLONE, STAGE_TRUTH, Problem
 from jitsim.crosscheck.fuzz.stability import _TFGraph, canonical_difference, canonical_form, judge_stability
-from jitsim.registry import protos
 from jitsim.graph.io import save
-
-
-def gd(text: str):
-    g = protos.GraphDef()
-    text_format.Parse(text, g)
-    return g
 
 
 def node(name, op, inputs=(), cluster=None):
@@ -28,7 +20,7 @@ def node(name, op, inputs=(), cluster=None):
 
 def mark(c_ab: str, c_d: str):
     """x -> a, b (one cluster) -> c (not clustered) ; d (another cluster)."""
-    return gd("\n".join([node("x", "_Arg"), node("a", "Sin", ["x"], c_ab), node("b", "Cos", ["x"], c_ab),
+    return parse_graphdef("\n".join([node("x", "_Arg"), node("a", "Sin", ["x"], c_ab), node("b", "Cos", ["x"], c_ab),
                          node("c", "AddV2", ["a", "b"]), node("d", "Exp", ["c"], c_d),
                          node("r", "_Retval", ["d"])]))
 
@@ -40,7 +32,7 @@ def encapsulated(c_ab: str, c_d: str, results=("0", "1"), arg_order=False):
     if c_d < c_ab:
         calls.reverse()
     ra, rb = (f"{c_ab}:{results[0]}", f"{c_ab}:{results[1]}")
-    return gd("\n".join([node("x", "_Arg"), node("c", "AddV2", [ra, rb]), node("r", "_Retval", [c_d])] + calls))
+    return parse_graphdef("\n".join([node("x", "_Arg"), node("c", "AddV2", [ra, rb]), node("r", "_Retval", [c_d])] + calls))
 
 
 def labels(g):
@@ -55,8 +47,8 @@ def test_cluster_numbering_does_not_matter():
     assert f1 == f2
     assert "c = AddV2(cluster{a}:0, cluster{a}:1)" in f1
     # build_xla_ops names its nodes <cluster>_1/...: the token is renamed inside longer names too
-    b1 = gd(node("cluster_0_1/xla_run", "_XlaRun", ["x", "cluster_0_1/xla_compile:1"]))
-    b2 = gd(node("cluster_7_1/xla_run", "_XlaRun", ["x", "cluster_7_1/xla_compile:1"]))
+    b1 = parse_graphdef(node("cluster_0_1/xla_run", "_XlaRun", ["x", "cluster_0_1/xla_compile:1"]))
+    b2 = parse_graphdef(node("cluster_7_1/xla_run", "_XlaRun", ["x", "cluster_7_1/xla_compile:1"]))
     assert canonical_form("build-xla-ops", b1, labels(m1)) == canonical_form("build-xla-ops", b2, labels(m2)) \
         == ["cluster{a}_1/xla_run = _XlaRun(x, cluster{a}_1/xla_compile:1)"]
 
@@ -106,7 +98,7 @@ def test_judge_stability(tmp_path):
     # unstable before any clustering stage
     other_input = _tf_graph(tmp_path, "ex4 alone", mark("cluster_1", "cluster_2"),
                             encapsulated("cluster_1", "cluster_2"),
-                            gd("\n".join([node("x", "_Arg"), node("a", "Sin", ["x"]), node("b", "Cos", ["x"]),
+                            parse_graphdef("\n".join([node("x", "_Arg"), node("a", "Sin", ["x"]), node("b", "Cos", ["x"]),
                                           node("c", "AddV2", ["b", "a"]), node("d", "Exp", ["c"]),
                                           node("r", "_Retval", ["d"])])))
     assert first.signature() == other_input.signature()

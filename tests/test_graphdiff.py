@@ -1,9 +1,7 @@
 """Whole-graph comparison: every kind of difference between jitsim's and TF's graphs is reported."""
 
-from google.protobuf import text_format
-
+from graphs import parse_graphdef
 from jitsim.crosscheck.graphdiff import diff_graphdefs
-from jitsim.registry import protos
 
 BASE = """
 node { name: "x" op: "_Arg" device: "/device:CPU:0" attr { key: "T" value { type: DT_FLOAT } } }
@@ -15,8 +13,7 @@ library { function { signature { name: "f" input_arg { name: "a" type: DT_FLOAT 
 
 
 def gd(text=BASE, edit=None):
-    g = protos.GraphDef()
-    text_format.Parse(text, g)
+    g = parse_graphdef(text)
     if edit:
         edit(g)
     return g

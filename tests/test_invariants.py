@@ -20,8 +20,8 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from graphs import BOOL, arg, graph, op, ret
 from jitsim.graph import Graph
-from jitsim.registry import protos
 from jitsim.flags import parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import MarkForCompilation
 from jitsim.passes.pipeline import run_pipeline
@@ -223,28 +223,10 @@ def test_teeth_min_size(monkeypatch):
 
 def _switch_graph() -> Graph:
     """x -> Neg -> AddV2 <- Switch(x, p):1: a direct edge between nodes of different deadness."""
-    f32 = protos.DataType.values_by_name["DT_FLOAT"].number
-    cpu = "/job:localhost/replica:0/task:0/device:CPU:0"
-    gd = protos.GraphDef()
-    gd.versions.producer = 2474
-
-    def add(name, op, inputs, **types):
-        n = gd.node.add(name=name, op=op, device=cpu, input=inputs)
-        for k, v in types.items():
-            n.attr[k].type = v
-        return n
-
-    a = add("x", "_Arg", [], T=f32)
-    a.attr["index"].i = 0
-    b = add("p", "_Arg", [], T=protos.DataType.values_by_name["DT_BOOL"].number)
-    b.attr["index"].i = 1
-    add("sw", "Switch", ["x", "p"], T=f32)
-    add("neg", "Neg", ["x"], T=f32)
-    add("add", "AddV2", ["sw:1", "neg"], T=f32)
-    add("exp", "Exp", ["add"], T=f32)
-    r = add("out", "_Retval", ["exp"], T=f32)
-    r.attr["index"].i = 0
-    return Graph(gd, source="before_clone_constants_for_better_clustering.pbtxt")
+    g = graph(arg("x"), arg("p", 1, BOOL), op("sw", "Switch", "x", "p"), op("neg", "Neg", "x"),
+              op("add", "AddV2", "sw:1", "neg"), op("exp", "Exp", "add"), ret("out", "exp"), producer=2474)
+    g.source = "before_clone_constants_for_better_clustering.pbtxt"
+    return g
 
 
 def test_teeth_deadness(monkeypatch):

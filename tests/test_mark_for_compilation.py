@@ -16,112 +16,18 @@ Conventions of the graphs below (what TF's pass sees for a ``tf.function`` body)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
+from graphs import AUTO, BOOL, F32, I32, I64, STR, Shapes, Type, Types, arg, const, graph, node, op, ret, var_handle
 from jitsim.graph import Graph
 from jitsim.registry import protos
-from jitsim.graph.model import set_attr_value
 from jitsim.analyses.fingerprint import hash64
 from jitsim.flags import FlagError, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
 from jitsim.passes.records import NodeDecision
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph
 
-CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
-AUTO = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
-
-_DT = protos.DataType.values_by_name
-F32, I32, I64, STR, BOOL = (_DT[n].number for n in ("DT_FLOAT", "DT_INT32", "DT_INT64", "DT_STRING", "DT_BOOL"))
-
-
-# -- graph building helpers ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Type:  # attr of kind `type`
-    dtype: int
-
-
-@dataclass(frozen=True)
-class _Types:  # attr of kind `list(type)`
-    dtypes: tuple
-
-
-@dataclass(frozen=True)
-class _Shape:  # attr of kind `shape`
-    dims: tuple
-
-
-@dataclass(frozen=True)
-class _Shapes:  # attr of kind `list(shape)`
-    shapes: tuple
-
-
-@dataclass(frozen=True)
-class _Tensor:  # attr of kind `tensor` (a Const value; only dtype and shape matter here)
-    dtype: int
-    dims: tuple
-
-
-def _set(av, v) -> None:
-    if isinstance(v, _Type):
-        av.type = v.dtype
-    elif isinstance(v, _Types):
-        av.list.type.extend(v.dtypes)
-    elif isinstance(v, _Shape):
-        av.shape.SetInParent()
-        for d in v.dims:
-            av.shape.dim.add(size=d)
-    elif isinstance(v, _Shapes):
-        for dims in v.shapes:
-            s = av.list.shape.add()
-            for d in dims:
-                s.dim.add(size=d)
-    elif isinstance(v, _Tensor):
-        av.tensor.dtype = v.dtype
-        av.tensor.tensor_shape.SetInParent()
-        for d in v.dims:
-            av.tensor.tensor_shape.dim.add(size=d)
-    else:
-        set_attr_value(av, v)
-
-
-def node(name, op, inputs=(), **attrs):
-    return (name, op, list(inputs), attrs)
-
-
-def arg(name, index=0, dtype=F32):
-    return node(name, "_Arg", T=_Type(dtype), index=index)
-
-
-def ret(name, x, index=0, dtype=F32):
-    return node(name, "_Retval", [x], T=_Type(dtype), index=index)
-
-
-def const(name, dtype=F32, dims=(), inputs=()):
-    return node(name, "Const", inputs, dtype=_Type(dtype), value=_Tensor(dtype, tuple(dims)))
-
-
-def op(name, op_type, *inputs, dtype=F32, **attrs):
-    """An op whose type attr is ``T`` (unary/binary math, Identity, Switch, Merge...)."""
-    return node(name, op_type, inputs, T=_Type(dtype), **attrs)
-
-
-def var_handle(name, dtype=F32, dims=()):
-    return node(name, "VarHandleOp", dtype=_Type(dtype), shape=_Shape(tuple(dims)), container="", shared_name=name)
-
-
-def graph(*nodes, producer: int | None = None) -> Graph:
-    """A graph of ``nodes`` in this order (= TF node ids 2, 3, ...), all placed on the CPU."""
-    g = Graph.from_nodes([(n, o, ins) for n, o, ins, _ in nodes], device=CPU)
-    for name, _, _, attrs in nodes:
-        for k, v in attrs.items():
-            _set(g[name].attr[k], v)
-    if producer is not None:
-        g.graphdef.versions.producer = producer
-    return g
+# -- running the pass ------------------------------------------------------------------------
 
 
 def cluster(g: Graph, flags: str = "", *, base: str = AUTO, **kw):
@@ -231,7 +137,7 @@ def test_max_cluster_size_counts_consts():
 def _split_by_strings():
     """Two float pairs joined through AsString -> StringToNumber (no XLA kernels)."""
     return graph(arg("x"), op("a", "Neg", "x"), op("b", "Relu", "a"), op("s", "AsString", "b"),
-                 node("n", "StringToNumber", ["s"], out_type=_Type(F32)), op("c", "Exp", "n"), op("d", "Abs", "c"),
+                 node("n", "StringToNumber", ["s"], out_type=Type(F32)), op("c", "Exp", "n"), op("d", "Abs", "c"),
                  ret("y", "d"))
 
 
@@ -347,8 +253,8 @@ def test_write_then_read_of_a_resource_is_not_merged():
     Write (AssignVariableOp) ordered before a Read (ReadVariableOp, via the control edge) may
     not share a cluster (tf-passes §9, §7.5 rule 6, V11). VarHandleOp has no XLA kernel. The read
     still clusters with its consumer."""
-    g = graph(var_handle("v"), arg("x"), node("w", "AssignVariableOp", ["v", "x"], dtype=_Type(F32)),
-              node("rd", "ReadVariableOp", ["v", "^w"], dtype=_Type(F32)), op("r", "Relu", "rd"), ret("y", "r"))
+    g = graph(var_handle("v"), arg("x"), node("w", "AssignVariableOp", ["v", "x"], dtype=Type(F32)),
+              node("rd", "ReadVariableOp", ["v", "^w"], dtype=Type(F32)), op("r", "Relu", "rd"), ret("y", "r"))
     res = cluster(g, "--tf_xla_min_cluster_size=1")
     assert res.clusters == {"cluster_0": ["w"], "cluster_1": ["rd", "r"]}
     assert res.decisions["v"].code == "UNSUPPORTED_OP"
@@ -362,8 +268,8 @@ def test_write_then_read_of_a_resource_is_not_merged():
 def test_read_then_write_of_a_resource_is_merged():
     """The opposite order is safe (Read -> anything, anything -> Write; tf-passes trap 25): the
     read, the computation and the write form one cluster."""
-    g = graph(var_handle("v"), node("rd", "ReadVariableOp", ["v"], dtype=_Type(F32)), op("n", "Neg", "rd"),
-              node("w", "AssignVariableOp", ["v", "n"], dtype=_Type(F32)))
+    g = graph(var_handle("v"), node("rd", "ReadVariableOp", ["v"], dtype=Type(F32)), op("n", "Neg", "rd"),
+              node("w", "AssignVariableOp", ["v", "n"], dtype=Type(F32)))
     res = cluster(g, "--tf_xla_min_cluster_size=1")
     assert res.clusters == {"cluster_0": ["rd", "n", "w"]}
     assert res.mark.refusals == []
@@ -458,11 +364,11 @@ def test_already_clustered_graph_is_left_alone():
 
 
 @pytest.mark.parametrize("nodes, name, code, detail", [
-    ([const("shape", I32, (1,)), node("rng", "RandomUniform", ["shape"], dtype=_Type(F32), T=_Type(I32))],
+    ([const("shape", I32, (1,)), node("rng", "RandomUniform", ["shape"], dtype=Type(F32), T=Type(I32))],
      "rng", "STATEFUL_RNG", "stateful random op"),
-    ([arg("c", 0, BOOL), arg("x", 1), node("as", "Assert", ["c", "x"], T=_Types((F32,)))],
+    ([arg("c", 0, BOOL), arg("x", 1), node("as", "Assert", ["c", "x"], T=Types((F32,)))],
      "as", "ASSERT_OR_CHECKNUMERICS", "Assert or CheckNumerics"),
-    ([arg("x"), op("u", "Unique", "x", out_idx=_Type(I32))], "u", "UNIQUE_OP", "Unique op"),
+    ([arg("x"), op("u", "Unique", "x", out_idx=Type(I32))], "u", "UNIQUE_OP", "Unique op"),
 ], ids=["RandomUniform", "Assert", "Unique"])
 def test_operation_filter_rejects(nodes, name, code, detail):
     """These ops *have* XLA kernels (tf-passes V23) but the auto-clustering operation filter rejects
@@ -519,8 +425,8 @@ def test_stateful_op_feeding_a_shape_is_isolated():
     (a compile-time-constant input, tf-passes §3.4), so BackwardsConstAnalysis marks it and it is
     rejected as a "must-be-constant stateful op" (tf-passes §7.3 filter 8, trap 14). The Reshape
     itself is fine."""
-    g = graph(var_handle("v", I32, (1,)), arg("x"), node("rd", "ReadVariableOp", ["v"], dtype=_Type(I32)),
-              node("rs", "Reshape", ["x", "rd"], T=_Type(F32), Tshape=_Type(I32)), op("r", "Relu", "rs"),
+    g = graph(var_handle("v", I32, (1,)), arg("x"), node("rd", "ReadVariableOp", ["v"], dtype=Type(I32)),
+              node("rs", "Reshape", ["x", "rd"], T=Type(F32), Tshape=Type(I32)), op("r", "Relu", "rs"),
               ret("y", "r"))
     res = cluster(g, "--tf_xla_min_cluster_size=1")
     d = res.decisions["rd"]
@@ -532,8 +438,8 @@ def test_stateful_op_feeding_a_shape_is_isolated():
 def test_const_analysis_is_transitive_but_only_stateful_ops_are_isolated():
     """Constness propagates backwards through ``n = Neg(rd)``: rd is still isolated; the
     stateless ``n`` (also must-be-constant) remains a candidate."""
-    g = graph(var_handle("v", I32, (1,)), arg("x"), node("rd", "ReadVariableOp", ["v"], dtype=_Type(I32)),
-              op("n", "Neg", "rd", dtype=I32), node("rs", "Reshape", ["x", "n"], T=_Type(F32), Tshape=_Type(I32)),
+    g = graph(var_handle("v", I32, (1,)), arg("x"), node("rd", "ReadVariableOp", ["v"], dtype=Type(I32)),
+              op("n", "Neg", "rd", dtype=I32), node("rs", "Reshape", ["x", "n"], T=Type(F32), Tshape=Type(I32)),
               ret("y", "rs"))
     res = cluster(g, "--tf_xla_min_cluster_size=1")
     assert res.decisions["rd"].code == "MUST_BE_CONSTANT_STATEFUL"
@@ -644,7 +550,7 @@ def test_fuel_is_consumed_across_graphs():
 
 def _fill(value_node, value_name):
     return graph(arg("x"), const("dims", I32, (1,)), value_node,
-                 node("fill", "Fill", ["dims", value_name], T=_Type(F32), index_type=_Type(I32)),
+                 node("fill", "Fill", ["dims", value_name], T=Type(F32), index_type=Type(I32)),
                  op("s", "AsString", "fill"), ret("y", "s", dtype=STR))
 
 
@@ -671,7 +577,7 @@ def test_splitv_is_not_declustered_in_tf_2_21():
     TF 2.21: ``tf.split(y, [1, 3])`` consumed only by AsString stayed in the cluster), and
     tf-passes §7.6 lists only Fill."""
     g = graph(arg("x"), const("sizes", I32, (2,)), const("axis", I32), op("n", "Neg", "x"),
-              node("sp", "SplitV", ["n", "sizes", "axis"], T=_Type(F32), Tlen=_Type(I32), num_split=2),
+              node("sp", "SplitV", ["n", "sizes", "axis"], T=Type(F32), Tlen=Type(I32), num_split=2),
               op("s0", "AsString", "sp"), op("s1", "AsString", "sp:1"), ret("y0", "s0", dtype=STR),
               ret("y1", "s1", 1, dtype=STR))
     res = cluster(g, "--tf_xla_min_cluster_size=1")
@@ -686,7 +592,7 @@ def _shape_consumer(consumer_op, **attrs):
     share a cluster, so S can join either {X, Y} or {Z} but not both."""
     return graph(arg("a"), op("X", "Neg", "a"), op("Y", "Relu", "X"), node("S", consumer_op, ["Y"], **attrs),
                  op("Q", "BesselJ0", "Y"),
-                 node("Z", "Cast", ["S", "^Q"], SrcT=attrs.get("out_type", _Type(F32)), DstT=_Type(F32)),
+                 node("Z", "Cast", ["S", "^Q"], SrcT=attrs.get("out_type", Type(F32)), DstT=Type(F32)),
                  ret("out", "Z"), ret("out2", "Q", 1))
 
 
@@ -696,7 +602,7 @@ def test_phase0_pulls_shape_consumer_into_its_producer():
     comment's X -> Y -> Size -> Z example). So Size ends with its producers; {X, Y, Size} ->
     Z is then refused as a cycle through Q. (Same outcome observed with TF 2.21 on
     ``tf.size``/``tf.cast`` with a control dependency.)"""
-    res = cluster(_shape_consumer("Size", T=_Type(F32), out_type=_Type(I32)), "--tf_xla_min_cluster_size=1",
+    res = cluster(_shape_consumer("Size", T=Type(F32), out_type=Type(I32)), "--tf_xla_min_cluster_size=1",
                   explain_cycles=True)
     assert res.clusters == {"cluster_0": ["X", "Y", "S"], "cluster_1": ["Z"]}
     assert refusals(res) == [(1, "Y", "Z", "MERGE_CYCLE"), (2, "Y", "Z", "MERGE_CYCLE")]
@@ -707,7 +613,7 @@ def test_phase0_pulls_shape_consumer_into_its_producer():
 def test_without_phase0_the_op_joins_its_consumer():
     """Control experiment: the same graph with a non-shape op (Sign) in S's place; phase 1
     visits S before Y and merges S -> Z first."""
-    res = cluster(_shape_consumer("Sign", T=_Type(F32)), "--tf_xla_min_cluster_size=1")
+    res = cluster(_shape_consumer("Sign", T=Type(F32)), "--tf_xla_min_cluster_size=1")
     assert res.clusters == {"cluster_0": ["X", "Y"], "cluster_1": ["S", "Z"]}
 
 
@@ -747,7 +653,7 @@ def _tf_relu_graph(*extra_nodes, retval_input="Relu"):
     """The post-Grappler body of ``tf.function(lambda x: tf.nn.relu(tf.sin(x) * tf.cos(x) +
     tf.exp(x)))`` called on a float32[2] tensor, as TF 2.21 dumped it (node order = ids)."""
     return graph(
-        node("x", "_Arg", T=_Type(F32), _output_shapes=_Shapes(((2,),)), _user_specified_name="x", index=0),
+        node("x", "_Arg", T=Type(F32), _output_shapes=Shapes(((2,),)), _user_specified_name="x", index=0),
         *extra_nodes[:1],
         op("Exp", "Exp", "x"), op("Cos", "Cos", "x"), op("Sin", "Sin", "x"), op("mul", "Mul", "Cos", "Sin"),
         op("add", "AddV2", "Exp", "mul"), op("Relu", "Relu", "add"), *extra_nodes[1:],
@@ -771,7 +677,7 @@ def test_deterministic_name_matches_tf_with_a_compile_time_constant_input():
     14266933061454283394 (what jitsim prints). Every TF run tried with a Sum axis, Reshape
     shape or Transpose perm showed such a mismatch, every run without one matched."""
     g = _tf_relu_graph(const("Reshape/shape", I32, (1,)),
-                       node("Reshape", "Reshape", ["Relu", "Reshape/shape"], T=_Type(F32), Tshape=_Type(I32)),
+                       node("Reshape", "Reshape", ["Relu", "Reshape/shape"], T=Type(F32), Tshape=Type(I32)),
                        retval_input="Reshape")
     g["x"].attr["_output_shapes"].list.shape[0].dim.add(size=2)
     g["Reshape/shape"].attr["value"].tensor.int_val.append(-1)

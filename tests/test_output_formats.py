@@ -23,7 +23,7 @@ import pytest
 from jitsim.cli import TIMING_KEYS, build_parser
 from jitsim.explain.explanation import LINE_LIMIT, fit
 from jitsim.graph import save
-from test_mark_for_compilation import AUTO, arg, graph, op, ret
+from graphs import AUTO, arg, graph, op, ret
 
 ROOT = Path(__file__).resolve().parents[1]
 MNIST = ROOT / "examples" / "mnist_softmax"

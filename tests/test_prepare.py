@@ -22,6 +22,7 @@ from jitsim.rewrites.grappler.remapper import remap
 from jitsim.rewrites.lower_functional_ops import lower_functional_ops
 from jitsim.passes.pipeline import run_pipeline
 from jitsim.rewrites.placement import place
+from graphs import graph_of, set_attr
 from test_shape_inference import shapes_attr
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -44,31 +45,12 @@ def fdef(name, inputs, outputs, nodes, *, control_ret=(), attrs=None):
         nd = f.node_def.add(name=item[0], op=item[1])
         nd.input.extend(item[2])
         for k, v in (item[3] if len(item) > 3 else {}).items():
-            _set(nd.attr[k], v)
+            set_attr(nd.attr[k], v)
     for c in control_ret:
         f.control_ret[c] = c
     for k, v in (attrs or {}).items():
-        _set(f.attr[k], v)
+        set_attr(f.attr[k], v)
     return f
-
-
-def _set(av, v):
-    if isinstance(v, protos.AttrValue):
-        av.CopyFrom(v)
-    elif isinstance(v, bool):
-        av.b = v
-    elif isinstance(v, int):
-        av.i = v
-    elif isinstance(v, float):
-        av.f = v
-    elif isinstance(v, str) and v.startswith("DT_"):
-        av.type = protos.DataType.values_by_name[v].number
-    elif isinstance(v, str):
-        av.s = v.encode()
-    elif isinstance(v, list) and v and isinstance(v[0], str) and v[0].startswith("DT_"):
-        av.list.type.extend(protos.DataType.values_by_name[x].number for x in v)
-    else:
-        raise TypeError(v)
 
 
 def func_attr(name):
@@ -89,18 +71,6 @@ def const(value, dtype="DT_FLOAT"):
     return av
 
 
-def graph(nodes, library=()):
-    gd = protos.GraphDef()
-    for item in nodes:
-        nd = gd.node.add(name=item[0], op=item[1])
-        nd.input.extend(item[2])
-        for k, v in (item[3] if len(item) > 3 else {}).items():
-            _set(nd.attr[k], v)
-    for f in library:
-        gd.library.function.add().CopyFrom(f)
-    return Graph(gd, validate=False)
-
-
 def clusters_of(g: Graph) -> dict[str, set[str]]:
     res = run_pipeline(g, parse_tf_xla_flags(DEFAULT_FLAGS), until="decluster", input_stage="graphdef", device="cpu")
     out: dict[str, set[str]] = {}
@@ -114,7 +84,7 @@ def clusters_of(g: Graph) -> dict[str, set[str]]:
 def signature_graph(body):
     """What jitsim.graph.io.load_saved_model gives for a signature: _Arg -> a
     StatefulPartitionedCall of the traced function -> Identity -> _Retval."""
-    return graph([
+    return graph_of([
         ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
         ("StatefulPartitionedCall", "StatefulPartitionedCall", ["x"],
          {"f": func_attr(body.signature.name), "Tin": ["DT_FLOAT"], "Tout": ["DT_FLOAT"]}),
@@ -168,7 +138,7 @@ def test_inlining_names_nodes_as_tf_does():
 def test_control_inputs_of_the_caller_reach_body_nodes_without_inputs():
     # A body node with no inputs (the Const) would otherwise run even if the call never
     # would: TF gives it a control edge from Func/<caller>/input_control_node.
-    g = graph([
+    g = graph_of([
         ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
         ("gate", "NoOp", []),
         ("call", "PartitionedCall", ["x", "^gate"], {"f": func_attr("body"), "Tin": ["DT_FLOAT"],
@@ -215,7 +185,7 @@ def _if_graph(lower: bool):
              "Tin": ["DT_FLOAT"], "Tout": ["DT_FLOAT"]}
     if lower:
         attrs["_lower_using_switch_merge"] = True
-    return graph([
+    return graph_of([
         ("p", "_Arg", [], {"T": "DT_BOOL", "index": 0}),
         ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
         ("cond", "StatelessIf", ["p", "x"], attrs),
@@ -255,7 +225,7 @@ def test_while_is_lowered_and_passthrough_resources_get_only_a_constant_enter():
         ("r", "ReadVariableOp", ["v"], {"dtype": "DT_FLOAT"}),
         ("a", "AddV2", ["i", "r:value:0"], {"T": "DT_FLOAT"}),
     ])
-    g = graph([
+    g = graph_of([
         ("i0", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
         ("var", "_Arg", [], {"T": "DT_RESOURCE", "index": 1}),
         ("loop", "While", ["i0", "var"], {"cond": func_attr("c"), "body": func_attr("b"),
@@ -280,14 +250,14 @@ def test_while_is_lowered_and_passthrough_resources_get_only_a_constant_enter():
 
 def test_unplaced_nodes_go_to_the_cpu():
     # TF's pass fails on unplaced nodes; the placer would have put them on the only device.
-    g = graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}), ("y", "Relu", ["x"], {"T": "DT_FLOAT"})])
+    g = graph_of([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}), ("y", "Relu", ["x"], {"T": "DT_FLOAT"})])
     res = place(g, "cpu")
     assert g["y"].device == CPU and res.placed == {CPU: 2}
 
 
 def test_gpu_placement_falls_back_to_cpu_without_a_gpu_kernel():
     # Soft placement: an op TF has no GPU kernel for (StringJoin) stays on the CPU.
-    g = graph([("s", "Const", [], {"dtype": "DT_STRING"}), ("j", "StringJoin", ["s"], {"N": 1}),
+    g = graph_of([("s", "Const", [], {"dtype": "DT_STRING"}), ("j", "StringJoin", ["s"], {"N": 1}),
                ("x", "Const", [], {"dtype": "DT_FLOAT", "value": const(1.0)}),
                ("y", "Relu", ["x"], {"T": "DT_FLOAT"})])
     res = place(g, "gpu")
@@ -317,7 +287,7 @@ def _dense(act="Relu", extra_consumer=False):
     ]
     if extra_consumer:
         nodes.append(("out2", "_Retval", ["mm"], {"T": "DT_FLOAT", "index": 1}))
-    g = graph(nodes)
+    g = graph_of(nodes)
     place(g, "cpu")
     return g
 
@@ -353,7 +323,7 @@ def test_fused_matmul_splits_the_cluster_it_sits_in():
 
 def test_swish_becomes_mkl_swish():
     # oneDNN remapper: Mul(x, Sigmoid(x)) -> _MklSwish(x), which has no XLA kernel.
-    g = graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+    g = graph_of([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
                ("s", "Sigmoid", ["x"], {"T": "DT_FLOAT"}),
                ("m", "Mul", ["x", "s"], {"T": "DT_FLOAT"}),
                ("out", "_Retval", ["m"], {"T": "DT_FLOAT", "index": 0})])
@@ -365,7 +335,7 @@ def test_swish_becomes_mkl_swish():
 def test_identity_is_bypassed_but_a_cond_pivot_is_kept():
     # DependencyOptimizer: an Identity is removed when safe; an Identity reading a Switch that a
     # consumer depends on by a control edge is a cond pivot and stays.
-    g = graph([("p", "_Arg", [], {"T": "DT_BOOL", "index": 0}),
+    g = graph_of([("p", "_Arg", [], {"T": "DT_BOOL", "index": 0}),
                ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
                ("id", "Identity", ["x"], {"T": "DT_FLOAT"}),
                ("sw", "Switch", ["p", "p"], {"T": "DT_BOOL"}),
@@ -381,7 +351,7 @@ def test_identity_is_bypassed_but_a_cond_pivot_is_kept():
 
 def test_constant_subgraph_folds_into_a_const_of_the_same_name():
     # ConstantFolding: a stateless node whose inputs are all constants becomes a Const.
-    g = graph([("a", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
+    g = graph_of([("a", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
                ("b", "Const", [], {"dtype": "DT_FLOAT", "value": const(3.0)}),
                ("m", "Mul", ["a", "b"], {"T": "DT_FLOAT"}),
                ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
@@ -401,7 +371,7 @@ def _empty_axes_graph(axes_value=None):
     axes.tensor.dtype = protos.DataType.values_by_name["DT_INT32"].number
     axes.tensor.tensor_shape.dim.add(size=0 if axes_value is None else len(axes_value))
     axes.tensor.int_val.extend(axes_value or [])
-    return graph([("x", "_Arg", [], {"T": "DT_INT64", "index": 0}),
+    return graph_of([("x", "_Arg", [], {"T": "DT_INT64", "index": 0}),
                   ("y", "_Arg", [], {"T": "DT_INT64", "index": 1}),
                   ("v", "_Arg", [], {"T": "DT_FLOAT", "index": 2}),
                   ("nx", "Neg", ["x"], {"T": "DT_INT64"}),
@@ -452,7 +422,7 @@ def test_assert_equal_of_scalars_loses_its_all_and_falls_under_the_cluster_size(
 def test_identical_constants_are_merged():
     # CommonSubgraphElimination: two equal Consts become one, which the consumer reads twice
     # (which one survives follows the visiting order; see _lifo_order).
-    g = graph([("a", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
+    g = graph_of([("a", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
                ("b", "Const", [], {"dtype": "DT_FLOAT", "value": const(2.0)}),
                ("m", "Mul", ["a", "b"], {"T": "DT_FLOAT"}),
                ("out", "_Retval", ["m"], {"T": "DT_FLOAT", "index": 0})])
@@ -467,7 +437,7 @@ def test_dead_nodes_of_a_concrete_function_graphdef_are_pruned():
     # A GraphDef from cf.graph.as_graph_def() has no _Retval: its outputs are the Identity
     # nodes TF names Identity, Identity_1...; nodes that reach none of them (dead code) are
     # pruned as TF prunes them from the function.
-    g = graph([("x", "Placeholder", [], {"dtype": "DT_FLOAT"}),
+    g = graph_of([("x", "Placeholder", [], {"dtype": "DT_FLOAT"}),
                ("r", "Relu", ["x"], {"T": "DT_FLOAT"}),
                ("dead", "Tanh", ["x"], {"T": "DT_FLOAT"}),
                ("Identity", "Identity", ["r"], {"T": "DT_FLOAT"})])
@@ -494,7 +464,7 @@ def test_times_one_is_removed_so_the_swish_fuses():
     # Keras' silu is x * sigmoid(1.0 * x). Constant folding turns 1.0 * x into Identity(x) (the
     # constant kept as a control input), the dependency optimizer drops the Identity, and the
     # remapper then sees Mul(x, Sigmoid(x)): _MklSwish, which has no XLA kernel.
-    g = graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+    g = graph_of([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
                ("beta", "Const", [], {"dtype": "DT_FLOAT", "value": const(1.0)}),
                ("bx", "Mul", ["beta", "x"], {"T": "DT_FLOAT"}),
                ("s", "Sigmoid", ["bx"], {"T": "DT_FLOAT"}),
@@ -519,7 +489,7 @@ def test_add_of_a_bias_shaped_tensor_fuses_like_a_biasadd():
         return av
 
     def g(bias_dims):
-        return graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+        return graph_of([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
                       ("w", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
                       ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 2, "_output_shapes": shapes(*bias_dims)}),
                       ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT", "_output_shapes": shapes(2, 48)}),
@@ -546,7 +516,7 @@ def test_reshape_of_a_reshape_collapses():
         t.int_val.extend(vals)
         return av
 
-    g = graph([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+    g = graph_of([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
                ("s1", "Const", [], {"dtype": "DT_INT32", "value": shape_const(2, 2, 16)}),
                ("s2", "Const", [], {"dtype": "DT_INT32", "value": shape_const(2, 2, 4, 4)}),
                ("r1", "Reshape", ["x", "s1"], {"T": "DT_FLOAT", "Tshape": "DT_INT32"}),
@@ -566,7 +536,7 @@ def test_case_is_lowered_to_switchn_and_merges():
     branches = protos.AttrValue()
     branches.list.func.add(name="b0")
     branches.list.func.add(name="b1")
-    g = graph([("i", "_Arg", [], {"T": "DT_INT32", "index": 0}),
+    g = graph_of([("i", "_Arg", [], {"T": "DT_INT32", "index": 0}),
                ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
                ("case", "Case", ["i", "x"], {"branches": branches, "Tin": ["DT_FLOAT"], "Tout": ["DT_FLOAT"],
                                               "_lower_using_switch_merge": True}),
@@ -585,7 +555,7 @@ def test_relu_of_every_concat_input_moves_after_the_concat():
     # the first input's Relu kept (Inception's mixed blocks in TF's dumps).
     from jitsim.rewrites.grappler.arithmetic_optimizer import hoist_unary_out_of_concat
 
-    g = graph([("a", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+    g = graph_of([("a", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
                ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
                ("ra", "Relu", ["a"], {"T": "DT_FLOAT"}),
                ("rb", "Relu", ["b"], {"T": "DT_FLOAT"}),
@@ -632,7 +602,7 @@ def _conv1d(squeeze_dims=(-3,), extra_consumer=False):
     ]
     if extra_consumer:
         nodes.append(("out2", "_Retval", ["sq"], {"T": "DT_FLOAT", "index": 1}))
-    g = graph(nodes)
+    g = graph_of(nodes)
     place(g, "cpu")
     return g
 
@@ -685,7 +655,7 @@ def _residual(act=None, side_shape=(-1, 8, 8, 8), bias_extra=False):
     nodes.append(("out", "_Retval", [last], {"T": "DT_FLOAT", "index": 0}))
     if bias_extra:
         nodes.append(("out2", "_Retval", ["ba"], {"T": "DT_FLOAT", "index": 1}))
-    g = graph(nodes)
+    g = graph_of(nodes)
     place(g, "cpu")
     return g
 
@@ -764,7 +734,7 @@ def _unary_chain(extra_consumer=False, ctrl=False):
     ]
     if extra_consumer:
         nodes.append(("out2", "_Retval", ["tanh"], {"T": "DT_FLOAT", "index": 1}))
-    g = graph(nodes)
+    g = graph_of(nodes)
     place(g, "cpu")
     return g
 
@@ -811,7 +781,7 @@ def _tile_graph(multiples):
     mult.tensor.dtype = protos.DataType.values_by_name["DT_INT32"].number
     mult.tensor.tensor_shape.dim.add(size=len(multiples))
     mult.tensor.int_val.extend(multiples)
-    return graph([("v", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+    return graph_of([("v", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
                   ("shape", "Const", [], {"dtype": "DT_INT32", "value": i32(1)}),
                   ("mult", "Const", [], {"dtype": "DT_INT32", "value": mult}),
                   ("tile", "Tile", ["v", "mult"], {"T": "DT_FLOAT", "Tmultiples": "DT_INT32"}),
@@ -838,7 +808,7 @@ def _cond_reading_its_predicate():
     ``tf.cond(p, lambda: relu(y) * cast(p), lambda: tanh(y) + cast(not p))``): ``switch_pred`` =
     Switch(p, p) feeds the pivots; the branches' own input ``cond/p/_6`` = Switch(p, p) too."""
     b, f = {"T": "DT_BOOL"}, {"T": "DT_FLOAT"}
-    return graph([("y", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+    return graph_of([("y", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
                   ("p", "_Arg", [], {"T": "DT_BOOL", "index": 1}),
                   ("cond/switch_pred/_2", "Switch", ["p", "p"], b),
                   ("cond/pivot_f/_3", "Identity", ["cond/switch_pred/_2"], b),

@@ -137,7 +137,7 @@ def test_auto_view_switches_at_max_nodes(mnist):
 def test_collapsed_view_bridges_hidden_paths():
     """A chain cluster -> many unclustered nodes -> cluster stays connected when the
     unclustered boxes are over budget: a dotted bridge edge stands for the hidden path."""
-    from test_mark_for_compilation import AUTO, arg, graph, op, ret
+    from graphs import AUTO, arg, graph, op, ret
 
     g = graph(arg("in"), op("a1", "Neg", "in"), op("a2", "Neg", "a1"), op("u1", "Unique", "a2"),
               op("u2", "Unique", "u1"), op("b1", "Neg", "u2"), op("b2", "Neg", "b1"), ret("out", "b2"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from graphs import graph_of
 from jitsim.frontend.prepare import prepare_without_tf
 from jitsim.registry import protos
 from jitsim.graph.model import Graph
@@ -70,29 +71,8 @@ def scalar(name, v):
     return (name, "Const", [], {"dtype": "DT_INT32", "value": ints(v, dims=())})
 
 
-def graph(nodes) -> Graph:
-    """``[(name, op, [inputs], {attr: value})]``; ``"DT_*"`` strings are types."""
-    gd = protos.GraphDef()
-    for name, op, inputs, attrs in nodes:
-        nd = gd.node.add(name=name, op=op)
-        nd.input.extend(inputs)
-        for k, v in attrs.items():
-            av = nd.attr[k]
-            if isinstance(v, protos.AttrValue):
-                av.CopyFrom(v)
-            elif isinstance(v, bool):
-                av.b = v
-            elif isinstance(v, int):
-                av.i = v
-            elif isinstance(v, str) and v.startswith("DT_"):
-                av.type = protos.DataType.values_by_name[v].number
-            else:
-                av.s = v.encode()
-    return Graph(gd, validate=False)
-
-
 def infer(nodes):
-    return infer_shapes(graph(nodes))
+    return infer_shapes(graph_of(nodes))
 
 
 # -- the shape algebra --------------------------------------------------------------------------
@@ -243,7 +223,7 @@ def test_var_handle_op_gives_the_variable_shape():
 def test_recorded_shapes_win_and_turn_inference_off():
     # a graph that records _output_shapes anywhere is read as recorded (SavedModel function
     # bodies, TF's dumps): the view infers nothing for its other nodes
-    g = graph([ph("x", 2, 3),
+    g = graph_of([ph("x", 2, 3),
                           ("n", "Neg", ["x"], {"T": "DT_FLOAT", "_output_shapes": shapes_attr(-1, 3)}),
                           ("m", "Neg", ["n"], {"T": "DT_FLOAT"})])
     eg = EditGraph.from_graph(g)
@@ -251,7 +231,7 @@ def test_recorded_shapes_win_and_turn_inference_off():
     assert not view.inferring
     assert view.shape(eg["n"]) == (-1, 3) and view.shape(eg["m"]) is None
     # without _output_shapes anywhere, the same graph is inferred
-    g = graph([ph("x", 2, 3), ("n", "Neg", ["x"], {"T": "DT_FLOAT"}),
+    g = graph_of([ph("x", 2, 3), ("n", "Neg", ["x"], {"T": "DT_FLOAT"}),
                           ("m", "Neg", ["n"], {"T": "DT_FLOAT"})])
     eg = EditGraph.from_graph(g)
     view = ShapeView(eg, infer=True)
@@ -265,7 +245,7 @@ def _bias_add_graph(recorded: bool):
     """x[2,8] . w[8,48] + b[48], as a ConcreteFunction GraphDef (Placeholders, output Identity),
     with or without _output_shapes."""
     rec = (lambda *d: {"_output_shapes": shapes_attr(*d)}) if recorded else (lambda *d: {})
-    return graph([
+    return graph_of([
         ("x", "Placeholder", [], {"dtype": "DT_FLOAT", "shape": shape_attr(2, 8), **rec(2, 8)}),
         ("w", "Const", [], {"dtype": "DT_FLOAT", "value": floats(8, 48), **rec(8, 48)}),
         ("b", "Const", [], {"dtype": "DT_FLOAT", "value": floats(48), **rec(48)}),
@@ -296,13 +276,13 @@ def test_a_slice_of_a_shapeless_variable_added_to_a_matmul_is_taken_for_a_bias()
              ("mm", "MatMul", ["x", "kr"], {"T": "DT_FLOAT"}),
              ("add", "AddV2", ["mm", "sq"], {"T": "DT_FLOAT"}),
              ("Identity", "Identity", ["add"], {"T": "DT_FLOAT"})]
-    p = prepare_without_tf(graph(nodes))
+    p = prepare_without_tf(graph_of(nodes))
     assert p.graph["add"].op == "_FusedMatMul"
     assert any("taken for bias adds" in c for c in p.caveats)
     # an Add of a computed (not sliced) tensor of unknown shape is not assumed to be a bias
     nodes2 = [n for n in nodes if n[0] != "add"] + [("e", "Exp", ["sq"], {"T": "DT_FLOAT"}),
                                                      ("add", "AddV2", ["mm", "e"], {"T": "DT_FLOAT"})]
-    assert prepare_without_tf(graph(nodes2)).graph["add"].op == "AddV2"
+    assert prepare_without_tf(graph_of(nodes2)).graph["add"].op == "AddV2"
 
 
 @pytest.mark.tf
@@ -336,7 +316,7 @@ def test_an_add_to_a_matmul_of_a_shapeless_weight_is_a_bias_when_wider_than_one(
     # [5] constant is valid only if ? is 5 or 1; taken as 5 (a bias add, fused as TF fuses it,
     # knowing w is [8, 5]). A [1] operand could be anything's bias: not assumed.
     def g(n):
-        return graph([ph("x", 2, 8), resource("w"),
+        return graph_of([ph("x", 2, 8), resource("w"),
                       ("wr", "ReadVariableOp", ["w"], {"dtype": "DT_FLOAT"}),
                       ("b", "Const", [], {"dtype": "DT_FLOAT", "value": floats(n)}),
                       ("mm", "MatMul", ["x", "wr"], {"T": "DT_FLOAT"}),

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_mark_for_compilation import BOOL, F32, I32, I64, STR, _Shape, _Tensor, _Type, _Types, _set
+from graphs import BOOL, F32, I32, I64, STR, Shape, Tensor, Type, Types, set_attr
 
 from jitsim.errors import GraphError
 from jitsim.registry import protos
@@ -101,26 +101,26 @@ def n(name, op, *inputs, dev=None, **attrs):
 
 
 def const(name, dtype=F32, dims=(), dev=None, ctrl=(), **attrs):
-    return n(name, "Const", *ctrl, dev=dev, dtype=_Type(dtype), value=_Tensor(dtype, tuple(dims)), **attrs)
+    return n(name, "Const", *ctrl, dev=dev, dtype=Type(dtype), value=Tensor(dtype, tuple(dims)), **attrs)
 
 
 def unary(name, op_type, x, dtype=F32, dev=None, ctrl=(), **attrs):
-    return n(name, op_type, x, *ctrl, dev=dev, T=_Type(dtype), **attrs)
+    return n(name, op_type, x, *ctrl, dev=dev, T=Type(dtype), **attrs)
 
 
 def binary(name, op_type, x, y, dtype=F32, dev=None, ctrl=(), **attrs):
-    return n(name, op_type, x, y, *ctrl, dev=dev, T=_Type(dtype), **attrs)
+    return n(name, op_type, x, y, *ctrl, dev=dev, T=Type(dtype), **attrs)
 
 
 def placeholder(name, dtype=F32, dims=None, dev=None):
-    attrs = {"dtype": _Type(dtype)}
+    attrs = {"dtype": Type(dtype)}
     if dims is not None:
-        attrs["shape"] = _Shape(tuple(dims))
+        attrs["shape"] = Shape(tuple(dims))
     return n(name, "Placeholder", dev=dev, **attrs)
 
 
 def var_handle(name, dtype=F32, dims=(), dev=None):
-    return n(name, "VarHandleOp", dev=dev, dtype=_Type(dtype), shape=_Shape(tuple(dims)), container="",
+    return n(name, "VarHandleOp", dev=dev, dtype=Type(dtype), shape=Shape(tuple(dims)), container="",
              shared_name=name)
 
 
@@ -180,7 +180,7 @@ def _set_any(av, v):
     elif isinstance(v, list) and all(isinstance(x, int) for x in v):
         av.list.i.extend(v)
     else:
-        _set(av, v)
+        set_attr(av, v)
 
 
 # -- running the passes as TF's tests do ------------------------------------------------------------------
@@ -293,7 +293,7 @@ def test_where_unsupported():
     c = clusters_of([
         const("A", I32),
         unary("B", "Where", "A", I32),
-        n("C", "Gather", "B", "A", Tparams=_Type(I64), Tindices=_Type(I32)),
+        n("C", "Gather", "B", "A", Tparams=Type(I64), Tindices=Type(I32)),
     ])
     assert c != {}
 
@@ -322,7 +322,7 @@ def test_partitioned_call_unsupported():
     """TF: XlaCompilationTest.PartitionedCallUnsupported -- a PartitionedCall is compilable
     only if every node of its function is."""
     def call(name, fn, *ins):
-        return n(name, "PartitionedCall", *ins, Tin=_Types(tuple(F32 for _ in ins)), Tout=_Types((F32,)),
+        return n(name, "PartitionedCall", *ins, Tin=Types(tuple(F32 for _ in ins)), Tout=Types((F32,)),
                  f=_Func(fn))
     c = clusters_of([
         placeholder("A"),
@@ -358,7 +358,7 @@ def test_call_xla_device_func_with_resource_op():
     of a function that writes a resource variable is compilable (XLA devices allow resource
     ops in called functions)."""
     fn = fdef("FnWithResourceOp", [("var", RESOURCE), ("val", F32)], [("retval", F32)],
-              [n("assign_op", "AssignVariableOp", "var", "val", dtype=_Type(F32)),
+              [n("assign_op", "AssignVariableOp", "var", "val", dtype=Type(F32)),
                unary("retval", "Identity", "val", F32), ],
               {"retval": "retval:output:0"})
     fn.node_def[1].input.append("^assign_op")
@@ -446,8 +446,8 @@ def _switches():
         placeholder("cond_a", BOOL),
         placeholder("cond_b", BOOL),
         placeholder("value"),
-        n("switch_a", "Switch", "value", "cond_a", T=_Type(F32)),
-        n("switch_b", "Switch", "value", "cond_b", T=_Type(F32)),
+        n("switch_a", "Switch", "value", "cond_a", T=Type(F32)),
+        n("switch_b", "Switch", "value", "cond_b", T=Type(F32)),
     ]
 
 
@@ -483,13 +483,13 @@ def test_cluster_nodes_with_mismatching_input_deadness():
 
 def _read(id_, dev=None, var_dev=None, ctrl=()):
     return [var_handle("Var" + id_, dev=var_dev),
-            n("Read" + id_, "ReadVariableOp", "Var" + id_, *ctrl, dev=dev, dtype=_Type(F32))]
+            n("Read" + id_, "ReadVariableOp", "Var" + id_, *ctrl, dev=dev, dtype=Type(F32))]
 
 
 def _write(id_, ctrl=()):
     return [var_handle("Var" + id_),
             const("ValueToAssign" + id_),
-            n("Assignment" + id_, "AssignVariableOp", "Var" + id_, "ValueToAssign" + id_, *ctrl, dtype=_Type(F32))]
+            n("Assignment" + id_, "AssignVariableOp", "Var" + id_, "ValueToAssign" + id_, *ctrl, dtype=Type(F32))]
 
 
 def test_resources_clustering_allowed():
@@ -538,7 +538,7 @@ def test_retval():
     c = clusters_of([
         const("A"),
         unary("B", "Relu", "A"),
-        n("R", "_Retval", "B", T=_Type(F32), index=0),
+        n("R", "_Retval", "B", T=Type(F32), index=0),
     ])
     assert c == {}
 
@@ -547,10 +547,10 @@ def test_dont_count_identity_ops():
     """TF: XlaCompilationTest.DontCountIdentityOps -- Identity nodes add nothing to a
     cluster's effective size: two Identities are not a cluster."""
     c = clusters_of([
-        n("A", "_Arg", T=_Type(I32), index=0),
+        n("A", "_Arg", T=Type(I32), index=0),
         unary("B", "Identity", "A", I32),
         unary("C", "Identity", "B", I32),
-        n("R", "_Retval", "C", T=_Type(I32), index=0),
+        n("R", "_Retval", "C", T=Type(I32), index=0),
     ])
     assert c == {}
 
@@ -565,7 +565,7 @@ def test_const_op():
 def _ref_variable_graph(second_negate: bool):
     nodes = [
         # ops::Variable builds a VariableV2 whose shape is unknown (PartialTensorShape{})
-        n("variable", "VariableV2", dtype=_Type(F32), shape=_UnknownShape(), container="", shared_name=""),
+        n("variable", "VariableV2", dtype=Type(F32), shape=_UnknownShape(), container="", shared_name=""),
         unary("read", "Identity", "variable"),
         unary("negate", "Neg", "read"),
     ]
@@ -598,12 +598,12 @@ def test_cluster_control_trigger():
     """TF: XlaCompilationTest.ClusterControlTrigger -- ControlTrigger is not auto-clustered
     on CPU; nothing is."""
     def recv(name, tensor):
-        return n(name, "_Recv", tensor_type=_Type(BOOL), tensor_name=tensor, send_device="sender",
+        return n(name, "_Recv", tensor_type=Type(BOOL), tensor_name=tensor, send_device="sender",
                  send_device_incarnation=0, recv_device="receiver")
     c = clusters_of([
         recv("recv_a", "tensor_a"),
         recv("recv_b", "tensor_b"),
-        n("const_a", "Const", "^ctrl_trigger_b", dtype=_Type(I32), value=_Tensor(I32, ())),
+        n("const_a", "Const", "^ctrl_trigger_b", dtype=Type(I32), value=Tensor(I32, ())),
         n("ctrl_trigger_a", "ControlTrigger", "^recv_a", "^recv_b"),
         n("ctrl_trigger_b", "ControlTrigger"),
     ])
@@ -617,10 +617,10 @@ def _random_shape(prefix="", dev=None):
         const(p + "minval", I32, dev=dev),
         const(p + "maxval", I32, dev=dev),
         n(p + ("shape_rng" if prefix else "shape"), "RandomUniformInt", p + "shape_shape", p + "minval",
-          p + "maxval", dev=dev, Tout=_Type(I32), T=_Type(I32), seed=0, seed2=0),
+          p + "maxval", dev=dev, Tout=Type(I32), T=Type(I32), seed=0, seed2=0),
         placeholder(p + "reshape_input", dims=(500, 500), dev=dev),
         n(p + "reshape", "Reshape", p + "reshape_input", p + ("shape_rng" if prefix else "shape"), dev=dev,
-          T=_Type(F32), Tshape=_Type(I32)),
+          T=Type(F32), Tshape=Type(I32)),
     ]
 
 
@@ -634,16 +634,16 @@ def test_random_shape_with_func():
     """TF: XlaCompilationTest.RandomShapeWithFunc -- same, when the stateful RNG sits in a
     (stateful) function whose call produces the shape."""
     def fconst(name, v):
-        return n(name, "Const", dtype=_Type(I32), value=_Tensor(I32, ()))
+        return n(name, "Const", dtype=Type(I32), value=Tensor(I32, ()))
     fn = fdef("Stateful_func", [], [("out", I32)], [
         fconst("shape_shape", 2), fconst("minval", 1), fconst("maxval", 20),
         n("shape", "RandomUniformInt", "shape_shape:output:0", "minval:output:0", "maxval:output:0",
-          Tout=_Type(I32), T=_Type(I32)),
+          Tout=Type(I32), T=Type(I32)),
     ], {"out": "shape:output:0"}, stateful=True)
     c = clusters_of([
         n("fn_call", "Stateful_func"),
         placeholder("reshape_input", dims=(500, 500)),
-        n("reshape", "Reshape", "reshape_input", "fn_call", T=_Type(F32), Tshape=_Type(I32)),
+        n("reshape", "Reshape", "reshape_input", "fn_call", T=Type(F32), Tshape=Type(I32)),
     ], [fn])
     assert get(c, "fn_call") == ""
 
@@ -664,16 +664,16 @@ def test_tensor_array_shape_on_xla_device():
     g = W_XLA_GPU0
     c = clusters_of([
         const("Const", I32),  # the array's size, a Const TF's op wrapper creates outside the test/ scope
-        n("test/tensor_array", "TensorArrayV3", "Const", dev=g, dtype=_Type(I32), element_shape=_UnknownShape(),
+        n("test/tensor_array", "TensorArrayV3", "Const", dev=g, dtype=Type(I32), element_shape=_UnknownShape(),
           dynamic_size=False, clear_after_read=True, identical_element_shapes=False, tensor_array_name=""),
         const("test/zero", I32, dev=g),
         const("test/forty_two", F32, dev=g),
         n("test/write", "TensorArrayWriteV3", "test/tensor_array", "test/zero", "test/forty_two",
-          "test/tensor_array:1", dev=g, T=_Type(F32)),
+          "test/tensor_array:1", dev=g, T=Type(F32)),
         n("test/read", "TensorArrayReadV3", "test/tensor_array", "test/zero", "test/write", dev=g,
-          dtype=_Type(I32)),
+          dtype=Type(I32)),
         placeholder("placeholder"),
-        n("test/reshape", "Reshape", "placeholder", "test/read", dev=g, T=_Type(F32), Tshape=_Type(I32)),
+        n("test/reshape", "Reshape", "placeholder", "test/read", dev=g, T=Type(F32), Tshape=Type(I32)),
     ])
     assert get(c, "test/read") != ""
     assert get(c, "test/read") == get(c, "test/reshape")
@@ -732,8 +732,8 @@ def test_not_dont_cluster_spreading_nodes():
 def _random_pair(dev=None):
     return [
         const("test/shape_shape", I32, (2,), dev=dev),
-        n("test/a", "RandomUniform", "test/shape_shape", dev=dev, dtype=_Type(F32), T=_Type(I32), seed=0, seed2=0),
-        n("test/b", "RandomUniform", "test/shape_shape", dev=dev, dtype=_Type(F32), T=_Type(I32), seed=0, seed2=0),
+        n("test/a", "RandomUniform", "test/shape_shape", dev=dev, dtype=Type(F32), T=Type(I32), seed=0, seed2=0),
+        n("test/b", "RandomUniform", "test/shape_shape", dev=dev, dtype=Type(F32), T=Type(I32), seed=0, seed2=0),
         binary("test/c", "Add", "test/a", "test/b", dev=dev),
     ]
 
@@ -760,7 +760,7 @@ def _dummy_ops(dev=None):
         placeholder("test/b", dev=dev),
         unary("test/check", "CheckNumerics", "test/a", dev=dev, message="test/check"),
         binary("test/greaterequal", "GreaterEqual", "test/check", "test/b", dev=dev),
-        n("test/assert", "Assert", "test/greaterequal", "test/a", "test/b", dev=dev, T=_Types((F32, F32)),
+        n("test/assert", "Assert", "test/greaterequal", "test/a", "test/b", dev=dev, T=Types((F32, F32)),
           summarize=3),
     ]
 
@@ -784,10 +784,10 @@ def _variant_producer(dev=None):
     return [
         placeholder("test/a", I64, dev=dev),
         placeholder("test/b", I64, dev=dev),
-        n("test/cast_a", "Cast", "test/a", dev=dev, SrcT=_Type(I64), DstT=_Type(I32), Truncate=False),
-        n("test/cast_b", "Cast", "test/b", dev=dev, SrcT=_Type(I64), DstT=_Type(I32), Truncate=False),
+        n("test/cast_a", "Cast", "test/a", dev=dev, SrcT=Type(I64), DstT=Type(I32), Truncate=False),
+        n("test/cast_b", "Cast", "test/b", dev=dev, SrcT=Type(I64), DstT=Type(I32), Truncate=False),
         n("test/tensor_list_reserve", "TensorListReserve", "test/cast_a", "test/cast_b", dev=dev,
-          element_dtype=_Type(F32), shape_type=_Type(I32)),
+          element_dtype=Type(F32), shape_type=Type(I32)),
     ]
 
 
@@ -802,9 +802,9 @@ def test_dont_auto_cluster_ops_consuming_variant():
     c = clusters_of([
         placeholder("test/dummy_input", I64),
         placeholder("test/variant_input", VARIANT),
-        n("test/dummy_cast", "Cast", "test/dummy_input", SrcT=_Type(I64), DstT=_Type(I32), Truncate=False),
+        n("test/dummy_cast", "Cast", "test/dummy_input", SrcT=Type(I64), DstT=Type(I32), Truncate=False),
         n("test/tensor_list_element_shape", "TensorListElementShape", "test/variant_input", "^test/dummy_cast",
-          shape_type=_Type(I32)),
+          shape_type=Type(I32)),
     ])
     assert get(c, "test/tensor_list_element_shape") == ""
 
@@ -888,7 +888,7 @@ def _shape_consumer(devs=(None, None, None)):
         placeholder("test/a"),
         placeholder("test/b"),
         binary("test/x", "MatMul", "test/a", "test/b", dev=devs[0]),
-        n("test/y", "Size", "test/x", dev=devs[1], T=_Type(F32), out_type=_Type(I32)),
+        n("test/y", "Size", "test/x", dev=devs[1], T=Type(F32), out_type=Type(I32)),
         binary("test/z", "Add", "test/y", "test/y", I32, dev=devs[2]),
     ]
 
@@ -915,7 +915,7 @@ def test_iteration_increment_and_group_deps():
     AssignAddVariableOp (the step counter) is not merged in phase 1, so the weight updates and
     MatMuls form one cluster with their control input."""
     def assign_add(name, var, val, dtype, *ctrl):
-        return n(name, "AssignAddVariableOp", var, val, *ctrl, dtype=_Type(dtype))
+        return n(name, "AssignAddVariableOp", var, val, *ctrl, dtype=Type(dtype))
     c = clusters_of([
         var_handle("iter", I64),
         var_handle("weights_0", F32, (1000,)),
@@ -944,7 +944,7 @@ def test_dont_cluster_the_special_identity_driving_consts_in_loop():
         placeholder("cond", BOOL),
         placeholder("value"),
         n("loop_cond", "LoopCond", "cond"),
-        n("switch", "Switch", "value", "loop_cond", T=_Type(F32)),
+        n("switch", "Switch", "value", "loop_cond", T=Type(F32)),
         unary("identity", "Identity", "switch:1"),
         const("const", ctrl=("^identity",)),
         unary("tanh0", "Tanh", "const"),
@@ -1008,12 +1008,12 @@ def _staged_graph(add0_attrs=None, add1_attrs=None, relu0_attrs=None, relu1_attr
     return [
         const("a"),
         const("b"),
-        n("unstage", "Unstage", dtypes=_Types((F32,)), capacity=0, memory_limit=0, container="", shared_name=""),
+        n("unstage", "Unstage", dtypes=Types((F32,)), capacity=0, memory_limit=0, container="", shared_name=""),
         binary("add0", "Add", "a", "b", **(add0_attrs or {})),
         binary("add1", "Add", "unstage", "b", **(add1_attrs or {})),
         unary("relu0", "Relu", "add0", **(relu0_attrs or {})),
         unary("relu1", "Relu", "add1", **(relu1_attrs or {})),
-        n("stage", "Stage", "relu0", dtypes=_Types((F32,)), capacity=0, memory_limit=0, container="",
+        n("stage", "Stage", "relu0", dtypes=Types((F32,)), capacity=0, memory_limit=0, container="",
           shared_name=""),
     ]
 
@@ -1118,8 +1118,8 @@ def _transposes(perm_dev, perm_values=4, extra=()):
         placeholder("in0", dev=L_GPU),
         placeholder("in1", dev=L_GPU),
         const("perm", I32, (perm_values,), dev=perm_dev),
-        n("tr0", "Transpose", "in0", "perm", dev=L_GPU, T=_Type(F32), Tperm=_Type(I32)),
-        n("tr1", "Transpose", "in1", "perm", dev=L_GPU, T=_Type(F32), Tperm=_Type(I32)),
+        n("tr0", "Transpose", "in0", "perm", dev=L_GPU, T=Type(F32), Tperm=Type(I32)),
+        n("tr1", "Transpose", "in1", "perm", dev=L_GPU, T=Type(F32), Tperm=Type(I32)),
         *extra,
     ]
 
@@ -1157,10 +1157,10 @@ def test_clone_small_device_constants():
         placeholder("in0", dev=L_GPU),
         placeholder("in1", dev=L_GPU),
         const("perm", F64, (4,), dev=L_GPU),  # the C++ literal {3.0, 1.0, 2.0, 0.0} is double
-        n("perm_cast_0", "Cast", "perm", dev=L_GPU, SrcT=_Type(F64), DstT=_Type(I32), Truncate=False),
-        n("perm_cast_1", "Cast", "perm", dev=L_GPU, SrcT=_Type(F64), DstT=_Type(I32), Truncate=False),
-        n("tr0", "Transpose", "in0", "perm_cast_0", dev=L_GPU, T=_Type(F32), Tperm=_Type(I32)),
-        n("tr1", "Transpose", "in1", "perm_cast_1", dev=L_GPU, T=_Type(F32), Tperm=_Type(I32)),
+        n("perm_cast_0", "Cast", "perm", dev=L_GPU, SrcT=Type(F64), DstT=Type(I32), Truncate=False),
+        n("perm_cast_1", "Cast", "perm", dev=L_GPU, SrcT=Type(F64), DstT=Type(I32), Truncate=False),
+        n("tr0", "Transpose", "in0", "perm_cast_0", dev=L_GPU, T=Type(F32), Tperm=Type(I32)),
+        n("tr1", "Transpose", "in1", "perm_cast_1", dev=L_GPU, T=Type(F32), Tperm=Type(I32)),
     ])
     assert _operand(tg, "perm_cast_0", 0) != _operand(tg, "perm_cast_1", 0)
 
@@ -1177,6 +1177,6 @@ def test_clone_inplace_ops():
     (InplaceAdd) is left alone: nothing is cloned."""
     tg = _cloned(_transposes(L_CPU, extra=[
         placeholder("i", I32, dev=L_CPU),
-        n("tr0_1", "InplaceAdd", "perm", "i", "perm", dev=L_CPU, T=_Type(I32)),
+        n("tr0_1", "InplaceAdd", "perm", "i", "perm", dev=L_CPU, T=Type(I32)),
     ]))
     assert _operand(tg, "tr0", 1) == _operand(tg, "tr1", 1)

@@ -25,7 +25,7 @@ from pathlib import Path
 from jitsim import __version__, process
 from jitsim.errors import JitsimError, JitsimWarning
 from jitsim.defs import (
-    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, CLUSTER_ATTR, ENCAPSULATE_AFTER_DUMP,
+    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, ENCAPSULATE_AFTER_DUMP,
     ENCAPSULATE_BEFORE_DUMP, MARK_DUMP,
 )
 
@@ -183,31 +183,26 @@ def cmd_show(args) -> int:
 # -- cluster ------------------------------------------------------------------------------
 
 def _graph_report(name: str, res) -> dict:
-    """JSON-ready record of one simulated graph (schema jitsim.cluster/1, docs/cli.md)."""
-    from jitsim.graph.tfgraph import CONSTANT_OPS, IDENTITY_OPS
+    """JSON-ready record of one graph after MarkForCompilation (schema jitsim.cluster/1,
+    docs/json.md): ``res``'s records as they are, clusters with the pass's effective size."""
+    from jitsim.explain.clustering import node_records
 
-    g = res.graph
     nodes = {}
-    for n in g.op_nodes():
-        d = res.decisions.get(n.name)
-        cl = n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None
-        rec = {"op": n.op, "cluster": cl}
-        if d is not None:
-            rec.update(code=d.code, detail=d.detail, evidence=d.evidence)
-        elif res.mark.graph_decision is not None:
-            rec.update(code=res.mark.graph_decision.code, detail=res.mark.graph_decision.detail, evidence={})
-        nodes[n.name] = rec
+    for node, rec in node_records(res).items():
+        out = nodes[node] = {"op": rec.op, "cluster": rec.cluster}
+        d = rec.decision
+        if d is not None:  # the graph's decision, where the pass decided for the whole graph, without evidence
+            out.update(code=d.code, detail=d.detail, evidence=d.evidence if node in res.decisions else {})
     clusters = []
     for cname, members in res.clusters.items():
-        ops = [g.nodes[g.by_name[m]].op for m in members]
-        clusters.append({"name": cname, "size": len(members),
-                         "effective_size": sum(1 for o in ops if o not in CONSTANT_OPS and o not in IDENTITY_OPS), "nodes": members})
+        clusters.append({"name": cname, "size": len(members), "effective_size": res.mark.effective_size(cname),
+                         "nodes": members})
     return {
         "name": name,
         "source": res.source,
         "input_stage": res.input_stage,
         "jit_level": res.mark.jit_level,
-        "nodes_total": sum(1 for _ in g.op_nodes()),
+        "nodes_total": len(nodes),
         "candidates": len(res.mark.candidates),
         "cloned_constants": res.clones,
         "graph_decision": None if res.mark.graph_decision is None else res.mark.graph_decision.to_dict(),
@@ -703,13 +698,9 @@ def _check_ops_exist(c, ops, option: str) -> None:
     have = {rec.op for rec in c.nodes.values()}
     if all(op in have for op in ops):
         return
-    snap = getattr(c, "_input_snapshot", None)
-    if snap:  # ops inside library functions count too (what-if knobs apply inside calls)
-        from jitsim.registry import protos
-
-        gd = protos.GraphDef()
-        gd.ParseFromString(snap[0])
-        have |= {nd.op for f in gd.library.function for nd in f.node_def}
+    given = c.input_graph()
+    if given is not None:  # ops inside library functions count too (what-if knobs apply inside calls)
+        have |= {nd.op for f in given.graphdef.library.function for nd in f.node_def}
     have = sorted(have)
     for op in ops:
         if op in have:
@@ -1209,7 +1200,11 @@ def build_parser() -> argparse.ArgumentParser:
     _op_defs_arg(s)
     s.set_defaults(func=cmd_show)
 
-    cl = sub.add_parser("cluster", help="predict TF's XLA clusters for a graph (mark-for-compilation)")
+    cl = sub.add_parser("cluster", help="predict TF's XLA clusters for a graph (mark-for-compilation)",
+                        description="The clusters MarkForCompilation forms (TF's mark_for_compilation dump; JSON "
+                        "schema jitsim.cluster/1). Later passes can still take nodes out: explain, whatif, diff, "
+                        "render, report and the Python API's jitsim.cluster() show the clusters after "
+                        "PartiallyDecluster, the ones TF compiles (jitsim rewrite --until decluster writes that graph).")
     cl.add_argument("graph", help="TF dump file (best: before_clone_constants_for_better_clustering_N.pbtxt), "
                     "dump/harvest directory, .pbtxt/.pb GraphDef, or SavedModel directory")
     _sim_args(cl)

@@ -43,7 +43,6 @@ TEXT_LIMIT = 2_000
 
 # Predicate kinds (the order of TF's Predicate::Kind enum).
 AND, OR, NOT, AND_RECURRENCE, SYMBOL, INT_SYMBOL = range(6)
-KIND_NAMES = ("And", "Or", "Not", "AndRecurrence", "Symbol", "IntSymbol")
 
 # The factory stops simplifying once this many Make{And,Or,Not} calls are nested.
 MAX_STACK_DEPTH = 8
@@ -79,29 +78,12 @@ class Predicate:
         self._str = None
 
     @property
-    def kind_name(self) -> str:
-        return KIND_NAMES[self.kind]
-
-    @property
-    def operand(self) -> "Predicate":
-        """The negated formula of a ``Not``."""
-        return self.operands[0]
-
-    @property
     def start(self) -> "Predicate":
         return self.operands[0]
 
     @property
     def step(self) -> "Predicate":
         return self.operands[1]
-
-    @property
-    def is_true(self) -> bool:
-        return self.kind == AND and not self.operands
-
-    @property
-    def is_false(self) -> bool:
-        return self.kind == OR and not self.operands
 
     def _own_str(self, sub: list[str]) -> str:
         k = self.kind

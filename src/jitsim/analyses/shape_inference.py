@@ -25,8 +25,8 @@ exported with ``cf.graph.as_graph_def()`` does not. :func:`infer_shapes` recompu
 * loops: ``Merge`` starts from its forward inputs; a second round merges the back edge in, a
   dimension that differs becoming unknown (TF's shape refiner relaxes loop shapes alike).
 
-A shape is a tuple of dims (``-1`` unknown) or ``None`` (unknown rank); an op without a shape
-function here gives ``None``. :class:`ShapeView` is the accessor the Grappler simulation reads
+A shape is a tuple of dims (``-1`` unknown) or ``None`` (unknown rank). The shape functions
+are one table, :data:`SHAPE_FUNCTIONS` (op -> function); an op without one gives ``None``. :class:`ShapeView` is the accessor the Grappler simulation reads
 shapes through: a node's recorded ``_output_shapes`` first (so SavedModels and dumps keep what
 they record), inferred shapes only for a graph that records none.
 """
@@ -343,228 +343,13 @@ class _Inference:
             prev = self.var_shapes.get(root)
             self.var_shapes[root] = s if prev is None else _merge_same(prev, s) if compatible(prev, s) else None
 
-    # the shape functions
-    def infer(self, nd) -> list | None:  # noqa: C901 - one table of shape functions
-        op = nd.op
+    def infer(self, nd) -> list | None:
+        """``nd``'s output shapes by its op's shape function (:data:`SHAPE_FUNCTIONS`); None for
+        an op without one."""
         d = self.data(nd)
         ins = [self.shape_of(r) for r in d]
-        if op in ("Const", "HostConst"):
-            return [_proto_shape(nd.attr["value"].tensor.tensor_shape)]
-        if op in ("Placeholder", "PlaceholderWithDefault"):
-            if "shape" in nd.attr and not (op == "Placeholder" and nd.attr["dtype"].type == DT_RESOURCE):
-                return [_proto_shape(nd.attr["shape"].shape)]
-            return [() if op == "Placeholder" and nd.attr["dtype"].type == DT_RESOURCE else None]
-        if op == "_Arg":
-            if "shape" in nd.attr:
-                return [_proto_shape(nd.attr["shape"].shape)]
-            return [None]
-        if op in ("VarHandleOp",):
-            return [()]
-        if op == "ReadVariableOp":
-            return [self.handle_shape(d[0])] if d else None
-        if op == "ResourceGather" and len(d) == 2:
-            p, idx = self.handle_shape(d[0]), ins[1]
-            if p is None or idx is None:
-                return [None]
-            bd = _i(nd, "batch_dims")
-            return [tuple(idx) + tuple(p[1 + bd:])] if bd == 0 else [None]
-        if op in UNARY:
-            if op == "Exit" or op == "Enter":
-                return [ins[0] if ins else None]
-            return [ins[0] if ins else None]
-        if op in BINARY:
-            return [broadcast(ins[0], ins[1])] if len(ins) == 2 else None
-        if op in ("Select", "SelectV2"):
-            if len(ins) != 3:
-                return None
-            if op == "Select":
-                return [ins[1] if ins[1] is not None else ins[2]]
-            return [broadcast(broadcast(ins[0], ins[1]), ins[2])]
-        if op in ("AddN", "AccumulateNV2"):
-            out = ins[0] if ins else None
-            for s in ins[1:]:
-                out = _merge_same(out, s)
-            return [out]
-        if op == "BiasAdd":
-            return [ins[0]]
-        if op == "BiasAddGrad":
-            s = ins[0]
-            if s is None:
-                return [(-1,)]
-            return [(s[1] if _s(nd, "data_format") == b"NCHW" else s[-1],)]
-        if op in ("MatMul", "_FusedMatMul"):
-            a, b = ins[0], ins[1]
-            m = -1 if a is None or len(a) != 2 else a[1 if _b(nd, "transpose_a") else 0]
-            n = -1 if b is None or len(b) != 2 else b[0 if _b(nd, "transpose_b") else 1]
-            return [(m, n)]
-        if op in ("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "_MklBatchMatMulV2"):
-            a, b = ins[0], ins[1]
-            if a is None or b is None or len(a) < 2 or len(b) < 2:
-                return [None]
-            m = a[-1] if _b(nd, "adj_x") else a[-2]
-            n = b[-2] if _b(nd, "adj_y") else b[-1]
-            batch = broadcast(a[:-2], b[:-2]) if op != "BatchMatMul" else a[:-2]
-            return [None if batch is None else tuple(batch) + (m, n)]
-        if op == "Reshape":
-            return [self.reshape(ins[0], d[1])]
-        if op == "Transpose":
-            perm = self.value_of(d[1])
-            s = ins[0]
-            if perm is None:
-                return [None if s is None else (-1,) * len(s)]
-            if s is None:
-                return [(-1,) * len(perm)]
-            return [tuple(s[p] for p in perm)] if len(perm) == len(s) else [None]
-        if op == "ExpandDims":
-            s, ax = ins[0], self.value_of(d[1])
-            if s is None or ax is None or len(ax) != 1:
-                return [None]
-            a = _axis(ax[0], len(s) + 1)
-            return [None if a is None else tuple(s[:a]) + (1,) + tuple(s[a:])]
-        if op == "Squeeze":
-            s = ins[0]
-            if s is None:
-                return [None]
-            dims = _ints(nd, "squeeze_dims")
-            if dims:
-                ax = {_axis(a, len(s)) for a in dims}
-                return [tuple(x for i, x in enumerate(s) if i not in ax)]
-            if any(x < 0 for x in s):
-                return [None]
-            return [tuple(x for x in s if x != 1)]
-        if op in ("ConcatV2", "Concat"):
-            vals, ax_ref = (d[:-1], d[-1]) if op == "ConcatV2" else (d[1:], d[0])
-            return [self.concat([self.shape_of(r) for r in vals], self.value_of(ax_ref))]
-        if op == "Pack":
-            out = None
-            for s in ins:
-                out = s if out is None else _merge_same(out, s)
-            if out is None:
-                return [None]
-            a = _axis(_i(nd, "axis"), len(out) + 1)
-            return [None if a is None else tuple(out[:a]) + (len(ins),) + tuple(out[a:])]
-        if op == "Unpack":
-            s, num = ins[0], _i(nd, "num")
-            if s is None:
-                return [None] * num
-            a = _axis(_i(nd, "axis"), len(s))
-            return [tuple(x for i, x in enumerate(s) if i != a)] * num
-        if op == "Split":
-            ax, s, num = self.value_of(d[0]), ins[1], _i(nd, "num_split", 1)
-            if s is None or ax is None:
-                return [None if s is None else (-1,) * len(s)] * num
-            a = _axis(ax[0], len(s))
-            if a is None:
-                return [None] * num
-            dim = s[a] // num if s[a] >= 0 else -1
-            return [tuple(s[:a]) + (dim,) + tuple(s[a + 1:])] * num
-        if op == "SplitV":
-            s, sizes, ax = ins[0], self.value_of(d[1]), self.value_of(d[2])
-            num = _i(nd, "num_split", 1)
-            if s is None or ax is None or sizes is None or len(sizes) != num:
-                return [None] * num
-            a = _axis(ax[0], len(s))
-            if a is None:
-                return [None] * num
-            if -1 in sizes and s[a] >= 0:
-                sizes = [x if x != -1 else s[a] - sum(y for y in sizes if y != -1) for x in sizes]
-            return [tuple(s[:a]) + (x,) + tuple(s[a + 1:]) for x in sizes]
-        if op == "Shape":
-            s = ins[0]
-            if s is not None:
-                self.values[(nd.name, 0)] = list(s)
-            return [(-1,) if s is None else (len(s),)]
-        if op == "ShapeN":
-            out = []
-            for i, s in enumerate(ins):
-                if s is not None:
-                    self.values[(nd.name, i)] = list(s)
-                out.append((-1,) if s is None else (len(s),))
-            return out
-        if op in ("Size", "Rank"):
-            return [()]
-        if op == "Fill":
-            dims = self.value_of(d[0])
-            if dims is None:
-                s = ins[0]
-                return [None if s is None or len(s) != 1 or s[0] < 0 else (-1,) * s[0]]
-            return [tuple(dims)]
-        if op in ("Switch", "RefSwitch"):
-            return [ins[0], ins[0]] if ins else None
-        if op in ("Merge", "RefMerge"):
-            out, first = None, True
-            for r, s in zip(d, ins):
-                src = self.nodes.get(r[0])
-                if src is not None and src.op in ("NextIteration", "RefNextIteration") and not self.back_edges:
-                    continue
-                if r not in self.shapes:
-                    continue
-                out = s if first else relax(out, s)
-                first = False
-            return [out, ()]
-        if op in ("IdentityN",):
-            return list(ins)
-        if op in REDUCTIONS:
-            return [self.reduce(ins[0], self.value_of(d[1]), _b(nd, "keep_dims"), ins[1])]
-        if op in ("ArgMax", "ArgMin"):
-            return [self.reduce(ins[0], self.value_of(d[1]), False, ins[1])]
-        if op in ("Tile",):
-            s, mult = ins[0], self.value_of(d[1])
-            if s is None or mult is None or len(mult) != len(s):
-                return [None if s is None else (-1,) * len(s)]
-            return [tuple(x * m if x >= 0 else -1 for x, m in zip(s, mult))]
-        if op == "BroadcastTo":
-            shp = self.value_of(d[1])
-            return [None if shp is None else tuple(shp)]
-        if op == "GatherV2":
-            p, idx, ax = ins[0], ins[1], self.value_of(d[2])
-            if p is None or idx is None or ax is None or _i(nd, "batch_dims") != 0:
-                return [None]
-            a = _axis(ax[0], len(p))
-            return [None if a is None else tuple(p[:a]) + tuple(idx) + tuple(p[a + 1:])]
-        if op == "StridedSlice":
-            return [self.strided_slice(nd, ins[0], d)]
-        if op in ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"):
-            s = ins[0]
-            c = -1 if s is None or len(s) != 4 else s[1 if _s(nd, "data_format") == b"NCHW" else 3]
-            return [s] + [(c,)] * 4 + ([None] if op == "FusedBatchNormV3" else [])
-        if op in ("Conv2D", "DepthwiseConv2dNative", "_FusedConv2D", "_FusedDepthwiseConv2dNative"):
-            return [self.conv(nd, ins[0], ins[1], depthwise="Depthwise" in op)]
-        if op in ("MaxPool", "AvgPool"):
-            return [self.pool(nd, ins[0])]
-        if op in ("Conv2DBackpropFilter", "Conv2DBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
-                  "DepthwiseConv2dNativeBackpropInput"):
-            ref = d[1] if "Filter" in op else d[0]
-            v = self.value_of(ref)
-            if v is None:
-                vs = self.shape_of(ref)
-                return [(-1,) * vs[0] if vs is not None and len(vs) == 1 and vs[0] >= 0 else None]
-            return [tuple(v)]
-        if op in ("Range",):
-            return [(-1,)]
-        if op == "OneHot":
-            s, depth = ins[0], self.value_of(d[1])
-            if s is None:
-                return [None]
-            dep = depth[0] if depth else -1
-            a = _i(nd, "axis", -1)
-            a = len(s) if a == -1 else a
-            return [tuple(s[:a]) + (dep,) + tuple(s[a:])]
-        if op == "Einsum":
-            return [None]
-        if op == "SparseSoftmaxCrossEntropyWithLogits" and len(ins) == 2:
-            # features [batch, classes], labels [batch] -> loss [batch], backprop [batch, classes]
-            f, lab = ins
-            batch = _merge_same((f[0],) if f is not None and len(f) == 2 else (-1,),
-                                (lab[0],) if lab is not None and len(lab) == 1 else (-1,))
-            b = batch[0] if batch is not None else -1
-            return [(b,), (b, f[1] if f is not None and len(f) == 2 else -1)]
-        if op == "SoftmaxCrossEntropyWithLogits" and len(ins) == 2:
-            both = broadcast(ins[0], ins[1])  # features and labels broadcast to [batch, classes]
-            if both is None or len(both) != 2:
-                return [(-1,), (-1, -1)]
-            return [(both[0],), tuple(both)]
-        return None
+        fn = SHAPE_FUNCTIONS.get(nd.op)
+        return None if fn is None else fn(self, nd, d, ins)
 
     def reshape(self, s, shape_ref):
         target = self.value_of(shape_ref)
@@ -707,6 +492,377 @@ class _Inference:
         st = _ints(nd, "strides") or [1, 1, 1, 1]
         pad = _s(nd, "padding")
         return (x[0], _window(x[1], k[1], st[1], 1, pad), _window(x[2], k[2], st[2], 1, pad), x[3])
+
+
+# -- the shape functions: one per op (or family), looked up in SHAPE_FUNCTIONS ----------------
+# Each is ``fn(inf, nd, d, ins) -> [shape per output] | None``: ``inf`` the running inference (a
+# subclass's handle_shape/value_of apply), ``d`` the data inputs, ``ins`` their shapes. None: no
+# shape known (the op's outputs stay unknown).
+
+def _sf_const(inf, nd, d, ins):
+    return [_proto_shape(nd.attr["value"].tensor.tensor_shape)]
+
+
+def _sf_placeholder(inf, nd, d, ins):
+    op = nd.op
+    if "shape" in nd.attr and not (op == "Placeholder" and nd.attr["dtype"].type == DT_RESOURCE):
+        return [_proto_shape(nd.attr["shape"].shape)]
+    return [() if op == "Placeholder" and nd.attr["dtype"].type == DT_RESOURCE else None]
+
+
+def _sf_arg(inf, nd, d, ins):
+    if "shape" in nd.attr:
+        return [_proto_shape(nd.attr["shape"].shape)]
+    return [None]
+
+
+def _sf_scalar(inf, nd, d, ins):  # a resource handle (VarHandleOp), Size, Rank
+    return [()]
+
+
+def _sf_read_variable(inf, nd, d, ins):
+    return [inf.handle_shape(d[0])] if d else None
+
+
+def _sf_resource_gather(inf, nd, d, ins):
+    if len(d) != 2:
+        return None
+    p, idx = inf.handle_shape(d[0]), ins[1]
+    if p is None or idx is None:
+        return [None]
+    bd = _i(nd, "batch_dims")
+    return [tuple(idx) + tuple(p[1 + bd:])] if bd == 0 else [None]
+
+
+def _sf_unary(inf, nd, d, ins):
+    return [ins[0] if ins else None]
+
+
+def _sf_binary(inf, nd, d, ins):
+    return [broadcast(ins[0], ins[1])] if len(ins) == 2 else None
+
+
+def _sf_select(inf, nd, d, ins):
+    if len(ins) != 3:
+        return None
+    if nd.op == "Select":
+        return [ins[1] if ins[1] is not None else ins[2]]
+    return [broadcast(broadcast(ins[0], ins[1]), ins[2])]
+
+
+def _sf_add_n(inf, nd, d, ins):
+    out = ins[0] if ins else None
+    for s in ins[1:]:
+        out = _merge_same(out, s)
+    return [out]
+
+
+def _sf_first(inf, nd, d, ins):  # BiasAdd: the value's shape
+    return [ins[0]]
+
+
+def _sf_bias_add_grad(inf, nd, d, ins):
+    s = ins[0]
+    if s is None:
+        return [(-1,)]
+    return [(s[1] if _s(nd, "data_format") == b"NCHW" else s[-1],)]
+
+
+def _sf_mat_mul(inf, nd, d, ins):
+    a, b = ins[0], ins[1]
+    m = -1 if a is None or len(a) != 2 else a[1 if _b(nd, "transpose_a") else 0]
+    n = -1 if b is None or len(b) != 2 else b[0 if _b(nd, "transpose_b") else 1]
+    return [(m, n)]
+
+
+def _sf_batch_mat_mul(inf, nd, d, ins):
+    a, b = ins[0], ins[1]
+    if a is None or b is None or len(a) < 2 or len(b) < 2:
+        return [None]
+    m = a[-1] if _b(nd, "adj_x") else a[-2]
+    n = b[-2] if _b(nd, "adj_y") else b[-1]
+    batch = broadcast(a[:-2], b[:-2]) if nd.op != "BatchMatMul" else a[:-2]
+    return [None if batch is None else tuple(batch) + (m, n)]
+
+
+def _sf_reshape(inf, nd, d, ins):
+    return [inf.reshape(ins[0], d[1])]
+
+
+def _sf_transpose(inf, nd, d, ins):
+    perm = inf.value_of(d[1])
+    s = ins[0]
+    if perm is None:
+        return [None if s is None else (-1,) * len(s)]
+    if s is None:
+        return [(-1,) * len(perm)]
+    return [tuple(s[p] for p in perm)] if len(perm) == len(s) else [None]
+
+
+def _sf_expand_dims(inf, nd, d, ins):
+    s, ax = ins[0], inf.value_of(d[1])
+    if s is None or ax is None or len(ax) != 1:
+        return [None]
+    a = _axis(ax[0], len(s) + 1)
+    return [None if a is None else tuple(s[:a]) + (1,) + tuple(s[a:])]
+
+
+def _sf_squeeze(inf, nd, d, ins):
+    s = ins[0]
+    if s is None:
+        return [None]
+    dims = _ints(nd, "squeeze_dims")
+    if dims:
+        ax = {_axis(a, len(s)) for a in dims}
+        return [tuple(x for i, x in enumerate(s) if i not in ax)]
+    if any(x < 0 for x in s):
+        return [None]
+    return [tuple(x for x in s if x != 1)]
+
+
+def _sf_concat(inf, nd, d, ins):
+    vals, ax_ref = (d[:-1], d[-1]) if nd.op == "ConcatV2" else (d[1:], d[0])
+    return [inf.concat([inf.shape_of(r) for r in vals], inf.value_of(ax_ref))]
+
+
+def _sf_pack(inf, nd, d, ins):
+    out = None
+    for s in ins:
+        out = s if out is None else _merge_same(out, s)
+    if out is None:
+        return [None]
+    a = _axis(_i(nd, "axis"), len(out) + 1)
+    return [None if a is None else tuple(out[:a]) + (len(ins),) + tuple(out[a:])]
+
+
+def _sf_unpack(inf, nd, d, ins):
+    s, num = ins[0], _i(nd, "num")
+    if s is None:
+        return [None] * num
+    a = _axis(_i(nd, "axis"), len(s))
+    return [tuple(x for i, x in enumerate(s) if i != a)] * num
+
+
+def _sf_split(inf, nd, d, ins):
+    ax, s, num = inf.value_of(d[0]), ins[1], _i(nd, "num_split", 1)
+    if s is None or ax is None:
+        return [None if s is None else (-1,) * len(s)] * num
+    a = _axis(ax[0], len(s))
+    if a is None:
+        return [None] * num
+    dim = s[a] // num if s[a] >= 0 else -1
+    return [tuple(s[:a]) + (dim,) + tuple(s[a + 1:])] * num
+
+
+def _sf_split_v(inf, nd, d, ins):
+    s, sizes, ax = ins[0], inf.value_of(d[1]), inf.value_of(d[2])
+    num = _i(nd, "num_split", 1)
+    if s is None or ax is None or sizes is None or len(sizes) != num:
+        return [None] * num
+    a = _axis(ax[0], len(s))
+    if a is None:
+        return [None] * num
+    if -1 in sizes and s[a] >= 0:
+        sizes = [x if x != -1 else s[a] - sum(y for y in sizes if y != -1) for x in sizes]
+    return [tuple(s[:a]) + (x,) + tuple(s[a + 1:]) for x in sizes]
+
+
+def _sf_shape(inf, nd, d, ins):  # the value is the input's shape, when known
+    s = ins[0]
+    if s is not None:
+        inf.values[(nd.name, 0)] = list(s)
+    return [(-1,) if s is None else (len(s),)]
+
+
+def _sf_shape_n(inf, nd, d, ins):
+    out = []
+    for i, s in enumerate(ins):
+        if s is not None:
+            inf.values[(nd.name, i)] = list(s)
+        out.append((-1,) if s is None else (len(s),))
+    return out
+
+
+def _sf_fill(inf, nd, d, ins):
+    dims = inf.value_of(d[0])
+    if dims is None:
+        s = ins[0]
+        return [None if s is None or len(s) != 1 or s[0] < 0 else (-1,) * s[0]]
+    return [tuple(dims)]
+
+
+def _sf_switch(inf, nd, d, ins):
+    return [ins[0], ins[0]] if ins else None
+
+
+def _sf_merge(inf, nd, d, ins):
+    out, first = None, True
+    for r, s in zip(d, ins):
+        src = inf.nodes.get(r[0])
+        if src is not None and src.op in ("NextIteration", "RefNextIteration") and not inf.back_edges:
+            continue
+        if r not in inf.shapes:
+            continue
+        out = s if first else relax(out, s)
+        first = False
+    return [out, ()]
+
+
+def _sf_identity_n(inf, nd, d, ins):
+    return list(ins)
+
+
+def _sf_reduction(inf, nd, d, ins):
+    return [inf.reduce(ins[0], inf.value_of(d[1]), _b(nd, "keep_dims"), ins[1])]
+
+
+def _sf_arg_extreme(inf, nd, d, ins):
+    return [inf.reduce(ins[0], inf.value_of(d[1]), False, ins[1])]
+
+
+def _sf_tile(inf, nd, d, ins):
+    s, mult = ins[0], inf.value_of(d[1])
+    if s is None or mult is None or len(mult) != len(s):
+        return [None if s is None else (-1,) * len(s)]
+    return [tuple(x * m if x >= 0 else -1 for x, m in zip(s, mult))]
+
+
+def _sf_broadcast_to(inf, nd, d, ins):
+    shp = inf.value_of(d[1])
+    return [None if shp is None else tuple(shp)]
+
+
+def _sf_gather_v2(inf, nd, d, ins):
+    p, idx, ax = ins[0], ins[1], inf.value_of(d[2])
+    if p is None or idx is None or ax is None or _i(nd, "batch_dims") != 0:
+        return [None]
+    a = _axis(ax[0], len(p))
+    return [None if a is None else tuple(p[:a]) + tuple(idx) + tuple(p[a + 1:])]
+
+
+def _sf_strided_slice(inf, nd, d, ins):
+    return [inf.strided_slice(nd, ins[0], d)]
+
+
+def _sf_fused_batch_norm(inf, nd, d, ins):
+    s = ins[0]
+    c = -1 if s is None or len(s) != 4 else s[1 if _s(nd, "data_format") == b"NCHW" else 3]
+    return [s] + [(c,)] * 4 + ([None] if nd.op == "FusedBatchNormV3" else [])
+
+
+def _sf_conv(inf, nd, d, ins):
+    return [inf.conv(nd, ins[0], ins[1], depthwise="Depthwise" in nd.op)]
+
+
+def _sf_pool(inf, nd, d, ins):
+    return [inf.pool(nd, ins[0])]
+
+
+def _sf_conv_backprop(inf, nd, d, ins):  # the output is the shape its sizes operand names
+    ref = d[1] if "Filter" in nd.op else d[0]
+    v = inf.value_of(ref)
+    if v is None:
+        vs = inf.shape_of(ref)
+        return [(-1,) * vs[0] if vs is not None and len(vs) == 1 and vs[0] >= 0 else None]
+    return [tuple(v)]
+
+
+def _sf_vector(inf, nd, d, ins):  # Range: a vector of unknown length
+    return [(-1,)]
+
+
+def _sf_one_hot(inf, nd, d, ins):
+    s, depth = ins[0], inf.value_of(d[1])
+    if s is None:
+        return [None]
+    dep = depth[0] if depth else -1
+    a = _i(nd, "axis", -1)
+    a = len(s) if a == -1 else a
+    return [tuple(s[:a]) + (dep,) + tuple(s[a:])]
+
+
+def _sf_unknown(inf, nd, d, ins):  # Einsum: one output, shape not inferred
+    return [None]
+
+
+def _sf_sparse_xent(inf, nd, d, ins):
+    if len(ins) != 2:
+        return None
+    # features [batch, classes], labels [batch] -> loss [batch], backprop [batch, classes]
+    f, lab = ins
+    batch = _merge_same((f[0],) if f is not None and len(f) == 2 else (-1,),
+                        (lab[0],) if lab is not None and len(lab) == 1 else (-1,))
+    b = batch[0] if batch is not None else -1
+    return [(b,), (b, f[1] if f is not None and len(f) == 2 else -1)]
+
+
+def _sf_xent(inf, nd, d, ins):
+    if len(ins) != 2:
+        return None
+    both = broadcast(ins[0], ins[1])  # features and labels broadcast to [batch, classes]
+    if both is None or len(both) != 2:
+        return [(-1,), (-1, -1)]
+    return [(both[0],), tuple(both)]
+
+
+def _table(*entries) -> dict:
+    """op -> shape function from ``(ops, fn)`` pairs; an op listed twice keeps its first entry."""
+    out: dict = {}
+    for ops, fn in entries:
+        for op in ((ops,) if isinstance(ops, str) else ops):
+            out.setdefault(op, fn)
+    return out
+
+
+# op -> its shape function: the ops whose shapes the Grappler simulation needs (module docstring)
+SHAPE_FUNCTIONS: dict = _table(
+    (("Const", "HostConst"), _sf_const),
+    (("Placeholder", "PlaceholderWithDefault"), _sf_placeholder),
+    ("_Arg", _sf_arg),
+    ("VarHandleOp", _sf_scalar),
+    ("ReadVariableOp", _sf_read_variable),
+    ("ResourceGather", _sf_resource_gather),
+    (UNARY, _sf_unary),
+    (BINARY, _sf_binary),
+    (("Select", "SelectV2"), _sf_select),
+    (("AddN", "AccumulateNV2"), _sf_add_n),
+    ("BiasAdd", _sf_first),
+    ("BiasAddGrad", _sf_bias_add_grad),
+    (("MatMul", "_FusedMatMul"), _sf_mat_mul),
+    (("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "_MklBatchMatMulV2"), _sf_batch_mat_mul),
+    ("Reshape", _sf_reshape),
+    ("Transpose", _sf_transpose),
+    ("ExpandDims", _sf_expand_dims),
+    ("Squeeze", _sf_squeeze),
+    (("ConcatV2", "Concat"), _sf_concat),
+    ("Pack", _sf_pack),
+    ("Unpack", _sf_unpack),
+    ("Split", _sf_split),
+    ("SplitV", _sf_split_v),
+    ("Shape", _sf_shape),
+    ("ShapeN", _sf_shape_n),
+    (("Size", "Rank"), _sf_scalar),
+    ("Fill", _sf_fill),
+    (("Switch", "RefSwitch"), _sf_switch),
+    (("Merge", "RefMerge"), _sf_merge),
+    ("IdentityN", _sf_identity_n),
+    (REDUCTIONS, _sf_reduction),
+    (("ArgMax", "ArgMin"), _sf_arg_extreme),
+    ("Tile", _sf_tile),
+    ("BroadcastTo", _sf_broadcast_to),
+    ("GatherV2", _sf_gather_v2),
+    ("StridedSlice", _sf_strided_slice),
+    (("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"), _sf_fused_batch_norm),
+    (("Conv2D", "DepthwiseConv2dNative", "_FusedConv2D", "_FusedDepthwiseConv2dNative"), _sf_conv),
+    (("MaxPool", "AvgPool"), _sf_pool),
+    (("Conv2DBackpropFilter", "Conv2DBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
+      "DepthwiseConv2dNativeBackpropInput"), _sf_conv_backprop),
+    ("Range", _sf_vector),
+    ("OneHot", _sf_one_hot),
+    ("Einsum", _sf_unknown),
+    ("SparseSoftmaxCrossEntropyWithLogits", _sf_sparse_xent),
+    ("SoftmaxCrossEntropyWithLogits", _sf_xent),
+)
 
 
 def _window(size, k, stride, dilation, padding) -> int:

@@ -131,18 +131,12 @@ class Clustering:
             res = pipeline.stage_results.get(pname)
             for name, d in (getattr(res, "decisions", None) or {}).items():
                 later.setdefault(name, []).append((pname, d))
-        gd = cr.mark.graph_decision
-        self.nodes: dict[str, NodeRecord] = {}
-        self.clusters: dict[str, list[str]] = {}
         mark_labels = _mark_labels(cr.mark)
-        for n in g.op_nodes():
-            cl = n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None
-            d = cr.mark.decisions.get(n.name, gd)
-            rec = NodeRecord(n.name, n.op, n.device, cl, mark_labels.get(n.name), d, later.get(n.name, []),
-                             cr.mark.groups.get(n.name))
-            self.nodes[n.name] = rec
-            if cl is not None:
-                self.clusters.setdefault(cl, []).append(n.name)
+        self.nodes: dict[str, NodeRecord] = node_records(cr, later, mark_labels)
+        self.clusters: dict[str, list[str]] = {}
+        for rec in self.nodes.values():
+            if rec.cluster is not None:
+                self.clusters.setdefault(rec.cluster, []).append(rec.name)
         # keep TF's numbering order of clusters
         self._add_removed_and_created(later, mark_labels, input_graph)
         order = {c: i for i, c in enumerate(cr.mark.clusters)}
@@ -228,20 +222,29 @@ class Clustering:
         """Rerun on the same graph with changed options; returns the variant :class:`Clustering`.
         ``flags`` are appended to the baseline's TF_XLA_FLAGS (later flags win, as in TF);
         ``exclude_ops`` / ``force_compilable`` add to the baseline's."""
-        from jitsim.registry import protos
-        from jitsim.graph.model import Graph
-
         o = self.options
-        gd = protos.GraphDef()
-        gd.ParseFromString(self._input_snapshot[0])
         return cluster(
-            Graph(gd, source=self._input_snapshot[1], validate=False), flags=(o.flags_text + " " + flags).strip() if flags else o.flags_text,
+            self.input_graph(), flags=(o.flags_text + " " + flags).strip() if flags else o.flags_text,
             device=device or o.device, exclude_ops=tuple(o.exclude_ops) + tuple(exclude_ops),
             force_compilable=tuple(o.force_compilable) + tuple(force_compilable),
             session_jit_level=o.session_jit_level, session_cpu_global_jit=o.session_cpu_global_jit,
             input_stage=o.input_stage, until=o.until, cluster_number_start=o.cluster_number_start,
             move_devices=bool(device and device != o.device),  # the captured graph itself: no new route
             tf_version=o.tf_version)
+
+    def input_graph(self):
+        """A fresh copy of the graph the passes were given (TF's pass input, before any pass
+        annotated it), as a jitsim :class:`~jitsim.graph.model.Graph`; None for a
+        ``Clustering`` that :func:`cluster` did not make."""
+        from jitsim.registry import protos
+        from jitsim.graph.model import Graph
+
+        snap = getattr(self, "_input_snapshot", None)
+        if snap is None:
+            return None
+        gd = protos.GraphDef()
+        gd.ParseFromString(snap[0])
+        return Graph(gd, source=snap[1], validate=False)
 
     def to_graphdef(self):
         """The graph as TF dumps it after the last simulated stage."""
@@ -287,6 +290,26 @@ class Clustering:
                        for c, m in self.clusters.items())
         return (f"<p>{escape(repr(self))}</p><table><tr><th>cluster</th><th>nodes</th><th>ops</th></tr>"
                 f"{rows}</table>")
+
+
+def node_records(cr, later=None, mark_labels=None) -> dict[str, NodeRecord]:
+    """One :class:`NodeRecord` per op node of ``cr``'s graph (a
+    :class:`~jitsim.passes.pipeline.ClusterResult`, its graph as the last simulated pass left
+    it), in node order: its ``_XlaCluster`` now, its cluster after MarkForCompilation, the mark
+    pass's decision (the graph's decision where the pass decided for the whole graph), and
+    ``later``'s decisions (node -> ``[(pass, decision)]``). :class:`Clustering` and
+    ``jitsim cluster``'s report (``jitsim.cluster/1``) both read nodes through it."""
+    mark = cr.mark
+    gd = mark.graph_decision
+    later = later or {}
+    if mark_labels is None:
+        mark_labels = _mark_labels(mark)
+    out: dict[str, NodeRecord] = {}
+    for n in cr.graph.op_nodes():
+        cl = n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None
+        out[n.name] = NodeRecord(n.name, n.op, n.device, cl, mark_labels.get(n.name), mark.decisions.get(n.name, gd),
+                                 later.get(n.name, []), mark.groups.get(n.name))
+    return out
 
 
 def _mark_labels(mark) -> dict[str, str]:
@@ -341,7 +364,7 @@ def to_graph(obj, *, signature: str | None = None):
 
 
 def _is_tf_object(obj) -> bool:
-    return type(obj).__module__.startswith(("tensorflow", "keras"))
+    return (type(obj).__module__ or "").startswith(("tensorflow", "keras"))  # jitsim's protos have no module
 
 
 def cluster(graph, flags: str | None = None, *, device: str | None = None, exclude_ops=(), force_compilable=(),

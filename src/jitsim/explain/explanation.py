@@ -74,16 +74,6 @@ def _label(c, group: str, members: list[str]) -> str:
     return f"the unclustered group of {members[0]}" + (f" (+{len(members) - 1})" if len(members) > 1 else "")
 
 
-def refusals_between(c, ga: str, gb: str) -> list:
-    """Every refused merge between contraction groups ``ga`` and ``gb`` (either direction)."""
-    out = []
-    for r in c.refusals:
-        fa, fb = c.nodes[r.from_node].group, c.nodes[r.to_node].group
-        if {fa, fb} == {ga, gb} and fa != fb:
-            out.append(r)
-    return out
-
-
 def _adjacent(c, ga: str, gb: str) -> bool:
     g = c.graph
     nodes = g.nodes

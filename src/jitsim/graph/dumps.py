@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.files.input import kind_of_mode, read_file, read_json, read_text
+from jitsim.files.input import kind_of_mode, read_file, read_text
 from jitsim.files.paths import missing_reason
 from jitsim.defs import (
     AFTER_CLONE_DUMP, BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, DUMP_STAGES, MARK_ANNOTATED_DUMP, MARK_DUMP,
@@ -373,17 +373,3 @@ def index_dump_dir(root: Path | str, log_text: str | None = None) -> list[dict]:
 
 
 INDEX_SCHEMA = "jitsim.dump-index/1"
-
-
-def read_index(path: Path | str) -> dict:
-    path = Path(path)
-    if path.is_dir():
-        path = path / "index.json"
-    if not os.path.lexists(path):
-        raise JitsimError("no index.json (run `jitsim crosscheck harvest` or `jitsim crosscheck index`)", path)
-    data = read_json(path, what="an index.json")
-    if not isinstance(data, dict):
-        raise JitsimError("index is not a JSON object", path)
-    if data.get("schema") != INDEX_SCHEMA:
-        raise JitsimError(f"unknown index schema {data.get('schema')!r}", path)
-    return data

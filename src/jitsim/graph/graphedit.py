@@ -67,15 +67,6 @@ class EditGraph:
         self.counter += 1
         return name
 
-    def unique_name(self, name: str) -> str:
-        """``name`` if free, else ``name_1``, ``name_2``... (for nodes jitsim itself adds)."""
-        if name not in self.nodes:
-            return name
-        i = 1
-        while f"{name}_{i}" in self.nodes:
-            i += 1
-        return f"{name}_{i}"
-
     # -- queries -----------------------------------------------------------------------
     def __contains__(self, name: str) -> bool:
         return name in self.nodes
@@ -98,9 +89,6 @@ class EditGraph:
 
     def data_inputs(self, name: str) -> list[tuple[str, int]]:
         return [parse_input(r) for r in self.nodes[name].input if not r.startswith("^")]
-
-    def control_inputs(self, name: str) -> list[str]:
-        return [r[1:] for r in self.nodes[name].input if r.startswith("^")]
 
     def _index(self, c: str) -> tuple[dict[str, list[tuple[int, int]]], bool]:
         """Where each producer appears in ``c``'s inputs, and whether they are in TF's order."""
@@ -129,10 +117,6 @@ class EditGraph:
             for i, port in self._index(c)[0].get(name, ()):
                 out.append((c, i, port))
         return out
-
-    def uses_in(self, consumer: str, name: str) -> list[tuple[int, int]]:
-        """``(position, src_output)`` of each input of ``consumer`` that ``name`` produces."""
-        return list(self._index(consumer)[0].get(name, ()))
 
     def redirect_data_uses(self, consumer: str, old: str, new_ref_of) -> bool:
         """Redirect every data use of ``old`` in ``consumer`` to ``new_ref_of(port, ref)`` in place,

@@ -34,6 +34,15 @@ from jitsim.defs import ALREADY_CLUSTERED_ATTR, CLUSTER_ATTR, COMPILE_ATTR, INTE
 TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
 
 
+def effective_size(ops) -> int:
+    """How many of ``ops`` count toward ``--tf_xla_min_cluster_size``: TF's effective cluster
+    size (``MarkForCompilationPassImpl::Initialize`` starts each candidate's cluster at 0 for a
+    constant or an identity, else 1, and contraction adds the sizes up). The one copy of the rule:
+    the pass, :meth:`MarkResult.effective_size`, ``jitsim cluster``'s report and the invariant
+    checks (:mod:`jitsim.testing.invariants`) all count with it."""
+    return sum(1 for op in ops if op not in IDENTITY_OPS and op not in CONSTANT_OPS)
+
+
 # -- options and process-wide state ---------------------------------------------------------
 
 
@@ -124,6 +133,13 @@ class MarkResult:
     def labels(self) -> dict[str, str | None]:
         return {n.name: (n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None)
                 for n in self.graph.op_nodes()}
+
+    def effective_size(self, cluster: str) -> int:
+        """The :func:`effective_size` of the nodes the pass put in ``cluster`` (its final members:
+        a ``Fill`` declustered after contraction no longer counts, unlike the decisions'
+        ``effective_size`` evidence, which is the contracted cluster's as TF compared it)."""
+        g = self.graph
+        return effective_size(g.nodes[g.by_name[m]].op for m in self.clusters[cluster])
 
 
 # -- the pass ----------------------------------------------------------------------------------
@@ -400,7 +416,7 @@ class MarkForCompilation:
             c.cycles_id = n.id
             c.first_node = n.id
             c.size = 1
-            c.effective_size = 0 if (n.op in IDENTITY_OPS or n.op in CONSTANT_OPS) else 1
+            c.effective_size = effective_size((n.op,))
             c.has_functional_control_flow = n.op in WHILE_OPS or n.op in IF_OPS
             dev = self.device_id(n.device)
             c.devices = [dev]

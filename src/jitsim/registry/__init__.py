@@ -154,10 +154,6 @@ def using_op_libraries(*libraries: OpLibrary):
         _LIBRARIES.reset(token)
 
 
-def active_op_libraries() -> tuple:
-    return _LIBRARIES.get()
-
-
 def op_def(name: str, tf_version: str | None = None):
     """The ``OpDef`` of op ``name`` (TF core's, else an active :class:`OpLibrary`'s), or None
     for an op nobody registers."""

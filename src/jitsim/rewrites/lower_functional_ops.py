@@ -89,14 +89,6 @@ def _call_node(eg: EditGraph, name: str, fname: str, inputs: list[str], device: 
     return name
 
 
-def _n_outputs(eg: EditGraph, nd) -> int:
-    if "Tout" in nd.attr:
-        return len(nd.attr["Tout"].list.type)
-    if "T" in nd.attr and nd.attr["T"].WhichOneof("value") == "list":
-        return len(nd.attr["T"].list.type)
-    return 0
-
-
 def _out_types(nd) -> list[int]:
     if "Tout" in nd.attr:
         return list(nd.attr["Tout"].list.type)
@@ -370,25 +362,3 @@ def lower_and_inline(eg: EditGraph, *, lower_control_flow: bool = True, inline_c
                 res.lower_records.append(LowerRecord(
                     name, nd.op, False, f"{LOWER_USING_SWITCH_MERGE} is not set: TF keeps the functional op"))
     return res
-
-
-@dataclass
-class InlineResult:
-    graph: Graph
-    records: list[InlineRecord] = field(default_factory=list)
-
-    @property
-    def inlined(self) -> list[InlineRecord]:
-        return [r for r in self.records if r.inlined]
-
-    @property
-    def skipped(self) -> list[InlineRecord]:
-        return [r for r in self.records if not r.inlined]
-
-
-def inline_function_calls(graph: Graph) -> InlineResult:
-    """Inline every function call of ``graph``, recursively, in TF's node-id order (without
-    lowering If/While/Case: see :func:`lower_functional_ops`, which does both in one walk as
-    TF does)."""
-    res = lower_functional_ops(graph, lower_control_flow=False)
-    return InlineResult(res.graph, res.inline_records)

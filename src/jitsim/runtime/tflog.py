@@ -29,7 +29,6 @@ VMODULE = "device_compiler=3,device_compilation_profiler=2"
 STEP_MARK = "=== jitsim step "
 
 _STEP = re.compile(r"=== jitsim step (\d+) ===")
-_HIT = re.compile(r"Compilation cache entry hit: (\d+) signature: (.*) with request count (\d+)\s*$")
 _DECISION = re.compile(r"(Instantly compiling|Not compiling|Already Compiled|Queueing asynchronous compilation|"
                        r"Ongoing asynchronous compilation) for signature: (.*?)\s*$")
 _MEGA = re.compile(r"Marking (\S+) as megamorphic, compile_count=(\d+) execution_count=(\d+)")
@@ -82,9 +81,3 @@ def parse_log(text: str) -> dict:
                 sigs.append(s)
         u["signatures"] = sigs
     return out
-
-
-def signature_args(signature: str) -> str:
-    """The argument part of a logged signature (after ``]; ``)."""
-    i = signature.find("]; ")
-    return signature[i + 3:] if i >= 0 else signature

@@ -70,7 +70,8 @@ def _mark_invariants(m, flags) -> list[str]:
     from jitsim.analyses.deadness import deadness_analysis
     from jitsim.analyses.devices import pick_device_for_xla
     from jitsim.flags import OFF
-    from jitsim.graph.tfgraph import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS, control_flow_info
+    from jitsim.graph.tfgraph import ENTER_OPS, EXIT_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS, control_flow_info
+    from jitsim.passes.mark_for_compilation import effective_size
 
     g = m.graph
     out: list[str] = []
@@ -127,7 +128,7 @@ def _mark_invariants(m, flags) -> list[str]:
         named = [n for n in members if labels.get(n)]
         if not named:
             continue
-        eff = sum(1 for n in members if node[n].op not in IDENTITY_OPS and node[n].op not in CONSTANT_OPS)
+        eff = effective_size(node[n].op for n in members)
         special = any(node[n].op in WHILE_OPS or node[n].op in IF_OPS or explicit(n) for n in members)
         if eff < flags.min_cluster_size and not special:
             out.append(f"sizes: {labels[named[0]]} has effective size {eff} < min {flags.min_cluster_size}")

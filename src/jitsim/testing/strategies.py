@@ -66,7 +66,6 @@ def same_draws_everywhere() -> Iterator[None]:
 STRING_KINDS = frozenset({"AsString", "IntAsString", "StringToNumber", "StringLength", "StringJoin"})
 DYNAMIC_KINDS = frozenset({"WhereCount", "UniqueIdx", "DynSlice"})
 STATEFUL_KINDS = frozenset({"PyFunc", "RandomUniform", "RandomNormal", "CheckNumerics"})
-UNSUPPORTED_DTYPE_KINDS = frozenset({"CumsumInt16", "CumprodInt16", "CastToInt16", "CastFromInt16"})
 
 
 @dataclass(frozen=True)
