@@ -3,7 +3,7 @@ for nothing.
 
 The graph: one node per module of ``src/jitsim``; an edge for every ``import`` statement
 naming a jitsim module, wherever it stands (module level, function, method), resolved to
-the most specific module (``from jitsim.graph import protos`` is an edge to
+the most specific module (``from jitsim.registry import protos`` is an edge to
 ``jitsim.registry.protos``). Importing ``a.b.c`` also runs the ``__init__`` of ``a`` and ``a.b``,
 so those are edges too. Imports of other packages (TensorFlow, numpy, graphviz, selenium,
 xprof...) are no edges: they cannot close a cycle through jitsim.

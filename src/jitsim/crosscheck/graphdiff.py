@@ -7,7 +7,7 @@ sort them by name anyway) and attributes (minus ``ignore_attrs``). Library funct
 compared by signature, attributes, argument attributes, body nodes, ``ret`` and
 ``control_ret``.
 
->>> from jitsim.graph import protos
+>>> from jitsim.registry import protos
 >>> a = protos.GraphDef(); _ = a.node.add(name="x", op="Neg", input=["y"])
 >>> b = protos.GraphDef(); _ = b.node.add(name="x", op="Abs", input=["y"])
 >>> diff_graphdefs(a, b).node_diffs

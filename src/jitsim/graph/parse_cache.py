@@ -19,7 +19,7 @@ damaged entry (one changed byte), or one copied under another key, fails the che
 removed, the text is parsed as if there were no entry, and the entry is written anew. So a
 damaged cache can cost time, never a different graph or an error blamed on the user's file.
 
->>> from jitsim.graph import protos
+>>> from jitsim.registry import protos
 >>> cache = ParseCache(None)            # off: nothing is stored, nothing found
 >>> cache.get(b"node { name: 'a' }", protos.GraphDef()) is None
 True

@@ -17,7 +17,7 @@ same two jobs for the text TensorFlow writes, at a fraction of the cost:
 
 Examples
 --------
->>> from jitsim.graph import protos
+>>> from jitsim.registry import protos
 >>> gd = parse('node { name: "a" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } } }',
 ...            protos.GraphDef())
 >>> gd.node[0].attr["dtype"].type
