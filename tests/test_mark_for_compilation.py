@@ -26,7 +26,7 @@ from jitsim.graph.model import set_attr_value
 from jitsim.analyses.fingerprint import hash64
 from jitsim.flags import FlagError, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
-from jitsim.passes.records import NodeDecision
+from jitsim.records import NodeDecision
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"

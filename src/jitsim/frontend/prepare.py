@@ -153,20 +153,14 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
             if step == "model_pruner":
                 rec = prune_unreachable(eg, keep, fetches)
                 trivial = remove_trivial_ops(eg, keep)
-                rec.count += trivial.count
-                rec.nodes.extend(trivial.nodes)
-                for k, v in trivial.by_kind.items():
-                    rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+                rec.extend(trivial)
             elif step == "common_subgraph_elimination":
                 rec = eliminate_common_subgraphs(eg, keep)
             elif step == "arithmetic_optimizer":
                 rec = remove_redundant_reshapes(eg, keep, sv)
                 for stage in (hoist_unary_out_of_concat, compose_unary_chains):
                     more = stage(eg, keep)
-                    rec.count += more.count
-                    rec.nodes.extend(more.nodes)
-                    for k, v in more.by_kind.items():
-                        rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+                    rec.extend(more)
             elif step == "constant_folding":
                 rec = fold_constants(eg, keep, sv)
             elif step == "remapper":
@@ -179,10 +173,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                 out.steps.append((step, rec.count, rec.summary()))
             else:
                 prev = out.records[step]
-                prev.count += rec.count
-                prev.nodes.extend(rec.nodes)
-                for k, v in rec.by_kind.items():
-                    prev.by_kind[k] = prev.by_kind.get(k, 0) + v
+                prev.extend(rec)
                 i = next(j for j, s in enumerate(out.steps) if s[0] == step)
                 out.steps[i] = (step, prev.count, prev.summary())
     sort_topologically(eg)

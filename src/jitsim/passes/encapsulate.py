@@ -60,6 +60,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from jitsim.codes import Code
 from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.graph.function_def import arg_count, graph_to_function_def, merge_debug_info
@@ -69,6 +70,7 @@ from jitsim.rewrites.function_optimizer import FunctionOptimizer, add_node, fixu
 from jitsim.registry.optypes import DT_RESOURCE, NodeTypes, is_ref_type
 from jitsim.graph.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs, post_order
 from jitsim.registry import op_def
+from jitsim.records import NodeDecision
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, IS_GUARANTEED_CONSTANT_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR
 
@@ -82,18 +84,26 @@ TPU_EXECUTE_OPS = frozenset({"TPUExecute", "TPUExecuteAndUpdateVariables"})
 # -- results ------------------------------------------------------------------------------
 
 
-@dataclass
-class ArgDecision:
-    """One function argument: where it comes from and why it sits where it does."""
+@dataclass(kw_only=True)
+class ArgDecision(NodeDecision):
+    """One function argument: where it comes from and why it sits where it does. A
+    :class:`NodeDecision` whose code is the argument's kind (``arg``-kind codes:
+    ``constant``, ``normal``, ``resource``) and whose detail says why."""
 
     index: int  # order of first appearance (edge-id order)
     position: int  # final position in the signature
     name: str  # signature name
     source: str  # "node:slot" in the input graph
     dtype: int
-    kind: str  # "constant" | "normal" | "resource"
-    reason: str
     guaranteed_constant: bool = False
+
+    @property
+    def kind(self) -> Code:
+        return self.code
+
+    @property
+    def reason(self) -> str:
+        return self.detail
 
     def to_json(self) -> dict:
         return {"index": self.index, "position": self.position, "name": self.name,
@@ -580,9 +590,9 @@ def _plain_function(sub: _Subgraph, types: NodeTypes):
     for i, arg in enumerate(sub.args):
         src, slot = sub.arg_sources[i]
         sub.decision.args.append(ArgDecision(
+            Code.ARG_NORMAL, "no rewrite: arguments in first-seen order",
             index=i, position=i, name=names.get(arg.name, arg.name), source=f"{src}:{slot}",
-            dtype=arg.attr["T"].type, kind="normal", reason="no rewrite: arguments in first-seen order",
-            guaranteed_constant=GUARANTEED_CONSTANT_ATTR in arg.attr))
+            dtype=arg.attr["T"].type, guaranteed_constant=GUARANTEED_CONSTANT_ATTR in arg.attr))
     sub.decision.control_outputs = sorted(fdef.control_ret.keys())
     return fdef
 
@@ -618,11 +628,11 @@ def _build_function(sub: _Subgraph, types: NodeTypes, flags, analysis):
             if arg_types[i] == DT_RESOURCE:
                 raise GraphError(f"cluster {sub.name}: Resource arguments cannot be constant "
                                  f"(argument {i})")
-            perm[i], const_pos, kind = const_pos, const_pos + 1, "constant"
+            perm[i], const_pos, kind = const_pos, const_pos + 1, Code.ARG_CONSTANT
         elif arg_types[i] == DT_RESOURCE:
-            perm[i], res_pos, kind = res_pos, res_pos + 1, "resource"
+            perm[i], res_pos, kind = res_pos, res_pos + 1, Code.ARG_RESOURCE
         else:
-            perm[i], arg_pos, kind = arg_pos, arg_pos + 1, "normal"
+            perm[i], arg_pos, kind = arg_pos, arg_pos + 1, Code.ARG_NORMAL
         kinds.append(kind)
     for n in sg.op_nodes():
         if n.op == "_Arg":
@@ -645,17 +655,16 @@ def _build_function(sub: _Subgraph, types: NodeTypes, flags, analysis):
     for i, arg in enumerate(sub.args):
         src, slot = sub.arg_sources[i]
         kind = kinds[i]
-        if kind == "constant":
+        if kind == Code.ARG_CONSTANT:
             reason = (_const_reason(sg, arg, must, analysis, types) if arg.id < len(sg.nodes)
                       and sg.nodes[arg.id] is not None else "compile-time constant")
-        elif kind == "resource":
+        elif kind == Code.ARG_RESOURCE:
             reason = "DT_RESOURCE argument: resource args go last"
         else:
             reason = "not needed at compile time"
         decision.args.append(ArgDecision(
-            index=i, position=perm[i], name=arg_names.get(perm[i], arg.name), source=f"{src}:{slot}",
-            dtype=arg_types[i], kind=kind, reason=reason,
-            guaranteed_constant=GUARANTEED_CONSTANT_ATTR in arg.attr))
+            kind, reason, index=i, position=perm[i], name=arg_names.get(perm[i], arg.name), source=f"{src}:{slot}",
+            dtype=arg_types[i], guaranteed_constant=GUARANTEED_CONSTANT_ATTR in arg.attr))
     decision.args.sort(key=lambda a: a.position)
     for i, ret in enumerate(sub.result_nodes):
         src, slot = sub.result_sources[i]
