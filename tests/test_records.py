@@ -166,3 +166,24 @@ def test_report_does_not_point_into_a_checkout(tmp_path):
     page, _ = report_html(c)
     assert "file://" not in page and 'href="docs/' not in page
     assert f'<span class="docs">{Code.NO_DEVICE.anchor}</span>' in page
+
+
+def test_inlining_and_lowering_records_are_node_decisions():
+    """The function runtime's rewrites record their decisions as NodeDecisions too: an If
+    with TF's lowering attribute is lowered (hand-built: test_prepare's _if_graph), a call of
+    a ``_noinline`` function stays a call with the reason as detail."""
+    from test_prepare import ELEMENTWISE, _if_graph, fdef, signature_graph
+
+    from jitsim.graph.graphedit import DT_FLOAT, EditGraph
+    from jitsim.rewrites.function_inlining import inline_call
+    from jitsim.rewrites.lower_functional_ops import lower_functional_ops
+
+    (rec,) = lower_functional_ops(_if_graph(True), fetchable=False).lower_records
+    assert isinstance(rec, NodeDecision) and rec.lowered and rec.code is Code.INLINE_AND_LOWER
+    assert rec.node == "cond" and rec.created > 0
+    inlined = inline_call(EditGraph.from_graph(signature_graph(ELEMENTWISE)), "StatefulPartitionedCall")
+    assert inlined.inlined and inlined.code is Code.INLINE_AND_LOWER and inlined.reason == ""
+    body = fdef("body", [("x", DT_FLOAT)], [("y", DT_FLOAT, "relu:activations:0")],
+                [("relu", "Relu", ["x"], {"T": "DT_FLOAT"})], attrs={"_noinline": True})
+    kept = inline_call(EditGraph.from_graph(signature_graph(body)), "StatefulPartitionedCall")
+    assert not kept.inlined and "_noinline" in kept.reason and kept.reason == kept.detail
