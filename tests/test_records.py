@@ -187,3 +187,16 @@ def test_inlining_and_lowering_records_are_node_decisions():
                 [("relu", "Relu", ["x"], {"T": "DT_FLOAT"})], attrs={"_noinline": True})
     kept = inline_call(EditGraph.from_graph(signature_graph(body)), "StatefulPartitionedCall")
     assert not kept.inlined and "_noinline" in kept.reason and kept.reason == kept.detail
+
+
+def test_a_functional_op_without_the_lowering_attribute_is_kept_with_its_own_code():
+    """LowerFunctionalOpsPass lowers only ops with _lower_using_switch_merge=true (hand-built:
+    the same If as above without the attribute): the record says the op was kept, under
+    its own code, and why."""
+    from test_prepare import _if_graph
+
+    from jitsim.rewrites.lower_functional_ops import lower_functional_ops
+
+    (rec,) = lower_functional_ops(_if_graph(False), fetchable=False).lower_records
+    assert rec.code is Code.FUNCTIONAL_OP_KEPT and not rec.lowered and rec.node == "cond"
+    assert rec.reason == "_lower_using_switch_merge is not set: TF keeps the functional op"

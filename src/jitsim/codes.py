@@ -452,6 +452,12 @@ class Code(StrEnum):
                         "", "",
                         "LowerFunctionalOpsPass (lower_functional_ops.cc) inlines function calls and lowers "
                         "functional control flow to Switch/Merge/Enter/Exit before placement.")
+    FUNCTIONAL_OP_KEPT = ("functional_op_kept", "rewrite", "record",
+                          "If/Case/While without _lower_using_switch_merge kept as it is", "", "",
+                          "LowerFunctionalOpsPass (lower_functional_ops.cc) lowers only the functional control-flow "
+                          "ops that carry `_lower_using_switch_merge` = true (tf.function's control flow v2 sets it); "
+                          "any other stays one node, which auto-clustering compiles only when the whole op is "
+                          "compilable (UNSUPPORTED_IF, UNSUPPORTED_WHILE...).")
     PLACEMENT = ("placement", "rewrite", "record", "unplaced nodes given a device", "", "",
                  "TF's placer (placer.cc) assigns every node a device before the JIT passes run.")
     SHAPE_INFERENCE = ("shape_inference", "rewrite", "record", "shapes inferred for the shape-dependent rewrites",

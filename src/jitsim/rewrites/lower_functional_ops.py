@@ -60,7 +60,7 @@ WHILE_OPS = frozenset({"While", "StatelessWhile"})
 @dataclass(kw_only=True)
 class LowerRecord(NodeDecision):
     """The lowering's decision for one functional control-flow node: a :class:`NodeDecision`
-    (code: the rewrite's, ``inline_and_lower``; detail: why the node is not lowered)."""
+    (code: ``inline_and_lower`` when lowered, else ``functional_op_kept``, detail saying why)."""
 
     node: str
     op: str
@@ -376,7 +376,7 @@ def lower_and_inline(eg: EditGraph, *, lower_control_flow: bool = True, inline_c
                 res.lower_records.append(LowerRecord(Code.INLINE_AND_LOWER, node=name, op=nd.op, lowered=True, created=n))
             else:
                 res.lower_records.append(LowerRecord(
-                    Code.INLINE_AND_LOWER, f"{LOWER_USING_SWITCH_MERGE} is not set: TF keeps the functional op",
+                    Code.FUNCTIONAL_OP_KEPT, f"{LOWER_USING_SWITCH_MERGE} is not set: TF keeps the functional op",
                     node=name, op=nd.op, lowered=False))
     return res
 
