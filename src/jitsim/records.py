@@ -36,7 +36,8 @@ class NodeDecision:
     evidence: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.code = Code(self.code)
+        if type(self.code) is not Code:  # a string: the catalogue's member, or ValueError
+            self.code = Code(self.code)
 
     def to_dict(self) -> dict:
         return {"code": self.code, "detail": self.detail, "evidence": self.evidence}
@@ -56,7 +57,8 @@ class MergeRefusal:
     evidence: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.code = Code(self.code)
+        if type(self.code) is not Code:  # a string: the catalogue's member, or ValueError
+            self.code = Code(self.code)
 
     def to_dict(self) -> dict:
         return {"phase": self.phase, "from": self.from_node, "to": self.to_node, "from_size": self.from_size,
@@ -88,7 +90,8 @@ class RewriteRecord:
     detail: str = ""
 
     def __post_init__(self) -> None:
-        self.code = Code(self.code)
+        if type(self.code) is not Code:  # a string: the catalogue's member, or ValueError
+            self.code = Code(self.code)
 
     @property
     def name(self) -> str:
