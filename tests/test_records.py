@@ -200,3 +200,23 @@ def test_a_functional_op_without_the_lowering_attribute_is_kept_with_its_own_cod
     (rec,) = lower_functional_ops(_if_graph(False), fetchable=False).lower_records
     assert rec.code is Code.FUNCTIONAL_OP_KEPT and not rec.lowered and rec.node == "cond"
     assert rec.reason == "_lower_using_switch_merge is not set: TF keeps the functional op"
+
+
+def test_prepare_steps_are_typed_by_their_rewrite_codes():
+    """The TF-free route's account of its rewrites: each step is a Step whose code is the
+    rewrite's (hand-built: test_prepare's signature graph, one call inlined, every node
+    placed), and each Grappler step's record carries the same code."""
+    from test_prepare import ELEMENTWISE, signature_graph
+
+    from jitsim.frontend.prepare import STEPS, prepare_without_tf
+    from jitsim.records import Step
+
+    p = prepare_without_tf(signature_graph(ELEMENTWISE))
+    # the graph records no _output_shapes, so shapes are inferred before Grappler runs
+    expected = [Code(s) for s in STEPS]
+    expected.insert(2, Code.SHAPE_INFERENCE)
+    assert [s.code for s in p.steps] == expected
+    assert all(isinstance(s, Step) and s.code.kind == "rewrite" for s in p.steps)
+    assert p.steps[0][:2] == ("inline_and_lower", 1)
+    for s in p.steps[3:]:
+        assert p.records[s.code].code is s.code and p.records[s.code].count == s.count

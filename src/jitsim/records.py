@@ -9,11 +9,14 @@
 * :class:`PassResult`: what one post-mark pass (ForceXlaConstantsOnHost, IncreaseDynamism,
   PartiallyDecluster) did: whether the graph changed, and per node name why.
 * :class:`RewriteRecord`: what one rewrite TF makes before its JIT passes did (a Grappler
-  optimizer, placement, lowering): its code, and one :class:`NodeDecision` per node touched.
+  optimizer): its code, and one :class:`NodeDecision` per node touched.
+* :class:`Step`: one line of the TF-free route's account of its rewrites (``Prepared.steps``):
+  the rewrite's code, how many rewrites, a summary.
 
 Typed views of :class:`NodeDecision` stay with the pass whose data they carry:
 EncapsulateSubgraphs' ``ArgDecision`` (code: ``constant``/``normal``/``resource``) and
-BuildXlaOps' cluster decisions (``reasons``: ``lazy_compilation_default``...). Pass results that
+BuildXlaOps' cluster decisions (``reasons``: ``lazy_compilation_default``...), the function
+runtime's ``InlineRecord`` and ``LowerRecord``. Pass results that
 carry a graph (``MarkResult``, ``EncapsulateResult``, ``BuildResult``...) stay with their pass;
 they hold these records.
 
@@ -25,6 +28,7 @@ construction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from jitsim.codes import Code
 
@@ -124,3 +128,12 @@ class RewriteRecord:
     def summary(self) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.by_kind.items(), key=lambda kv: -kv[1]))
         return kinds or self.detail
+
+
+class Step(NamedTuple):
+    """One rewrite of the TF-free route, summed up: ``(code, count, detail)``; ``code`` is a
+    ``rewrite``-kind :class:`Code` (its value the step's name)."""
+
+    code: Code
+    count: int
+    detail: str
