@@ -153,6 +153,8 @@ def test_function_local_imports_defer_something():
 # ``__init__`` imports nothing).
 LAYERS = [
     ("jitsim", "jitsim.defs", "jitsim.errors", "jitsim.accel"),
+    ("jitsim.codes",),                       # the decision codes (the catalogue)
+    ("jitsim.records",),                     # the decision records, for every pass, analysis, rewrite
     ("jitsim.files",),                       # reading and writing files
     ("jitsim.registry", "jitsim.process"),   # TF's registries as data; the command's process
     ("jitsim.graph", "jitsim.flags"),        # graph models and their I/O; TF_XLA_FLAGS

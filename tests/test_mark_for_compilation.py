@@ -24,7 +24,7 @@ from jitsim.registry import protos
 from jitsim.analyses.fingerprint import hash64
 from jitsim.flags import FlagError, parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
-from jitsim.passes.records import NodeDecision
+from jitsim.records import NodeDecision
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph
 
 # -- running the pass ------------------------------------------------------------------------

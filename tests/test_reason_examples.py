@@ -322,7 +322,7 @@ def test_source_and_sink_are_never_candidates(store):
         checked += 1
     assert checked >= 20
     nd = protos.NodeDef(name="_SOURCE", op="_SOURCE")
-    assert CompilabilityChecker(protos.FunctionDefLibrary()).check_node(nd)[0] == "SOURCE_OR_SINK"
+    assert CompilabilityChecker(protos.FunctionDefLibrary()).check_node(nd).code == "SOURCE_OR_SINK"
 
 
 def test_cluster_not_compiled_is_recorded_when_the_cluster_policy_says_no(monkeypatch):

@@ -1,14 +1,17 @@
 """Can XLA compile this node? (TF's ``RecursiveCompilabilityChecker`` with the
 auto-clustering operation filter, tf-passes §7.3.1.)
 
-:func:`check_node` returns ``None`` when compilable, else ``(code, detail, path)``: the
-reason code (:mod:`jitsim.explain.reasons`), TF's words for it, and for failures inside
-called functions the chain of ``function/node`` frames down to the offending node.
+:func:`check_node` returns ``None`` when compilable, else a :class:`Failure`: a
+:class:`~jitsim.records.NodeDecision` (the :class:`~jitsim.codes.Code`, TF's words for it) with,
+for failures inside called functions, the chain of ``function/node`` frames down to the
+offending node (``path``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from jitsim.codes import Code
 
 from jitsim.errors import GraphError
 from jitsim.graph.model import attr_value_to_python
@@ -16,6 +19,7 @@ from jitsim.registry import optypes
 from jitsim.analyses.resource_safety import RESOURCE_OPS, STACK, TENSOR_ARRAY
 from jitsim.graph.tfgraph import CALL_OPS, CASE_OPS, IDENTITY_OPS, IF_OPS, WHILE_OPS
 from jitsim.registry import find_xla_kernel, kernel_mismatch, op_defs, op_library_of, slow_ops
+from jitsim.records import NodeDecision
 
 STATEFUL_RNG_OPS = frozenset({"RandomUniform", "RandomShuffle", "RandomUniformInt", "RandomStandardNormal",
                               "TruncatedNormal", "Multinomial"})
@@ -43,7 +47,16 @@ class OperationFilter:
     allow_unique_op: bool = False
 
 
-Failure = tuple[str, str, tuple[str, ...]]
+@dataclass(kw_only=True)
+class Failure(NodeDecision):
+    """Why the checker refuses a node: a :class:`NodeDecision` and, for a node inside called
+    functions, ``path``: the ``function/node`` frames from the call down to it."""
+
+    path: tuple[str, ...] = ()
+
+    def inside(self, frame: str) -> Failure:
+        """The same failure seen one call further out (``frame`` = ``function/node``)."""
+        return Failure(code=self.code, detail=self.detail, path=(frame,) + self.path)
 
 
 def _summarize_attr(av) -> str:
@@ -128,18 +141,18 @@ class CompilabilityChecker:
             return False
         return any(optypes.is_ref_type(t) for t in producer_types_of())
 
-    def _has_xla_kernel(self, nodedef, producer_types_of) -> tuple[str, str] | None:
+    def _has_xla_kernel(self, nodedef, producer_types_of) -> Failure | None:
         if nodedef.op == "SymbolicGradient":
-            return "UNSUPPORTED_OP", "SymbolicGradient should be handled by IsCompilableCall()."
+            return Failure(code=Code.UNSUPPORTED_OP, detail="SymbolicGradient should be handled by IsCompilableCall().")
         if (nodedef.op == "Const" and not self.filter.allow_string_consts and "dtype" in nodedef.attr
                 and nodedef.attr["dtype"].type == optypes.DT_STRING):
-            return "STRING_CONST", "Const op with type DT_STRING is not supported by XLA."
+            return Failure(code=Code.STRING_CONST, detail="Const op with type DT_STRING is not supported by XLA.")
         if self._has_forwarded_ref_input(nodedef, producer_types_of):
-            return "IDENTITY_UNSAFE_CAST", "Identity with unsafe cast."
+            return Failure(code=Code.IDENTITY_UNSAFE_CAST, detail="Identity with unsafe cast.")
         kernel, why = find_xla_kernel(nodedef, self.jit_device)
         if kernel is None:
-            code = "CUSTOM_OP" if is_custom_op(nodedef.op) else "UNSUPPORTED_OP"
-            return code, _find_kernel_error(nodedef, self.jit_device, why)
+            code = Code.CUSTOM_OP if is_custom_op(nodedef.op) else Code.UNSUPPORTED_OP
+            return Failure(code=code, detail=_find_kernel_error(nodedef, self.jit_device, why))
         return None
 
     # -- the checker -------------------------------------------------------------------------
@@ -161,69 +174,69 @@ class CompilabilityChecker:
                 return optypes.output_types(nodedef, self.fns) or []
 
         if op in ("_SOURCE", "_SINK"):
-            return "SOURCE_OR_SINK", "source or sink node", ()
+            return Failure(code=Code.SOURCE_OR_SINK, detail="source or sink node")
         if depth == 1 and op in ("_Arg", "_Retval"):
-            return "TOP_LEVEL_ARG_RETVAL", "top level _Arg or _Retval", ()
+            return Failure(code=Code.TOP_LEVEL_ARG_RETVAL, detail="top level _Arg or _Retval")
         if "_scoped_allocator" in nodedef.attr or "_forward_from" in nodedef.attr:
-            return "SCOPED_ALLOCATOR", "_scoped_allocator or _forward_from attribute", ()
+            return Failure(code=Code.SCOPED_ALLOCATOR, detail="_scoped_allocator or _forward_from attribute")
         if op in self.force_compilable:
             return None
         if self.is_function_call(nodedef):
             fail = self.check_call(nodedef, depth)
             if fail is not None:
-                code, detail, path = fail
-                if code in ("FUNCTION_DEPTH_LIMIT", "FUNCTION_NOT_FOUND"):
-                    return code, detail, path
-                return "UNSUPPORTED_FUNCTION", f"unsupported function: {detail}", path
+                if fail.code in (Code.FUNCTION_DEPTH_LIMIT, Code.FUNCTION_NOT_FOUND):
+                    return fail
+                return Failure(code=Code.UNSUPPORTED_FUNCTION, detail=f"unsupported function: {fail.detail}",
+                               path=fail.path)
         else:
             bad = self._has_xla_kernel(nodedef, producer_types_of)
             if bad is not None:
-                return bad[0], bad[1], ()
+                return bad
         if op in WHILE_OPS:
             for key in ("cond", "body"):
                 fail = self._check_branch(nodedef, key, depth)
                 if fail is not None:
-                    return "UNSUPPORTED_WHILE", f"unsupported while: {fail[1]}", fail[2]
+                    return Failure(code=Code.UNSUPPORTED_WHILE, detail=f"unsupported while: {fail.detail}", path=fail.path)
         if op in IF_OPS:
             for key in ("then_branch", "else_branch"):
                 fail = self._check_branch(nodedef, key, depth)
                 if fail is not None:
-                    return "UNSUPPORTED_IF", f"unsupported if: {fail[1]}", fail[2]
+                    return Failure(code=Code.UNSUPPORTED_IF, detail=f"unsupported if: {fail.detail}", path=fail.path)
         if f.require_always_compilable and op in CASE_OPS:
             if "branches" not in nodedef.attr:
-                return "UNSUPPORTED_CASE", f"missing 'branches' attribute from node{nodedef.name}", ()
+                return Failure(code=Code.UNSUPPORTED_CASE, detail=f"missing 'branches' attribute from node{nodedef.name}")
             for fn in nodedef.attr["branches"].list.func:
                 fail = self._check_call_named(fn.name, depth)
                 if fail is not None:
-                    return "UNSUPPORTED_CASE", f"unsupported case: {fail[1]}", fail[2]
+                    return Failure(code=Code.UNSUPPORTED_CASE, detail=f"unsupported case: {fail.detail}", path=fail.path)
         if not f.allow_stateful_rng_ops and op in STATEFUL_RNG_OPS:
-            return "STATEFUL_RNG", "stateful random op", ()
+            return Failure(code=Code.STATEFUL_RNG, detail="stateful random op")
         if not f.allow_control_trigger and op == "ControlTrigger":
-            return "CONTROL_TRIGGER", "not allowed control trigger", ()
+            return Failure(code=Code.CONTROL_TRIGGER, detail="not allowed control trigger")
         if not f.allow_eliding_assert_and_checknumerics_ops and op in ("Assert", "CheckNumerics"):
-            return "ASSERT_OR_CHECKNUMERICS", "Assert or CheckNumerics", ()
+            return Failure(code=Code.ASSERT_OR_CHECKNUMERICS, detail="Assert or CheckNumerics")
         if not f.allow_collective_reduce_v2 and op == "CollectiveReduceV2":
-            return "COLLECTIVE_OP", "Collective op", ()
+            return Failure(code=Code.COLLECTIVE_OP, detail="Collective op")
         if not f.allow_where_op and op == "Where":
-            return "WHERE_EXCLUDED", "Where op", ()
+            return Failure(code=Code.WHERE_EXCLUDED, detail="Where op")
         if not f.allow_unique_op and op == "Unique":
-            return "UNIQUE_OP", "Unique op", ()
+            return Failure(code=Code.UNIQUE_OP, detail="Unique op")
         if not f.allow_ops_producing_or_consuming_variant:
             ins = input_types_of()
             outs = output_types_of()
             if optypes.DT_VARIANT in ins or optypes.DT_VARIANT in outs:
-                return "VARIANT_OP", "DT_VARIANT producer/consumer", ()
+                return Failure(code=Code.VARIANT_OP, detail="DT_VARIANT producer/consumer")
         kind = RESOURCE_OPS.get(op)
         if not f.allow_stack_ops and kind is not None and kind[1] == STACK:
-            return "STACK_OP", "Stack op", ()
+            return Failure(code=Code.STACK_OP, detail="Stack op")
         if not f.allow_tensor_array_ops and kind is not None and kind[1] == TENSOR_ARRAY:
-            return "TENSOR_ARRAY_OP", "TensorArray op", ()
+            return Failure(code=Code.TENSOR_ARRAY_OP, detail="TensorArray op")
         if not f.allow_resource_ops_in_called_functions and depth > 1 and optypes.DT_RESOURCE in input_types_of():
-            return "RESOURCE_OP_IN_FUNCTION", "resource variable op in called function", ()
+            return Failure(code=Code.RESOURCE_OP_IN_FUNCTION, detail="resource variable op in called function")
         if not f.allow_inaccurate_ops and op in INACCURATE_OPS:
-            return "INACCURATE_OP", "operation with numerical accuracy issues", ()
+            return Failure(code=Code.INACCURATE_OP, detail="operation with numerical accuracy issues")
         if not f.allow_slow_ops and op in slow_ops():  # the simulated release's OpIsSlow list
-            return "SLOW_OP", "slow operation", ()
+            return Failure(code=Code.SLOW_OP, detail="slow operation")
         return None
 
     def kernel_evidence(self, nodedef, path: tuple[str, ...] = ()) -> dict:
@@ -241,7 +254,7 @@ class CompilabilityChecker:
             ev.update(custom_op_evidence(nodedef.op))
         return ev
 
-    def inner_code(self, path: tuple[str, ...]) -> str | None:
+    def inner_code(self, path: tuple[str, ...]) -> Code | None:
         """For a failure inside called functions (``path`` as :meth:`check_node` returns it):
         the code of the innermost offending node, checked at its own depth (e.g.
         ``RESOURCE_OP_IN_FUNCTION`` under an ``UNSUPPORTED_FUNCTION`` call)."""
@@ -252,11 +265,11 @@ class CompilabilityChecker:
         if nodedef is None:
             return None
         fail = self.check_node(nodedef, len(path) + 1)
-        return fail[0] if fail is not None else None
+        return fail.code if fail is not None else None
 
     def _check_branch(self, nodedef, key: str, depth: int) -> Failure | None:
         if key not in nodedef.attr:
-            return "UNSUPPORTED_OP", f"missing '{key}' attribute from node{nodedef.name}", ()
+            return Failure(code=Code.UNSUPPORTED_OP, detail=f"missing '{key}' attribute from node{nodedef.name}")
         return self._check_call_named(nodedef.attr[key].func.name, depth)
 
     def check_call(self, nodedef, depth: int) -> Failure | None:
@@ -268,14 +281,13 @@ class CompilabilityChecker:
 
     def _check_call_named(self, name: str, depth: int) -> Failure | None:
         if depth > MAX_RECURSION_DEPTH:
-            return "FUNCTION_DEPTH_LIMIT", "function depth limit exceeded", ()
+            return Failure(code=Code.FUNCTION_DEPTH_LIMIT, detail="function depth limit exceeded")
         body = self._body(name)
         if body is None:
             why = self.instantiation_errors.get(name)
-            return "FUNCTION_NOT_FOUND", f"could not instantiate call: '{name}'" + (f" ({why})" if why else ""), ()
+            return Failure(code=Code.FUNCTION_NOT_FOUND, detail=f"could not instantiate call: '{name}'" + (f" ({why})" if why else ""))
         for nd in body:
             fail = self.check_node(nd, depth + 1)
             if fail is not None:
-                code, detail, path = fail
-                return code, detail, (f"{name}/{nd.name}",) + path
+                return fail.inside(f"{name}/{nd.name}")
         return None

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from jitsim.errors import JitsimError
 from jitsim.explain.summary import op_summary
-from jitsim.passes.records import MergeRefusal, NodeDecision
+from jitsim.records import MergeRefusal, NodeDecision
 from jitsim.defs import CLUSTER_ATTR
 
 SCHEMA = "jitsim.clustering/1"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
+from jitsim.codes import Code
 from jitsim.explain import summary
 from jitsim.explain.reasons import REASONS
 from jitsim.defs import MARK_FOR_COMPILATION_PASS
@@ -241,7 +242,7 @@ class NodeExplanation:
             out = [f"{head} is in {self.cluster} ({self.cluster_size} nodes: {self.cluster_ops})."]
         else:
             out = [f"{head} is not in any cluster."]
-        if self.code != "CLUSTERED":
+        if self.code != Code.CLUSTERED:
             out.append(f"  reason:    {self.code}: {r['title']}")
             if self.detail and self.detail != r["title"]:
                 out.append(f"  TF says:   {self.detail.splitlines()[0]}")
@@ -252,7 +253,7 @@ class NodeExplanation:
             out.append(f"  docs:      {r['docs']}")
         if len(self.history) > 1:
             out.append("  history:   " + " -> ".join(f"{h['pass']}: {h['code']}" for h in self.history))
-        if self.group_members and not self.cluster and self.code in ("CLUSTER_TOO_SMALL", "CLUSTER_NOT_COMPILED"):
+        if self.group_members and not self.cluster and self.code in (Code.CLUSTER_TOO_SMALL, Code.CLUSTER_NOT_COMPILED):
             out.append(f"  its would-be cluster: {_short(self.group_members)}")
             if self.boundary:
                 out.append("  which could not grow past: " + "; ".join(
@@ -305,7 +306,7 @@ def _merge_notes(c, group: str) -> list[MergeNote]:
             continue
         seen.add(key)
         ev = dict(r.evidence)
-        if r.code == "MERGE_CYCLE" and ev.get("path"):
+        if r.code == Code.MERGE_CYCLE and ev.get("path"):
             ev["route"] = [_where(c, x) for x in [r.from_node, *ev["path"], r.to_node]]
         notes.append(MergeNote(_label(c, other, groups.get(other, [other])), "into" if fa == group else "from",
                                r.phase, r.code, r.detail, ev))
@@ -404,7 +405,7 @@ class PairExplanation:
             out.append("merges TF refused between them:")
             out.extend(merge_lines(self.refusals, "  ", all_merges))
         for ex in (self.a, self.b):
-            if not self.together and ex.code != "CLUSTERED":
+            if not self.together and ex.code != Code.CLUSTERED:
                 out.append("")
                 out.append(ex.format_text(all_merges))
         return "\n".join(out)

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import graphviz
 
+from jitsim.codes import FAMILIES as CODE_FAMILIES, Code
 from jitsim.errors import JitsimError
-from jitsim.explain.reasons import REASONS
 from jitsim.explain.summary import op_counts
 
 VIEWS = ("auto", "full", "collapsed")
@@ -44,34 +44,27 @@ _CLUSTER_COLOURS = [
     ("#fffde7", "#fdd835"), ("#e8eaf6", "#3949ab"), ("#fce4ec", "#d81b60"), ("#efebe9", "#6d4c41"),
 ]
 
-# reason-code families: family -> (fill colour, what the family means)
-FAMILIES = {
-    "unsupported": ("#f8c6c6", "XLA cannot compile the op"),
-    "declustered": ("#fddcaa", "cluster too small or taken apart after clustering"),
-    "configuration": ("#c9ddff", "flags, device or attributes rule it out"),
-    "structural": ("#e4e4e4", "never clustered (arguments, return values, graph-level)"),
-    "unknown": ("#ffffff", "no decision recorded"),
+# the colour of each reason-code family (jitsim.codes.FAMILIES: each code's ``family``):
+# family -> (fill colour, what the family means)
+_FILLS = {
+    "unsupported": "#f8c6c6",
+    "declustered": "#fddcaa",
+    "configuration": "#c9ddff",
+    "structural": "#e4e4e4",
+    "clustered": "#ffffff",
+    "record": "#ffffff",
 }
-_CONFIGURATION = frozenset({
-    "NO_DEVICE", "XLA_COMPILE_FALSE", "NO_JIT_DEVICE", "POLICY_NOT_ENABLED", "NOT_IN_OPS_TO_CLUSTER",
-    "WHATIF_EXCLUDED", "FUEL_EXHAUSTED", "WHERE_EXCLUDED", "SCOPED_ALLOCATOR",
-})
-_DECLUSTERED = frozenset({"CLUSTER_TOO_SMALL", "CLUSTER_NOT_COMPILED", "FILL_DECLUSTERED", "INPUT_HOSTMEM",
-                          "SLICE_MADE_STATIC"})
-_STRUCTURAL = frozenset({"TOP_LEVEL_ARG_RETVAL", "SOURCE_OR_SINK"})
+FAMILIES = {**{family: (_FILLS[family], meaning) for family, meaning in CODE_FAMILIES.items()},
+            "unknown": ("#ffffff", "no decision recorded")}
 
 
 def code_family(code: str) -> str:
-    """The colour family of a reason code (see :data:`FAMILIES`)."""
-    if code in _CONFIGURATION:
-        return "configuration"
-    if code in _DECLUSTERED or code.startswith("DECLUSTERED_"):
-        return "declustered"
-    if code in _STRUCTURAL or code.startswith("GRAPH_"):
-        return "structural"
-    if code == "UNKNOWN" or code not in REASONS:
+    """The colour family of a reason code (the catalogue's, :class:`~jitsim.codes.Code`);
+    ``unknown`` for a node without a decision."""
+    try:
+        return Code(code).family
+    except ValueError:  # UNKNOWN: no decision
         return "unknown"
-    return "unsupported"
 
 
 def cluster_colours(c) -> dict[str, tuple[str, str]]:

@@ -121,12 +121,8 @@ def _flags_as_code(text: str) -> str:
 
 
 def _docs_link(r) -> str:
-    """The reason's entry in docs/reasons.md as a link: to the source tree's docs where jitsim runs
-    from one (an editable install), else the path as text."""
-    docs = Path(jitsim.__file__).resolve().parents[2] / "docs" / "reasons.md"
-    page, _, frag = r.anchor.partition("#")
-    if docs.is_file():
-        return f'<a class="docs" href="{_e(docs.as_uri())}#{_e(frag)}">{_e(r.anchor)}</a>'
+    """Where docs/reasons.md documents the reason, as text: the page is self-contained (the
+    catalogue's text for the code is embedded beside it) and never points into a checkout."""
     return f'<span class="docs">{_e(r.anchor)}</span>'
 
 

@@ -29,6 +29,8 @@ from jitsim.graph.model import Graph
 from jitsim.graph.graphedit import EditGraph, sort_topologically
 from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR
 from jitsim.registry import op_def
+from jitsim.codes import Code
+from jitsim.records import Step
 
 STEPS = ("inline_and_lower", "placement", "model_pruner", "common_subgraph_elimination", "arithmetic_optimizer",
          "constant_folding", "remapper", "dependency_optimizer")
@@ -37,11 +39,11 @@ STEPS = ("inline_and_lower", "placement", "model_pruner", "common_subgraph_elimi
 @dataclass
 class Prepared:
     """``graph``: ready for ``cluster_graph(graph, flags, input_stage="graphdef")``.
-    ``steps``: ``(step name, count, detail)`` in the order run. ``caveats``: sentences on how
-    the prediction may differ from TF's for this graph."""
+    ``steps``: :class:`~jitsim.records.Step` tuples ``(code, count, detail)`` in the order run.
+    ``caveats``: sentences on how the prediction may differ from TF's for this graph."""
 
     graph: Graph
-    steps: list[tuple[str, int, str]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
     records: dict = field(default_factory=dict)  # step name -> its record object
 
@@ -112,7 +114,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
         lr = lower_and_inline(eg, fetchable=False)
         c = lr.counts()
         out.records["inline_and_lower"] = lr
-        out.steps.append(("inline_and_lower", c["inlined_calls"] + c["lowered"],
+        out.steps.append(Step(Code.INLINE_AND_LOWER, c["inlined_calls"] + c["lowered"],
                           f"{c['inlined_calls']} function calls inlined, {c['lowered']} If/Case/While lowered"))
         for r in lr.inline_records:
             if not r.inlined:
@@ -130,7 +132,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
         out.records["placement"] = pr
         n = sum(pr.placed.values())
         detail = ", ".join(f"{v} on {k}" for k, v in pr.placed.items()) or "every node had a device"
-        out.steps.append(("placement", n, detail))
+        out.steps.append(Step(Code.PLACEMENT, n, detail))
         if pr.cpu_fallback:
             out.caveats.append(f"{len(pr.cpu_fallback)} node(s) have no GPU kernel and were placed on the CPU "
                                f"(e.g. {pr.cpu_fallback[0]!r}); TF's placer may colocate some of them differently")
@@ -142,7 +144,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     inferring = infer_shapes and not records_shapes(eg)
     assumed: list[str] = []
     if inferring and any(s in grappler for s in ("arithmetic_optimizer", "constant_folding", "remapper")):
-        out.steps.append(("shape_inference", 0, "the graph records no _output_shapes: shapes inferred "
+        out.steps.append(Step(Code.SHAPE_INFERENCE, 0, "the graph records no _output_shapes: shapes inferred "
                           "(jitsim.analyses.shape_inference) for the shape-dependent rewrites"))
     for round_ in range(2):
         for step in grappler:
@@ -153,20 +155,14 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
             if step == "model_pruner":
                 rec = prune_unreachable(eg, keep, fetches)
                 trivial = remove_trivial_ops(eg, keep)
-                rec.count += trivial.count
-                rec.nodes.extend(trivial.nodes)
-                for k, v in trivial.by_kind.items():
-                    rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+                rec.extend(trivial)
             elif step == "common_subgraph_elimination":
                 rec = eliminate_common_subgraphs(eg, keep)
             elif step == "arithmetic_optimizer":
                 rec = remove_redundant_reshapes(eg, keep, sv)
                 for stage in (hoist_unary_out_of_concat, compose_unary_chains):
                     more = stage(eg, keep)
-                    rec.count += more.count
-                    rec.nodes.extend(more.nodes)
-                    for k, v in more.by_kind.items():
-                        rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+                    rec.extend(more)
             elif step == "constant_folding":
                 rec = fold_constants(eg, keep, sv)
             elif step == "remapper":
@@ -176,15 +172,12 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                 rec = optimize_dependencies(eg, keep, fetch_known=fetch_known)
             if round_ == 0:
                 out.records[step] = rec
-                out.steps.append((step, rec.count, rec.summary()))
+                out.steps.append(Step(rec.code, rec.count, rec.summary()))
             else:
                 prev = out.records[step]
-                prev.count += rec.count
-                prev.nodes.extend(rec.nodes)
-                for k, v in rec.by_kind.items():
-                    prev.by_kind[k] = prev.by_kind.get(k, 0) + v
+                prev.extend(rec)
                 i = next(j for j, s in enumerate(out.steps) if s[0] == step)
-                out.steps[i] = (step, prev.count, prev.summary())
+                out.steps[i] = Step(prev.code, prev.count, prev.summary())
     sort_topologically(eg)
     out.graph = eg.to_graph(graph.source)
     out.caveats.extend(_caveats(out.graph, skip, inferring))

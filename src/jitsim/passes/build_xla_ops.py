@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jitsim.codes import Code
 from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.graph.model import Graph
@@ -79,16 +80,12 @@ FUNCTION_CALL_OPS = frozenset({"SymbolicGradient", "PartitionedCall", "StatefulP
 EDGESET_INLINE = 8
 
 LAZY, STRICT = "lazy", "strict"
-# Why a cluster got its mode (decision ``reasons``).
-REASON_LAZY_DEFAULT = "lazy_compilation_default"
-REASON_LAZY_DISABLED = "lazy_compilation_disabled"
-REASON_DEVICE_REQUIRES_COMPILATION = "device_requires_compilation"
 
 
 @dataclass
 class BuildResult:
     """``changed``: any cluster rewritten. ``decisions``: per cluster call node, in the order
-    processed (node id): ``mode`` (lazy/strict), ``reasons`` (``REASON_*`` codes) and
+    processed (node id): ``mode`` (lazy/strict), ``reasons`` (``cluster``-kind codes of :mod:`jitsim.codes`) and
     ``detail``, ``device`` (the inferred XLA device) and ``device_candidates`` (in
     DeviceInfoCache order), input counts, ``has_reference_vars``,
     ``must_compile_in_function`` (informative: ``_XlaMustCompile`` does not matter here),
@@ -432,14 +429,14 @@ def _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_pro
         raise GraphError(f"cluster {n.name!r}: device {device!r} has no XLA compilation device registered")
     reasons, details = [], []
     if reg.policy == ALWAYS:
-        reasons.append(REASON_DEVICE_REQUIRES_COMPILATION)
+        reasons.append(Code.DEVICE_REQUIRES_COMPILATION)
         details.append(f"the {dev_type} XLA registration always compiles")
     if not lazy_enabled:
-        reasons.append(REASON_LAZY_DISABLED)
+        reasons.append(Code.LAZY_COMPILATION_DISABLED)
         details.append("--tf_xla_enable_lazy_compilation=false")
     strict = bool(reasons)
     if not strict:
-        reasons.append(REASON_LAZY_DEFAULT)
+        reasons.append(Code.LAZY_COMPILATION_DEFAULT)
         details.append(f"{dev_type} does not require compilation and lazy compilation is enabled")
     has_ref_vars = _attr_bool(n.nodedef, HAS_REFERENCE_VARS_ATTR)
     if has_ref_vars is None:

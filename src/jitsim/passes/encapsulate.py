@@ -60,6 +60,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from jitsim.codes import Code
 from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.graph.function_def import arg_count, graph_to_function_def, merge_debug_info
@@ -69,6 +70,7 @@ from jitsim.rewrites.function_optimizer import FunctionOptimizer, add_node, fixu
 from jitsim.registry.optypes import DT_RESOURCE, NodeTypes, is_ref_type
 from jitsim.graph.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs, post_order
 from jitsim.registry import op_def
+from jitsim.records import NodeDecision
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, IS_GUARANTEED_CONSTANT_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR
 
@@ -82,18 +84,26 @@ TPU_EXECUTE_OPS = frozenset({"TPUExecute", "TPUExecuteAndUpdateVariables"})
 # -- results ------------------------------------------------------------------------------
 
 
-@dataclass
-class ArgDecision:
-    """One function argument: where it comes from and why it sits where it does."""
+@dataclass(kw_only=True)
+class ArgDecision(NodeDecision):
+    """One function argument: where it comes from and why it sits where it does. A
+    :class:`NodeDecision` whose code is the argument's kind (``arg``-kind codes:
+    ``constant``, ``normal``, ``resource``) and whose detail says why."""
 
     index: int  # order of first appearance (edge-id order)
     position: int  # final position in the signature
     name: str  # signature name
     source: str  # "node:slot" in the input graph
     dtype: int
-    kind: str  # "constant" | "normal" | "resource"
-    reason: str
     guaranteed_constant: bool = False
+
+    @property
+    def kind(self) -> Code:
+        return self.code
+
+    @property
+    def reason(self) -> str:
+        return self.detail
 
     def to_json(self) -> dict:
         return {"index": self.index, "position": self.position, "name": self.name,
@@ -211,6 +221,55 @@ class _Subgraph:
         self.control_output_names: set[str] = set()
         self.call_nodedef = None
         self.decision: ClusterDecision | None = None
+
+    def record_control_result(self, src_image: TfNode) -> None:
+        """``RecordControlResult``: a control edge leaves the cluster from ``src_image``."""
+        self.control_output_names.add(src_image.name)
+
+    def record_result(self, src: TfNode, src_output: int, src_image: TfNode, types: NodeTypes) -> None:
+        """``RecordResult``: a data edge leaves the cluster; the first time per tensor it gets
+        a ``_Retval`` ``<src>_<slot>_retval``."""
+        dtype = types.output_type(src.nodedef, src_output)
+        if is_ref_type(dtype):
+            raise GraphError("Ref Tensors (e.g., Variables) are not supported as results: "
+                             f"tensor {src.name}:{src_output}")
+        key = (src.id, src_output)
+        if key in self.results:
+            return
+        index = len(self.results)
+        self.results[key] = index
+        rd = protos.NodeDef(name=f"{src.name}_{src_output}_retval", op="_Retval")
+        rd.attr["T"].type = dtype
+        rd.attr["index"].i = index
+        merge_debug_info(src.nodedef, rd)
+        ret = add_node(self.graph, rd)
+        self.graph.add_edge(src_image.id, src_output, ret.id, 0)
+        self.result_nodes.append(ret)
+        self.result_sources.append((src.name, src_output))
+
+    def record_arg(self, src: TfNode, src_output: int, dst: TfNode, dst_input: int, dst_image: TfNode,
+                   types: NodeTypes, src_arg_pairs: list[tuple[int, TfNode]]) -> None:
+        """``RecordArg``: a data edge enters the cluster; the first time per tensor it gets an
+        ``_Arg`` ``<src>_<slot>_arg``, and every consumer reads that argument."""
+        dtype = types.input_type(dst.nodedef, dst_input)
+        if is_ref_type(dtype):
+            raise GraphError("Ref Tensors (e.g., Variables) are not supported as args: "
+                             f"tensor {src.name}:{src_output}")
+        key = (src.id, src_output)
+        index = self.args_by_src.get(key)
+        if index is None:
+            index = self.args_by_src[key] = len(self.args_by_src)
+            ad = protos.NodeDef(name=f"{src.name}_{src_output}_arg", op="_Arg")
+            ad.attr["T"].type = dtype
+            ad.attr["index"].i = index
+            if src.nodedef is not None:
+                merge_debug_info(src.nodedef, ad)
+            arg = add_node(self.graph, ad)
+            src_arg_pairs.append((src.id, arg))
+            self.args.append(arg)
+            self.arg_sources.append((src.name, src_output))
+        self.args_by_dst[(dst.id, dst_input)] = index
+        self.graph.add_edge(self.args[index].id, 0, dst_image.id, dst_input)
 
 
 # -- _XlaHasReferenceVars ---------------------------------------------------------------------
@@ -359,6 +418,170 @@ def _const_reason(sg: TfGraph, arg: TfNode, must: bytearray, analysis, types: No
 # -- the pass ------------------------------------------------------------------------------------
 
 
+class _Encapsulator:
+    """TF's ``Encapsulator``: the input graph, its clusters' subgraphs, and one method per
+    phase of the pass (split, build the functions, build the output graph)."""
+
+    def __init__(self, g: TfGraph, group_attribute: str):
+        self.g = g
+        self.group_attribute = group_attribute
+        self.library = protos.FunctionDefLibrary()
+        self.library.CopyFrom(g.library)
+        self.types = NodeTypes(self.library)
+        self.cluster_of: list[str] = [""] * g.num_node_ids  # node id -> its cluster ("" = none)
+        self.subgraphs: dict[str, _Subgraph] = {}
+        self.images: dict[int, TfNode] = {}  # input node id -> its copy in its cluster's subgraph
+        self.order: list[str] = []
+
+    # -- SplitIntoSubgraphs
+    def split_into_subgraphs(self) -> None:
+        """Copy each cluster's nodes, then its edges, into one subgraph per cluster."""
+        self.copy_subgraph_nodes()
+        src_arg_pairs = self.copy_subgraph_edges()
+        _mark_guaranteed_constants(self.g, src_arg_pairs)
+        for sub in self.subgraphs.values():
+            fixup_source_and_sink(sub.graph)
+
+    def copy_subgraph_nodes(self) -> None:
+        """``CopySubgraphNodes``: cluster members, in node-id order, without the group attribute."""
+        attr = self.group_attribute
+        for n in self.g.op_nodes():
+            if attr not in n.attr:
+                continue
+            av = n.attr[attr]
+            if av.WhichOneof("value") != "s":
+                raise GraphError(f"attr {attr} of node {n.name!r} is not a string")
+            name = av.s.decode()
+            if not name:
+                continue
+            self.cluster_of[n.id] = name
+            sub = self.subgraphs.get(name)
+            if sub is None:
+                sub = self.subgraphs[name] = _Subgraph(name, self.library, self.g.versions)
+            if not sub.device:
+                sub.device = n.device
+            nd = _copy_nodedef(n.nodedef)
+            del nd.attr[attr]
+            self.images[n.id] = add_node(sub.graph, nd)
+            sub.members.append(n.name)
+
+    def copy_subgraph_edges(self) -> list[tuple[int, TfNode]]:
+        """``CopySubgraphEdges``: in edge-id order, an edge inside a cluster is copied, one
+        leaving a cluster records a result (or a control output), one entering records an
+        argument. Returns the (source node id, ``_Arg``) pairs."""
+        src_arg_pairs: list[tuple[int, TfNode]] = []
+        nodes, images, cluster_of = self.g.nodes, self.images, self.cluster_of
+        for e in self.g.edges():
+            src_c, dst_c = cluster_of[e.src], cluster_of[e.dst]
+            if src_c and src_c == dst_c:
+                sg = self.subgraphs[src_c].graph
+                if e.is_control:
+                    sg.add_control_edge(images[e.src].id, images[e.dst].id)
+                else:
+                    sg.add_edge(images[e.src].id, e.src_output, images[e.dst].id, e.dst_input)
+                continue
+            if src_c:
+                if e.is_control:
+                    self.subgraphs[src_c].record_control_result(images[e.src])
+                else:
+                    self.subgraphs[src_c].record_result(nodes[e.src], e.src_output, images[e.src], self.types)
+            if dst_c and not e.is_control:
+                self.subgraphs[dst_c].record_arg(nodes[e.src], e.src_output, nodes[e.dst], e.dst_input,
+                                                 images[e.dst], self.types, src_arg_pairs)
+        return src_arg_pairs
+
+    def iteration_order(self, cluster_order: Iterable[str] | None) -> None:
+        """The order TF iterates its clusters in (see the module docstring): the named ones
+        first, then the rest in jitsim's order."""
+        order = []
+        for name in cluster_order or ():
+            if name in self.subgraphs and name not in order:
+                order.append(name)
+        self.order = order + [name for name in self.subgraphs if name not in order]
+
+    # -- BuildFunctionDefs
+    def build_function_defs(self, flags, xla_rewrite: bool) -> tuple[list, dict[str, ClusterDecision]]:
+        """One FunctionDef per cluster, added to the library (with the rewrite callback:
+        optimized, arguments permuted; without: as split)."""
+        from jitsim.analyses.const_analysis import ConstAnalysis
+
+        analysis = ConstAnalysis(self.library)
+        functions = []
+        decisions: dict[str, ClusterDecision] = {}
+        for name in self.order:
+            sub = self.subgraphs[name]
+            fdef = (_build_function(sub, self.types, flags, analysis) if xla_rewrite
+                    else _plain_function(sub, self.types))
+            self.library.function.add().CopyFrom(fdef)
+            functions.append(fdef)
+            decisions[name] = sub.decision
+        return functions, decisions
+
+    # -- BuildOutputGraph
+    def build_output_graph(self) -> TfGraph:
+        """A new graph: the nodes outside every cluster, one call node per cluster, the edges
+        between them."""
+        out = TfGraph(library=self.library, versions=self.g.versions)
+        image_out = self.copy_nodes_to_output_graph(out)
+        call_ids = self.add_function_call_nodes(out)
+        self.add_edges_to_output_graph(out, image_out, call_ids)
+        _sync_inputs(out)
+        return out
+
+    def copy_nodes_to_output_graph(self, out: TfGraph) -> dict[int, int]:
+        """``CopyNodesToOutputGraph``: non-cluster nodes in node-id order; input id -> output id."""
+        image_out: dict[int, int] = {SOURCE_ID: SOURCE_ID, SINK_ID: SINK_ID}
+        for n in self.g.op_nodes():
+            if not self.cluster_of[n.id]:
+                image_out[n.id] = add_node(out, _copy_nodedef(n.nodedef)).id
+        return image_out
+
+    def add_function_call_nodes(self, out: TfGraph) -> dict[str, int]:
+        """``AddFunctionCallNodes``: one call node per cluster, in iteration order."""
+        return {name: add_node(out, self.subgraphs[name].call_nodedef).id for name in self.order}
+
+    def add_edges_to_output_graph(self, out: TfGraph, image_out: dict[int, int], call_ids: dict[str, int]) -> None:
+        """``AddEdgesToOutputGraph``: every edge not internal to one cluster, in edge-id order,
+        mapped onto the call nodes (a result's or an argument's index) and deduplicated."""
+        cluster_of, subgraphs = self.cluster_of, self.subgraphs
+        added: set[tuple[int, int, int, int]] = set()
+        for e in self.g.edges():
+            src_c, dst_c = cluster_of[e.src], cluster_of[e.dst]
+            if src_c and src_c == dst_c:
+                continue
+            s = call_ids[src_c] if src_c else image_out[e.src]
+            d = call_ids[dst_c] if dst_c else image_out[e.dst]
+            if e.is_control:
+                key = (s, CONTROL, d, CONTROL)
+                if key not in added:
+                    added.add(key)
+                    out.add_control_edge(s, d)
+                continue
+            so = subgraphs[src_c].results[(e.src, e.src_output)] if src_c else e.src_output
+            di = subgraphs[dst_c].args_by_dst[(e.dst, e.dst_input)] if dst_c else e.dst_input
+            key = (s, so, d, di)
+            if key not in added:
+                added.add(key)
+                out.add_edge(s, so, d, di)
+
+    # -- the pass's last step
+    def add_has_reference_vars(self, out: TfGraph) -> list:
+        """``_XlaHasReferenceVars`` on every node of ``out`` (after TF's
+        encapsulate_subgraphs_after dump; the library now has the cluster functions, whose
+        bodies are the optimized subgraphs). Returns what each node had before (the dump's)."""
+        related = _RefVars(self.library, NodeTypes(self.library),
+                           {name: sub.graph for name, sub in self.subgraphs.items()}).related(out)
+        patches = []
+        for n in out.op_nodes():
+            old = None
+            if HAS_REFERENCE_VARS_ATTR in n.attr:
+                old = protos.AttrValue()
+                old.CopyFrom(n.attr[HAS_REFERENCE_VARS_ATTR])
+            patches.append((n.name, old))
+            n.attr[HAS_REFERENCE_VARS_ATTR].b = n.id in related
+        return patches
+
+
 @with_custom_op_signatures
 def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str] | None = None,
                           group_attribute: str = CLUSTER_ATTR, xla_rewrite: bool = True) -> EncapsulateResult:
@@ -374,162 +597,16 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
     ``_Xla*`` attributes) and no ``_XlaHasReferenceVars`` step (that is the pass's, not the
     function's).
     """
-    from jitsim.analyses.const_analysis import ConstAnalysis
-
     if any(n.op in TPU_EXECUTE_OPS for n in g.op_nodes()):
         return EncapsulateResult(graph=g, functions=[], decisions={})
-
-    library = protos.FunctionDefLibrary()
-    library.CopyFrom(g.library)
-    types = NodeTypes(library)
-
-    # -- SplitIntoSubgraphs
-    cluster_of: list[str] = [""] * g.num_node_ids
-    subgraphs: dict[str, _Subgraph] = {}
-    images: dict[int, TfNode] = {}
-    for n in g.op_nodes():
-        if group_attribute not in n.attr:
-            continue
-        av = n.attr[group_attribute]
-        if av.WhichOneof("value") != "s":
-            raise GraphError(f"attr {group_attribute} of node {n.name!r} is not a string")
-        name = av.s.decode()
-        if not name:
-            continue
-        cluster_of[n.id] = name
-        sub = subgraphs.get(name)
-        if sub is None:
-            sub = subgraphs[name] = _Subgraph(name, library, g.versions)
-        if not sub.device:
-            sub.device = n.device
-        nd = _copy_nodedef(n.nodedef)
-        del nd.attr[group_attribute]
-        images[n.id] = add_node(sub.graph, nd)
-        sub.members.append(n.name)
-
-    src_arg_pairs: list[tuple[int, TfNode]] = []
-    nodes = g.nodes
-    for e in g.edges():
-        src_c, dst_c = cluster_of[e.src], cluster_of[e.dst]
-        if src_c and src_c == dst_c:
-            sg = subgraphs[src_c].graph
-            if e.is_control:
-                sg.add_control_edge(images[e.src].id, images[e.dst].id)
-            else:
-                sg.add_edge(images[e.src].id, e.src_output, images[e.dst].id, e.dst_input)
-            continue
-        if src_c:
-            sub = subgraphs[src_c]
-            if e.is_control:
-                sub.control_output_names.add(images[e.src].name)
-            else:
-                src = nodes[e.src]
-                dtype = types.output_type(src.nodedef, e.src_output)
-                if is_ref_type(dtype):
-                    raise GraphError("Ref Tensors (e.g., Variables) are not supported as results: "
-                                     f"tensor {src.name}:{e.src_output}")
-                key = (e.src, e.src_output)
-                if key not in sub.results:
-                    index = len(sub.results)
-                    sub.results[key] = index
-                    rd = protos.NodeDef(name=f"{src.name}_{e.src_output}_retval", op="_Retval")
-                    rd.attr["T"].type = dtype
-                    rd.attr["index"].i = index
-                    merge_debug_info(src.nodedef, rd)
-                    ret = add_node(sub.graph, rd)
-                    sub.graph.add_edge(images[e.src].id, e.src_output, ret.id, 0)
-                    sub.result_nodes.append(ret)
-                    sub.result_sources.append((src.name, e.src_output))
-        if dst_c and not e.is_control:
-            sub = subgraphs[dst_c]
-            src, dst = nodes[e.src], nodes[e.dst]
-            dtype = types.input_type(dst.nodedef, e.dst_input)
-            if is_ref_type(dtype):
-                raise GraphError("Ref Tensors (e.g., Variables) are not supported as args: "
-                                 f"tensor {src.name}:{e.src_output}")
-            key = (e.src, e.src_output)
-            index = sub.args_by_src.get(key)
-            if index is None:
-                index = sub.args_by_src[key] = len(sub.args_by_src)
-                ad = protos.NodeDef(name=f"{src.name}_{e.src_output}_arg", op="_Arg")
-                ad.attr["T"].type = dtype
-                ad.attr["index"].i = index
-                if src.nodedef is not None:
-                    merge_debug_info(src.nodedef, ad)
-                arg = add_node(sub.graph, ad)
-                src_arg_pairs.append((e.src, arg))
-                sub.args.append(arg)
-                sub.arg_sources.append((src.name, e.src_output))
-            sub.args_by_dst[(e.dst, e.dst_input)] = index
-            sub.graph.add_edge(sub.args[index].id, 0, images[e.dst].id, e.dst_input)
-
-    _mark_guaranteed_constants(g, src_arg_pairs)
-    for sub in subgraphs.values():
-        fixup_source_and_sink(sub.graph)
-
-    # -- the order TF iterates its clusters in (see the module docstring)
-    order = []
-    for name in cluster_order or ():
-        if name in subgraphs and name not in order:
-            order.append(name)
-    order += [name for name in subgraphs if name not in order]
-
-    # -- BuildFunctionDefs
-    analysis = ConstAnalysis(library)
-    functions = []
-    decisions: dict[str, ClusterDecision] = {}
-    for name in order:
-        sub = subgraphs[name]
-        fdef = _build_function(sub, types, flags, analysis) if xla_rewrite else _plain_function(sub, types)
-        library.function.add().CopyFrom(fdef)
-        functions.append(fdef)
-        decisions[name] = sub.decision
-
-    # -- BuildOutputGraph
-    out = TfGraph(library=library, versions=g.versions)
-    image_out: dict[int, int] = {SOURCE_ID: SOURCE_ID, SINK_ID: SINK_ID}
-    for n in g.op_nodes():
-        if cluster_of[n.id]:
-            continue
-        image_out[n.id] = add_node(out, _copy_nodedef(n.nodedef)).id
-    call_ids: dict[str, int] = {}
-    for name in order:
-        call_ids[name] = add_node(out, subgraphs[name].call_nodedef).id
-    added: set[tuple[int, int, int, int]] = set()
-    for e in g.edges():
-        src_c, dst_c = cluster_of[e.src], cluster_of[e.dst]
-        if src_c and src_c == dst_c:
-            continue
-        s = call_ids[src_c] if src_c else image_out[e.src]
-        d = call_ids[dst_c] if dst_c else image_out[e.dst]
-        if e.is_control:
-            key = (s, CONTROL, d, CONTROL)
-            if key not in added:
-                added.add(key)
-                out.add_control_edge(s, d)
-            continue
-        so = subgraphs[src_c].results[(e.src, e.src_output)] if src_c else e.src_output
-        di = subgraphs[dst_c].args_by_dst[(e.dst, e.dst_input)] if dst_c else e.dst_input
-        key = (s, so, d, di)
-        if key not in added:
-            added.add(key)
-            out.add_edge(s, so, d, di)
-
-    _sync_inputs(out)
+    enc = _Encapsulator(g, group_attribute)
+    enc.split_into_subgraphs()
+    enc.iteration_order(cluster_order)
+    functions, decisions = enc.build_function_defs(flags, xla_rewrite)
+    out = enc.build_output_graph()
     if not xla_rewrite:
         return EncapsulateResult(graph=out, functions=functions, decisions=decisions)
-
-    # -- _XlaHasReferenceVars on every node (after TF's encapsulate_subgraphs_after dump)
-    # (the library now has the cluster functions; their bodies are the optimized subgraphs)
-    related = _RefVars(library, NodeTypes(library), {name: sub.graph for name, sub in subgraphs.items()}).related(out)
-    patches = []
-    for n in out.op_nodes():
-        old = None
-        if HAS_REFERENCE_VARS_ATTR in n.attr:
-            old = protos.AttrValue()
-            old.CopyFrom(n.attr[HAS_REFERENCE_VARS_ATTR])
-        patches.append((n.name, old))
-        n.attr[HAS_REFERENCE_VARS_ATTR].b = n.id in related
+    patches = enc.add_has_reference_vars(out)
     return EncapsulateResult(graph=out, functions=functions, decisions=decisions, _dump_patches=patches)
 
 
@@ -580,9 +657,9 @@ def _plain_function(sub: _Subgraph, types: NodeTypes):
     for i, arg in enumerate(sub.args):
         src, slot = sub.arg_sources[i]
         sub.decision.args.append(ArgDecision(
+            Code.ARG_NORMAL, "no rewrite: arguments in first-seen order",
             index=i, position=i, name=names.get(arg.name, arg.name), source=f"{src}:{slot}",
-            dtype=arg.attr["T"].type, kind="normal", reason="no rewrite: arguments in first-seen order",
-            guaranteed_constant=GUARANTEED_CONSTANT_ATTR in arg.attr))
+            dtype=arg.attr["T"].type, guaranteed_constant=GUARANTEED_CONSTANT_ATTR in arg.attr))
     sub.decision.control_outputs = sorted(fdef.control_ret.keys())
     return fdef
 
@@ -618,11 +695,11 @@ def _build_function(sub: _Subgraph, types: NodeTypes, flags, analysis):
             if arg_types[i] == DT_RESOURCE:
                 raise GraphError(f"cluster {sub.name}: Resource arguments cannot be constant "
                                  f"(argument {i})")
-            perm[i], const_pos, kind = const_pos, const_pos + 1, "constant"
+            perm[i], const_pos, kind = const_pos, const_pos + 1, Code.ARG_CONSTANT
         elif arg_types[i] == DT_RESOURCE:
-            perm[i], res_pos, kind = res_pos, res_pos + 1, "resource"
+            perm[i], res_pos, kind = res_pos, res_pos + 1, Code.ARG_RESOURCE
         else:
-            perm[i], arg_pos, kind = arg_pos, arg_pos + 1, "normal"
+            perm[i], arg_pos, kind = arg_pos, arg_pos + 1, Code.ARG_NORMAL
         kinds.append(kind)
     for n in sg.op_nodes():
         if n.op == "_Arg":
@@ -645,17 +722,16 @@ def _build_function(sub: _Subgraph, types: NodeTypes, flags, analysis):
     for i, arg in enumerate(sub.args):
         src, slot = sub.arg_sources[i]
         kind = kinds[i]
-        if kind == "constant":
+        if kind == Code.ARG_CONSTANT:
             reason = (_const_reason(sg, arg, must, analysis, types) if arg.id < len(sg.nodes)
                       and sg.nodes[arg.id] is not None else "compile-time constant")
-        elif kind == "resource":
+        elif kind == Code.ARG_RESOURCE:
             reason = "DT_RESOURCE argument: resource args go last"
         else:
             reason = "not needed at compile time"
         decision.args.append(ArgDecision(
-            index=i, position=perm[i], name=arg_names.get(perm[i], arg.name), source=f"{src}:{slot}",
-            dtype=arg_types[i], kind=kind, reason=reason,
-            guaranteed_constant=GUARANTEED_CONSTANT_ATTR in arg.attr))
+            kind, reason, index=i, position=perm[i], name=arg_names.get(perm[i], arg.name), source=f"{src}:{slot}",
+            dtype=arg_types[i], guaranteed_constant=GUARANTEED_CONSTANT_ATTR in arg.attr))
     decision.args.sort(key=lambda a: a.position)
     for i, ret in enumerate(sub.result_nodes):
         src, slot = sub.result_sources[i]

@@ -12,10 +12,11 @@ runs before the other two post-mark passes (tf-passes §10).
 
 from __future__ import annotations
 
+from jitsim.codes import Code
 from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.analyses.const_analysis import ConstAnalysis
-from jitsim.passes.records import PassResult
+from jitsim.records import PassResult
 from jitsim.graph.tfgraph import TfGraph
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import INPUT_HOSTMEM_ATTR, MUST_COMPILE_ATTR
@@ -64,7 +65,7 @@ def force_xla_constants_on_host(g: TfGraph, analysis: ConstAnalysis | None = Non
         n.nodedef.attr[INPUT_HOSTMEM_ATTR].CopyFrom(av)
         result.changed = True
         name = n.name
-        result.decide(name, "INPUT_HOSTMEM",
+        result.decide(name, Code.INPUT_HOSTMEM,
                       f"arguments {const_args} of {fname} must be compile-time constants: kept in host memory"
                       if const_args else f"no argument of {fname} must be a compile-time constant",
                       function=fname, input_hostmem=const_args)

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import struct
 
+from jitsim.codes import Code
 from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.registry import optypes
 from jitsim.graph.device_names import parse_device_name
-from jitsim.passes.records import PassResult
+from jitsim.records import PassResult
 from jitsim.graph.tfgraph import CONSTANT_OPS, TfGraph, TfNode
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
@@ -342,7 +343,7 @@ def increase_dynamism_for_auto_jit(g: TfGraph, flags=None) -> PassResult:
         sizes = list(si.sizes)
         name = n.name
         new, created = rewrite_slice(g, n, si, cluster)
-        result.decide(name, "SLICE_MADE_STATIC",
+        result.decide(name, Code.SLICE_MADE_STATIC,
                       f"begin is computed at run time; replaced by {g.nodes[new].name} whose shape depends "
                       f"only on its constant size {sizes}",
                       cluster=cluster, size=sizes, replacement=g.nodes[new].name, created=created)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jitsim.codes import Code
 from jitsim.errors import GraphError, JitsimError
 from jitsim.registry import optypes
 from jitsim.analyses.compilability import CompilabilityChecker, OperationFilter
@@ -24,7 +25,7 @@ from jitsim.analyses.devices import Registration, pick_device_for_xla, registrat
 from jitsim.graph.device_names import device_type
 from jitsim.flags import OFF, DEFAULT, XlaFlags, allow_where_op, ops_allowlist
 from jitsim.analyses.graphcycles import GraphCycles, UnionFind
-from jitsim.passes.records import MergeRefusal, NodeDecision
+from jitsim.records import MergeRefusal, NodeDecision
 from jitsim.analyses.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
 from jitsim.graph.tfgraph import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID, SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info
 from jitsim.registry import op_def
@@ -259,26 +260,26 @@ class MarkForCompilation:
         cands: list[TfNode] = []
         for n in g.op_nodes():
             if self.state.fuel <= 0:
-                self.decide(n, "FUEL_EXHAUSTED", "Hit fuel limit; not marking any remaining ops as clusterable.")
+                self.decide(n, Code.FUEL_EXHAUSTED, "Hit fuel limit; not marking any remaining ops as clusterable.")
                 continue
             if not n.device:
-                self.decide(n, "NO_DEVICE", "node has no assigned device (TF's pass fails on such a graph)")
+                self.decide(n, Code.NO_DEVICE, "node has no assigned device (TF's pass fails on such a graph)")
                 continue
             dtype = device_type(n.device)
             xla_compile = self._bool_attr(n, COMPILE_ATTR)
             if xla_compile is False:
-                self.decide(n, "XLA_COMPILE_FALSE", "disallowed by _XlaCompile attribute")
+                self.decide(n, Code.XLA_COMPILE_FALSE, "disallowed by _XlaCompile attribute")
                 continue
             reg = self.regs.get(dtype or "")
             if reg is None:
-                self.decide(n, "NO_JIT_DEVICE", f"could not find JIT device for {dtype}", device=n.device)
+                self.decide(n, Code.NO_JIT_DEVICE, f"could not find JIT device for {dtype}", device=n.device)
                 continue
             if not should_compile(self.explicit(n), dtype, reg.policy, self.level, self.session.cpu_global_jit):
-                self.decide(n, "POLICY_NOT_ENABLED", f"{dtype} policy {reg.policy}, jit level {self.level}",
+                self.decide(n, Code.POLICY_NOT_ENABLED, f"{dtype} policy {reg.policy}, jit level {self.level}",
                             device_type=dtype, policy=reg.policy, jit_level=self.level)
                 continue
             if n.op in self.exclude_ops:
-                self.decide(n, "WHATIF_EXCLUDED", f"{n.op} excluded by the what-if option --exclude-op", op=n.op)
+                self.decide(n, Code.WHATIF_EXCLUDED, f"{n.op} excluded by the what-if option --exclude-op", op=n.op)
                 continue
             checker = checkers.get(dtype)
             if checker is None:
@@ -288,29 +289,29 @@ class MarkForCompilation:
                                       producer_types_of=self._producer_types_fn(n),
                                       output_types_of=self._output_types_fn(n))
             if fail is not None:
-                code, detail, path = fail
+                code, detail, path = fail.code, fail.detail, fail.path
                 ev = {"jit_device": reg.jit_device}
                 if path:
                     ev["inside"] = list(path)
                     inner = checker.inner_code(path)
                     if inner is not None and inner != code:
                         ev["inner_code"] = inner
-                if code in ("UNSUPPORTED_OP", "CUSTOM_OP"):
+                if code in (Code.UNSUPPORTED_OP, Code.CUSTOM_OP):
                     ev.update(checker.kernel_evidence(n.nodedef, path))
-                elif code == "WHERE_EXCLUDED":
+                elif code == Code.WHERE_EXCLUDED:
                     ev["flag"] = f"--tf_xla_cluster_exclude_ops={self.flags.cluster_exclude_ops}"
                 self.decide(n, code, detail, **ev)
                 continue
             if allow and n.op not in allow:
-                self.decide(n, "NOT_IN_OPS_TO_CLUSTER", f"{n.op} is not listed in --tf_xla_ops_to_cluster",
+                self.decide(n, Code.NOT_IN_OPS_TO_CLUSTER, f"{n.op} is not listed in --tf_xla_ops_to_cluster",
                             flag=f"--tf_xla_ops_to_cluster={self.flags.ops_to_cluster}")
                 continue
             if const_nodes[n.id] and self.is_stateful(n) and not is_stack_or_tensor_array_op(n.op):
-                self.decide(n, "MUST_BE_CONSTANT_STATEFUL", "must-be-constant stateful op",
+                self.decide(n, Code.MUST_BE_CONSTANT_STATEFUL, "must-be-constant stateful op",
                             consumers=self._const_consumers(n))
                 continue
             if self.identity_driving_consts_in_loop(n):
-                self.decide(n, "IDENTITY_DRIVING_CONSTS_IN_LOOP",
+                self.decide(n, Code.IDENTITY_DRIVING_CONSTS_IN_LOOP,
                             "including it can create dependencies between while loop condition and body computations")
                 continue
             cands.append(n)
@@ -485,24 +486,24 @@ class MarkForCompilation:
     def try_contract(self, phase: int, a: Cluster, b: Cluster) -> bool:
         if a.deadness is not b.deadness:
             pa, pb = a.deadness.text(), b.deadness.text()
-            return self._refuse(phase, a, b, "MERGE_DEADNESS", f"the two nodes have mismatching deadness: {pa} and {pb}",
+            return self._refuse(phase, a, b, Code.MERGE_DEADNESS, f"the two nodes have mismatching deadness: {pa} and {pb}",
                                 from_predicate=pa, to_predicate=pb)
         if not self.devices_compatible(a, b):
-            return self._refuse(phase, a, b, "MERGE_DEVICES", "the two nodes have incompatible devices",
+            return self._refuse(phase, a, b, Code.MERGE_DEVICES, "the two nodes have incompatible devices",
                                 from_devices=[self.device_names[d] for d in a.devices],
                                 to_devices=[self.device_names[d] for d in b.devices])
         if a.scope is not None and b.scope is not None and a.scope != b.scope:
-            return self._refuse(phase, a, b, "MERGE_SCOPE", "the two nodes have mismatching XLA scopes",
+            return self._refuse(phase, a, b, Code.MERGE_SCOPE, "the two nodes have mismatching XLA scopes",
                                 from_scope=a.scope, to_scope=b.scope)
         if a.size + b.size > self.flags.max_cluster_size:
-            return self._refuse(phase, a, b, "MERGE_MAX_SIZE", "the new cluster will be larger than the max cluster size",
+            return self._refuse(phase, a, b, Code.MERGE_MAX_SIZE, "the new cluster will be larger than the max cluster size",
                                 size=a.size + b.size, max_cluster_size=self.flags.max_cluster_size)
         # With one device in the whole graph every device check passes: skip the
         # (quadratic) scan over the target's predecessors.
         for p in (list(self.cycles.predecessors(b.cycles_id)) if len(self.device_names) > 1 else ()):
             cp = self.cluster_for(p)
             if cp is not None and (not self.devices_compatible(b, cp) or not self.devices_compatible(a, cp)):
-                return self._refuse(phase, a, b, "MERGE_CROSS_DEVICE",
+                return self._refuse(phase, a, b, Code.MERGE_CROSS_DEVICE,
                                     "the new cluster will introduce a cross device dependency",
                                     via=self.g.nodes[cp.cycles_id].name)
         # TF checks every (r1 in from, r2 in to) pair against the unsafe set; equivalently,
@@ -511,7 +512,7 @@ class MarkForCompilation:
                 and b.resource_set and not a.forbidden.isdisjoint(b.resource_set)):
             r1, r2 = self._unsafe_pair(a, b)
             nodes = self.g.nodes
-            return self._refuse(phase, a, b, "MERGE_RESOURCE",
+            return self._refuse(phase, a, b, Code.MERGE_RESOURCE,
                                 "the new cluster would break resource variable semantics",
                                 writer=nodes[r1].name, writer_op=nodes[r1].op,
                                 reader=nodes[r2].name, reader_op=nodes[r2].op)
@@ -521,7 +522,7 @@ class MarkForCompilation:
             ev = {}
             if self.explain_cycles:
                 ev["path"] = self.describe_cycle(ida, idb)
-            return self._refuse(phase, a, b, "MERGE_CYCLE", "contracting the edge would create a cycle", **ev)
+            return self._refuse(phase, a, b, Code.MERGE_CYCLE, "contracting the edge would create a cycle", **ev)
         a.merge(b)
         a.cycles_id = survivor
         self.uf[ida].merge(self.uf[idb])
@@ -650,10 +651,10 @@ class MarkForCompilation:
             c = self.uf[n.id].get()
             info = {"cluster_size": c.size, "effective_size": c.effective_size}
             if not self.should_compile_cluster(c):
-                self.decide(n, "CLUSTER_NOT_COMPILED", "Not compiling cluster", **info)
+                self.decide(n, Code.CLUSTER_NOT_COMPILED, "Not compiling cluster", **info)
                 continue
             if n.id in declustered:
-                self.decide(n, "FILL_DECLUSTERED", "Fill with no consumer in its cluster",
+                self.decide(n, Code.FILL_DECLUSTERED, "Fill with no consumer in its cluster",
                             consumers=sorted(nodes[e.dst].name for e in n.out_edges.values()))
                 continue
             if (c.effective_size >= self.flags.min_cluster_size or c.has_functional_control_flow or c.explicit):
@@ -667,9 +668,9 @@ class MarkForCompilation:
                 n.attr[CLUSTER_ATTR].s = name.encode()
                 n.attr[ALREADY_CLUSTERED_ATTR].b = True
                 self.result.clusters[name].append(n.name)
-                self.decide(n, "CLUSTERED", name, cluster=name, **info)
+                self.decide(n, Code.CLUSTERED, name, cluster=name, **info)
             else:
-                self.decide(n, "CLUSTER_TOO_SMALL",
+                self.decide(n, Code.CLUSTER_TOO_SMALL,
                             f"effective size {c.effective_size} < --tf_xla_min_cluster_size={self.flags.min_cluster_size}",
                             min_cluster_size=self.flags.min_cluster_size,
                             flag=f"--tf_xla_min_cluster_size={self.flags.min_cluster_size}",
@@ -685,19 +686,19 @@ class MarkForCompilation:
         g = self.g
         for n in g.op_nodes():
             if ALREADY_CLUSTERED_ATTR in n.attr or n.op in TPU_EXECUTE_OPS:
-                self.result.graph_decision = NodeDecision("GRAPH_ALREADY_CLUSTERED", f"{n.name} ({n.op})",
+                self.result.graph_decision = NodeDecision(Code.GRAPH_ALREADY_CLUSTERED, f"{n.name} ({n.op})",
                                                           {"node": n.name})
                 return self.result
         cands = self.find_candidates()
         self.result.candidates = [n.name for n in cands]
         if not cands:
-            self.result.graph_decision = NodeDecision("GRAPH_NO_CANDIDATES", "No compilable candidates")
+            self.result.graph_decision = NodeDecision(Code.GRAPH_NO_CANDIDATES, "No compilable candidates")
             return self.result
         cycles = self.build_cycles_graph()
         if cycles is None:
-            self.result.graph_decision = NodeDecision("GRAPH_CYCLE_GRAPH_FAILED", "Could not form cycle detection graph")
+            self.result.graph_decision = NodeDecision(Code.GRAPH_CYCLE_GRAPH_FAILED, "Could not form cycle detection graph")
             for n in cands:
-                self.decide(n, "GRAPH_CYCLE_GRAPH_FAILED", "Could not form cycle detection graph")
+                self.decide(n, Code.GRAPH_CYCLE_GRAPH_FAILED, "Could not form cycle detection graph")
             return self.result
         self.cycles = cycles
         deadness = None

@@ -33,6 +33,7 @@ device) is read by :mod:`jitsim.analyses.devices`.
 
 from __future__ import annotations
 
+from jitsim.codes import Code
 from jitsim.errors import GraphError, JitsimError
 from jitsim.registry import optypes
 from jitsim.analyses.const_analysis import ConstAnalysis
@@ -40,7 +41,7 @@ from jitsim.analyses.devices import ALWAYS, registrations
 from jitsim.graph.device_names import parse_device_name
 from jitsim.registry.kernels import find_kernel
 from jitsim.passes.increase_dynamism import cluster_of
-from jitsim.passes.records import PassResult
+from jitsim.records import PassResult
 from jitsim.graph.tfgraph import CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
@@ -280,7 +281,7 @@ def reduce_device_to_host_copies(g: TfGraph, result: PassResult, mt: MemoryTypes
         name = n.name
         clone, removed = _decluster_copy(g, n)
         ev = selected[n.id]
-        result.decide(name, "DECLUSTERED_DEVICE_TO_HOST_COPY",
+        result.decide(name, Code.DECLUSTERED_DEVICE_TO_HOST_COPY,
                       f"output {ev['output']} lives in host memory and {ev['consumer']} (outside cluster "
                       f"{ev['cluster']}) reads it in host memory: an unclustered copy {g.nodes[clone].name} feeds it",
                       clone=g.nodes[clone].name, original_removed=removed, **ev)
@@ -370,14 +371,14 @@ def reduce_recompilation(g: TfGraph, result: PassResult, regs, analysis: ConstAn
                 continue
             del n.nodedef.attr[CLUSTER_ATTR]
             live[n.id] = None
-            result.decide(name, "DECLUSTERED_CONST_CROSS_DEVICE",
+            result.decide(name, Code.DECLUSTERED_CONST_CROSS_DEVICE,
                           f"must-be-constant Const with an input from another device ({cross[0].name} on "
                           f"{cross[0].device}) left {cluster}", cluster=cluster, input=cross[0].name,
                           input_device=cross[0].device, consumers=consumers)
         else:
             del n.nodedef.attr[CLUSTER_ATTR]
             live[n.id] = None
-            result.decide(name, "DECLUSTERED_RECOMPILATION",
+            result.decide(name, Code.DECLUSTERED_RECOMPILATION,
                           f"its value must be a compile-time constant of {cluster} "
                           f"(for {', '.join(consumers) or 'a consumer'}) and all its inputs come from outside "
                           "the cluster: computed outside so that fewer distinct constants reach the compiler",
@@ -404,7 +405,7 @@ def decluster_root_shape_consumers(g: TfGraph, result: PassResult, rpo: list[TfN
         del n.nodedef.attr[CLUSTER_ATTR]
         srcs = [nodes[e.src].name for e in n.in_edges.values() if not e.is_control]
         name = n.name
-        result.decide(name, "DECLUSTERED_ROOT_SHAPE_CONSUMER",
+        result.decide(name, Code.DECLUSTERED_ROOT_SHAPE_CONSUMER,
                       f"{n.op} of {', '.join(srcs) or 'nothing'}, which is outside {cluster}: "
                       "only the shape is needed, computed outside the cluster", cluster=cluster, inputs=srcs)
         changed = True

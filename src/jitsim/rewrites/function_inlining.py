@@ -40,18 +40,26 @@ from jitsim.registry import protos
 from jitsim.graph.model import CONTROL, parse_input
 from jitsim.graph.graphedit import DT_FLOAT, EditGraph, ref
 from jitsim.defs import XLA_COMPILE_ID_ATTR
+from jitsim.codes import Code
+from jitsim.records import NodeDecision
 
 CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 LOWER_AS_MULTI_DEVICE = "_lower_as_multi_device_function"
 
 
-@dataclass
-class InlineRecord:
+@dataclass(kw_only=True)
+class InlineRecord(NodeDecision):
+    """The inliner's decision for one call: a :class:`NodeDecision` (code: the rewrite's,
+    ``inline_and_lower``; detail: why the call is not inlined) about ``caller``."""
+
     caller: str
     function: str
     inlined: bool
-    reason: str = ""
     body_nodes: int = 0
+
+    @property
+    def reason(self) -> str:
+        return self.detail
 
 
 def called_function(nd, library_names) -> str | None:
@@ -115,7 +123,7 @@ def inline_call(eg: EditGraph, caller: str, *, fetchable: bool = False, fns=None
     fdef = fns.get(fname) if fname else None
     why = not_inlined_reason(cnd, fdef)
     if why is not None:
-        return InlineRecord(caller, fname or cnd.op, False, why)
+        return InlineRecord(Code.INLINE_AND_LOWER, why, caller=caller, function=fname or cnd.op, inlined=False)
     body = function_to_graphdef(eg.library, fname, fns=fns, with_library=False)
     args = sorted((nd for nd in body.node if nd.op == "_Arg"), key=lambda nd: nd.attr["index"].i)
     rets = sorted((nd for nd in body.node if nd.op == "_Retval"), key=lambda nd: nd.attr["index"].i)
@@ -124,7 +132,8 @@ def inline_call(eg: EditGraph, caller: str, *, fetchable: bool = False, fns=None
     data_in = [r for r in cnd.input if not r.startswith("^")]
     ctrl_in = [r for r in cnd.input if r.startswith("^")]
     if len(data_in) != len(args):
-        return InlineRecord(caller, fname, False, f"caller has {len(data_in)} inputs, the function {len(args)} arguments")
+        return InlineRecord(Code.INLINE_AND_LOWER, f"caller has {len(data_in)} inputs, the function {len(args)} arguments",
+                            caller=caller, function=fname, inlined=False)
 
     input_control = None
     if ctrl_in:
@@ -197,7 +206,7 @@ def inline_call(eg: EditGraph, caller: str, *, fetchable: bool = False, fns=None
                attrs={"T": type_list_attr([eg[o].attr["T"].type for o in outputs])})
     else:
         eg.add(caller, "NoOp", [f"^{output_control}"], device=device)
-    return InlineRecord(caller, fname, True, "", len(body_nodes))
+    return InlineRecord(Code.INLINE_AND_LOWER, caller=caller, function=fname, inlined=True, body_nodes=len(body_nodes))
 
 
 def _ordered(inputs: list[str]) -> list[str]:

@@ -48,6 +48,8 @@ from jitsim.graph.model import CONTROL, Graph, parse_input
 from jitsim.rewrites.function_inlining import LOWER_AS_MULTI_DEVICE, InlineRecord, bool_attr, str_attr, type_attr, type_list_attr, called_function, inline_call, is_function_graph
 from jitsim.graph.graphedit import DT_BOOL, DT_FLOAT, DT_INT32, DT_RESOURCE, EditGraph, ref
 from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR, XLA_COMPILE_ID_ATTR
+from jitsim.codes import Code
+from jitsim.records import NodeDecision
 
 LOWER_USING_SWITCH_MERGE = LOWER_USING_SWITCH_MERGE_ATTR
 IF_OPS = frozenset({"If", "StatelessIf"})
@@ -55,13 +57,19 @@ CASE_OPS = frozenset({"Case", "StatelessCase"})
 WHILE_OPS = frozenset({"While", "StatelessWhile"})
 
 
-@dataclass
-class LowerRecord:
+@dataclass(kw_only=True)
+class LowerRecord(NodeDecision):
+    """The lowering's decision for one functional control-flow node: a :class:`NodeDecision`
+    (code: ``inline_and_lower`` when lowered, else ``functional_op_kept``, detail saying why)."""
+
     node: str
     op: str
     lowered: bool
-    reason: str = ""
     created: int = 0
+
+    @property
+    def reason(self) -> str:
+        return self.detail
 
 
 @dataclass
@@ -357,8 +365,9 @@ def lower_and_inline(eg: EditGraph, *, lower_control_flow: bool = True, inline_c
             if bool_attr(nd, LOWER_USING_SWITCH_MERGE):
                 fn = lower_if if nd.op in IF_OPS else lower_case if nd.op in CASE_OPS else lower_while
                 n = fn(eg, name, fetchable=fetchable)
-                res.lower_records.append(LowerRecord(name, nd.op, True, "", n))
+                res.lower_records.append(LowerRecord(Code.INLINE_AND_LOWER, node=name, op=nd.op, lowered=True, created=n))
             else:
                 res.lower_records.append(LowerRecord(
-                    name, nd.op, False, f"{LOWER_USING_SWITCH_MERGE} is not set: TF keeps the functional op"))
+                    Code.FUNCTIONAL_OP_KEPT, f"{LOWER_USING_SWITCH_MERGE} is not set: TF keeps the functional op",
+                    node=name, op=nd.op, lowered=False))
     return res

@@ -4,7 +4,7 @@ TF 2.21 optimizes every function graph with Grappler's meta optimizer between pl
 the clustering passes (``grappler/optimizers/meta_optimizer.cc``: pruning, function,
 common-subgraph elimination, arithmetic, constant folding, shape, remapper, dependency,
 loop... twice over). jitsim simulates the parts that decide clusters, each a pure function
-``EditGraph -> RewriteRecord``:
+``EditGraph -> RewriteRecord`` (:mod:`jitsim.records`; its code names the optimizer):
 
 * :mod:`.model_pruner`: nodes that cannot reach a fetch are dropped; trivial Identity nodes
   (among them the inliner's ``Func/.../input`` and ``output`` Identities) are bypassed;
@@ -19,30 +19,6 @@ loop... twice over). jitsim simulates the parts that decide clusters, each a pur
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
-
-
-@dataclass
-class RewriteRecord:
-    """What one simulated Grappler rewrite did: ``count`` rewrites, the nodes they touched."""
-
-    name: str
-    count: int = 0
-    nodes: list[str] = field(default_factory=list)
-    detail: str = ""
-    by_kind: dict[str, int] = field(default_factory=dict)
-
-    def add(self, node: str, kind: str | None = None) -> None:
-        self.count += 1
-        self.nodes.append(node)
-        if kind:
-            self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
-
-    def summary(self) -> str:
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.by_kind.items(), key=lambda kv: -kv[1]))
-        return kinds or self.detail
-
 
 def preserved(eg, keep=frozenset()) -> set[str]:
     """Grappler's nodes-to-preserve in a function graph: its ``_Arg`` and ``_Retval`` nodes

@@ -31,13 +31,15 @@ from __future__ import annotations
 
 from jitsim.registry import protos
 from jitsim.graph.model import CONTROL, parse_input
-from jitsim.rewrites.grappler import RewriteRecord, preserved
+from jitsim.codes import Code
+from jitsim.records import RewriteRecord
+from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, topological_order
 from jitsim.analyses.shape_inference import ShapeView
 
 
 def remove_redundant_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
-    rec = RewriteRecord("arithmetic_optimizer")
+    rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
     shapes = shapes if shapes is not None else ShapeView()
     keep_set = preserved(eg, keep)
     for name in topological_order(eg):
@@ -77,7 +79,7 @@ UNARY = frozenset({"Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ce
 
 
 def hoist_unary_out_of_concat(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
-    rec = RewriteRecord("arithmetic_optimizer")
+    rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
     keep_set = preserved(eg, keep)
     for name in topological_order(eg):
         while True:
@@ -157,7 +159,7 @@ def compose_unary_chains(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     the root's device, reading the chain's input); the root's consumers read it and the chain's
     nodes go. TF's function runtime does this for a CPU graph whatever the clustering; the
     composed op has an XLA kernel, so the chain stays clustered, as one node."""
-    rec = RewriteRecord("arithmetic_optimizer")
+    rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
     keep_set = preserved(eg, keep)
     fused: set[str] = set()
 

@@ -14,7 +14,9 @@ same control inputs, and Keras' duplicated shape computations (an LSTM's two ``z
 from __future__ import annotations
 
 from jitsim.graph.model import CONTROL
-from jitsim.rewrites.grappler import RewriteRecord, preserved
+from jitsim.codes import Code
+from jitsim.records import RewriteRecord
+from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, dependencies
 from jitsim.registry import op_def
 
@@ -37,7 +39,7 @@ def _dedupable(nd) -> bool:
 
 
 def eliminate_common_subgraphs(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
-    rec = RewriteRecord("common_subgraph_elimination")
+    rec = RewriteRecord(Code.COMMON_SUBGRAPH_ELIMINATION)
     keep_set = preserved(eg, keep)
     seen: dict[tuple, str] = {}
     for name in _lifo_order(eg):

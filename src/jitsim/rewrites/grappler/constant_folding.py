@@ -42,7 +42,9 @@ from jitsim.registry import protos
 from jitsim.graph.model import CONTROL, Graph, parse_input
 from jitsim.rewrites.folding.kernels import GRAPPLER_KERNELS, KERNELS
 from jitsim.rewrites.folding.tensors import NP_DTYPES, numpy, tensor_proto_to_numpy, to_tensor_proto
-from jitsim.rewrites.grappler import RewriteRecord, preserved
+from jitsim.codes import Code
+from jitsim.records import RewriteRecord
+from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, topological_order
 from jitsim.analyses.shape_inference import ShapeView
 
@@ -63,10 +65,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
     shapes.literals = True
     rec = simplify_neutral_operands(eg, keep)
     switches = simplify_switches(eg, keep)
-    rec.count += switches.count
-    rec.nodes.extend(switches.nodes)
-    for k, v in switches.by_kind.items():
-        rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+    rec.extend(switches)
     keep_set = preserved(eg, keep)
     touched: set[str] = set()
     for name in topological_order(eg):
@@ -125,10 +124,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
     # (a reduction's axes, a Tile's multiples, a neutral operand) is simplified now
     for simplified in (simplify_empty_reductions(eg, keep), simplify_trivial_tiles(eg, keep),
                        simplify_neutral_operands(eg, keep)):
-        rec.count += simplified.count
-        rec.nodes.extend(simplified.nodes)
-        for k, v in simplified.by_kind.items():
-            rec.by_kind[k] = rec.by_kind.get(k, 0) + v
+        rec.extend(simplified)
     # what folding leaves unread goes (TF's ConstantFolding deletes the nodes it made useless)
     while touched:
         n = touched.pop()
@@ -152,7 +148,7 @@ NEUTRAL = {  # op -> (neutral value, operand positions the constant may take)
 
 def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     """``x op c`` with ``c`` a scalar neutral constant becomes ``Identity(x)`` (``^c`` kept)."""
-    rec = RewriteRecord("constant_folding")
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
     keep_set = preserved(eg, keep)
     for name in topological_order(eg):
         nd = eg.nodes.get(name)
@@ -225,7 +221,7 @@ def _by_constant_operand(eg: EditGraph, keep, ops, identity_type, kind: str) -> 
     """``op(x, c)`` (``op`` in ``ops``, ``c`` a ``Const``) for which ``identity_type(node, c)``
     gives a dtype becomes ``Identity(x)`` of that type with ``^c`` added to its control inputs
     (TF's ``ReplaceOperationWithIdentity``)."""
-    rec = RewriteRecord("constant_folding")
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
     keep_set = preserved(eg, keep)
     for name in topological_order(eg):
         nd = eg.nodes.get(name)
@@ -265,7 +261,7 @@ def simplify_switches(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     ``_const_true``, anchored by a control edge on that port through a new ``Identity``
     ``ConstantFoldingCtrl/<switch>_<port>``. Folding then evaluates what the constants feed (a
     ``Cast(p)`` in a branch becomes a ``Const`` under the pivot)."""
-    rec = RewriteRecord("constant_folding")
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
     keep_set = preserved(eg, keep)
     for name in list(eg.nodes):
         nd = eg.nodes.get(name)

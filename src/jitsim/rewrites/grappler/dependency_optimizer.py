@@ -23,7 +23,9 @@ they carried go straight between the real nodes (as in TF's dumps).
 from __future__ import annotations
 
 from jitsim.graph.model import CONTROL, parse_input
-from jitsim.rewrites.grappler import RewriteRecord, preserved
+from jitsim.codes import Code
+from jitsim.records import RewriteRecord
+from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph
 from jitsim.defs import XLA_MERGE_OP
 from jitsim.registry import op_def
@@ -131,7 +133,7 @@ def _convert_control_only(eg: EditGraph, keep_set: set[str], rec: RewriteRecord)
 
 
 def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool | None = None) -> RewriteRecord:
-    rec = RewriteRecord("dependency_optimizer")
+    rec = RewriteRecord(Code.DEPENDENCY_OPTIMIZER)
     keep_set = preserved(eg, keep)
     if fetch_known is None:
         fetch_known = any(nd.op == "_Retval" for nd in eg.nodes.values()) or bool(keep)

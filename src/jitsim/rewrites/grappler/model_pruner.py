@@ -15,13 +15,15 @@ pruned.
 from __future__ import annotations
 
 from jitsim.graph.model import parse_input
-from jitsim.rewrites.grappler import RewriteRecord, preserved
+from jitsim.codes import Code
+from jitsim.records import RewriteRecord
+from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph
 
 
 def prune_unreachable(eg: EditGraph, keep=frozenset(), fetches=None) -> RewriteRecord:
     """Keep the transitive fan-in of the fetches (default: the ``_Retval`` nodes) and of ``keep``."""
-    rec = RewriteRecord("model_pruner")
+    rec = RewriteRecord(Code.MODEL_PRUNER)
     terminals = list(fetches) if fetches is not None else [n for n, nd in eg.nodes.items() if nd.op == "_Retval"]
     terminals = [n for n in terminals if n in eg]
     if not terminals:
@@ -53,7 +55,7 @@ def remove_trivial_ops(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     """``ModelPruner``'s trivial ops: ``StopGradient`` and ``Snapshot`` nodes (identities at
     inference time) are bypassed unless preserved, driven by a control edge or a ``Switch``,
     read by a control edge or feeding a ``Merge``."""
-    rec = RewriteRecord("model_pruner")
+    rec = RewriteRecord(Code.MODEL_PRUNER)
     keep_set = preserved(eg, keep)
     for name in list(eg.nodes):
         nd = eg.nodes.get(name)

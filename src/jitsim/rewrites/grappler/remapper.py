@@ -46,7 +46,9 @@ from __future__ import annotations
 
 from jitsim.registry import protos
 from jitsim.graph.model import parse_input
-from jitsim.rewrites.grappler import RewriteRecord, preserved
+from jitsim.codes import Code
+from jitsim.records import RewriteRecord
+from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, topological_order
 from jitsim.analyses.shape_inference import ShapeView
 
@@ -418,7 +420,7 @@ def _try_bias_add_add(m: _Matcher, add: str, onednn: bool):
 def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True, shapes: ShapeView | None = None) -> RewriteRecord:
     """Apply the CPU fusions (see the module docstring); edits ``eg`` in place. ``shapes``: the
     static shapes the bias-like ``Add`` check reads (default: recorded ``_output_shapes`` only)."""
-    rec = RewriteRecord("remapper")
+    rec = RewriteRecord(Code.REMAPPER)
     m = _Matcher(eg, preserved(eg, keep), shapes)
     for root in reversed(topological_order(eg)):
         if root not in eg:
