@@ -71,6 +71,9 @@ class Code(StrEnum):
         obj.hint, obj.tf_log, obj.explanation = hint, tf_log, explanation
         return obj
 
+    def __repr__(self) -> str:  # a code reads as the stable string it is in JSON (``'UNSUPPORTED_OP'``)
+        return repr(self.value)
+
     @property
     def code(self) -> str:
         return self.value
