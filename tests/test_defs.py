@@ -1,7 +1,8 @@
 """TF's attribute, op and dump-stage names are spelled once, in jitsim.defs (issue 23: like TF's defs.h).
 
-Every string literal in src/jitsim equal to one of those names must be the constant instead;
-text that mentions a name (messages, docstrings) is not a literal equal to it and is fine.
+Every string literal in src/jitsim equal to one of those names, and every literal that quotes
+one (``'key: "_XlaCluster"'``, a pattern over TF's text format), must use the constant instead;
+text that mentions a name (messages, docstrings) is fine.
 """
 
 import ast
@@ -36,7 +37,10 @@ def test_each_name_is_spelled_only_in_defs():
         if p.name == "defs.py":
             continue
         for n in ast.walk(ast.parse(p.read_text())):
-            if isinstance(n, ast.Constant) and n.value in NAMES:
+            if not isinstance(n, ast.Constant) or not isinstance(n.value, (str, bytes)):
+                continue
+            text = n.value.decode("latin-1") if isinstance(n.value, bytes) else n.value
+            if text in NAMES or any(f'"{name}"' in text for name in NAMES):
                 spelled.append(f"{p.relative_to(SRC)}:{n.lineno}: {n.value!r}")
     assert not spelled, "use jitsim.defs' constant instead of:\n" + "\n".join(spelled)
 

@@ -35,7 +35,7 @@ from jitsim.errors import JitsimError, JitsimWarning
 from jitsim.files.input import kind_of_mode, read_file, read_text
 from jitsim.files.paths import missing_reason
 from jitsim.defs import (
-    AFTER_CLONE_DUMP, BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, DUMP_STAGES, MARK_ANNOTATED_DUMP, MARK_DUMP,
+    AFTER_CLONE_DUMP, BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, CLUSTER_ATTR, DUMP_STAGES, MARK_ANNOTATED_DUMP, MARK_DUMP,
 )
 
 # Pipeline order of the per-graph dumps.
@@ -278,7 +278,7 @@ def _attach_run_times(graphs: list[DumpGraph], log_text: str, files) -> None:
 # -- light-weight scanning of TF's canonical dump text ------------------------------------
 
 _NODE_RE = re.compile(rb"^node \{", re.M)
-_CLUSTER_RE = re.compile(rb'key: "_XlaCluster"\n\s+value \{\n\s+s: "([^"]*)"')
+_CLUSTER_RE = re.compile(rb'key: "' + CLUSTER_ATTR.encode() + rb'"\n\s+value \{\n\s+s: "([^"]*)"')
 
 
 def scan_dump(path: Path) -> dict:

@@ -53,7 +53,10 @@ from jitsim.registry.kernels import find_kernel
 from jitsim.graph.tfgraph import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID, SWITCH_OPS, TfGraph, TfNode
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
-from jitsim.defs import COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, MUST_COMPILE_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR, XLA_COMPILE_OP, XLA_MERGE_OP, XLA_RUN_OP
+from jitsim.defs import (
+    COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, MUST_COMPILE_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR,
+    XLA_COMPILE_OP, XLA_MERGE_OP, XLA_RUN_OP,
+)
 
 # attribute names (compiler/jit/defs.h)
 
@@ -662,9 +665,9 @@ def _example_graph() -> TfGraph:
       node {{ name: "y" op: "_Retval" input: "cluster_0" device: "{cpu}"
               attr {{ key: "T" value {{ type: DT_FLOAT }} }} attr {{ key: "index" value {{ i: 0 }} }} }}
       node {{ name: "cluster_0" op: "cluster_0" input: "x" device: "{cpu}"
-              attr {{ key: "_XlaCompiledKernel" value {{ b: true }} }}
-              attr {{ key: "_XlaNumConstantArgs" value {{ i: 0 }} }}
-              attr {{ key: "_XlaNumResourceArgs" value {{ i: 0 }} }} }}
+              attr {{ key: "{COMPILED_KERNEL_ATTR}" value {{ b: true }} }}
+              attr {{ key: "{NUM_CONSTANT_ARGS_ATTR}" value {{ i: 0 }} }}
+              attr {{ key: "{NUM_RESOURCE_ARGS_ATTR}" value {{ i: 0 }} }} }}
       library {{ function {{ signature {{ name: "cluster_0" input_arg {{ name: "x_0_arg" type: DT_FLOAT }}
                                          output_arg {{ name: "neg_0_retval" type: DT_FLOAT }} }}
                             node_def {{ name: "Neg" op: "Neg" input: "x_0_arg" device: "{cpu}"
