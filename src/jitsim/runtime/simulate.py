@@ -256,12 +256,10 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
 
 def _runtime_flags(clustering, units, res) -> None:
     """XlaCompileOp's run-time flags: async compilation, always-defer (auto-clusters only)."""
-    from jitsim.flags import parse_tf_xla_flags
-
     opts = getattr(clustering, "options", None)
     if opts is None:
         return
-    flags = parse_tf_xla_flags(opts.flags_text)
+    flags = opts.flags  # parsed once, when the simulation's options were built
     for u in units:
         if u.kind != "auto" or u.mode == pol.STRICT:
             continue
