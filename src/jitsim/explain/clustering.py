@@ -31,7 +31,7 @@ from jitsim.graph.model import Graph
 from jitsim.registry import protos, using_tf_version
 from jitsim.options import Options, SessionConfig, resolve_flags
 from jitsim.passes.mark_for_compilation import ProcessState
-from jitsim.passes.pipeline import LATER_PASSES, STAGES, cluster_graph, run_pipeline
+from jitsim.passes import pipeline as passes  # by module: tests replace its functions
 from jitsim.passes.records import MergeRefusal, NodeDecision
 from jitsim.defs import CLUSTER_ATTR
 
@@ -96,7 +96,7 @@ class Clustering:
         g = cr.graph
         self.graph = g
         later: dict[str, list[tuple[str, NodeDecision]]] = {}
-        for pname in LATER_PASSES:
+        for pname in passes.LATER_PASSES:
             res = pipeline.stage_results.get(pname)
             for name, d in (getattr(res, "decisions", None) or {}).items():
                 later.setdefault(name, []).append((pname, d))
@@ -349,8 +349,8 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     from jitsim.registry.versions import check_tf_version, choose_tf_version, producer_of, recorded_tf_version
 
     until = options.until if options is not None else until
-    if until not in STAGES:
-        raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
+    if until not in passes.STAGES:
+        raise JitsimError(f"unknown stage {until!r}; one of {', '.join(passes.STAGES)}")
     tf_version = options.tf_version if options is not None else tf_version
     if tf_version is not None:
         check_tf_version(tf_version)  # before any work
@@ -379,8 +379,8 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         # the graphs TF instantiated before the call's own advance the process's counters
         for _, before, stage in pin.graphs[:pin.main]:
             # (without the what-if knobs: they are about the call's graph)
-            cluster_graph(before, replace(options, input_stage=stage, explain_cycles=False, exclude_ops=(),
-                                          force_compilable=()), state)
+            passes.cluster_graph(before, replace(options, input_stage=stage, explain_cycles=False, exclude_ops=(),
+                                                 force_compilable=()), state)
         g = pin.main_graph
         route, route_notes = pin.route, pin.notes
         options = replace(options, input_stage=pin.graphs[pin.main][2], cluster_number_start=state.counters.get(0, 0))
@@ -405,7 +405,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
             g = replace_devices(g, device)
     if options.explain_cycles is None:
         options = replace(options, explain_cycles=len(g) <= AUTO_EXPLAIN_CYCLES_NODES)
-    res = run_pipeline(g, options, state)
+    res = passes.run_pipeline(g, options, state)
     c = Clustering(res, options, g.source, input_graph=g)
     c.route = route
     c.notes[:0] = ([route.line] if route is not None else []) + list(route_notes)

@@ -85,7 +85,7 @@ def detect_input_stage(graph: Graph) -> str:
 
 
 @contextmanager
-def _naming(graph: Graph):
+def _naming(graph):
     """A pass's error about something inside the graph (a function body it instantiates, a
     malformed cluster call) names the graph's file, as every user error does."""
     try:
@@ -425,16 +425,25 @@ def run_pipeline(graph: Graph, options: Options, state: ProcessState | None = No
     state = state if state is not None else ProcessState.starting(options)
     with using_tf_version(options.tf_version):
         cr = cluster_graph(graph, options, state)
-        res = PipelineResult(cr, cr.graph, until)
-        later = _entries_after(MARK, until)
-        if not later:
-            return res
-        with using_op_libraries(*cr.op_libraries), _naming(graph):
-            _run_passes(cr.graph, later, options, state, _timer(options.timings), res.stage_results)
-        for e in later:
-            new = getattr(res.stage_results[e.key], "graph", None)
-            if isinstance(new, TfGraph):
-                res.graph = new
+        return run_later_passes(PipelineResult(cr, cr.graph, until), options, state)
+
+
+def run_later_passes(res: PipelineResult, options: Options, state: ProcessState | None = None) -> PipelineResult:
+    """Continue ``res`` (the stage ``mark`` of one graph, :func:`cluster_graph`'s result in a
+    :class:`PipelineResult`) with the entries of :data:`PIPELINE` after it, up to
+    ``options.until``."""
+    later = _entries_after(MARK, options.until)
+    if not later:
+        return res
+    res.until = options.until
+    state = state if state is not None else ProcessState.starting(options)
+    cr = res.cluster
+    with using_tf_version(options.tf_version), using_op_libraries(*cr.op_libraries), _naming(cr):
+        _run_passes(res.graph, later, options, state, _timer(options.timings), res.stage_results)
+    for e in later:
+        new = getattr(res.stage_results[e.key], "graph", None)
+        if isinstance(new, TfGraph):
+            res.graph = new
     return res
 
 
