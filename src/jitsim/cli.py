@@ -26,7 +26,7 @@ from pathlib import Path
 from jitsim import __version__, process
 from jitsim.errors import JitsimError, JitsimWarning
 from jitsim.flags import parse_tf_xla_flags
-from jitsim.options import Options, SessionConfig, auto_clustering_off, resolve_flags
+from jitsim.options import Options, SessionConfig, auto_clustering_off, debug_mode, resolve_flags
 from jitsim.defs import BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, CLUSTER_ATTR, MARK_DUMP, STAGES
 
 MARK, DECLUSTER, _, BUILD_XLA_OPS = STAGES  # the stages a command stops after (--until names them all)
@@ -1628,7 +1628,7 @@ def _run(argv: list[str] | None) -> int:
         process.print_error(f"jitsim: {_one_line(where + os_problem(e, 'cannot use'))}")
         return 2
     except Exception as e:  # noqa: BLE001 - a bug in jitsim: one line naming the input, exit 3
-        if os.environ.get("JITSIM_DEBUG"):
+        if debug_mode():
             raise
         _progress_done()
         where = _main_input(args)

@@ -33,9 +33,10 @@ class SessionConfig:
     cluster_name_prefix: str = ""  # experimental.session_metadata.name
 
 
-def debug_checks_default() -> bool:
-    """``JITSIM_DEBUG=1`` (any value but empty or ``0``) turns on the checks between passes."""
-    return os.environ.get("JITSIM_DEBUG", "") not in ("", "0")
+def debug_mode() -> bool:
+    """``$JITSIM_DEBUG`` set (non-empty): jitsim's debug mode. The passes' graphs are checked
+    between passes (:attr:`Options.debug_checks`' default) and the CLI shows a bug's traceback."""
+    return bool(os.environ.get("JITSIM_DEBUG"))
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Options:
     tf_version_reason: str = "jitsim default"
     explain_cycles: bool = False  # record the path behind every cycle refusal
     op_libraries: tuple = ()  # OpLibrary objects for ops TF core does not register (--op-defs, inferred)
-    debug_checks: bool = field(default_factory=debug_checks_default)  # check the graph between passes
+    debug_checks: bool = field(default_factory=debug_mode)  # check the graph between passes
     timings: dict | None = field(default=None, compare=False, repr=False)  # pass name -> seconds (benchmarks)
 
     @property

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from jitsim.errors import GraphError, JitsimError
+from jitsim.errors import JitsimError
 from jitsim.graph.functions import body_problem, called_functions
 from jitsim.graph.model import Graph
 from jitsim.passes.clone_constants import clone_constants_for_better_clustering, uncloned
@@ -450,8 +450,9 @@ def run_later_passes(res: PipelineResult, options: Options, state: ProcessState 
 # -- the check between passes (options.debug_checks, JITSIM_DEBUG=1) ------------------------------
 
 
-class PassCheckError(GraphError):
-    """A pass left a broken graph (found by the debug check between passes): a jitsim bug."""
+class PassCheckError(RuntimeError):
+    """A pass left a broken graph (found by the debug check between passes): a bug in jitsim,
+    not in the input (the CLI reports it as an internal error; in debug mode, with its traceback)."""
 
 
 def check_graph(g: TfGraph) -> str | None:
