@@ -18,7 +18,7 @@ graph), real graphs tiled K times (``generate.tile``) and generated layered grap
 Per case, two kinds of figure:
 
 * in-process, in a fresh Python process: parse (protobuf), model (``Graph``), each pass of
-  ``cluster_graph``/``run_pipeline`` (``timings=``), write (``mark_for_compilation`` graph to
+  ``cluster_graph``/``run_later_passes`` (``Options.timings``), write (``mark_for_compilation`` graph to
   text), and peak RSS;
 * whole process: wall time and peak RSS of ``jitsim cluster G -o OUT.pbtxt`` and
   ``jitsim rewrite G --until build-xla-ops -o OUT.pbtxt`` as a user runs them (start-up
@@ -194,21 +194,22 @@ from jitsim.cli import GC_THRESHOLDS
 gc.set_threshold(*GC_THRESHOLDS)  # as the jitsim command does
 from jitsim.graph.io import read_graphdef, to_text, write_atomic
 from jitsim.graph.model import Graph
-from jitsim.flags import parse_tf_xla_flags
+from dataclasses import replace
+from jitsim.options import options_for
 from jitsim.passes import pipeline
 t_import = time.perf_counter() - t0
-path, flags, out = sys.argv[1], parse_tf_xla_flags(sys.argv[2]), sys.argv[3]
+path, flags_text, out = sys.argv[1], sys.argv[2], sys.argv[3]
 t = time.perf_counter(); gd = read_graphdef(path); parse = time.perf_counter() - t
 t = time.perf_counter(); g = Graph(gd, source=path, validate=False); model = time.perf_counter() - t
 timings = {}
-t = time.perf_counter(); cr = pipeline.cluster_graph(g, flags, timings=timings); cluster = time.perf_counter() - t
+options = options_for(flags_text, timings=timings)
+t = time.perf_counter(); cr = pipeline.cluster_graph(g, options); cluster = time.perf_counter() - t
 t = time.perf_counter(); write_atomic(out, to_text(cr.to_graphdef()).encode()); write = time.perf_counter() - t
 rss_cluster = hwm()
 later = {}
-res = pipeline.PipelineResult(cr, cr.graph, "build-xla-ops")
+res = pipeline.PipelineResult(cr, cr.graph, pipeline.MARK)
 t = time.perf_counter()
-with pipeline.using_op_libraries(*cr.op_libraries):
-    pipeline._run_later_passes(res, flags, None, pipeline._timer(later))
+pipeline.run_later_passes(res, replace(options, until=pipeline.BUILD_XLA_OPS, timings=later))
 later_s = time.perf_counter() - t
 print(json.dumps({"nodes": len(gd.node), "nodes_marked": sum(1 for _ in cr.graph.op_nodes()),
                   "clusters": len(cr.clusters), "stage": cr.input_stage, "import_s": t_import, "parse_s": parse,
@@ -535,14 +536,14 @@ def profile(case: Case) -> int:
 
     from jitsim.graph.io import read_graphdef
     from jitsim.graph.model import Graph
-    from jitsim.flags import parse_tf_xla_flags
+    from jitsim.options import options_for
     from jitsim.passes.pipeline import cluster_graph
 
     path = case.ensure()
     prof = cProfile.Profile()
     prof.enable()
     g = Graph(read_graphdef(path), source=str(path), validate=False)
-    cluster_graph(g, parse_tf_xla_flags(FLAGS))
+    cluster_graph(g, options_for(FLAGS))
     prof.disable()
     s = io.StringIO()
     for key in ("tottime", "cumulative"):

@@ -9,7 +9,7 @@ import pytest
 
 from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
-from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph, detect_input_stage
 from jitsim.graph.tfgraph import is_rebuilt_dump
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import generate  # noqa: E402
 
-FLAGS = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+FLAGS = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
 MNIST = ROOT / "examples" / "mnist_softmax" / f"{BEFORE_CLONE}.pbtxt"
 
 

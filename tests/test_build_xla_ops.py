@@ -46,7 +46,7 @@ from jitsim.passes.build_xla_ops import (
     build_xla_ops,
     nodes_related_to_ref_variables,
 )
-from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 from jitsim.graph.tfgraph import SINK_ID, TfGraph
 
 DATA = Path(__file__).parent / "data" / "build_xla_ops"
@@ -118,7 +118,7 @@ def test_same_graph_as_tf(corpus, run):
     if not graphs:
         pytest.skip("TF wrote no build_xla_ops dump in this run")
     d = corpus.extract(run) / "dumps"
-    flags = parse_tf_xla_flags(corpus.run(run).flags)
+    flags = options_for(corpus.run(run).flags)
     failures = []
     for g in graphs:
         truth = load(d / g["files"]["build_xla_ops"], validate=False).graphdef
@@ -165,7 +165,7 @@ def test_flag_variants_match_tf(name):
     and int32 outputs and three control successors, rewritten by TF 2.21 under
     ``--tf_xla_enable_lazy_compilation=false`` and/or the print / check-numerics flags.
     Here even the node order (TF's node ids) must match."""
-    flags = parse_tf_xla_flags((DATA / f"{name}.flags").read_text().strip())
+    flags = options_for((DATA / f"{name}.flags").read_text().strip())
     truth = load(DATA / f"{name}.build_xla_ops.pbtxt").graphdef
     tg, result = _simulate(DATA / f"{name}.encapsulate_subgraphs_after.pbtxt", flags, truth)
     diff = _diff(tg, truth)
@@ -225,8 +225,8 @@ def _inputs(tg, name):
     return list(tg.to_graphdef().node[[n.name for n in tg.op_nodes()].index(name)].input)
 
 
-LAZY = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
-STRICT = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_enable_lazy_compilation=false")
+LAZY = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+STRICT = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_enable_lazy_compilation=false")
 
 
 def test_scope_name_skips_names_already_in_the_graph():
@@ -326,7 +326,7 @@ def test_strict_mode_moves_every_out_edge_to_xla_run():
 def test_always_compiling_device_is_strict_even_when_lazy():
     """A cluster on an XLA_CPU device (registered with policy "always" by
     --tf_xla_enable_xla_devices) must compile: strict, regardless of the lazy flag."""
-    flags = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_enable_xla_devices")
+    flags = options_for("--tf_xla_auto_jit=2 --tf_xla_enable_xla_devices")
     xla = "/job:localhost/replica:0/task:0/device:XLA_CPU:0"
     tg = make_graph([_arg("x", F32, 0), ("c", "c", ["x"], {}),
                      ("out", "_Retval", ["c"], {"T": Type(F32), "index": 0})],
@@ -403,7 +403,7 @@ def test_debug_nodes_only_where_tf_puts_them():
     """check_input_<i> on floating xla_run arguments (i counts non-constant inputs),
     print_<i> on every merged output (pinned to the CPU), check_output_<i> only on floating
     outputs; the fallback side is untouched."""
-    flags = parse_tf_xla_flags("--tf_xla_print_cluster_outputs --tf_xla_check_cluster_input_numerics "
+    flags = options_for("--tf_xla_print_cluster_outputs --tf_xla_check_cluster_input_numerics "
                                "--tf_xla_check_cluster_output_numerics")
     tg = make_graph([
         _arg("n", I32, 0), _arg("x", F32, 1), _arg("k", I32, 2),

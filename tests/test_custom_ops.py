@@ -9,6 +9,7 @@ reason example ``custom_op`` (tests/test_reason_examples.py); these tests pin th
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -17,13 +18,13 @@ from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.graph.io import save
 from jitsim.graph.model import Graph
-from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph, run_pipeline
 from jitsim.registry import OpLibrary, op_def, using_op_libraries
 from jitsim.graph.custom_ops import infer_op_library, read_op_library, unknown_ops
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
-FLAGS = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1")
+FLAGS = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_min_cluster_size=1", input_stage=BEFORE_CLONE)
 F32, I64, STR = protos.AttrValue(type=1), protos.AttrValue(type=9), protos.AttrValue(type=7)
 
 
@@ -44,7 +45,7 @@ def _graph():
 
 
 def test_unknown_op_is_not_compilable_and_the_rest_clusters():
-    res = cluster_graph(_graph(), FLAGS, input_stage=BEFORE_CLONE)
+    res = cluster_graph(_graph(), FLAGS)
     d = res.decisions["tok"]
     assert d.code == "CUSTOM_OP"
     assert d.evidence["kernel"] is False and d.evidence["op_def"].startswith("inferred from")
@@ -81,7 +82,7 @@ def test_conflicting_dtypes_are_reported():
 def test_custom_op_output_feeds_a_cluster_through_every_pass():
     """The cluster function's argument for ``tok:1`` gets its dtype from the inferred OpDef
     (int64), and build-xla-ops wires the custom op into _XlaCompile/_XlaRun."""
-    res = run_pipeline(_graph(), FLAGS, until="build-xla-ops", input_stage=BEFORE_CLONE)
+    res = run_pipeline(_graph(), replace(FLAGS, until="build-xla-ops"))
     gd = res.to_graphdef()
     ops = {n.name: n.op for n in gd.node}
     assert "tok" in ops and ops["tok"] == "MyLib>Tokenize"
@@ -174,8 +175,7 @@ def test_library_kernels_make_a_custom_op_compilable():
     od.output_arg.add(name="a", type=7)
     od.output_arg.add(name="b", type=9)
     k = protos.KernelList().kernel.add(op="MyLib>Tokenize", device_type="XLA_CPU_JIT")
-    res = cluster_graph(_graph(), FLAGS, input_stage=BEFORE_CLONE,
-                        op_libraries=(OpLibrary({od.name: od}, (k,), source="test"),))
+    res = cluster_graph(_graph(), replace(FLAGS, op_libraries=(OpLibrary({od.name: od}, (k,), source="test"),)))
     assert res.decisions["tok"].code == "CLUSTERED"
 
 

@@ -29,7 +29,7 @@ from jitsim.registry import protos
 from jitsim.graph.function_def import normalize_arg_name
 from jitsim.graph.model import Graph
 from jitsim.passes.encapsulate import EncapsulateResult, call_order_from_graphdef, encapsulate_subgraphs
-from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 from jitsim.rewrites.folding.tensors import tensor_proto_to_numpy
 from jitsim.graph.tfgraph import tfgraph_from_dump
 from jitsim.graph.tfgraph import TfGraph
@@ -100,7 +100,7 @@ def test_same_graph_and_functions_as_tf(corpus, run):
     if not graphs:
         pytest.skip("TF wrote no encapsulate dumps in this run")
     run_dir = corpus.extract(run)
-    flags = parse_tf_xla_flags(corpus.run(run).flags)
+    flags = options_for(corpus.run(run).flags)
     bad = {}
     for g in graphs:
         problems = _check_graph(run_dir, g["files"], flags)
@@ -206,7 +206,7 @@ def _spec_v9():
 def test_basic_encapsulation_matches_spec_example():
     g = _graph(_spec_v9())
     before = g.to_graphdef().SerializeToString(deterministic=True)
-    res = encapsulate_subgraphs(g, parse_tf_xla_flags(""))
+    res = encapsulate_subgraphs(g, options_for(""))
     assert g.to_graphdef().SerializeToString(deterministic=True) == before  # input untouched
     gd = res.dump_graphdef()
     call = _node(gd, "cluster_0")
@@ -347,7 +347,7 @@ def test_identity_removal_and_constant_folding():
     assert opt["identities_removed"] == ["ident"]
     assert opt["constants_folded"] == [{"tensor": "cast:0", "constant": "cast/_0__cf__0"}]
     # --tf_xla_disable_constant_folding keeps the Cast
-    f2 = _fn(encapsulate_subgraphs(_graph(spec), parse_tf_xla_flags("--tf_xla_disable_constant_folding")))
+    f2 = _fn(encapsulate_subgraphs(_graph(spec), options_for("--tf_xla_disable_constant_folding")))
     assert {n.name for n in f2.node_def} == {"add", "cast", "k"}
 
 

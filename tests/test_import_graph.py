@@ -158,6 +158,7 @@ LAYERS = [
     ("jitsim.files",),                       # reading and writing files
     ("jitsim.registry", "jitsim.process"),   # TF's registries as data; the command's process
     ("jitsim.graph", "jitsim.flags"),        # graph models and their I/O; TF_XLA_FLAGS
+    ("jitsim.options",),                     # what one simulation runs with (flags, release, session...)
     ("jitsim.analyses",),                    # what TF's passes consult
     ("jitsim.rewrites",),                    # what TF does before its JIT passes
     ("jitsim.passes",),                      # TF's JIT passes and their pipeline

@@ -24,6 +24,7 @@ from graphs import BOOL, arg, graph, op, ret
 from jitsim.graph import Graph
 from jitsim.flags import parse_tf_xla_flags
 from jitsim.passes.mark_for_compilation import MarkForCompilation
+from jitsim.options import Options, options_for
 from jitsim.passes.pipeline import run_pipeline
 from jitsim.testing.invariants import _mark_invariants, check_invariants
 from jitsim.testing.program import (
@@ -85,7 +86,7 @@ _DETERMINISM_SCRIPT = textwrap.dedent("""
     from hypothesis import HealthCheck, given, settings, seed
     from jitsim.testing.program import to_graph
     from jitsim.testing.strategies import programs, xla_flags
-    from jitsim.flags import parse_tf_xla_flags
+    from jitsim.options import options_for
     from jitsim.passes.mark_for_compilation import ProcessState
     from jitsim.passes.pipeline import run_pipeline
     digests = []
@@ -95,7 +96,7 @@ _DETERMINISM_SCRIPT = textwrap.dedent("""
               suppress_health_check=list(HealthCheck))
     @given(programs(), xla_flags())
     def run(p, flags):
-        r = run_pipeline(to_graph(p), parse_tf_xla_flags(flags), state=state)
+        r = run_pipeline(to_graph(p), options_for(flags, until="build-xla-ops"), state)
         digests.append(hashlib.sha256(r.to_graphdef().SerializeToString(deterministic=True)).hexdigest())
     run()
     print(json.dumps(digests))
@@ -156,7 +157,7 @@ COND = Program((Val("x0", "f", "v"),), Block((
 
 def _mark(p, flags=AUTO + " --tf_xla_min_cluster_size=1"):
     fl = parse_tf_xla_flags(flags)
-    return run_pipeline(to_graph(p), fl, until="mark").cluster.mark, fl
+    return run_pipeline(to_graph(p), Options(fl, until="mark")).cluster.mark, fl
 
 
 def test_clean_examples_pass():
@@ -264,7 +265,7 @@ def test_hypothesis_shrinks_to_a_small_readable_program():
     from hypothesis import find
 
     def has_exp_cluster(p):
-        r = run_pipeline(to_graph(p), parse_tf_xla_flags(AUTO + " --tf_xla_min_cluster_size=1"), until="mark").cluster
+        r = run_pipeline(to_graph(p), options_for(AUTO + " --tf_xla_min_cluster_size=1", until="mark")).cluster
         return any(r.graph.nodes[r.graph.by_name[n]].op == "Exp" for ns in r.clusters.values() for n in ns)
 
     small = find(programs(), has_exp_cluster, settings=settings(database=None, derandomize=True, max_examples=500,
@@ -280,7 +281,7 @@ def test_example_program_of_every_statement_kind_clusters_like_expected():
         While("v3", "f", "v", "v2", 2, "w3", Block((Op("v4", "Sin", ("w3",)),), "v4")),
         Op("v5", "Exp", ("v3",)),
     )))
-    r = run_pipeline(to_graph(p), parse_tf_xla_flags(AUTO + " --tf_xla_min_cluster_size=1"), until="mark").cluster
+    r = run_pipeline(to_graph(p), options_for(AUTO + " --tf_xla_min_cluster_size=1", until="mark")).cluster
     clustered = {n for ns in r.clusters.values() for n in ns}
     assert {"v2", "v4", "v5"} <= clustered
     # the loop body op never shares a cluster with ops outside the loop

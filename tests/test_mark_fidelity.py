@@ -11,7 +11,7 @@ import pytest
 
 from jitsim.crosscheck.corpus import Corpus
 from jitsim.crosscheck.fidelity import verify_dir
-from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK
 
 _CORPUS = Corpus()
@@ -28,8 +28,7 @@ def test_same_clusters_as_tf(corpus, run, stage):
     if not _has_stage(corpus, run, stage):
         pytest.skip(f"TF wrote no {stage} dump in this run (auto-jit off)")
     spec = corpus.run(run)
-    result = verify_dir(corpus.extract(run), parse_tf_xla_flags(spec.flags), input_stage=stage,
-                        session=spec.session())
+    result = verify_dir(corpus.extract(run), options_for(spec.flags, input_stage=stage, session=spec.session()))
     assert result.all_same_names, result.format_text(limit=20)
 
 

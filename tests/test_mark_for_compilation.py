@@ -22,17 +22,19 @@ from graphs import AUTO, BOOL, F32, I32, I64, STR, Shapes, Type, Types, arg, con
 from jitsim.graph import Graph
 from jitsim.registry import protos
 from jitsim.analyses.fingerprint import hash64
-from jitsim.flags import FlagError, parse_tf_xla_flags
-from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
+from jitsim.flags import FlagError
+from jitsim.options import SessionConfig, options_for
+from jitsim.passes.mark_for_compilation import ProcessState
 from jitsim.records import NodeDecision
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph
 
 # -- running the pass ------------------------------------------------------------------------
 
 
-def cluster(g: Graph, flags: str = "", *, base: str = AUTO, **kw):
-    """Run clone-constants + cluster-scoping + mark-for-compilation on ``g`` as TF would."""
-    return cluster_graph(g, parse_tf_xla_flags(f"{base} {flags}"), input_stage=BEFORE_CLONE, **kw)
+def cluster(g: Graph, flags: str = "", *, base: str = AUTO, state=None, **kw):
+    """Run clone-constants + cluster-scoping + mark-for-compilation on ``g`` as TF would
+    (``kw``: other fields of the run's Options; ``state``: the TF process)."""
+    return cluster_graph(g, options_for(f"{base} {flags}", input_stage=BEFORE_CLONE, **kw), state)
 
 
 def codes(res, *names) -> dict:

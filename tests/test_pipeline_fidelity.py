@@ -13,7 +13,7 @@ import pytest
 from jitsim.crosscheck.corpus import Corpus
 from jitsim.crosscheck.fidelity import verify_pipeline_dir
 from jitsim.crosscheck.scoring import labels_of_graphdef
-from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 
 # config_proto (on the lazy-compilation fallback call) is the session's serialized ConfigProto:
 # it differs between TF2 functions, eager single-op functions and TF1 sessions and is not in
@@ -49,8 +49,8 @@ def test_stage_equals_tf_dump(corpus, run, until):
     spec = corpus.run(run)
     if "--tf_xla_deterministic_cluster_names" in spec.flags:
         pytest.skip("cluster names embed TF's graph fingerprint, not recoverable from dumps (docs/fidelity.md)")
-    diffs = verify_pipeline_dir(corpus.extract(run), parse_tf_xla_flags(spec.flags), until=until,
-                                session=spec.session(), ignore_attrs=IGNORED_ATTRS)
+    diffs = verify_pipeline_dir(corpus.extract(run), options_for(spec.flags, until=until, session=spec.session()),
+                                ignore_attrs=IGNORED_ATTRS)
     known = TF_NONDETERMINISTIC.get((run, until), set())
     bad = [(name, d) for name, d in diffs
            if not d.identical and not (name.split(" (")[0] in known and _only_int32_routing(d))]

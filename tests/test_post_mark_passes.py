@@ -27,7 +27,7 @@ from jitsim.crosscheck.graphdiff import diff_graphdefs
 from jitsim.errors import GraphError
 from jitsim.graph import Graph, load
 from jitsim.registry import protos
-from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 from jitsim.passes.force_constants_on_host import force_xla_constants_on_host
 from jitsim.passes.increase_dynamism import (
     device_name_to_cpu_device_name, increase_dynamism_for_auto_jit, int_tensor,
@@ -45,8 +45,8 @@ C0, C1 = "cluster_0", "cluster_1"
 _DT = protos.DataType.values_by_name
 F32, I32, I64, RES = (_DT[n].number for n in ("DT_FLOAT", "DT_INT32", "DT_INT64", "DT_RESOURCE"))
 
-AUTO = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
-XLA_DEVICES = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_enable_xla_devices")
+AUTO = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+XLA_DEVICES = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_enable_xla_devices")
 
 
 # -- corpus: every graph, TF's own before/after dumps ---------------------------------------------
@@ -71,18 +71,18 @@ EXPECTED_DECISIONS = {
 }
 
 
-def run_post_mark(tg: TfGraph, flags):
+def run_post_mark(tg: TfGraph, options):
     """The three passes in TF's order; returns their results."""
     return [
-        force_xla_constants_on_host(tg),
-        increase_dynamism_for_auto_jit(tg, flags),
-        partially_decluster(tg, flags, cpu_global_jit_at_startup=flags.cpu_global_jit),
+        force_xla_constants_on_host(tg, options),
+        increase_dynamism_for_auto_jit(tg, options),
+        partially_decluster(tg, options),
     ]
 
 
 @pytest.mark.parametrize("run", RUNS)
 def test_corpus_matches_tf(corpus, run):
-    flags = parse_tf_xla_flags(corpus.run(run).flags)
+    flags = options_for(corpus.run(run).flags)
     d = corpus.extract(run)
     failures, codes = [], set()
     for g in _pairs(corpus, run):

@@ -12,7 +12,8 @@ import pytest
 from jitsim.frontend.prepare import prepare_without_tf
 from jitsim.registry import protos
 from jitsim.graph.model import Graph
-from jitsim.flags import DEFAULT_FLAGS, parse_tf_xla_flags
+from jitsim.flags import DEFAULT_FLAGS
+from jitsim.options import options_for
 from jitsim.rewrites.function_inlining import inline_call
 from jitsim.graph.graphedit import DT_FLOAT, DT_RESOURCE, EditGraph
 from jitsim.rewrites.grappler.common_subgraph_elimination import eliminate_common_subgraphs
@@ -72,7 +73,7 @@ def const(value, dtype="DT_FLOAT"):
 
 
 def clusters_of(g: Graph) -> dict[str, set[str]]:
-    res = run_pipeline(g, parse_tf_xla_flags(DEFAULT_FLAGS), until="decluster", input_stage="graphdef", device="cpu")
+    res = run_pipeline(g, options_for(DEFAULT_FLAGS, until="decluster", input_stage="graphdef", device="cpu"))
     out: dict[str, set[str]] = {}
     for n in res.graph.op_nodes():
         a = n.nodedef.attr

@@ -109,7 +109,7 @@ def test_every_help_states_the_rule():
 
 
 def test_resolve_flags_order():
-    from jitsim.passes.pipeline import resolve_flags
+    from jitsim.options import resolve_flags
 
     env = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=1"}
     assert resolve_flags(None, "--tf_xla_auto_jit=2", env).origin == "recorded by the harvest"

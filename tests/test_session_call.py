@@ -205,7 +205,7 @@ def test_tf1_session_graph_with_fetch_is_exact_and_matches_tf(tmp_path):
     from jitsim.graph.dumps import group_dumps
     from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest_env
     from jitsim.crosscheck.scoring import labels_of_file
-    from jitsim.flags import parse_tf_xla_flags
+    from jitsim.options import options_for
     from jitsim.passes.mark_for_compilation import ProcessState
     from jitsim.passes.pipeline import cluster_graph
 
@@ -225,7 +225,7 @@ def test_tf1_session_graph_with_fetch_is_exact_and_matches_tf(tmp_path):
         pin = pass_inputs(target, flags=user_flags, tf="always", fetch=fetch, cache_dir=tmp_path / "cache")
         assert pin.route.method == "tf-capture" and pin.route.exact is exact, pin.route.line
         state = ProcessState()
-        results = [cluster_graph(g, parse_tf_xla_flags(user_flags), state=state, input_stage=stage)
+        results = [cluster_graph(g, options_for(user_flags, input_stage=stage), state)
                    for _, g, stage in pin.graphs]
         d = compare_partitions(results[pin.main].labels(), truth)
         assert d.identical and d.same_names, (target, d)

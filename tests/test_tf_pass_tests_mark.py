@@ -51,7 +51,8 @@ from jitsim.graph.model import Graph
 from jitsim.passes.clone_constants import clone_constants_for_better_clustering
 from jitsim.passes.cluster_scoping import SCOPE_ATTR, cluster_scoping
 from jitsim.flags import DEFAULT, OFF, ON_2, ops_to_cluster_categories, parse_tf_xla_flags
-from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig, global_jit_level, mark_for_compilation
+from jitsim.options import Options, SessionConfig
+from jitsim.passes.mark_for_compilation import ProcessState, global_jit_level, mark_for_compilation
 from jitsim.graph.tfgraph import TfGraph
 from jitsim.registry import OpLibrary, using_op_libraries, xla_kernels
 
@@ -210,7 +211,7 @@ def mark(nodes, functions=(), *, global_jit=True, deadness=False, scoping=True, 
         if scoping and global_jit_level(xf, session, tg) != OFF:
             cluster_scoping(tg)
         tg.fixup_source_and_sink_edges()
-        res = mark_for_compilation(tg, xf, session, state or ProcessState())
+        res = mark_for_compilation(tg, Options(xf, session=session), state or ProcessState())
     return {k: v for k, v in res.labels().items() if v is not None}, tg
 
 

@@ -33,7 +33,7 @@ from jitsim.registry import protos
 from jitsim.graph.model import Graph
 from jitsim.passes.build_xla_ops import build_xla_ops
 from jitsim.analyses.deadness import deadness_analysis
-from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 from jitsim.passes.force_constants_on_host import force_xla_constants_on_host
 from jitsim.passes.increase_dynamism import increase_dynamism_for_auto_jit
 from jitsim.passes.partially_decluster import partially_decluster
@@ -43,8 +43,8 @@ from jitsim.registry import OpLibrary, using_op_libraries
 _DT = protos.DataType.values_by_name
 F32, I32, I64, BOOL, RES = (_DT[n].number for n in ("DT_FLOAT", "DT_INT32", "DT_INT64", "DT_BOOL", "DT_RESOURCE"))
 
-NO_FLAGS = parse_tf_xla_flags("")
-XLA_DEVICES = parse_tf_xla_flags("--tf_xla_enable_xla_devices")
+NO_FLAGS = options_for("")
+XLA_DEVICES = options_for("--tf_xla_enable_xla_devices")
 
 
 # -- building graphs -----------------------------------------------------------------------------
@@ -436,7 +436,7 @@ def test_ForceXlaConstantsOnHost_Simple():
 
 HOST = "/job:worker/replica:0/task:0/device:CPU:0"
 DEVICE = "/job:worker/replica:0/task:0/device:GPU:0"
-SESSION_ON_2 = parse_tf_xla_flags("--tf_xla_auto_jit=2")  # TF's harness: global_jit_level ON_2
+SESSION_ON_2 = options_for("--tf_xla_auto_jit=2")  # TF's harness: global_jit_level ON_2
 STATIC = "slice/static_shaped_slice/static_shaped_slice"
 
 
@@ -667,7 +667,7 @@ def _decluster(b: GraphBuilder, flags=NO_FLAGS) -> TfGraph:
     with using_op_libraries(_fake_library()):
         tg = b.tf()
         tg.fixup_source_and_sink_edges()
-        partially_decluster(tg, flags, cpu_global_jit_at_startup=False)
+        partially_decluster(tg, flags)  # the flags leave --tf_xla_cpu_global_jit off, as at TF's startup
     return tg
 
 

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import warnings
+from dataclasses import replace
 
 import pytest
 
@@ -185,14 +186,14 @@ def _tf_partition(release):
 def _simulated_partition(harvest, tf_version=None):
     from jitsim.graph.io import read_graphdef
     from jitsim.graph.model import Graph
-    from jitsim.flags import parse_tf_xla_flags
+    from jitsim.options import options_for
     from jitsim.passes.pipeline import cluster_graph
 
     f = FFT64 / harvest / "dumps" / "before_clone_constants_for_better_clustering_1.pbtxt"
     g = Graph(read_graphdef(f), source=str(f), validate=False)
     if tf_version is None:
         tf_version = choose_tf_version(None, producer_of(g))[0]
-    res = cluster_graph(g, parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"), tf_version=tf_version)
+    res = cluster_graph(g, options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit", tf_version=tf_version))
     return res.tf_version, _partition(res.labels())
 
 
@@ -216,13 +217,13 @@ def test_fft64_tf_version_2_21_reproduces_tf_2_21():
 
 def test_fft64_verify_and_cli(tmp_path):
     from jitsim.crosscheck.fidelity import verify_dir
-    from jitsim.flags import parse_tf_xla_flags
+    from jitsim.options import options_for
 
-    flags = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug")
+    flags = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug")
     res = verify_dir(FFT64 / "tf2.16", flags)
     assert (res.tf_version, res.all_same_names) == ("2.16", True)
     assert "1766" in res.tf_version_reason
-    assert not verify_dir(FFT64 / "tf2.16", flags, tf_version="2.21").all_identical
+    assert not verify_dir(FFT64 / "tf2.16", replace(flags, tf_version="2.21")).all_identical
     dump = FFT64 / "tf2.16" / "dumps" / "before_clone_constants_for_better_clustering_1.pbtxt"
     r = _jitsim("cluster", dump, "--format", "json")
     assert r.returncode == 0, r.stderr
@@ -272,7 +273,7 @@ def test_nms_clusters_as_each_release_did(release):
     from jitsim.crosscheck.scoring import labels_of_file
     from jitsim.graph.io import read_graphdef
     from jitsim.graph.model import Graph
-    from jitsim.flags import parse_tf_xla_flags
+    from jitsim.options import options_for
     from jitsim.passes.pipeline import cluster_graph
 
     root = NMS / f"tf{release}"
@@ -282,10 +283,10 @@ def test_nms_clusters_as_each_release_did(release):
     assert sum(map(len, truth)) == {"2.18": 21, "2.21": 7}[release]
     f = root / "dumps" / rec.files["before_clone_constants_for_better_clustering"]
     g = Graph(read_graphdef(f), source=str(f), validate=False)
-    flags = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    flags = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
     chosen = choose_tf_version(None, producer_of(g))[0]
     assert chosen == release
-    assert _partition(cluster_graph(g, flags, tf_version=chosen).labels()) == truth
+    assert _partition(cluster_graph(g, replace(flags, tf_version=chosen)).labels()) == truth
     other = "2.21" if release == "2.18" else "2.18"
-    assert _partition(cluster_graph(Graph(read_graphdef(f), source=str(f), validate=False), flags,
-                                    tf_version=other).labels()) != truth
+    assert _partition(cluster_graph(Graph(read_graphdef(f), source=str(f), validate=False),
+                                    replace(flags, tf_version=other)).labels()) != truth

@@ -18,7 +18,7 @@ import pytest
 from jitsim.graph.dumps import group_dumps
 from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
-from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph
 from jitsim.graph.tfgraph import is_rebuilt_dump, tfgraph_from_dump
 
@@ -91,9 +91,9 @@ def test_rebuilt_graph_edges_stay_in_graphconstructor_order(tmp_path):
 
 def test_clustering_a_graph_tf_never_rebuilt_says_so(tmp_path):
     g, config = _while_graph(tmp_path)
-    res = cluster_graph(g, parse_tf_xla_flags(config["flags"]), input_stage=BEFORE_CLONE)
+    res = cluster_graph(g, options_for(config["flags"], input_stage=BEFORE_CLONE))
     assert any("without rebuilding it" in n for n in res.notes)
     paths, config = _input_graphs(tmp_path / "b", "encapsulate-folds-sin")
     res = cluster_graph(Graph(read_graphdef(paths[-1]), source=str(paths[-1]), validate=False),
-                        parse_tf_xla_flags(config["flags"]), input_stage=BEFORE_CLONE)
+                        options_for(config["flags"], input_stage=BEFORE_CLONE))
     assert not any("without rebuilding it" in n for n in res.notes)

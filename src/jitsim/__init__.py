@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "cluster": ("jitsim.explain.clustering", "cluster"),
     "Clustering": ("jitsim.explain.clustering", "Clustering"),
+    "Options": ("jitsim.options", "Options"),
     "diff": ("jitsim.explain.diff", "diff_clusterings"),
     "load": ("jitsim.graph.io", "load"),
     "save": ("jitsim.graph.io", "save"),

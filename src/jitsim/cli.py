@@ -20,14 +20,16 @@ import os
 import re
 import sys
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 from jitsim import __version__, process
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.defs import (
-    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, ENCAPSULATE_AFTER_DUMP,
-    ENCAPSULATE_BEFORE_DUMP, MARK_DUMP,
-)
+from jitsim.defs import BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, MARK_DUMP, STAGES
+from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import Options, SessionConfig, auto_clustering_off, debug_mode, resolve_flags
+
+MARK, DECLUSTER, _, BUILD_XLA_OPS = STAGES  # the stages a command stops after (--until names them all)
 
 
 def _stderr_is_tty() -> bool:
@@ -273,10 +275,8 @@ def cmd_cluster(args) -> int:
     path = Path(args.graph)
     kind = target_kind(path)
     choice = _flags_choice(args, args.tf_xla_flags, recorded=recorded_flags(path) if kind == "dump-dir" else None)
-    session = _session(args)
-    state = ProcessState()
-    if args.cluster_number_start:
-        state.counters[0] = args.cluster_number_start
+    options = _options(args, choice, device=args.device, until=MARK, explain_cycles=args.explain_cycles)
+    state = ProcessState.starting(options)
 
     def capture_progress(elapsed, ndumps):
         _progress_line(f"TensorFlow running the call (fuel 0): {elapsed:.0f} s, {ndumps} dump files")
@@ -286,14 +286,14 @@ def cmd_cluster(args) -> int:
                           input_stage=args.input_stage, progress=capture_progress, fetch=args.fetch, feed=args.feed,
                           input_shapes=args.input_shape)
         version, version_reason = _tf_version_choice(args, pin.main_graph, path)
+        options = replace(options, tf_version=version, tf_version_reason=version_reason,
+                          op_libraries=tuple(pin.op_libraries))
         reports = []
         results = []
         for i, (label, g, stage) in enumerate(pin.graphs):
             if len(pin.graphs) > 1:
                 _progress_line(f"simulating graph {i + 1}/{len(pin.graphs)}")
-            res = cluster_graph(g, choice.flags, session=session, state=state, input_stage=stage, device=args.device,
-                                explain_cycles=args.explain_cycles, op_libraries=pin.op_libraries,
-                                tf_version=version)
+            res = cluster_graph(g, replace(options, input_stage=stage), state)
             if i == pin.main:
                 res.notes[:0] = pin.notes
             reports.append(_graph_report(label + (" (the call)" if i == pin.main and len(pin.graphs) > 1 else ""), res))
@@ -356,8 +356,6 @@ def _flags_choice(args, *parts, recorded=None, warn: bool = True):
     """The one rule for every command's flag options: ``parts`` (the command's --*-tf-xla-flags,
     in order) on top of the base flags, later flags winning, as in TF; ``--no-default-flags``
     starts from nothing. Warns when the result leaves auto-clustering off."""
-    from jitsim.passes.pipeline import resolve_flags
-
     given = " ".join(x for x in parts if x)
     choice = resolve_flags(given or None, recorded, additive=True,
                            no_defaults=getattr(args, "no_default_flags", False))
@@ -367,8 +365,6 @@ def _flags_choice(args, *parts, recorded=None, warn: bool = True):
 
 
 def _warn_if_off(choice, args) -> None:
-    from jitsim.passes.pipeline import auto_clustering_off
-
     level = _JIT_LEVELS.get(getattr(args, "session_jit_level", "default"), 0)
     if auto_clustering_off(choice.flags, level):
         warnings.warn(JitsimWarning(f'TF_XLA_FLAGS="{choice.flags.text}" ({choice.origin}) leave auto-clustering off '
@@ -415,10 +411,19 @@ _INPUT_STAGES = (BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, "graphdef")
 _JIT_LEVELS = {"default": 0, "off": -1, "on": 1, "1": 1, "2": 2}
 
 
-def _session(args):
-    from jitsim.passes.mark_for_compilation import SessionConfig
-
+def _session(args) -> SessionConfig:
     return SessionConfig(_JIT_LEVELS[args.session_jit_level], args.session_cpu_global_jit)
+
+
+def _options(args, choice, *, device=None, exclude=(), force=(), until=DECLUSTER, explain_cycles=None) -> Options:
+    """The one place a command's arguments become the :class:`~jitsim.options.Options` of a
+    simulation (built once, then handed unchanged to every pass): ``choice`` (the flags, from
+    :func:`_flags_choice`), the session's ConfigProto, the input stage, the cluster counter's
+    start and the requested TF release from ``args``; the device, what-if knobs, last stage and
+    cycle explanations as the command asks."""
+    return Options(choice.flags, choice.origin, device, tuple(exclude), tuple(force), _session(args),
+                   getattr(args, "input_stage", None), getattr(args, "cluster_number_start", 0) or 0, until,
+                   getattr(args, "tf_version", None), explain_cycles=explain_cycles)
 
 
 def _add_session_args(p) -> None:
@@ -435,18 +440,20 @@ def cmd_rewrite(args) -> int:
     from jitsim.graph.io import save
 
     _single_graph(args.graph)
+    from jitsim.passes.pipeline import STAGE_DUMPS
+
     choice = _flags_choice(args, args.tf_xla_flags)
-    c = _simulate(args, flags=choice.flags.text, device=args.device, until=args.until, explain_cycles=False)
+    c = _simulate(args, _options(args, choice, device=args.device, until=args.until, explain_cycles=False))
     save(c.to_graphdef(), args.output)
     o = c.options
     n_clusters = len(c.pipeline.cluster.clusters)
     if c.route is not None:
         print(c.route.line, file=sys.stderr)
-    _wrote(args.output, f"TF's {STAGE_OF_UNTIL[args.until]} dump of the graph, {n_clusters} clusters")
+    _wrote(args.output, f"TF's {STAGE_DUMPS[args.until]} dump of the graph, {n_clusters} clusters")
     _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
     if args.format == "json":
         _emit_json({"schema": "jitsim.rewrite/1", "input": str(args.graph), "output": str(args.output),
-                    "until": args.until, "stage_dump": STAGE_OF_UNTIL[args.until],
+                    "until": args.until, "stage_dump": STAGE_DUMPS[args.until],
                     "tf_version": {"version": o.tf_version, "reason": o.tf_version_reason},
                     "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin,
                     "clusters": {k: list(m) for k, m in c.pipeline.cluster.clusters.items()}}, args)
@@ -454,11 +461,6 @@ def cmd_rewrite(args) -> int:
         print(f"{Path(args.graph).name}: simulated TensorFlow {o.tf_version} ({o.tf_version_reason}) up to "
               f"{args.until} with {choice.describe()}; {n_clusters} clusters")
     return 0
-
-
-# what `rewrite --until` writes: the name of TF's dump of that stage
-STAGE_OF_UNTIL = {"mark": MARK_DUMP, "decluster": ENCAPSULATE_BEFORE_DUMP,
-                  "encapsulate": ENCAPSULATE_AFTER_DUMP, "build-xla-ops": BUILD_XLA_OPS_DUMP}
 
 
 def cmd_verify(args) -> int:
@@ -479,9 +481,7 @@ def cmd_verify(args) -> int:
         _progress_line(f"simulating graph {i + 1}/{n}")
 
     try:
-        result = verify_dir(path, choice.flags, input_stage=args.input_stage, progress=progress,
-                            session=_session(args), tf_version=args.tf_version, device=args.device,
-                            cluster_number_start=args.cluster_number_start)
+        result = verify_dir(path, _options(args, choice, device=args.device, explain_cycles=False), progress=progress)
     finally:
         _progress_done()
     version = {"version": result.tf_version, "reason": result.tf_version_reason}
@@ -646,8 +646,9 @@ def _whatif_args(p, prefix: str = "") -> None:
                    help="what-if: treat OP as compilable, skipping every compilability check (repeatable)")
 
 
-def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=(), move_devices=False,
-              until="decluster", explain_cycles=None):
+def _simulate(args, options: Options, graph=None, *, move_devices=False):
+    """``graph`` (default: ``args.graph``) simulated with ``options`` (:func:`_options`), by the
+    route the command's arguments state (signature, TF capture, session call, Keras call)."""
     from jitsim.explain.clustering import cluster
 
     shapes, signature = args.input_shape, args.signature
@@ -659,12 +660,8 @@ def _simulate(args, graph=None, *, flags=None, device=None, exclude=(), force=()
         signature = signature if kind == "saved_model" else None
     _progress_line(f"simulating {Path(str(graph or args.graph)).name}")
     try:
-        return cluster(graph or args.graph, flags=flags, device=device, exclude_ops=exclude, force_compilable=force,
-                       session_jit_level=_JIT_LEVELS[args.session_jit_level],
-                       session_cpu_global_jit=args.session_cpu_global_jit, input_stage=args.input_stage,
-                       signature=signature, cluster_number_start=args.cluster_number_start,
-                       move_devices=move_devices, tf=args.tf, fetch=args.fetch, feed=args.feed,
-                       tf_version=args.tf_version, input_shapes=shapes, until=until, explain_cycles=explain_cycles)
+        return cluster(graph or args.graph, options=options, signature=signature, move_devices=move_devices,
+                       tf=args.tf, fetch=args.fetch, feed=args.feed, input_shapes=shapes)
     finally:
         _progress_done()
 
@@ -683,9 +680,8 @@ def _simulate_given(args):
     """One graph simulated with the command's options and what-if knobs (explain, render, report)."""
     _single_graph(args.graph)
     choice = _flags_choice(args, args.tf_xla_flags)
-    c = _simulate(args, flags=choice.flags.text, device=args.device, exclude=args.exclude_op,
-                  force=args.force_compilable)
-    c.options.flags_origin = choice.origin  # where the flags came from, as the command chose them
+    c = _simulate(args, _options(args, choice, device=args.device, exclude=args.exclude_op,
+                                 force=args.force_compilable))
     _check_ops_exist(c, args.exclude_op, "--exclude-op")
     _check_ops_exist(c, args.force_compilable, "--force-compilable")
     return c
@@ -736,8 +732,8 @@ def _explain_recompiles(args) -> int:
     steps = read_stream(args.shapes)  # bad input before any simulation
     _single_graph(args.graph)
     choice = _flags_choice(args, args.tf_xla_flags)
-    c = _simulate(args, flags=choice.flags.text, device=args.device, exclude=args.exclude_op,
-                  force=args.force_compilable, until="build-xla-ops", explain_cycles=False)
+    c = _simulate(args, _options(args, choice, device=args.device, exclude=args.exclude_op,
+                                 force=args.force_compilable, until=BUILD_XLA_OPS, explain_cycles=False))
     _check_ops_exist(c, args.exclude_op, "--exclude-op")
     _check_ops_exist(c, args.force_compilable, "--force-compilable")
     res = runtime(c, steps, path=args.shapes)
@@ -763,7 +759,7 @@ def cmd_whatif(args) -> int:
     if not (args.tf_xla_flags or args.device or args.exclude_op or args.force_compilable):
         raise JitsimError("what if what? give --tf-xla-flags, --device, --exclude-op or --force-compilable")
     base_choice = _flags_choice(args, args.baseline_tf_xla_flags, warn=False)
-    base = _simulate(args, flags=base_choice.flags.text, device=args.baseline_device)
+    base = _simulate(args, _options(args, base_choice, device=args.baseline_device))
     _check_ops_exist(base, args.exclude_op, "--exclude-op")
     _check_ops_exist(base, args.force_compilable, "--force-compilable")
     if args.tf_xla_flags:  # on top of the baseline's, as every --*tf-xla-flags
@@ -784,14 +780,15 @@ def cmd_diff(args) -> int:
     _single_graph(args.graph)
     if args.other:
         _single_graph(args.other)
-    fa = _flags_choice(args, args.tf_xla_flags, args.a_tf_xla_flags).flags.text
-    fb = _flags_choice(args, args.tf_xla_flags, args.b_tf_xla_flags).flags.text
+    fa = _flags_choice(args, args.tf_xla_flags, args.a_tf_xla_flags)
+    fb = _flags_choice(args, args.tf_xla_flags, args.b_tf_xla_flags)
     da, db = args.a_device or args.device, args.b_device or args.device
-    if not args.other and fa == fb and da == db and not (args.b_exclude_op or args.b_force_compilable):
+    if (not args.other and fa.flags.text == fb.flags.text and da == db
+            and not (args.b_exclude_op or args.b_force_compilable)):
         raise JitsimError("nothing to compare: give a second graph, or --a-/--b- flags or devices that differ")
-    a = _simulate(args, flags=fa, device=da, move_devices=bool(args.a_device))
-    b = _simulate(args, args.other, flags=fb, device=db, exclude=args.b_exclude_op, force=args.b_force_compilable,
-                  move_devices=bool(args.b_device))
+    a = _simulate(args, _options(args, fa, device=da), move_devices=bool(args.a_device))
+    b = _simulate(args, _options(args, fb, device=db, exclude=args.b_exclude_op, force=args.b_force_compilable),
+                  args.other, move_devices=bool(args.b_device))
     _check_ops_exist(b, args.b_exclude_op, "--b-exclude-op")
     _check_ops_exist(b, args.b_force_compilable, "--b-force-compilable")
     la = (Path(args.graph).name + " " if args.other else "") + a.options.describe()
@@ -861,8 +858,9 @@ def _report_runtime(args, steps) -> dict:
     from jitsim.runtime.simulate import runtime
     from jitsim.runtime.svg import timeline_svg
 
-    c = _simulate(args, flags=_flags_choice(args, args.tf_xla_flags, warn=False).flags.text, device=args.device,
-                  exclude=args.exclude_op, force=args.force_compilable, until="build-xla-ops", explain_cycles=False)
+    c = _simulate(args, _options(args, _flags_choice(args, args.tf_xla_flags, warn=False), device=args.device,
+                                 exclude=args.exclude_op, force=args.force_compilable, until=BUILD_XLA_OPS,
+                                 explain_cycles=False))
     res = runtime(c, steps, path=args.shapes)
     units = []
     for r in res.units:
@@ -881,8 +879,6 @@ def _report_runtime(args, steps) -> dict:
 
 def cmd_harvest(args) -> int:
     from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest
-
-    from jitsim.flags import parse_tf_xla_flags
 
     base = "" if args.no_default_flags else os.environ.get("TF_XLA_FLAGS", DEFAULT_FLAGS)
     flags = f"{base} {args.tf_xla_flags or ''}".strip()  # on top of the base, later flags win (one rule)
@@ -979,7 +975,7 @@ def cmd_runtime(args) -> int:
     steps = read_stream(args.shapes) if args.shapes else None  # bad input before any simulation
     _single_graph(args.graph)
     choice = _flags_choice(args, args.tf_xla_flags)
-    c = _simulate(args, flags=choice.flags.text, device=args.device, until="build-xla-ops", explain_cycles=False)
+    c = _simulate(args, _options(args, choice, device=args.device, until=BUILD_XLA_OPS, explain_cycles=False))
     res = runtime(c, steps, path=args.shapes)
     if args.output:
         from jitsim.graph.io import write_atomic
@@ -1222,7 +1218,7 @@ def build_parser() -> argparse.ArgumentParser:
     rw.add_argument("graph", help="one graph (as for explain): TF dump file (best: "
                     "before_clone_constants_for_better_clustering_N.pbtxt), .pbtxt/.pb GraphDef, SavedModel "
                     "directory, .keras file or .py program; taken by the same route as cluster")
-    rw.add_argument("--until", default="build-xla-ops", choices=("mark", "decluster", "encapsulate", "build-xla-ops"),
+    rw.add_argument("--until", default=BUILD_XLA_OPS, choices=STAGES,
                     help="last stage to simulate (default build-xla-ops); the output matches TF's dump of that "
                          "stage: mark_for_compilation, encapsulate_subgraphs_before, encapsulate_subgraphs_after, "
                          "build_xla_ops")
@@ -1702,7 +1698,7 @@ def _run(argv: list[str] | None) -> int:
         process.print_error(f"jitsim: {_one_line(where + os_problem(e, 'cannot use'))}")
         return 2
     except Exception as e:  # noqa: BLE001 - a bug in jitsim: one line naming the input, exit 3
-        if os.environ.get("JITSIM_DEBUG"):
+        if debug_mode():
             raise
         _progress_done()
         where = _main_input(args)

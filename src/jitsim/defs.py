@@ -53,3 +53,8 @@ DUMP_STAGES = (BEFORE_CLONE_DUMP, AFTER_CLONE_DUMP, BEFORE_MARK_DUMP, MARK_DUMP,
 # timings under it.
 MARK_FOR_COMPILATION_PASS = MARK_DUMP
 BUILD_XLA_OPS_PASS = BUILD_XLA_OPS_DUMP
+
+# -- jitsim's stages ----------------------------------------------------------------------------
+# Where a simulation can stop (``--until``), in pipeline order; each ends with a pass whose
+# graph TF dumps (jitsim.passes.pipeline.PIPELINE says which pass and which dump).
+STAGES = ("mark", "decluster", "encapsulate", "build-xla-ops")

@@ -68,7 +68,7 @@ class Run:
     session_cpu_global_jit: bool = False
 
     def session(self):
-        from jitsim.passes.mark_for_compilation import SessionConfig
+        from jitsim.options import SessionConfig
 
         return SessionConfig(self.session_global_jit_level, self.session_cpu_global_jit)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from jitsim.crosscheck.compare import CorpusRow, compare_partitions
@@ -20,9 +21,10 @@ from jitsim.errors import JitsimError
 from jitsim.files.input import read_json
 from jitsim.graph.io import read_graphdef
 from jitsim.graph.model import Graph
-from jitsim.flags import XlaFlags, parse_tf_xla_flags
-from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
-from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, STAGE_DUMPS, cluster_graph, run_pipeline
+from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import Options
+from jitsim.passes.mark_for_compilation import ProcessState
+from jitsim.passes.pipeline import BEFORE_CLONE, BEFORE_MARK, DECLUSTER, STAGE_DUMPS, cluster_graph, run_pipeline
 from jitsim.graph.custom_ops import harvest_op_library
 from jitsim.registry.versions import choose_tf_version, producer_of, recorded_tf_version
 from jitsim.defs import ENCAPSULATE_BEFORE_DUMP, MARK_DUMP
@@ -78,29 +80,27 @@ def truth_stage(records, root: Path) -> tuple[str, list[str]]:
                       "--tf_xla_clustering_debug added to TF_XLA_FLAGS (or use `jitsim crosscheck harvest`)", root)
 
 
-def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str | None = None, progress=None,
-               session: SessionConfig | None = None, tf_version: str | None = None, device: str | None = None,
-               cluster_number_start: int = 0) -> CompareResult:
-    """Score jitsim against TF on every graph of a harvest directory (see module doc).
-    ``input_stage``: TF's dump jitsim starts from (default: each graph's best,
-    ``before_clone...`` else ``before_mark...``, as ``jitsim cluster`` takes a dump directory).
-    ``tf_version``: the TF release to simulate; default: the one that wrote the dumps (the
-    first graph's GraphDef producer), else the harvest's recorded TF, else 2.21. The truth is
+def verify_dir(root: Path | str, options: Options, *, progress=None) -> CompareResult:
+    """Score jitsim against TF on every graph of a harvest directory (see module doc) with
+    ``options`` (:class:`~jitsim.options.Options`). ``options.input_stage``: TF's dump jitsim
+    starts from (default: each graph's best, ``before_clone...`` else ``before_mark...``, as
+    ``jitsim cluster`` takes a dump directory). ``options.tf_version``: the TF release to
+    simulate; default (None): the one that wrote the dumps (the first graph's GraphDef
+    producer), else the harvest's recorded TF, else 2.21. The truth is
     TF's ``mark_for_compilation`` dump, else (:func:`truth_stage`) what TF wrote after partial
     declustering, said in :attr:`CompareResult.notes`."""
     where = dump_dir(root)
     root, dumps = where.root, where.dumps
     lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)
     libraries = (lib,) if lib is not None else ()
+    input_stage, tf_version, flags = options.input_stage, options.tf_version, options.flags
     records = where.records()
     if not records:
         raise JitsimError(f"holds no TF dump files; TF writes them with {DUMP_ENV_HINT}", dumps)
     if input_stage not in (None, BEFORE_CLONE, BEFORE_MARK):
         raise JitsimError(f"--input-stage {input_stage}: verify starts from TF's dumps, {BEFORE_CLONE} or "
                           f"{BEFORE_MARK}", root)
-    state = ProcessState()
-    if cluster_number_start:
-        state.counters[0] = cluster_number_start
+    state = ProcessState.starting(options)
     rows = []
     usable = [(r, input_stage or r.input_stage) for r in records if (input_stage or r.input_stage) in r.files]
     if not usable:
@@ -118,12 +118,11 @@ def verify_dir(root: Path | str, flags: XlaFlags, *, input_stage: str | None = N
             g = Graph(read_graphdef(f), source=str(f), validate=False)
             if version is None:  # one TF process: one release for the whole run
                 version, reason = choose_tf_version(tf_version, producer_of(g), recorded_tf_version(root))
-            kwargs = dict(state=state, input_stage=stage, session=session, op_libraries=libraries,
-                          tf_version=version, device=device)
+            opts = replace(options, input_stage=stage, op_libraries=libraries, tf_version=version)
             if truth_at == MARK:
-                predicted = cluster_graph(g, flags, **kwargs).labels()
+                predicted = cluster_graph(g, opts, state).labels()
             else:
-                predicted = labels_of_graphdef(run_pipeline(g, flags, until="decluster", **kwargs).to_graphdef())
+                predicted = labels_of_graphdef(run_pipeline(g, replace(opts, until=DECLUSTER), state).to_graphdef())
         except JitsimError as e:
             rows.append(CorpusRow(name=name, diff=None, error=str(e)))
             continue
@@ -153,12 +152,12 @@ def pass_input_graphdef(dumps: Path, rec):
     return gd
 
 
-def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, session: SessionConfig | None = None,
-                        ignore_attrs=(), progress=None, tf_version: str | None = None) -> list[tuple[str, object]]:
-    """Run jitsim's whole pipeline up to ``until`` on every graph of a harvest, starting
+def verify_pipeline_dir(root: Path | str, options: Options, *, ignore_attrs=(),
+                        progress=None) -> list[tuple[str, object]]:
+    """Run jitsim's whole pipeline up to ``options.until`` on every graph of a harvest, starting
     from TF's ``before_clone...`` dump with one simulated process, and diff the result with
-    TF's dump of that stage. Returns ``[(graph label, GraphDiff)]``. ``tf_version``: as for
-    :func:`verify_dir`."""
+    TF's dump of that stage. Returns ``[(graph label, GraphDiff)]``. ``options.tf_version``: as
+    for :func:`verify_dir`."""
     from jitsim.crosscheck.graphdiff import diff_graphdefs
 
     where = dump_dir(root)
@@ -166,9 +165,10 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
     lib = harvest_op_library(root)  # ops of libraries the run loaded (tensorflow_text...)
     libraries = (lib,) if lib is not None else ()
     records = [r for r in where.records() if BEFORE_CLONE in r.files]
-    state = ProcessState()
+    state = ProcessState.starting(options)
+    tf_version = options.tf_version
     out = []
-    truth_stage = STAGE_DUMPS[until]
+    truth_stage = STAGE_DUMPS[options.until]
     for i, rec in enumerate(records):
         if progress:
             progress(i, len(records))
@@ -177,8 +177,8 @@ def verify_pipeline_dir(root: Path | str, flags: XlaFlags, *, until: str, sessio
         g = Graph(gd, source=str(f), validate=False)
         if i == 0:  # one TF process: one release for the whole run
             tf_version, _ = choose_tf_version(tf_version, producer_of(g), recorded_tf_version(root))
-        res = run_pipeline(g, flags, until=until, state=state, session=session, input_stage=BEFORE_CLONE,
-                           op_libraries=libraries, tf_version=tf_version)
+        res = run_pipeline(g, replace(options, input_stage=BEFORE_CLONE, op_libraries=libraries,
+                                      tf_version=tf_version), state)
         if truth_stage not in rec.files:
             continue
         truth = read_graphdef(dumps / rec.files[truth_stage])

@@ -22,53 +22,22 @@ here re-derives a decision.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jitsim.errors import JitsimError
 from jitsim.explain.summary import op_summary
+from jitsim.flags import parse_tf_xla_flags
+from jitsim.graph.model import Graph
+from jitsim.registry import protos, using_tf_version
+from jitsim.options import Options, SessionConfig, resolve_flags
+from jitsim.passes.mark_for_compilation import ProcessState
+from jitsim.passes import pipeline as passes  # by module: tests replace its functions
 from jitsim.records import MergeRefusal, NodeDecision
 from jitsim.defs import CLUSTER_ATTR
 
 SCHEMA = "jitsim.clustering/1"
-# later passes that can take a node out of its cluster or rewrite it, in pipeline order
-LATER_PASSES = ("force_xla_constants_on_host", "increase_dynamism_for_auto_jit", "partially_decluster")
 AUTO_EXPLAIN_CYCLES_NODES = 5000
-
-
-@dataclass
-class Options:
-    """What a simulation was run with (the baseline of a what-if)."""
-
-    flags_text: str
-    flags_origin: str = "given"
-    device: str | None = None
-    exclude_ops: tuple[str, ...] = ()
-    force_compilable: tuple[str, ...] = ()
-    session_jit_level: int = 0
-    session_cpu_global_jit: bool = False
-    input_stage: str | None = None
-    cluster_number_start: int = 0
-    until: str = "decluster"
-    tf_version: str = "2.21"  # the simulated TensorFlow release
-    tf_version_reason: str = "jitsim default"
-
-    def describe(self) -> str:
-        parts = [f'TF_XLA_FLAGS="{self.flags_text}"']
-        if self.device:
-            parts.append(f"device {self.device}")
-        if self.exclude_ops:
-            parts.append("exclude " + ",".join(self.exclude_ops))
-        if self.force_compilable:
-            parts.append("force-compilable " + ",".join(self.force_compilable))
-        return ", ".join(parts)
-
-    def to_dict(self) -> dict:
-        return {"tf_xla_flags": self.flags_text, "flags_origin": self.flags_origin, "device": self.device,
-                "exclude_ops": list(self.exclude_ops), "force_compilable": list(self.force_compilable),
-                "session_jit_level": self.session_jit_level, "session_cpu_global_jit": self.session_cpu_global_jit,
-                "input_stage": self.input_stage, "until": self.until,
-                "tf_version": {"version": self.tf_version, "reason": self.tf_version_reason}}
 
 
 @dataclass
@@ -128,7 +97,7 @@ class Clustering:
         g = cr.graph
         self.graph = g
         later: dict[str, list[tuple[str, NodeDecision]]] = {}
-        for pname in LATER_PASSES:
+        for pname in passes.LATER_PASSES:
             res = pipeline.stage_results.get(pname)
             for name, d in (getattr(res, "decisions", None) or {}).items():
                 later.setdefault(name, []).append((pname, d))
@@ -224,22 +193,18 @@ class Clustering:
         ``flags`` are appended to the baseline's TF_XLA_FLAGS (later flags win, as in TF);
         ``exclude_ops`` / ``force_compilable`` add to the baseline's."""
         o = self.options
-        return cluster(
-            self.input_graph(), flags=(o.flags_text + " " + flags).strip() if flags else o.flags_text,
-            device=device or o.device, exclude_ops=tuple(o.exclude_ops) + tuple(exclude_ops),
-            force_compilable=tuple(o.force_compilable) + tuple(force_compilable),
-            session_jit_level=o.session_jit_level, session_cpu_global_jit=o.session_cpu_global_jit,
-            input_stage=o.input_stage, until=o.until, cluster_number_start=o.cluster_number_start,
-            move_devices=bool(device and device != o.device),  # the captured graph itself: no new route
-            tf_version=o.tf_version)
+        variant = replace(o, flags=parse_tf_xla_flags(f"{o.flags_text} {flags}".strip()) if flags else o.flags,
+                          flags_origin="--tf-xla-flags", device=device or o.device,
+                          exclude_ops=tuple(o.exclude_ops) + tuple(exclude_ops),
+                          force_compilable=tuple(o.force_compilable) + tuple(force_compilable),
+                          explain_cycles=None)
+        return cluster(self.input_graph(), options=variant,
+                       move_devices=bool(device and device != o.device))  # the captured graph itself: no new route
 
     def input_graph(self):
         """A fresh copy of the graph the passes were given (TF's pass input, before any pass
         annotated it), as a jitsim :class:`~jitsim.graph.model.Graph`; None for a
         ``Clustering`` that :func:`cluster` did not make."""
-        from jitsim.registry import protos
-        from jitsim.graph.model import Graph
-
         snap = getattr(self, "_input_snapshot", None)
         if snap is None:
             return None
@@ -346,8 +311,6 @@ def find_node(names, pattern: str, source: str | None = None) -> str:
 def to_graph(obj, *, signature: str | None = None):
     """A path, a jitsim ``Graph`` or a ``GraphDef`` -> a jitsim :class:`~jitsim.graph.model.Graph`
     (as given: no route to TF's pass input is taken; :func:`cluster` takes one for paths)."""
-    from jitsim.graph.model import Graph
-
     if isinstance(obj, Graph):
         return obj
     if isinstance(obj, (str, Path)):
@@ -355,8 +318,6 @@ def to_graph(obj, *, signature: str | None = None):
 
         return load(obj, signature=signature, validate=True)
     if hasattr(obj, "node") and hasattr(obj, "SerializeToString") and hasattr(obj, "library"):
-        from jitsim.registry import protos
-
         gd = protos.GraphDef()
         gd.ParseFromString(obj.SerializeToString())
         return Graph(gd, source="<GraphDef>")
@@ -372,7 +333,8 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
             session_jit_level: int = 0, session_cpu_global_jit: bool = False, input_stage: str | None = None,
             signature: str | None = None, until: str = "decluster", explain_cycles: bool | None = None,
             cluster_number_start: int = 0, move_devices: bool = False, tf: str = "auto", fetch=(),
-            feed=(), tf_version: str | None = None, input_shapes=None, input_signature=None) -> Clustering:
+            feed=(), tf_version: str | None = None, input_shapes=None, input_signature=None,
+            options: Options | None = None) -> Clustering:
     """Simulate TF's auto-clustering on ``graph`` and return a :class:`Clustering`.
 
     ``graph``: a path (TF dump file or directory, SavedModel directory, ``.keras`` file,
@@ -402,43 +364,50 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     release that wrote the graph (its ``versions.producer``), else the one a harvest recorded,
     else 2.21 (:func:`jitsim.registry.versions.choose_tf_version`; the choice and its reason
     are in :attr:`Clustering.options`).
+
+    ``options``: an :class:`~jitsim.options.Options` built by the caller (the CLI builds one
+    from its arguments; a what-if derives one from its baseline's) instead of the keywords
+    from ``flags`` to ``tf_version``. Its ``tf_version`` (None: auto) and ``explain_cycles``
+    (None: auto) are requests, resolved here with what depends on the graph.
     """
-    from jitsim.registry import protos
-    from jitsim.graph.model import Graph
-    from jitsim.passes.mark_for_compilation import ProcessState, SessionConfig
-    from jitsim.passes.pipeline import STAGES, cluster_graph, resolve_flags, run_pipeline
     from jitsim.registry.versions import check_tf_version, choose_tf_version, producer_of, recorded_tf_version
 
-    if until not in STAGES:
-        raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
+    until = options.until if options is not None else until
+    if until not in passes.STAGES:
+        raise JitsimError(f"unknown stage {until!r}; one of {', '.join(passes.STAGES)}")
+    tf_version = options.tf_version if options is not None else tf_version
     if tf_version is not None:
         check_tf_version(tf_version)  # before any work
-    choice = resolve_flags(flags)
-    session = SessionConfig(session_jit_level, session_cpu_global_jit)
-    state = ProcessState()
-    if cluster_number_start:
-        state.counters[0] = cluster_number_start
-    route, route_notes, libraries = None, [], ()
+    if options is None:
+        choice = resolve_flags(flags)
+        options = Options(choice.flags, choice.origin, device, tuple(exclude_ops), tuple(force_compilable),
+                          SessionConfig(session_jit_level, session_cpu_global_jit), input_stage,
+                          cluster_number_start, until, tf_version, explain_cycles=explain_cycles)
+    device = options.device
+    state = ProcessState.starting(options)
+    route, route_notes = None, []
     if isinstance(graph, (str, Path)) or _is_tf_object(graph):
         from jitsim.frontend.resolve import pass_inputs
 
-        pin = pass_inputs(graph, flags=choice.flags.text, tf=tf, signature=signature, device=device,
-                          input_stage=input_stage, fetch=fetch, feed=feed, input_shapes=input_shapes,
+        pin = pass_inputs(graph, flags=options.flags_text, tf=tf, signature=signature, device=device,
+                          input_stage=options.input_stage, fetch=fetch, feed=feed, input_shapes=input_shapes,
                           input_signature=input_signature)
-        if pin.session_jit is not None and not session_jit_level:  # the caller's set_jit, as TF would see it
-            session_jit_level = 1 if pin.session_jit else -1
-            session = SessionConfig(session_jit_level, session_cpu_global_jit)
+        session = options.session
+        if pin.session_jit is not None and not session.global_jit_level:  # the caller's set_jit, as TF would see it
+            session = replace(session, global_jit_level=1 if pin.session_jit else -1)
         version, version_reason = choose_tf_version(
-            tf_version, producer_of(pin.main_graph),
+            options.tf_version, producer_of(pin.main_graph),
             recorded_tf_version(graph) if isinstance(graph, (str, Path)) else None)
+        options = replace(options, session=session, tf_version=version, tf_version_reason=version_reason,
+                          op_libraries=tuple(pin.op_libraries))
         # the graphs TF instantiated before the call's own advance the process's counters
         for _, before, stage in pin.graphs[:pin.main]:
-            cluster_graph(before, choice.flags, session=session, state=state, input_stage=stage, device=device,
-                          op_libraries=pin.op_libraries, tf_version=version)
-        libraries = pin.op_libraries
-        g, input_stage = pin.main_graph, pin.graphs[pin.main][2]
+            # (without the what-if knobs: they are about the call's graph)
+            passes.cluster_graph(before, replace(options, input_stage=stage, explain_cycles=False, exclude_ops=(),
+                                                 force_compilable=()), state)
+        g = pin.main_graph
         route, route_notes = pin.route, pin.notes
-        cluster_number_start = state.counters.get(0, 0)
+        options = replace(options, input_stage=pin.graphs[pin.main][2], cluster_number_start=state.counters.get(0, 0))
     else:
         if fetch or feed:
             raise JitsimError("fetch/feed name a session call of a graph file: give the GraphDef or MetaGraphDef path")
@@ -446,7 +415,8 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
             raise JitsimError("input_shapes/input_signature state a Keras model's call: give the .keras path or the "
                               "Keras model")
         g = to_graph(graph, signature=signature)
-        version, version_reason = choose_tf_version(tf_version, producer_of(g))
+        version, version_reason = choose_tf_version(options.tf_version, producer_of(g))
+        options = replace(options, tf_version=version, tf_version_reason=version_reason)
     # the passes annotate NodeDefs in place: keep the input intact (for the caller and for whatif)
     snapshot = g.graphdef.SerializeToString()
     if g is graph or route is not None:
@@ -455,18 +425,11 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         g = Graph(gd, source=g.source, validate=False)
     if move_devices and device:
         from jitsim.rewrites.placement import replace_devices
-        from jitsim.registry import using_tf_version
-
         with using_tf_version(version):  # the kernels of the simulated release
             g = replace_devices(g, device)
-    options = Options(choice.flags.text, choice.origin, device, tuple(exclude_ops), tuple(force_compilable),
-                      session_jit_level, session_cpu_global_jit, input_stage, cluster_number_start, until,
-                      version, version_reason)
-    if explain_cycles is None:
-        explain_cycles = len(g) <= AUTO_EXPLAIN_CYCLES_NODES
-    res = run_pipeline(g, choice.flags, until=until, session=session, state=state, input_stage=input_stage,
-                       device=device, explain_cycles=explain_cycles, exclude_ops=frozenset(exclude_ops),
-                       force_compilable=frozenset(force_compilable), op_libraries=libraries, tf_version=version)
+    if options.explain_cycles is None:
+        options = replace(options, explain_cycles=len(g) <= AUTO_EXPLAIN_CYCLES_NODES)
+    res = passes.run_pipeline(g, options, state)
     c = Clustering(res, options, g.source, input_graph=g)
     c.route = route
     c.notes[:0] = ([route.line] if route is not None else []) + list(route_notes)

@@ -499,12 +499,11 @@ def simulate(cap: Capture, flags: str | None = None, *, session=None):
     """jitsim on every graph of a capture, one simulated process (``cluster_dump_dir``), with
     the user's flags (``flags`` overrides them) and, for a live object, its process's jit
     setting (``session`` overrides it): ``[(DumpGraph, ClusterResult)]``."""
-    from jitsim.flags import ON_1, OFF, parse_tf_xla_flags
-    from jitsim.passes.mark_for_compilation import SessionConfig
+    from jitsim.flags import ON_1, OFF
+    from jitsim.options import SessionConfig, options_for
     from jitsim.passes.pipeline import cluster_dump_dir
 
     if session is None and cap.session_jit is not None:
         session = SessionConfig(global_jit_level=ON_1 if cap.session_jit else OFF)
-
-    return cluster_dump_dir(cap.dump_dir, parse_tf_xla_flags(cap.user_flags if flags is None else flags),
-                            session=session)
+    options = options_for(cap.user_flags if flags is None else flags, session=session or SessionConfig())
+    return cluster_dump_dir(cap.dump_dir, options)

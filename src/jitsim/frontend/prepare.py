@@ -24,6 +24,7 @@ result may differ from TF's (:attr:`Prepared.caveats`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from jitsim.graph.model import Graph
 from jitsim.graph.graphedit import EditGraph, sort_topologically
@@ -32,13 +33,101 @@ from jitsim.registry import op_def
 from jitsim.codes import Code
 from jitsim.records import Step
 
-STEPS = ("inline_and_lower", "placement", "model_pruner", "common_subgraph_elimination", "arithmetic_optimizer",
-         "constant_folding", "remapper", "dependency_optimizer")
+
+
+# -- Grappler's optimizers, as data ----------------------------------------------------------
+
+
+@dataclass
+class GrapplerContext:
+    """What every simulated Grappler optimizer is given besides the graph: the fetches and the
+    nodes to preserve (Grappler's ``GrapplerItem``), the shapes as they stand before it (for a
+    step that reads them: Grappler recomputes ``GraphProperties`` per optimizer), and the
+    run's settings."""
+
+    keep: set[str]
+    fetches: list[str] | None
+    fetch_known: bool = True
+    onednn: bool = True
+    shapes: object = None  # jitsim.analyses.shape_inference.ShapeView, for steps with needs_shapes
+    assumed: list[str] = field(default_factory=list)  # bias adds the remapper assumed (a caveat)
+
+
+def _merge(rec, more):
+    """``more`` (a RewriteRecord) added into ``rec``: one record per step."""
+    rec.extend(more)
+    return rec
+
+
+def _model_pruner(eg: EditGraph, cx: GrapplerContext):
+    from jitsim.rewrites.grappler.model_pruner import prune_unreachable, remove_trivial_ops
+
+    rec = prune_unreachable(eg, cx.keep, cx.fetches)
+    return _merge(rec, remove_trivial_ops(eg, cx.keep))
+
+
+def _common_subgraph_elimination(eg: EditGraph, cx: GrapplerContext):
+    from jitsim.rewrites.grappler.common_subgraph_elimination import eliminate_common_subgraphs
+
+    return eliminate_common_subgraphs(eg, cx.keep)
+
+
+def _arithmetic_optimizer(eg: EditGraph, cx: GrapplerContext):
+    from jitsim.rewrites.grappler.arithmetic_optimizer import (
+        compose_unary_chains, hoist_unary_out_of_concat, remove_redundant_reshapes,
+    )
+
+    rec = remove_redundant_reshapes(eg, cx.keep, cx.shapes)
+    for stage in (hoist_unary_out_of_concat, compose_unary_chains):
+        _merge(rec, stage(eg, cx.keep))
+    return rec
+
+
+def _constant_folding(eg: EditGraph, cx: GrapplerContext):
+    from jitsim.rewrites.grappler.constant_folding import fold_constants
+
+    return fold_constants(eg, cx.keep, cx.shapes)
+
+
+def _remapper(eg: EditGraph, cx: GrapplerContext):
+    from jitsim.rewrites.grappler.remapper import remap
+
+    rec = remap(eg, cx.keep, onednn=cx.onednn, shapes=cx.shapes)
+    cx.assumed.extend(cx.shapes.assumed)
+    return rec
+
+
+def _dependency_optimizer(eg: EditGraph, cx: GrapplerContext):
+    from jitsim.rewrites.grappler.dependency_optimizer import optimize_dependencies
+
+    return optimize_dependencies(eg, cx.keep, fetch_known=cx.fetch_known)
+
+
+@dataclass(frozen=True)
+class GrapplerStep:
+    """One of Grappler's optimizers as jitsim simulates it."""
+
+    name: str  # Grappler's optimizer name (meta_optimizer.cc)
+    needs_shapes: bool  # reads GraphProperties: given cx.shapes
+    run: Callable  # (EditGraph, GrapplerContext) -> RewriteRecord; rewrites the graph in place
+
+
+# Grappler's optimizers jitsim simulates, in the meta optimizer's order for a function graph
+GRAPPLER_STEPS: tuple[GrapplerStep, ...] = (
+    GrapplerStep("model_pruner", False, _model_pruner),
+    GrapplerStep("common_subgraph_elimination", False, _common_subgraph_elimination),
+    GrapplerStep("arithmetic_optimizer", True, _arithmetic_optimizer),
+    GrapplerStep("constant_folding", True, _constant_folding),
+    GrapplerStep("remapper", True, _remapper),
+    GrapplerStep("dependency_optimizer", False, _dependency_optimizer),
+)
+# every step of prepare_without_tf, in the order run (what skip= names)
+STEPS = ("inline_and_lower", "placement") + tuple(s.name for s in GRAPPLER_STEPS)
 
 
 @dataclass
 class Prepared:
-    """``graph``: ready for ``cluster_graph(graph, flags, input_stage="graphdef")``.
+    """``graph``: ready for ``cluster_graph(graph, options)`` with ``options.input_stage="graphdef"``.
     ``steps``: :class:`~jitsim.records.Step` tuples ``(code, count, detail)`` in the order run.
     ``caveats``: sentences on how the prediction may differ from TF's for this graph."""
 
@@ -92,12 +181,6 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     that records shapes is read as recorded either way. ``fetch``: ``(fetch node names, nodes
     to preserve)`` Grappler is given (a session call's, :func:`jitsim.frontend.session_call.
     grappler_fetch_nodes`); default: :func:`fetches_of` the graph."""
-    from jitsim.rewrites.grappler.arithmetic_optimizer import compose_unary_chains, hoist_unary_out_of_concat, remove_redundant_reshapes
-    from jitsim.rewrites.grappler.common_subgraph_elimination import eliminate_common_subgraphs
-    from jitsim.rewrites.grappler.constant_folding import fold_constants
-    from jitsim.rewrites.grappler.dependency_optimizer import optimize_dependencies
-    from jitsim.rewrites.grappler.model_pruner import prune_unreachable, remove_trivial_ops
-    from jitsim.rewrites.grappler.remapper import remap
     from jitsim.rewrites.lower_functional_ops import lower_and_inline
     from jitsim.rewrites.placement import place
     from jitsim.analyses.shape_inference import ShapeView, records_shapes
@@ -107,7 +190,6 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
         raise ValueError(f"unknown step(s) {sorted(unknown)}; steps are {', '.join(STEPS)}")
     out = Prepared(graph)
     fetches, keep = fetches_of(graph) if fetch is None else (list(fetch[0]), set(fetch[1]))
-    fetch_known = True
     eg = EditGraph.from_graph(graph)
 
     if "inline_and_lower" not in skip:
@@ -138,49 +220,32 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                                f"(e.g. {pr.cpu_fallback[0]!r}); TF's placer may colocate some of them differently")
         eg = EditGraph.from_graph(g)
 
-    grappler = [s for s in ("model_pruner", "common_subgraph_elimination", "arithmetic_optimizer", "constant_folding", "remapper", "dependency_optimizer") if s not in skip]
+    grappler = [step for step in GRAPPLER_STEPS if step.name not in skip]
     # Grappler's meta optimizer runs its optimizers twice over; the second round matters when
     # a removal exposes a new pattern.
     inferring = infer_shapes and not records_shapes(eg)
-    assumed: list[str] = []
-    if inferring and any(s in grappler for s in ("arithmetic_optimizer", "constant_folding", "remapper")):
+    cx = GrapplerContext(keep, fetches, onednn=onednn)
+    if inferring and any(step.needs_shapes for step in grappler):
         out.steps.append(Step(Code.SHAPE_INFERENCE, 0, "the graph records no _output_shapes: shapes inferred "
                           "(jitsim.analyses.shape_inference) for the shape-dependent rewrites"))
     for round_ in range(2):
         for step in grappler:
             # shapes as they stand before each shape-dependent rewrite (Grappler recomputes
             # GraphProperties per optimizer)
-            sv = ShapeView(eg, infer=inferring) if step in ("arithmetic_optimizer", "constant_folding",
-                                                             "remapper") else None
-            if step == "model_pruner":
-                rec = prune_unreachable(eg, keep, fetches)
-                trivial = remove_trivial_ops(eg, keep)
-                rec.extend(trivial)
-            elif step == "common_subgraph_elimination":
-                rec = eliminate_common_subgraphs(eg, keep)
-            elif step == "arithmetic_optimizer":
-                rec = remove_redundant_reshapes(eg, keep, sv)
-                for stage in (hoist_unary_out_of_concat, compose_unary_chains):
-                    more = stage(eg, keep)
-                    rec.extend(more)
-            elif step == "constant_folding":
-                rec = fold_constants(eg, keep, sv)
-            elif step == "remapper":
-                rec = remap(eg, keep, onednn=onednn, shapes=sv)
-                assumed.extend(sv.assumed)
-            else:
-                rec = optimize_dependencies(eg, keep, fetch_known=fetch_known)
+            cx.shapes = ShapeView(eg, infer=inferring) if step.needs_shapes else None
+            rec = step.run(eg, cx)
             if round_ == 0:
-                out.records[step] = rec
+                out.records[step.name] = rec
                 out.steps.append(Step(rec.code, rec.count, rec.summary()))
             else:
-                prev = out.records[step]
+                prev = out.records[step.name]
                 prev.extend(rec)
-                i = next(j for j, s in enumerate(out.steps) if s[0] == step)
+                i = next(j for j, s in enumerate(out.steps) if s[0] == step.name)
                 out.steps[i] = Step(prev.code, prev.count, prev.summary())
     sort_topologically(eg)
     out.graph = eg.to_graph(graph.source)
     out.caveats.extend(_caveats(out.graph, skip, inferring))
+    assumed = cx.assumed
     if assumed:
         out.caveats.append(f"{len(assumed)} Add(s) of a contraction and a tensor whose shape depends on a variable the graph "
                            f"does not give the shape of (e.g. {assumed[0]!r}) were taken for bias adds and fused, as TF does "

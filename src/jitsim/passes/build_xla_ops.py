@@ -30,9 +30,9 @@ Debug flags add ``check_input_<i>`` (``CheckNumerics`` on floating ``xla_run`` i
 (it runs *after* TF writes the ``encapsulate_subgraphs_after`` dump): every node gets
 ``_XlaHasReferenceVars``, true iff it is connected to a reference-typed producer.
 
->>> from jitsim.flags import parse_tf_xla_flags
+>>> from jitsim.options import options_for
 >>> g = _example_graph()
->>> r = build_xla_ops(g, parse_tf_xla_flags(""))
+>>> r = build_xla_ops(g, options_for(""))
 >>> r.decisions["cluster_0"]["mode"], sorted(n.name for n in g.op_nodes())[:3]
 ('lazy', ['cluster_0_1/data_as_ctrl', 'cluster_0_1/merge_oidx_0', 'cluster_0_1/predicated_compilation_key'])
 """
@@ -57,6 +57,7 @@ from jitsim.defs import (
     COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, MUST_COMPILE_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR,
     XLA_COMPILE_OP, XLA_MERGE_OP, XLA_RUN_OP,
 )
+from jitsim.options import Options
 
 # attribute names (compiler/jit/defs.h)
 
@@ -371,19 +372,16 @@ def _infer_device(cache: _DeviceInfoCache, node: TfNode, fdef) -> tuple[str, lis
 
 
 @with_custom_op_signatures
-def build_xla_ops(g: TfGraph, flags, *, lazy: bool | None = None,
+def build_xla_ops(g: TfGraph, options: Options, *, lazy: bool | None = None,
                   config_proto: bytes = DEFAULT_CONFIG_PROTO) -> BuildResult:
     """Run TF 2.21's ``BuildXlaOpsPass`` on ``g`` in place.
 
-    ``flags``: parsed ``TF_XLA_FLAGS`` (:class:`jitsim.flags.XlaFlags`) or their text.
+    ``options``: the run's :class:`~jitsim.options.Options` (the pass reads its flags).
     ``lazy``: the pass's constructor override of ``--tf_xla_enable_lazy_compilation``
     (None: use the flag, as the registered pass does). ``config_proto``: the session's
     serialized ``ConfigProto`` (copied into every fallback call).
     """
-    if isinstance(flags, str) or flags is None:
-        from jitsim.flags import parse_tf_xla_flags
-
-        flags = parse_tf_xla_flags(flags or "")
+    flags = options.flags
     lazy_enabled = flags.enable_lazy_compilation if lazy is None else lazy
     regs = registrations(flags.cpu_global_jit, flags.enable_xla_devices)
     lib_fns = _library_fns(g)

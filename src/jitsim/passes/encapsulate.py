@@ -73,6 +73,7 @@ from jitsim.registry import op_def
 from jitsim.records import NodeDecision
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, IS_GUARANTEED_CONSTANT_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR
+from jitsim.options import Options
 
 GUARANTEED_CONSTANT_ATTR = IS_GUARANTEED_CONSTANT_ATTR
 MAX_REF_CALL_DEPTH = 10
@@ -583,12 +584,12 @@ class _Encapsulator:
 
 
 @with_custom_op_signatures
-def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str] | None = None,
+def encapsulate_subgraphs(g: TfGraph, options: Options | None = None, *, cluster_order: Iterable[str] | None = None,
                           group_attribute: str = CLUSTER_ATTR, xla_rewrite: bool = True) -> EncapsulateResult:
     """Run TF's ``EncapsulateSubgraphsPass`` on ``g`` (not modified) and return the new graph.
 
-    ``flags``: the run's :class:`~jitsim.flags.XlaFlags` (only
-    ``disable_constant_folding`` matters). ``cluster_order``: the order in which TF iterated
+    ``options``: the run's :class:`~jitsim.options.Options` (of its flags only
+    ``disable_constant_folding`` matters; None: TF's defaults). ``cluster_order``: the order in which TF iterated
     its clusters (see the module docstring); clusters not named come after, in jitsim's order.
 
     ``group_attribute`` / ``xla_rewrite=False``: TF's general ``EncapsulateSubgraphsInFunctions``
@@ -597,6 +598,7 @@ def encapsulate_subgraphs(g: TfGraph, flags=None, *, cluster_order: Iterable[str
     ``_Xla*`` attributes) and no ``_XlaHasReferenceVars`` step (that is the pass's, not the
     function's).
     """
+    flags = options.flags if options is not None else None
     if any(n.op in TPU_EXECUTE_OPS for n in g.op_nodes()):
         return EncapsulateResult(graph=g, functions=[], decisions={})
     enc = _Encapsulator(g, group_attribute)

@@ -20,6 +20,7 @@ from jitsim.records import PassResult
 from jitsim.graph.tfgraph import TfGraph
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import INPUT_HOSTMEM_ATTR, MUST_COMPILE_ATTR
+from jitsim.options import Options
 
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 
@@ -42,8 +43,10 @@ def called_function(nodedef) -> str:
 
 
 @with_custom_op_signatures
-def force_xla_constants_on_host(g: TfGraph, analysis: ConstAnalysis | None = None) -> PassResult:
-    """Set ``_input_hostmem`` on every must-compile node of ``g`` (in place).
+def force_xla_constants_on_host(g: TfGraph, options: Options | None = None, *,
+                                analysis: ConstAnalysis | None = None) -> PassResult:
+    """Set ``_input_hostmem`` on every must-compile node of ``g`` (in place). The pass reads
+    no option (``options`` is taken as every pass takes it).
 
     ``analysis`` may be shared with other passes to reuse its cache of function bodies.
     A must-compile node whose function is not in the graph's library is an error, as in TF

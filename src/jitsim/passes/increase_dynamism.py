@@ -38,6 +38,7 @@ from jitsim.graph.tfgraph import CONSTANT_OPS, TfGraph, TfNode
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, COMPILE_TIME_CONSTANT_INPUTS_ATTR
+from jitsim.options import Options
 
 CONST_INPUTS_ATTR = COMPILE_TIME_CONSTANT_INPUTS_ATTR
 DT_INT32, DT_INT64 = optypes.DT_INT32, optypes.DT_INT64
@@ -326,9 +327,9 @@ def rewrite_slice(g: TfGraph, n: TfNode, si: _SliceInputs, cluster: str) -> tupl
 
 
 @with_custom_op_signatures
-def increase_dynamism_for_auto_jit(g: TfGraph, flags=None) -> PassResult:
-    """Rewrite every dynamic-begin clustered ``Slice`` of ``g`` in place (``flags`` is accepted
-    for symmetry; TF only reads ``tf_xla_clustering_debug`` here, to dump graphs)."""
+def increase_dynamism_for_auto_jit(g: TfGraph, options: Options | None = None) -> PassResult:
+    """Rewrite every dynamic-begin clustered ``Slice`` of ``g`` in place (``options`` is taken
+    as every pass takes it; TF only reads ``tf_xla_clustering_debug`` here, to dump graphs)."""
     result = PassResult()
     todo = []
     for n in g.op_nodes():

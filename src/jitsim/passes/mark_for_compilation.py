@@ -24,6 +24,7 @@ from jitsim.analyses.const_analysis import ConstAnalysis
 from jitsim.analyses.devices import Registration, pick_device_for_xla, registrations, should_compile
 from jitsim.graph.device_names import device_type
 from jitsim.flags import OFF, DEFAULT, XlaFlags, allow_where_op, ops_allowlist
+from jitsim.options import Options, SessionConfig
 from jitsim.analyses.graphcycles import GraphCycles, UnionFind
 from jitsim.records import MergeRefusal, NodeDecision
 from jitsim.analyses.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
@@ -48,21 +49,21 @@ def effective_size(ops) -> int:
 
 
 @dataclass
-class SessionConfig:
-    """What TF reads from the ConfigProto of the graph's session/eager context."""
-
-    global_jit_level: int = DEFAULT  # tf.config.optimizer.set_jit -> ON_1; set_jit(False) -> OFF
-    cpu_global_jit: bool = False  # OptimizerOptions.cpu_global_jit (TF1 sessions)
-    cluster_name_prefix: str = ""  # experimental.session_metadata.name
-
-
-@dataclass
 class ProcessState:
     """State TF keeps per process: clustering fuel and the cluster-name counters."""
 
     fuel: int | None = None  # initialised from the flag on first use
     counters: dict[int, int] = field(default_factory=dict)  # fingerprint -> next number
     cpu_global_jit_at_startup: bool | None = None  # frozen on first registry query
+
+    @classmethod
+    def starting(cls, options: Options | None = None) -> ProcessState:
+        """A fresh TF process for a simulation with ``options``: its cluster-name counter starts
+        at ``options.cluster_number_start`` (the one place that option is applied)."""
+        state = cls()
+        if options is not None and options.cluster_number_start:
+            state.counters[0] = options.cluster_number_start
+        return state
 
     def next_cluster_number(self, fingerprint: int = 0) -> int:
         n = self.counters.get(fingerprint, 0)
@@ -165,17 +166,15 @@ def cycle_description(cycles: GraphCycles, g: TfGraph, src: int, dst: int) -> st
 
 
 class MarkForCompilation:
-    def __init__(self, g: TfGraph, flags: XlaFlags, session: SessionConfig | None = None,
-                 state: ProcessState | None = None, *, explain_cycles: bool = False,
-                 exclude_ops: frozenset = frozenset(), force_compilable: frozenset = frozenset()):
+    def __init__(self, g: TfGraph, options: Options, state: ProcessState | None = None):
         self.g = g
         # what-if knobs (not TF flags): ops treated as uncompilable / as compilable
-        self.exclude_ops = frozenset(exclude_ops)
-        self.force_compilable = frozenset(force_compilable)
-        self.flags = flags
-        self.session = session or SessionConfig()
-        self.state = state or ProcessState()
-        self.explain_cycles = explain_cycles
+        self.exclude_ops = frozenset(options.exclude_ops)
+        self.force_compilable = frozenset(options.force_compilable)
+        self.flags = flags = options.flags
+        self.session = options.session
+        self.state = state or ProcessState.starting(options)
+        self.explain_cycles = options.explain_cycles
         self.fns = {f.signature.name: f for f in g.library.function}
         if self.state.cpu_global_jit_at_startup is None:
             self.state.cpu_global_jit_at_startup = flags.cpu_global_jit
@@ -735,12 +734,11 @@ def _op_filter(reg: Registration, allow_where: bool) -> OperationFilter:
 
 
 @with_custom_op_signatures
-def mark_for_compilation(g: TfGraph, flags: XlaFlags, session: SessionConfig | None = None,
-                         state: ProcessState | None = None, *, explain_cycles: bool = False,
-                         exclude_ops=frozenset(), force_compilable=frozenset()) -> MarkResult:
+def mark_for_compilation(g: TfGraph, options: Options, state: ProcessState | None = None) -> MarkResult:
     """Run TF's MarkForCompilationPass on ``g`` in place; return what it decided and why.
 
-    ``exclude_ops`` / ``force_compilable`` are what-if knobs, not TF behaviour: ops treated
-    as if XLA could not / could compile them."""
-    return MarkForCompilation(g, flags, session, state, explain_cycles=explain_cycles, exclude_ops=exclude_ops,
-                              force_compilable=force_compilable).run()
+    Reads ``options.flags``, ``options.session``, ``options.explain_cycles`` and the what-if
+    knobs ``options.exclude_ops`` / ``options.force_compilable`` (not TF behaviour: ops
+    treated as if XLA could not / could compile them). ``state``: the TF process the pass
+    runs in (fuel, cluster counter); default: a fresh one."""
+    return MarkForCompilation(g, options, state).run()

@@ -41,11 +41,13 @@ from jitsim.analyses.devices import ALWAYS, registrations
 from jitsim.graph.device_names import parse_device_name
 from jitsim.registry.kernels import find_kernel
 from jitsim.passes.increase_dynamism import cluster_of
+from jitsim.passes.mark_for_compilation import ProcessState
 from jitsim.records import PassResult
 from jitsim.graph.tfgraph import CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, INPUT_HOSTMEM_ATTR, MUST_COMPILE_ATTR
+from jitsim.options import Options
 
 HOST_MEMORY, DEVICE_MEMORY = "HOST_MEMORY", "DEVICE_MEMORY"
 DT_STRING_REF = optypes.DT_STRING + optypes.REF_OFFSET
@@ -416,16 +418,20 @@ def decluster_root_shape_consumers(g: TfGraph, result: PassResult, rpo: list[TfN
 
 
 @with_custom_op_signatures
-def partially_decluster(g: TfGraph, flags=None, *, cpu_global_jit_at_startup: bool = True,
+def partially_decluster(g: TfGraph, options: Options, state: ProcessState | None = None, *,
                         analysis: ConstAnalysis | None = None) -> PassResult:
     """Run phases A, B and C on ``g`` in place.
 
-    ``flags`` (an :class:`~jitsim.flags.XlaFlags`) only matters through
-    ``tf_xla_enable_xla_devices`` (XLA_CPU/XLA_GPU devices always compile);
-    ``cpu_global_jit_at_startup`` selects the CPU registration like mark-for-compilation.
+    ``options.flags`` only matters through ``tf_xla_enable_xla_devices`` (XLA_CPU/XLA_GPU
+    devices always compile) and ``--tf_xla_cpu_global_jit``, which selects the CPU registration
+    like mark-for-compilation: as the process froze it (``state.cpu_global_jit_at_startup``,
+    set by the first mark-for-compilation of the process), else as the flags say.
     """
     result = PassResult()
-    regs = registrations(cpu_global_jit_at_startup, bool(getattr(flags, "enable_xla_devices", False)))
+    flags = options.flags
+    cpu_jit = flags.cpu_global_jit if state is None or state.cpu_global_jit_at_startup is None \
+        else state.cpu_global_jit_at_startup
+    regs = registrations(cpu_jit, flags.enable_xla_devices)
     if not any(cluster_of(n.nodedef) is not None for n in g.op_nodes()):
         return result
     changed, post = reduce_device_to_host_copies(g, result)

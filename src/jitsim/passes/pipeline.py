@@ -10,32 +10,41 @@ Input kinds (what jitsim is given, and how faithful the result can be):
   which restores TF's ids.
 * any other GraphDef (e.g. exported from Python): not post-Grappler, and devices may be
   missing (``device=`` places them). The result is an approximation and says so.
+
+The passes are data: :data:`PIPELINE` lists TF's eight JIT passes in TF's order, each with
+its stage (``jitsim.defs.STAGES``, what ``--until`` names), the dump TF writes after it and
+one function ``(graph, options, state) -> result``; :func:`run_pipeline` runs them up to
+``options.until``, handing every pass the same :class:`~jitsim.options.Options` and the TF
+process's :class:`~jitsim.passes.mark_for_compilation.ProcessState`. With
+``options.debug_checks`` (``JITSIM_DEBUG=1``) :func:`check_graph` runs after each pass and
+names the pass that left a broken graph.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from jitsim.errors import JitsimError
 from jitsim.graph.functions import body_problem, called_functions
 from jitsim.graph.model import Graph
 from jitsim.passes.clone_constants import clone_constants_for_better_clustering, uncloned
 from jitsim.passes.cluster_scoping import cluster_scoping
-from jitsim.flags import DEFAULT_FLAGS, OFF, XlaFlags, parse_tf_xla_flags
-from jitsim.passes.mark_for_compilation import (
-    MarkResult, ProcessState, SessionConfig, global_jit_level, mark_for_compilation,
+from jitsim.flags import OFF
+from jitsim.options import Options
+from jitsim.passes.mark_for_compilation import MarkResult, ProcessState, global_jit_level, mark_for_compilation
+from jitsim.graph.tfgraph import (
+    CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_graph, not_back_edge, tfgraph_from_dump,
 )
-from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_graph, tfgraph_from_dump
 from jitsim.registry import current_tf_version, using_op_libraries, using_tf_version
 from jitsim.graph.custom_ops import harvest_op_library, infer_op_library
 from jitsim.defs import (
-    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, BUILD_XLA_OPS_PASS, ENCAPSULATE_AFTER_DUMP,
-    ENCAPSULATE_BEFORE_DUMP, MARK_DUMP, MARK_FOR_COMPILATION_PASS,
+    AFTER_CLONE_DUMP, BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, BUILD_XLA_OPS_PASS, CLUSTER_ATTR,
+    ENCAPSULATE_AFTER_DUMP, ENCAPSULATE_BEFORE_DUMP, MARK_DUMP, MARK_FOR_COMPILATION_PASS, STAGES,
 )
 
 # the two clustering inputs TF dumps (names kept for the modules that import them here)
@@ -76,7 +85,7 @@ def detect_input_stage(graph: Graph) -> str:
 
 
 @contextmanager
-def _naming(graph: Graph):
+def _naming(graph):
     """A pass's error about something inside the graph (a function body it instantiates, a
     malformed cluster call) names the graph's file, as every user error does."""
     try:
@@ -102,48 +111,6 @@ def _timer(timings: dict | None):
             timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
     return timed
-
-
-@dataclass
-class FlagsChoice:
-    flags: XlaFlags
-    origin: str  # "--tf-xla-flags", "TF_XLA_FLAGS", "harvest index", "default"
-
-    def describe(self) -> str:
-        return f'TF_XLA_FLAGS="{self.flags.text}" ({self.origin})'
-
-
-def resolve_flags(cli_value: str | None = None, recorded: str | None = None, env=None, *, additive: bool = False,
-                  no_defaults: bool = False) -> FlagsChoice:
-    """The TF_XLA_FLAGS of a run, and where they came from.
-
-    The base: flags recorded by a harvest (what TF ran with) > ``$TF_XLA_FLAGS`` > jitsim's
-    default (``no_defaults``: nothing, TF's own defaults: auto-clustering off).
-    ``additive`` (the CLI's one rule): ``cli_value`` goes on top of the base, later flags
-    winning as in TF. Otherwise (the Python API's ``flags=``) ``cli_value`` replaces the base."""
-    env = os.environ if env is None else env
-    if no_defaults:
-        base, origin = "", "no defaults (--no-default-flags)"
-    elif cli_value is not None and not additive:
-        return FlagsChoice(parse_tf_xla_flags(cli_value), "--tf-xla-flags")
-    elif recorded is not None:
-        base, origin = recorded, "recorded by the harvest"
-    elif "TF_XLA_FLAGS" in env:
-        base, origin = env["TF_XLA_FLAGS"], "TF_XLA_FLAGS environment variable"
-    else:
-        base, origin = DEFAULT_FLAGS, "jitsim default: auto-jit on, CPU global jit"
-    if cli_value:
-        parse_tf_xla_flags(cli_value)  # its own errors first, naming only what the user typed
-        return FlagsChoice(parse_tf_xla_flags(f"{base} {cli_value}".strip()), f"{origin} + --tf-xla-flags")
-    return FlagsChoice(parse_tf_xla_flags(base), origin)
-
-
-def auto_clustering_off(flags: XlaFlags, session_jit_level: int = 0) -> bool:
-    """Whether these flags (and the session's jit level) leave auto-clustering off for every
-    device: TF's global jit level is then off and no node is marked unless it asks for XLA itself."""
-    level = flags.auto_jit_general if flags.auto_jit_general != 0 else session_jit_level
-    gpu = flags.auto_jit_single_gpu if flags.auto_jit_single_gpu != 0 else session_jit_level
-    return level <= 0 and gpu <= 0
 
 
 @dataclass
@@ -179,40 +146,29 @@ class ClusterResult:
         return self.graph.to_graphdef()
 
 
-def cluster_graph(
-    graph: Graph,
-    flags: XlaFlags,
-    *,
-    session: SessionConfig | None = None,
-    state: ProcessState | None = None,
-    input_stage: str | None = None,
-    device: str | None = None,
-    explain_cycles: bool = False,
-    exclude_ops=frozenset(),
-    force_compilable=frozenset(),
-    op_libraries=(),
-    timings: dict | None = None,
-    tf_version: str | None = None,
-) -> ClusterResult:
-    """Simulate clone-constants, cluster-scoping and mark-for-compilation on ``graph``.
-    ``exclude_ops`` / ``force_compilable``: what-if knobs (see :func:`mark_for_compilation`).
-    ``op_libraries``: :class:`~jitsim.registry.OpLibrary` objects for ops TF core does not
-    register (``--op-defs``); ops nobody describes get OpDefs inferred from the graph
+def cluster_graph(graph: Graph, options: Options, state: ProcessState | None = None) -> ClusterResult:
+    """Simulate the stage ``mark`` on ``graph``: clone-constants, cluster-scoping and
+    mark-for-compilation (the first entries of :data:`PIPELINE`), with ``options`` (the same
+    object every pass reads) in the TF process ``state`` (default: a fresh one,
+    :meth:`ProcessState.starting`).
+
+    ``options.op_libraries``: :class:`~jitsim.registry.OpLibrary` objects for ops TF core does
+    not register (``--op-defs``); ops nobody describes get OpDefs inferred from the graph
     (:func:`~jitsim.graph.custom_ops.infer_op_library`), as TF with their library loaded
-    would treat them: ops without an XLA kernel.
-    ``timings``: a dict that gets each step's wall time in seconds (benchmarks).
-    ``tf_version``: the TensorFlow release to simulate (``"2.16"``; default: the active one,
-    :func:`~jitsim.registry.using_tf_version`, else 2.21); :mod:`jitsim.registry.versions`
-    picks one for a graph."""
+    would treat them: ops without an XLA kernel. ``options.timings``: a dict that gets each
+    step's wall time in seconds (benchmarks). ``options.tf_version``: the TensorFlow release
+    to simulate (``"2.16"``; None: the active one, :func:`~jitsim.registry.using_tf_version`,
+    else 2.21); :mod:`jitsim.registry.versions` picks one for a graph."""
     t0 = time.perf_counter()
-    timed = _timer(timings)
-    with using_tf_version(tf_version), using_op_libraries(*op_libraries):
+    timed = _timer(options.timings)
+    state = state if state is not None else ProcessState.starting(options)
+    given = tuple(options.op_libraries)
+    with using_tf_version(options.tf_version), using_op_libraries(*given):
         with timed("infer_op_library"):
             inferred = infer_op_library(graph)
-        libraries = tuple(op_libraries) + ((inferred.library,) if inferred else ())
-        with using_op_libraries(*libraries[len(op_libraries):]), _naming(graph):
-            res = _cluster_graph(graph, flags, session, state, input_stage, device, explain_cycles, exclude_ops,
-                                 force_compilable, timed)
+        libraries = given + ((inferred.library,) if inferred else ())
+        with using_op_libraries(*libraries[len(given):]), _naming(graph):
+            res = _cluster_graph(graph, options, state, timed)
         res.tf_version = current_tf_version()
     res.op_libraries = libraries
     if inferred:
@@ -221,9 +177,8 @@ def cluster_graph(
     return res
 
 
-def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cycles, exclude_ops,
-                   force_compilable, timed) -> ClusterResult:
-    stage = input_stage or detect_input_stage(graph)
+def _cluster_graph(graph: Graph, options: Options, state: ProcessState, timed) -> ClusterResult:
+    stage = options.input_stage or detect_input_stage(graph)
     notes: list[str] = []
     g = graph
     if stage == BEFORE_MARK:
@@ -237,6 +192,7 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
         rebuilt = is_rebuilt_graph(g)
     with timed("tfgraph_from_dump"):
         tg = tfgraph_from_dump(g, rebuilt=rebuilt)
+    device = options.device
     if device is not None:
         name = DEVICES.get(device, device)
         placed = 0
@@ -256,19 +212,10 @@ def _cluster_graph(graph, flags, session, state, input_stage, device, explain_cy
                      "or failed): its edge order is reconstructed from node names, and where TF walked an edge set "
                      "of more than 8 edges TF's own cluster numbering and argument order vary from run to run "
                      "(docs/fidelity.md)")
-    session = session or SessionConfig()
-    clones: list[str] = []
-    if global_jit_level(flags, session, tg) != OFF:
-        with timed("clone_constants"):
-            clones = clone_constants_for_better_clustering(tg)
-        with timed("cluster_scoping"):
-            cluster_scoping(tg)
-    tg.fixup_source_and_sink_edges()
-    with timed(MARK_FOR_COMPILATION_PASS):
-        mark = mark_for_compilation(tg, flags, session, state, explain_cycles=explain_cycles,
-                                    exclude_ops=exclude_ops, force_compilable=force_compilable)
+    results = _run_passes(tg, _stage_entries(MARK), options, state, timed)
+    mark = results[MARK_FOR_COMPILATION_PASS]
     _note_unchecked_bodies(tg, mark.body_errors, graph.source)
-    return ClusterResult(graph.source, stage, mark, clones, notes)
+    return ClusterResult(graph.source, stage, mark, results[CLONE_CONSTANTS] or [], notes)
 
 
 def _note_unchecked_bodies(tg: TfGraph, rejected: dict, source) -> None:
@@ -304,47 +251,148 @@ def _note_unchecked_bodies(tg: TfGraph, rejected: dict, source) -> None:
                    f"not instantiate: {why}", source)
 
 
-def cluster_dump_dir(
-    path: str | Path,
-    flags: XlaFlags,
-    *,
-    session: SessionConfig | None = None,
-    state: ProcessState | None = None,
-    stage: str | None = None,
-    explain_cycles: bool = False,
-    progress=None,
-    tf_version: str | None = None,
-) -> list[tuple[object, ClusterResult]]:
+def cluster_dump_dir(path: str | Path, options: Options, state: ProcessState | None = None, *,
+                     progress=None) -> list[tuple[object, ClusterResult]]:
     """Simulate every graph of a TF dump directory in order, as one TF process would:
-    one fuel counter and one cluster-name counter across all graphs. ``tf_version``: as for
-    :func:`cluster_graph` (one release for the whole directory)."""
+    one fuel counter and one cluster-name counter across all graphs. ``options.input_stage``:
+    the stage to read (None: each graph's clustering input); ``options.tf_version``: one
+    release for the whole directory. The op libraries the run loaded (found in the directory)
+    are added to ``options.op_libraries``."""
     from jitsim.graph.io import load_dump_dir
 
     lib = harvest_op_library(path)  # ops of libraries the run loaded (tensorflow_text...)
-    libraries = (lib,) if lib is not None else ()
-    state = state or ProcessState()
+    if lib is not None:
+        options = replace(options, op_libraries=tuple(options.op_libraries) + (lib,))
+    state = state if state is not None else ProcessState.starting(options)
     out = []
-    graphs = load_dump_dir(path, stage=stage, validate=False)
+    graphs = load_dump_dir(path, stage=options.input_stage, validate=False)
     for i, (rec, g) in enumerate(graphs):
         if progress:
             progress(i, len(graphs))
-        st = stage or rec.input_stage
-        out.append((rec, cluster_graph(g, flags, session=session, state=state, input_stage=st,
-                                       explain_cycles=explain_cycles, op_libraries=libraries,
-                                       tf_version=tf_version)))
+        out.append((rec, cluster_graph(g, replace(options, input_stage=options.input_stage or rec.input_stage),
+                                       state)))
     return out
 
 
-# -- the whole POST_REWRITE_FOR_EXEC pipeline ------------------------------------------------
+# -- the whole POST_REWRITE_FOR_EXEC pipeline, as data ----------------------------------------
 
-STAGES = ("mark", "decluster", "encapsulate", "build-xla-ops")
-# TF's dump that shows the graph after each stage
-STAGE_DUMPS = {
-    "mark": MARK_DUMP,
-    "decluster": ENCAPSULATE_BEFORE_DUMP,
-    "encapsulate": ENCAPSULATE_AFTER_DUMP,
-    "build-xla-ops": BUILD_XLA_OPS_DUMP,
-}
+MARK, DECLUSTER, ENCAPSULATE, BUILD_XLA_OPS = STAGES
+# jitsim's names for the passes' results and timings (PipelineResult.stage_results, benchmarks)
+CLONE_CONSTANTS = "clone_constants"
+CLUSTER_SCOPING = "cluster_scoping"
+FORCE_XLA_CONSTANTS_ON_HOST = "force_xla_constants_on_host"
+INCREASE_DYNAMISM = "increase_dynamism_for_auto_jit"
+PARTIALLY_DECLUSTER = "partially_decluster"
+ENCAPSULATE_SUBGRAPHS = "encapsulate_subgraphs"
+
+
+@dataclass(frozen=True)
+class PassEntry:
+    """One of TF's JIT passes in :data:`PIPELINE`."""
+
+    tf_name: str  # TF's class (tensorflow/compiler/jit/*.cc)
+    key: str  # jitsim's name for its result and its timing
+    stage: str  # the stage (jitsim.defs.STAGES) it belongs to
+    dump: str | None  # the dump (jitsim.defs) that shows the graph after it, where TF writes one
+    run: Callable  # (TfGraph, Options, ProcessState) -> its result; a result with a new
+    #                ``graph`` (encapsulation) hands that graph to the next pass
+
+
+def _clone_constants(g, options: Options, state: ProcessState):
+    # TF's pass returns at once when the graph's global jit level is off
+    if global_jit_level(options.flags, options.session, g) == OFF:
+        return None
+    return clone_constants_for_better_clustering(g)
+
+
+def _cluster_scoping(g, options: Options, state: ProcessState):
+    if global_jit_level(options.flags, options.session, g) == OFF:
+        return None
+    return cluster_scoping(g)
+
+
+def _mark_for_compilation(g, options: Options, state: ProcessState):
+    g.fixup_source_and_sink_edges()
+    return mark_for_compilation(g, options, state)
+
+
+def _force_xla_constants_on_host(g, options: Options, state: ProcessState):
+    from jitsim.passes.force_constants_on_host import force_xla_constants_on_host
+
+    return force_xla_constants_on_host(g, options)
+
+
+def _increase_dynamism(g, options: Options, state: ProcessState):
+    from jitsim.passes.increase_dynamism import increase_dynamism_for_auto_jit
+
+    return increase_dynamism_for_auto_jit(g, options)
+
+
+def _partially_decluster(g, options: Options, state: ProcessState):
+    from jitsim.passes.partially_decluster import partially_decluster
+
+    return partially_decluster(g, options, state)
+
+
+def _encapsulate_subgraphs(g, options: Options, state: ProcessState):
+    from jitsim.passes.encapsulate import encapsulate_subgraphs
+
+    return encapsulate_subgraphs(g, options)
+
+
+def _build_xla_ops(g, options: Options, state: ProcessState):
+    from jitsim.passes.build_xla_ops import build_xla_ops
+
+    return build_xla_ops(g, options)
+
+
+# TF's POST_REWRITE_FOR_EXEC JIT passes in the order TF runs them (their phase numbers in
+# jit_compilation_pass_registration.cc). The passes after mark-for-compilation are imported
+# when a simulation goes that far.
+PIPELINE: tuple[PassEntry, ...] = (
+    PassEntry("CloneConstantsForBetterClusteringPass", CLONE_CONSTANTS, MARK, AFTER_CLONE_DUMP, _clone_constants),
+    PassEntry("ClusterScopingPass", CLUSTER_SCOPING, MARK, None, _cluster_scoping),
+    PassEntry("MarkForCompilationPass", MARK_FOR_COMPILATION_PASS, MARK, MARK_DUMP, _mark_for_compilation),
+    PassEntry("ForceXlaConstantsOnHostPass", FORCE_XLA_CONSTANTS_ON_HOST, DECLUSTER, None,
+              _force_xla_constants_on_host),
+    PassEntry("IncreaseDynamismForAutoJitPass", INCREASE_DYNAMISM, DECLUSTER, None, _increase_dynamism),
+    PassEntry("PartiallyDeclusterPass", PARTIALLY_DECLUSTER, DECLUSTER, ENCAPSULATE_BEFORE_DUMP, _partially_decluster),
+    PassEntry("EncapsulateSubgraphsPass", ENCAPSULATE_SUBGRAPHS, ENCAPSULATE, ENCAPSULATE_AFTER_DUMP,
+              _encapsulate_subgraphs),
+    PassEntry("BuildXlaOpsPass", BUILD_XLA_OPS_PASS, BUILD_XLA_OPS, BUILD_XLA_OPS_DUMP, _build_xla_ops),
+)
+# TF's dump that shows the graph after each stage: the dump of the stage's last pass
+STAGE_DUMPS = {e.stage: e.dump for e in PIPELINE}
+# the passes after mark-for-compilation that can take a node out of its cluster or rewrite it
+LATER_PASSES = tuple(e.key for e in PIPELINE if e.stage == DECLUSTER)
+
+
+def _stage_entries(stage: str) -> tuple[PassEntry, ...]:
+    return tuple(e for e in PIPELINE if e.stage == stage)
+
+
+def _entries_after(stage: str, until: str) -> tuple[PassEntry, ...]:
+    """The entries after ``stage`` up to and including the stage ``until``."""
+    lo, hi = STAGES.index(stage), STAGES.index(until)
+    return tuple(e for e in PIPELINE if lo < STAGES.index(e.stage) <= hi)
+
+
+def _run_passes(g: TfGraph, entries, options: Options, state: ProcessState, timed, results=None) -> dict:
+    """Run ``entries`` in order on ``g``, each with the same ``options`` and ``state``; with
+    ``options.debug_checks``, check the graph after each (:func:`check_graph`)."""
+    results = {} if results is None else results
+    for e in entries:
+        with timed(e.key):
+            r = e.run(g, options, state)
+        results[e.key] = r
+        new = getattr(r, "graph", None)
+        if isinstance(new, TfGraph):
+            g = new
+        if options.debug_checks:
+            problem = check_graph(g)
+            if problem is not None:
+                raise PassCheckError(f"after {e.tf_name} ({e.key}): the graph is broken: {problem}")
+    return results
 
 
 @dataclass
@@ -354,63 +402,102 @@ class PipelineResult:
     cluster: ClusterResult
     graph: TfGraph
     until: str
-    stage_results: dict = field(default_factory=dict)  # pass name -> its result object
+    stage_results: dict = field(default_factory=dict)  # pass key -> its result object
 
     def to_graphdef(self):
         """The graph as TF dumps it at this stage. (TF writes ``encapsulate_subgraphs_after``
         inside the pass, before it adds ``_XlaHasReferenceVars`` to every node.)"""
-        enc = self.stage_results.get("encapsulate_subgraphs")
-        if self.until == "encapsulate" and enc is not None:
+        enc = self.stage_results.get(ENCAPSULATE_SUBGRAPHS)
+        if self.until == ENCAPSULATE and enc is not None:
             return enc.dump_graphdef()
         return self.graph.to_graphdef()
 
 
-def run_pipeline(graph: Graph, flags: XlaFlags, *, until: str = "build-xla-ops", timings: dict | None = None,
-                 tf_version: str | None = None, **cluster_kwargs) -> PipelineResult:
-    """Simulate TF's auto-clustering pipeline on ``graph`` up to and including ``until``:
-    mark (clone constants, cluster scoping, mark for compilation), decluster
-    (force-xla-constants-on-host, increase-dynamism, partially-decluster), encapsulate
-    (encapsulate-subgraphs) and build-xla-ops. ``timings``: as for :func:`cluster_graph`,
-    with the later passes too. ``tf_version``: the simulated release, for every pass (as for
-    :func:`cluster_graph`)."""
+def run_pipeline(graph: Graph, options: Options, state: ProcessState | None = None) -> PipelineResult:
+    """Simulate TF's auto-clustering pipeline on ``graph``: the entries of :data:`PIPELINE` up
+    to and including the stage ``options.until`` (``mark``: clone constants, cluster scoping,
+    mark for compilation; ``decluster``: force-xla-constants-on-host, increase-dynamism,
+    partially-decluster; ``encapsulate``: encapsulate-subgraphs; ``build-xla-ops``), every pass
+    reading the same ``options``, in the TF process ``state`` (default: a fresh one)."""
+    until = options.until
     if until not in STAGES:
         raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
-    with using_tf_version(tf_version):
-        cr = cluster_graph(graph, flags, timings=timings, **cluster_kwargs)
-        res = PipelineResult(cr, cr.graph, until)
-        if until == "mark":
-            return res
-        with using_op_libraries(*cr.op_libraries), _naming(graph):
-            _run_later_passes(res, flags, cluster_kwargs.get("state"), _timer(timings))
+    state = state if state is not None else ProcessState.starting(options)
+    with using_tf_version(options.tf_version):
+        cr = cluster_graph(graph, options, state)
+        return run_later_passes(PipelineResult(cr, cr.graph, until), options, state)
+
+
+def run_later_passes(res: PipelineResult, options: Options, state: ProcessState | None = None) -> PipelineResult:
+    """Continue ``res`` (the stage ``mark`` of one graph, :func:`cluster_graph`'s result in a
+    :class:`PipelineResult`) with the entries of :data:`PIPELINE` after it, up to
+    ``options.until``."""
+    later = _entries_after(MARK, options.until)
+    if not later:
+        return res
+    res.until = options.until
+    state = state if state is not None else ProcessState.starting(options)
+    cr = res.cluster
+    with using_tf_version(options.tf_version), using_op_libraries(*cr.op_libraries), _naming(cr):
+        _run_passes(res.graph, later, options, state, _timer(options.timings), res.stage_results)
+    for e in later:
+        new = getattr(res.stage_results[e.key], "graph", None)
+        if isinstance(new, TfGraph):
+            res.graph = new
     return res
 
 
-def _run_later_passes(res: PipelineResult, flags: XlaFlags, state: ProcessState | None, timed) -> None:
-    until = res.until
-    from jitsim.passes.force_constants_on_host import force_xla_constants_on_host
-    from jitsim.passes.increase_dynamism import increase_dynamism_for_auto_jit
-    from jitsim.passes.partially_decluster import partially_decluster
+# -- the check between passes (options.debug_checks, JITSIM_DEBUG=1) ------------------------------
 
-    g = res.graph
-    with timed("force_xla_constants_on_host"):
-        res.stage_results["force_xla_constants_on_host"] = force_xla_constants_on_host(g)
-    with timed("increase_dynamism_for_auto_jit"):
-        res.stage_results["increase_dynamism_for_auto_jit"] = increase_dynamism_for_auto_jit(g, flags)
-    cpu_jit = flags.cpu_global_jit if state is None or state.cpu_global_jit_at_startup is None \
-        else state.cpu_global_jit_at_startup
-    with timed("partially_decluster"):
-        res.stage_results["partially_decluster"] = partially_decluster(g, flags, cpu_global_jit_at_startup=cpu_jit)
-    if until == "decluster":
-        return
-    from jitsim.passes.encapsulate import encapsulate_subgraphs
 
-    with timed("encapsulate_subgraphs"):
-        enc = encapsulate_subgraphs(g, flags)
-    res.stage_results["encapsulate_subgraphs"] = enc
-    res.graph = enc.graph
-    if until == "encapsulate":
-        return
-    from jitsim.passes.build_xla_ops import build_xla_ops
+class PassCheckError(RuntimeError):
+    """A pass left a broken graph (found by the debug check between passes): a bug in jitsim,
+    not in the input (the CLI reports it as an internal error; in debug mode, with its traceback)."""
 
-    with timed(BUILD_XLA_OPS_PASS):
-        res.stage_results[BUILD_XLA_OPS_PASS] = build_xla_ops(res.graph, flags)
+
+def check_graph(g: TfGraph) -> str | None:
+    """What is wrong with ``g`` as a graph a pass hands to the next one, or None: every edge
+    joins two live nodes and is listed on both; no input slot is fed twice; every node's data
+    inputs are its slots 0..k-1; no cycle except through NextIteration back edges (TF's
+    executor frames); every ``_XlaCluster`` is a non-empty string."""
+    nodes = g.nodes
+    for e in g.edges():
+        if not (0 <= e.src < len(nodes) and 0 <= e.dst < len(nodes)) or nodes[e.src] is None \
+                or nodes[e.dst] is None:
+            return f"edge #{e.id} joins a removed node ({e.src} -> {e.dst})"
+        if e.id not in nodes[e.src].out_edges or e.id not in nodes[e.dst].in_edges:
+            return f"edge #{e.id} {nodes[e.src].name} -> {nodes[e.dst].name} is missing from a node's edge list"
+    for n in g.all_nodes():
+        for e in list(n.in_edges.values()) + list(n.out_edges.values()):
+            if g.edges_by_id[e.id] is not e:
+                return f"node {n.name!r} lists removed edge #{e.id}"
+    for n in g.op_nodes():
+        if g.by_name.get(n.name) != n.id:
+            return f"node {n.name!r} is not found by its name"
+        slots = [e.dst_input for e in n.data_inputs()]
+        if slots != list(range(len(slots))):
+            return f"node {n.name!r}: its data inputs are slots {slots}, not 0..{len(slots) - 1}"
+        if CLUSTER_ATTR in n.attr:
+            v = n.attr[CLUSTER_ATTR]
+            if v.WhichOneof("value") != "s" or not v.s:
+                return f"node {n.name!r}: {CLUSTER_ATTR} is not a cluster name"
+    # Kahn's algorithm without the back edges out of NextIteration
+    keep = not_back_edge(g)
+    indeg = [0] * len(nodes)
+    for e in g.edges():
+        if keep(e):
+            indeg[e.dst] += 1
+    ready = [n.id for n in g.all_nodes() if indeg[n.id] == 0]
+    seen = 0
+    while ready:
+        nid = ready.pop()
+        seen += 1
+        for e in nodes[nid].out_edges.values():
+            if keep(e):
+                indeg[e.dst] -= 1
+                if indeg[e.dst] == 0:
+                    ready.append(e.dst)
+    if seen != sum(1 for _ in g.all_nodes()):
+        stuck = sorted(n.name for n in g.all_nodes() if indeg[n.id] > 0)
+        return f"a cycle not through NextIteration, among {', '.join(stuck[:5])}" + (" ..." if len(stuck) > 5 else "")
+    return None

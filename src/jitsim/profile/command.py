@@ -29,6 +29,7 @@ from jitsim.crosscheck.fidelity import verify_dir
 from jitsim.crosscheck.harvest import DEFAULT_FLAGS, checked_target_and_output
 from jitsim.errors import JitsimError
 from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 from jitsim.profile import hlo, link, page, runner, timeline
 from jitsim.profile import trace as tr
 from jitsim.defs import BUILD_XLA_OPS_DUMP, MARK_DUMP
@@ -97,7 +98,7 @@ def _assemble(target: Path, kind: str, device: str, steps: int, warmup: int, run
     notes: list[str] = []
     prediction = mismatches = None
     try:
-        result = verify_dir(on_dir, parse_tf_xla_flags(runs["on"].flags))
+        result = verify_dir(on_dir, options_for(runs["on"].flags))
         prediction = result.to_dict()
         mismatches = result.format_text(limit=50)
     except JitsimError as e:

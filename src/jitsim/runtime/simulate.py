@@ -36,12 +36,14 @@ from dataclasses import dataclass, field
 from jitsim.errors import GraphError, JitsimError
 from jitsim.registry import protos
 from jitsim.graph.model import parse_input
+from jitsim.analyses.const_analysis import ConstAnalysis
 from jitsim.analyses.shape_inference import recorded
 from jitsim.graph.tfgraph import control_flow_info
 from jitsim.runtime import policy as pol
 from jitsim.runtime.propagate import CALL_OPS, Propagator, Seed
 from jitsim.runtime.recompile import recompiles
 from jitsim.defs import BUILD_XLA_OPS_PASS, CLUSTER_ATTR, MUST_COMPILE_ATTR
+from jitsim.passes.pipeline import ENCAPSULATE_SUBGRAPHS
 
 SCHEMA = "jitsim.runtime/1"
 DT_RESOURCE = 20
@@ -215,7 +217,7 @@ def _signature(unit: Unit, st, step: int, dd: dict, args=None) -> tuple:
 # -- the units ---------------------------------------------------------------------------
 
 def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
-    enc = pipeline.stage_results.get("encapsulate_subgraphs")
+    enc = pipeline.stage_results.get(ENCAPSULATE_SUBGRAPHS)
     bx = pipeline.stage_results.get(BUILD_XLA_OPS_PASS)
     if enc is None or bx is None:
         raise JitsimError("the runtime simulation needs the clustering simulated up to build-xla-ops")
@@ -226,8 +228,6 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
                         _ref(a.source)) for a in sorted(dec.args, key=lambda a: a.position)]
         units.append(Unit(name, "auto", name, b.get("mode", pol.LAZY), list(dec.members), args,
                           b.get("detail", "")))
-    from jitsim.analyses.const_analysis import ConstAnalysis
-
     ca = None
     for nd in flat_nodes.values():
         if nd.op not in CALL_OPS or CLUSTER_ATTR in nd.attr:
@@ -259,12 +259,10 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
 
 def _runtime_flags(clustering, units, res) -> None:
     """XlaCompileOp's run-time flags: async compilation, always-defer (auto-clusters only)."""
-    from jitsim.flags import parse_tf_xla_flags
-
     opts = getattr(clustering, "options", None)
     if opts is None:
         return
-    flags = parse_tf_xla_flags(opts.flags_text)
+    flags = opts.flags  # parsed once, when the simulation's options were built
     for u in units:
         if u.kind != "auto" or u.mode == pol.STRICT:
             continue

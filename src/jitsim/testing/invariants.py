@@ -25,6 +25,7 @@ touch resources may be kept apart), so a violation is a real contradiction, not 
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import networkx as nx
 
@@ -42,23 +43,24 @@ def _fresh(graph: Graph) -> Graph:
 def check_invariants(graph: Graph, flags_text: str, *, state=None, determinism: bool = True,
                      input_stage: str = BEFORE_CLONE_DUMP) -> list[str]:
     """Violated invariants of jitsim's result on ``graph`` (see the module docstring)."""
-    from jitsim.flags import parse_tf_xla_flags
+    from jitsim.options import options_for
     from jitsim.passes.mark_for_compilation import ProcessState
-    from jitsim.passes.pipeline import run_pipeline
+    from jitsim.passes.pipeline import DECLUSTER, ENCAPSULATE, MARK, STAGES, run_pipeline
 
-    flags = parse_tf_xla_flags(flags_text)
+    options = options_for(flags_text, input_stage=input_stage)
+    flags = options.flags
     state = state or ProcessState()
 
     def run(until):
-        return run_pipeline(_fresh(graph), flags, until=until, state=copy.deepcopy(state), input_stage=input_stage)
+        return run_pipeline(_fresh(graph), replace(options, until=until), copy.deepcopy(state))
 
     out: list[str] = []
-    mark = run("mark")
+    mark = run(MARK)
     out += _mark_invariants(mark.cluster.mark, flags)
     if mark.cluster.mark.ran:
-        out += _dependencies_kept(run("decluster"), run("encapsulate"))
+        out += _dependencies_kept(run(DECLUSTER), run(ENCAPSULATE))
     if determinism:
-        for until in ("mark", "decluster", "encapsulate", "build-xla-ops"):
+        for until in STAGES:
             a = run(until).to_graphdef().SerializeToString(deterministic=True)
             b = run(until).to_graphdef().SerializeToString(deterministic=True)
             if a != b:

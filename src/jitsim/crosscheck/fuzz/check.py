@@ -10,25 +10,23 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jitsim.graph.dumps import group_dumps
-from jitsim.defs import (
-    BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, ENCAPSULATE_AFTER_DUMP, ENCAPSULATE_BEFORE_DUMP,
-    MARK_DUMP,
-)
+from jitsim.graph.model import Graph
+from jitsim.graph.tfgraph import is_rebuilt_dump
+from jitsim.defs import BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, MARK_DUMP
+from jitsim.options import options_for
+from jitsim.passes.mark_for_compilation import ProcessState
+from jitsim.passes.pipeline import BUILD_XLA_OPS, MARK, STAGE_DUMPS, STAGES, cluster_graph, run_pipeline
 
 # the two clustering inputs TF dumps (names kept for the modules that import them here)
 BEFORE_CLONE = BEFORE_CLONE_DUMP
 BEFORE_MARK = BEFORE_MARK_DUMP
-STAGE_TRUTH = {
-    "mark": MARK_DUMP,
-    "mark-from-before-mark": MARK_DUMP,
-    "decluster": ENCAPSULATE_BEFORE_DUMP,
-    "encapsulate": ENCAPSULATE_AFTER_DUMP,
-    "build-xla-ops": BUILD_XLA_OPS_DUMP,
-}
+# TF's dump of each stage (jitsim.passes.pipeline.STAGE_DUMPS), and of the mark stage run from
+# TF's before_mark dump
+STAGE_TRUTH = {MARK: MARK_DUMP, "mark-from-before-mark": MARK_DUMP, **STAGE_DUMPS}
 # See tests/test_pipeline_fidelity.py: the session's serialized ConfigProto on the lazy
 # fallback call is in no dump.
 IGNORED_ATTRS = ("config_proto",)
@@ -79,8 +77,6 @@ def is_rebuilt(gd) -> bool:
     """Whether TF rebuilt the dumped graph from a GraphDef after its last rewrite (see
     :func:`jitsim.graph.tfgraph.is_rebuilt_dump`): False for a graph TF clustered as lowering
     and inlining left it (Grappler off or failed)."""
-    from jitsim.graph.tfgraph import is_rebuilt_dump
-
     return is_rebuilt_dump(gd)
 
 
@@ -147,13 +143,9 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
     from jitsim.crosscheck.graphdiff import diff_graphdefs
     from jitsim.crosscheck.scoring import labels_of_graphdef
     from jitsim.graph.io import read_graphdef
-    from jitsim.graph.model import Graph
-    from jitsim.flags import parse_tf_xla_flags
-    from jitsim.passes.mark_for_compilation import ProcessState
-    from jitsim.passes.pipeline import cluster_graph, run_pipeline
-
     dumps = Path(dumps)
-    flags = parse_tf_xla_flags(flags_text)
+    options = options_for(flags_text)
+    from_clone, from_mark = replace(options, input_stage=BEFORE_CLONE), replace(options, input_stage=BEFORE_MARK)
     records = group_dumps(dumps, log_text)
     state, state_bm = ProcessState(), ProcessState()
     out = []
@@ -172,12 +164,12 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
             gd = pass_input_graphdef(dumps, rec)
             chk.rebuilt = is_rebuilt(gd)
             st0 = copy.deepcopy(state)
-            chk.stages.append("mark")
+            chk.stages.append(MARK)
             try:
-                res = cluster_graph(Graph(copy.deepcopy(gd), source=rec.files[BEFORE_CLONE], validate=False), flags,
-                                    state=state, input_stage=BEFORE_CLONE)
+                res = cluster_graph(Graph(copy.deepcopy(gd), source=rec.files[BEFORE_CLONE], validate=False),
+                                    from_clone, state)
             except Exception as e:  # a crash is a disagreement too
-                chk.problems.append(Problem("mark", f"jitsim failed: {type(e).__name__}: {e}"))
+                chk.problems.append(Problem(MARK, f"jitsim failed: {type(e).__name__}: {e}"))
                 continue
             mark_file = rec.files.get(MARK_DUMP)
             predicted = res.labels()
@@ -185,7 +177,7 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
             tl = labels_of_graphdef(truth(MARK_DUMP)) if mark_file else {n: None for n in predicted}
             d = compare_partitions(predicted, tl)
             if not d.same_names:
-                chk.problems.append(Problem("mark", d.summary(), d.format_text(limit=30), res.to_graphdef(), mark_file,
+                chk.problems.append(Problem(MARK, d.summary(), d.format_text(limit=30), res.to_graphdef(), mark_file,
                                             labels))
                 _resync(state, tl, st0)
             if invariants:
@@ -196,14 +188,14 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
                 chk.stages.append("invariants")
                 if bad:
                     chk.problems.append(Problem("invariants", bad[0], "\n".join(bad)))
-            for until in ("decluster", "encapsulate", "build-xla-ops"):
+            for until in STAGES[1:]:
                 tf_stage = STAGE_TRUTH[until]
                 if tf_stage not in rec.files:
                     continue
                 chk.stages.append(until)
                 try:
-                    pr = run_pipeline(Graph(copy.deepcopy(gd), source=rec.files[BEFORE_CLONE], validate=False), flags,
-                                      until=until, state=copy.deepcopy(st0), input_stage=BEFORE_CLONE)
+                    pr = run_pipeline(Graph(copy.deepcopy(gd), source=rec.files[BEFORE_CLONE], validate=False),
+                                      replace(from_clone, until=until), copy.deepcopy(st0))
                     mine = pr.to_graphdef()
                 except Exception as e:
                     chk.problems.append(Problem(until, f"jitsim failed: {type(e).__name__}: {e}"))
@@ -211,7 +203,7 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
                 d = diff_graphdefs(mine, truth(tf_stage), ignore_attrs=IGNORED_ATTRS)
                 if d.identical:
                     continue
-                if until == "build-xla-ops" and _only_int32_routing(d):
+                if until == BUILD_XLA_OPS and _only_int32_routing(d):
                     chk.tf_nondeterminism.append(f"{until}: int32 routing: {d.summary()}")
                     continue
                 if _only_clone_permutation(d):
@@ -225,7 +217,7 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
             bm0 = copy.deepcopy(state_bm)
             try:
                 g = Graph(read_graphdef(dumps / rec.files[BEFORE_MARK]), source=rec.files[BEFORE_MARK], validate=False)
-                res = cluster_graph(g, flags, state=state_bm, input_stage=BEFORE_MARK)
+                res = cluster_graph(g, from_mark, state_bm)
                 tl = labels_of_graphdef(truth(MARK_DUMP)) if MARK_DUMP in rec.files \
                     else {n: None for n in res.labels()}
                 d = compare_partitions(res.labels(), tl)

@@ -18,6 +18,7 @@ from jitsim.crosscheck.fuzz.check import BEFORE_CLONE, STAGE_TRUTH, GraphCheck, 
 from jitsim.crosscheck.fuzz.examples import Example
 from jitsim.crosscheck.fuzz.tf_runner import run_programs
 from jitsim.errors import JitsimError
+from jitsim.flags import INT64_MAX, parse_tf_xla_flags
 from jitsim.graph.io import read_graphdef
 
 # "input": TF's before_clone dump itself (node rows), the stage before every other one
@@ -233,8 +234,6 @@ def tf_stability(checks: list[tuple[GraphCheck, Path]], examples: list[Example],
     suspects = [(c, d) for c, d in checks if c.tf_problems() and BEFORE_CLONE in c.record.files]
     if rounds < 1 or not suspects or not examples:
         return
-    from jitsim.flags import INT64_MAX, parse_tf_xla_flags
-
     ex0 = examples[0]
     owners = {c.owner for c, _ in suspects}
     progs = [ex for ex in examples if ex.id in owners] or examples[:1]
