@@ -14,7 +14,7 @@ import sys
 import jitsim
 from graphs import AUTO, arg, const, graph, op, ret
 from jitsim.defs import CLUSTER_ATTR
-from jitsim.flags import parse_tf_xla_flags
+from jitsim.options import options_for
 from jitsim.graph import save
 from jitsim.passes.mark_for_compilation import effective_size
 from jitsim.passes.pipeline import BEFORE_CLONE, cluster_graph
@@ -45,12 +45,12 @@ def test_effective_size_rule_counts_all_but_constants_and_identities():
 
 
 def test_pass_json_and_evidence_use_one_effective_size(tmp_path):
-    flags = parse_tf_xla_flags(f"{AUTO} --tf_xla_min_cluster_size=2")
-    res = cluster_graph(_const_identity_chain(), flags, input_stage=BEFORE_CLONE)
+    res = cluster_graph(_const_identity_chain(), options_for(f"{AUTO} --tf_xla_min_cluster_size=2",
+                                                             input_stage=BEFORE_CLONE))
     assert res.clusters == {"cluster_0": ["k", "a", "i", "b"]}
     assert res.mark.effective_size("cluster_0") == 2
     assert res.decisions["a"].evidence == {"cluster": "cluster_0", "cluster_size": 4, "effective_size": 2}
-    small = cluster_graph(_const_identity_chain(), parse_tf_xla_flags(AUTO), input_stage=BEFORE_CLONE)
+    small = cluster_graph(_const_identity_chain(), options_for(AUTO, input_stage=BEFORE_CLONE))
     assert small.clusters == {} and small.decisions["a"].code == "CLUSTER_TOO_SMALL"
 
     path = save(_const_identity_chain(), tmp_path / "chain.pbtxt")
