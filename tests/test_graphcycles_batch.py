@@ -35,11 +35,14 @@ def _one_by_one(n: int, edges):
 
 @pytest.fixture
 def batch_always(monkeypatch):
-    """The batch on graphs of any size, with a budget it never runs out of (the test that
-    needs a small one sets it), and where the one-by-one part is Python's or C's."""
+    """The batch on graphs of any size, with a budget it never runs out of and never judged
+    dearer than the edge-by-edge insertion (the tests of giving up set their own), and
+    records (start, edges done, edges) of each batch."""
     monkeypatch.setattr(GraphCycles, "CLONE_BATCH_MIN_NODES", 0)
     monkeypatch.setattr(GraphCycles, "CLONE_BATCH_MIN_EDGES", 1)
     monkeypatch.setattr(GraphCycles, "CLONE_BATCH_WORK_PER_NODE", 10**9)
+    monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_C", 0)
+    monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_PYTHON", 0)
     calls = []
     run = graphcycles._CloneBatch.run
 
@@ -129,10 +132,16 @@ def test_batch_runs_and_finishes_on_clone_shaped_tails(batch_always):
     assert batch_always == [(len(edges) - len(clones), len(edges), len(edges))]
 
 
-def test_budget_exhausted_finishes_edge_by_edge(batch_always, monkeypatch):
-    # With no work allowed the batch stops at its first clone and hands the rest to the
-    # edge-by-edge insertion: still the same state.
-    monkeypatch.setattr(GraphCycles, "CLONE_BATCH_WORK_PER_NODE", 0)
+@pytest.mark.parametrize("limit", ["budget", "dearer"])
+def test_giving_up_finishes_edge_by_edge(batch_always, monkeypatch, limit):
+    # With no work allowed (budget), or judged dearer than re-ranking (the batch's work
+    # counted 10^6 times a re-ranked node), the batch stops at its first clone and hands the
+    # rest to the edge-by-edge insertion: still the same state.
+    if limit == "budget":
+        monkeypatch.setattr(GraphCycles, "CLONE_BATCH_WORK_PER_NODE", 0)
+    else:
+        monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_C", 10**6)
+        monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_PYTHON", 10**6)
     n = 40
     edges = [(i, i + 1) for i in range(1, n - 1)] + [(0, 1)]
     tail = []
@@ -150,7 +159,6 @@ def test_budget_exhausted_finishes_edge_by_edge(batch_always, monkeypatch):
 def test_clone_input_inside_the_body_is_not_batched(batch_always):
     # A "clone" with a second input from a node its consumers reach is not TF's shape (the
     # descendants could change): the batch declines before touching anything.
-    n = 6
     edges = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
     edges += [(0, 6), (6, 2), (4, 7), (7, 1)]
     want = _one_by_one(8, edges)

@@ -341,9 +341,15 @@ class GraphCycles:
     # whose edge list ends in at least this many edges of the cloned-constant shape; below, TF's
     # edge-by-edge insertion is fast enough. The batch gives up (and the edge-by-edge insertion
     # finishes) once its work passes this many units per node slot.
-    CLONE_BATCH_MIN_NODES = 30_000
+    CLONE_BATCH_MIN_NODES = 50_000
     CLONE_BATCH_MIN_EDGES = 64
     CLONE_BATCH_WORK_PER_NODE = 32
+    # ... or once its work times this factor passes the number of nodes the edge-by-edge
+    # insertion would have re-ranked for the same clones (plus a quarter of the node count:
+    # the set-up is paid anyway; measured: a unit of the batch's Python work costs about as
+    # much as 16 nodes re-ranked in C)
+    CLONE_BATCH_COST_C = 16
+    CLONE_BATCH_COST_PYTHON = 1  # (0: never give up on this ground)
 
     def insert_edges(self, edges) -> int | None:
         """``insert_edge`` on each ``(x, y)`` of ``edges`` in order, stopping at the first edge
@@ -948,7 +954,12 @@ class _CloneBatch:
                 todo.append((2 * node, lo, mid))
             return found
 
-        budget = gc.CLONE_BATCH_WORK_PER_NODE * n
+        budget = work0 = gc.CLONE_BATCH_WORK_PER_NODE * n
+        # a unit of work here against a node re-ranked by the edge-by-edge insertion: about
+        # 16 times dearer than the C extension's, cheaper than the Python search's
+        cheaper = gc.CLONE_BATCH_COST_C if _c is not None else gc.CLONE_BATCH_COST_PYTHON
+        reranked = 0
+        slack = n // 4
         placed: dict[int, int] = {}
         done = self.start
 
@@ -979,6 +990,8 @@ class _CloneBatch:
                 seen = set(heap)
                 nond: set[int] = set()
                 runs_idx = []
+                # the work the edge-by-edge insertion would spend, at most, with this clone
+                allowed = (reranked + k - p + slack) // cheaper - work0 if cheaper else work0
                 while heap:
                     i = heapq.heappop(heap)
                     w = seq[i]
@@ -988,7 +1001,9 @@ class _CloneBatch:
                         if pu >= p and u not in nond:
                             ok = False
                             break
-                    budget -= len(ins[w]._seq)
+                    budget -= len(ins[w]._seq) + 1
+                    if -budget > allowed:
+                        break
                     if not ok:
                         continue
                     nond.add(w)
@@ -998,8 +1013,11 @@ class _CloneBatch:
                         if j not in seen:
                             seen.add(j)
                             heapq.heappush(heap, j)
-                if budget < 0:
+                # give up where the edge-by-edge steps would be cheaper: a step re-ranks
+                # |D| = the elements after y less the non-descendants found
+                if budget < 0 or -budget > allowed:
                     break
+                reranked += k - p - len(runs_idx)
                 # each run of non-descendants swaps places with the D element before it
                 r = 0
                 nr = len(runs_idx)
