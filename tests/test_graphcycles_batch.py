@@ -179,3 +179,60 @@ def test_clone_tail_shape():
     # node 5 has an edge before the tail (2 -> 5): not a clone, and the tail starts after its
     # last edge, leaving clone 6
     assert clone_tail([(2, 5), (0, 1), (5, 1), (0, 6), (6, 1)]) == (3, {6})
+
+
+@pytest.mark.slow
+def test_every_corpus_graph_same_with_the_batch(corpus, monkeypatch):
+    # Every graph of the fixtures corpus clustered twice: the batch forced onto every
+    # clone-shaped tail (no size threshold, never giving up) and the batch off. The cycle graph
+    # right after the insertion (ranks, sequences) and the whole result (the marked graph's
+    # text, TF's names and the explanations' records) must be the same.
+    from conftest import corpus_graphs
+
+    from jitsim.flags import parse_tf_xla_flags
+    from jitsim.graph.io import read_graphdef, to_text
+    from jitsim.graph.model import Graph
+    from jitsim.passes.pipeline import cluster_graph
+
+    flags = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    states = []
+    insert = GraphCycles.insert_edges
+
+    def recorded(self, edges):
+        out = insert(self, edges)
+        states.append((out, _state(self)))
+        return out
+
+    monkeypatch.setattr(GraphCycles, "insert_edges", recorded)
+    took = []
+    run_batch = graphcycles._CloneBatch.run
+
+    def counted(self):
+        done = run_batch(self)
+        took.append(done - self.start)
+        return done
+
+    monkeypatch.setattr(graphcycles._CloneBatch, "run", counted)
+    for run, g, d in corpus_graphs(corpus):
+        stage = next((s for s in ("before_clone_constants_for_better_clustering", "before_mark_for_compilation")
+                      if s in g["files"]), None)
+        if stage is None:
+            continue
+        path = d / "dumps" / g["files"][stage]
+        results = []
+        for forced in (True, False):
+            monkeypatch.setattr(GraphCycles, "CLONE_BATCH_MIN_NODES", 0 if forced else 10**12)
+            monkeypatch.setattr(GraphCycles, "CLONE_BATCH_MIN_EDGES", 1)
+            monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_C", 0)
+            monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_PYTHON", 0)
+            monkeypatch.setattr(GraphCycles, "CLONE_BATCH_WORK_PER_NODE", 10**9)
+            states.clear()
+            try:
+                cr = cluster_graph(Graph(read_graphdef(path), source=str(path), validate=False), flags)
+                m = cr.mark
+                results.append((to_text(cr.to_graphdef()), m.clusters, repr(m.decisions), repr(m.refusals),
+                                m.candidates, repr(m.graph_decision), m.groups, list(states)))
+            except Exception as e:  # the same refusal both ways
+                results.append((type(e).__name__, str(e), list(states)))
+        assert results[0] == results[1], (run, g["id"])
+    assert sum(took) > 1000  # the batch did take the corpus's clones (not only fallbacks)
