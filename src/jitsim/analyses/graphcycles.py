@@ -340,10 +340,11 @@ class GraphCycles:
     # The clone batch (:class:`_CloneBatch`) is tried on graphs of at least this many node slots
     # whose edge list ends in at least this many edges of the cloned-constant shape; below, TF's
     # edge-by-edge insertion is fast enough. The batch gives up (and the edge-by-edge insertion
-    # finishes) once its work passes this many units per node slot.
+    # finishes) once its work passes this many units per node slot (a safety net: the next
+    # rule stops it long before on graphs it does not suit) ...
     CLONE_BATCH_MIN_NODES = 50_000
     CLONE_BATCH_MIN_EDGES = 64
-    CLONE_BATCH_WORK_PER_NODE = 32
+    CLONE_BATCH_WORK_PER_NODE = 1024
     # ... or once its work times this factor passes the number of nodes the edge-by-edge
     # insertion would have re-ranked for the same clones (plus a quarter of the node count:
     # the set-up is paid anyway; measured: a unit of the batch's Python work costs about as
