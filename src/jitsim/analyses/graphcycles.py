@@ -1042,18 +1042,29 @@ class _CloneBatch:
                         if latest[w2] < e:
                             latest[w2] = e
                             set_leaf(pos[w2], e)
-                    for i in range(s0 - 1, e + 1):
-                        w = seq[i]
-                        set_leaf(i, latest[w])
-                        for w2 in outs[w]._seq:
-                            if latest[w2] == i + 1 and w is not d:
+                    for i in range(s0 - 1, e):
+                        for w2 in outs[seq[i]]._seq:
+                            if latest[w2] == i + 1:
                                 m = -1
                                 for u in ins[w2]._seq:
                                     pu = pos[u]
                                     if pu > m:
                                         m = pu
                                 latest[w2] = m
-                                set_leaf(pos[w2], m)
+                                j = pos[w2]
+                                if j < s0 - 1 or j > e:
+                                    set_leaf(j, m)
+                    # the moved stretch's leaves, then their parents level by level
+                    lo = size + s0 - 1
+                    hi = size + e
+                    for i in range(lo, hi + 1):
+                        tree[i] = latest[seq[i - size]]
+                    while lo > 1:
+                        lo >>= 1
+                        hi >>= 1
+                        for i in range(lo, hi + 1):
+                            l, r2 = tree[2 * i], tree[2 * i + 1]
+                            tree[i] = l if l < r2 else r2
                 # c takes y's slot; c's slot joins M's at the top
                 i = ry + 1
                 while i <= n:
