@@ -366,6 +366,10 @@ class GraphCycles:
         breadth-first search over a CSR matrix on the biggest graphs), which stays exact as long
         as no edge added or removed since the snapshot starts at a node the search reaches
         (checked on every answer; otherwise the snapshot is rebuilt or the Python search used).
+
+        On big graphs whose edge list ends with cloned constants' edges (:func:`clone_tail`),
+        those go in as one batch (:class:`_CloneBatch`) that computes the same ranks without
+        re-ranking each consumer's descendants, as long as that is the cheaper way.
         """
         if not isinstance(edges, (list, tuple)):
             edges = list(edges)
