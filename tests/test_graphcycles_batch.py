@@ -43,6 +43,7 @@ def batch_always(monkeypatch):
     monkeypatch.setattr(GraphCycles, "CLONE_BATCH_WORK_PER_NODE", 10**9)
     monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_C", 0)
     monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_PYTHON", 0)
+    monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_C_BATCH", 0)
     calls = []
     run = graphcycles._CloneBatch.run
 
@@ -142,6 +143,7 @@ def test_giving_up_finishes_edge_by_edge(batch_always, monkeypatch, limit):
     else:
         monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_C", 10**6)
         monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_PYTHON", 10**6)
+        monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_C_BATCH", 10**6)
     n = 40
     edges = [(i, i + 1) for i in range(1, n - 1)] + [(0, 1)]
     tail = []
@@ -225,6 +227,7 @@ def test_every_corpus_graph_same_with_the_batch(corpus, monkeypatch):
             monkeypatch.setattr(GraphCycles, "CLONE_BATCH_MIN_EDGES", 1)
             monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_C", 0)
             monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_PYTHON", 0)
+            monkeypatch.setattr(GraphCycles, "CLONE_BATCH_COST_C_BATCH", 0)
             monkeypatch.setattr(GraphCycles, "CLONE_BATCH_WORK_PER_NODE", 10**9)
             states.clear()
             try:
@@ -236,3 +239,34 @@ def test_every_corpus_graph_same_with_the_batch(corpus, monkeypatch):
                 results.append((type(e).__name__, str(e), list(states)))
         assert results[0] == results[1], (run, g["id"])
     assert sum(took) > 1000  # the batch did take the corpus's clones (not only fallbacks)
+
+
+def test_c_batch_is_python_batch(batch_always, monkeypatch):
+    # The C form of the batch (_fastcycles.clone_batch) against the Python one on a graph of a
+    # few thousand nodes with a few hundred clones (windows far wider than the generated cases):
+    # the same state, which is the edge-by-edge one.
+    from conftest import need_c_extension
+
+    need_c_extension("jitsim.analyses._fastcycles")
+    rng = random.Random(11)
+    layers, width = 200, 12
+    n = 1 + layers * width
+    node = lambda l, i: 1 + l * width + i  # noqa: E731
+    edges = [(0, node(0, i)) for i in range(width)]
+    for l in range(1, layers):
+        for i in range(width):
+            for j in rng.sample(range(width), 2):
+                edges.append((node(l - 1, j), node(l, i)))
+    rng.shuffle(edges)
+    k = 400
+    for j in range(k):
+        edges += [(0, n + j), (n + j, node(rng.randrange(layers), rng.randrange(width)))]
+    states = []
+    for impl in ("c", "python"):
+        if impl == "python":
+            monkeypatch.setattr(graphcycles, "_c", None)
+        g = GraphCycles(n + k)
+        assert g.insert_edges(edges) is None
+        states.append(_state(g))
+    assert states[0] == states[1] == _one_by_one(n + k, edges)[1]
+    assert [done for _, done, _ in batch_always] == [len(edges), len(edges)]

@@ -351,6 +351,7 @@ class GraphCycles:
     # much as 16 nodes re-ranked in C)
     CLONE_BATCH_COST_C = 16
     CLONE_BATCH_COST_PYTHON = 1  # (0: never give up on this ground)
+    CLONE_BATCH_COST_C_BATCH = 1  # the C batch against the C edge-by-edge insertion
 
     def insert_edges(self, edges) -> int | None:
         """``insert_edge`` on each ``(x, y)`` of ``edges`` in order, stopping at the first edge
@@ -866,6 +867,34 @@ class _CloneBatch:
     def run(self) -> int:
         """Insert ``edges[start:]``; returns how many edges of the list are in: all of them, or
         the index where the batch stopped (the state is then exactly TF's up to there)."""
+        tail = self.edges[self.start:]
+        if _c is not None and hasattr(_c, "clone_batch") and len(set(tail)) == len(tail):
+            return self._run_c(tail)
+        return self._run_python()
+
+    def _run_c(self, tail) -> int:
+        """:meth:`run` by the C extension (the same steps; where it gives up may differ, the
+        state up to there does not). It hands back the ranks; the sequences get the edges it
+        took appended here, as insert_edge appends them."""
+        gc = self.gc
+        done, rank = _c.clone_batch(gc._rank, [o._seq for o in gc._out], [o._seq for o in gc._in], tail,
+                                    self.clones, gc.CLONE_BATCH_WORK_PER_NODE * len(gc._rank),
+                                    gc.CLONE_BATCH_COST_C_BATCH)
+        if rank is None:
+            return self.start
+        gc._rank = rank
+        outs = gc._out
+        ins = gc._in
+        for x, y in tail[:done]:
+            out_x = outs[x]
+            out_x._idx[y] = len(out_x._seq)
+            out_x._seq.append(y)
+            in_y = ins[y]
+            in_y._idx[x] = len(in_y._seq)
+            in_y._seq.append(x)
+        return self.start + done
+
+    def _run_python(self) -> int:
         gc = self.gc
         edges = self.edges
         clones = self.clones
