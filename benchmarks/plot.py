@@ -89,6 +89,13 @@ def _f(x, spec=".2f"):
     return "–" if x is None else format(x, spec)
 
 
+def _tf(r: dict) -> str:
+    """TF's pass time; in parentheses where it was not taken without dump flags in this run
+    (a dumping harvest's time, kept for reference: no ratio is computed against it)."""
+    t = _f(r["tf_pass_s"], ".3f" if (r["tf_pass_s"] or 1) < 0.1 else ".2f")
+    return t if r.get("tf_fair") or r["tf_pass_s"] is None else f"({t})"
+
+
 def markdown_table(doc: dict) -> str:
     m = doc["machine"]
     lines = [
@@ -99,20 +106,26 @@ def markdown_table(doc: dict) -> str:
         f"(at least 5 for files under 2 MB; fastest kept). Source: `{doc.get('_path', 'benchmarks/results/full.json')}`.",
         "",
         "| case | nodes | parse s | model s | passes s | write s | in-process total s | `cluster` s "
-        "| `cluster`, cached parse s | `rewrite` s | rewrite / cluster | peak RSS MB | TF pass s | `cluster` / TF |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| `cluster`, cached parse s | `rewrite` s | rewrite / cluster | peak RSS MB | TF pass s | `cluster` / TF "
+        "| in-process / TF |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in doc["cases"]:
         if "error" in r:
-            lines.append(f"| {r['case']} | | | | | | | | | | | | | error: {r['error'][:80]} |")
+            lines.append(f"| {r['case']} | | | | | | | | | | | | | | error: {r['error'][:80]} |")
             continue
         rss = max(r["cluster_cmd"]["peak_rss_mb"], r["rewrite_cmd"]["peak_rss_mb"])
         lines.append(
             f"| {r['case']} | {r['nodes']:,} | {_f(r['parse_s'])} | {_f(r['model_s'])} | {_f(r['cluster_s'])} | "
             f"{_f(r['write_s'])} | {_f(r['total_s'])} | {_f(r['cluster_cmd']['wall_s'])} | "
             f"{_f((r.get('cluster_cmd_cached') or {}).get('wall_s'))} | {_f(r['rewrite_cmd']['wall_s'])} | {_f(r['rewrite_over_cluster'])} | {rss:,.0f} | "
-            f"{_f(r['tf_pass_s'])} | {_f(r['ratio_vs_tf'])} |")
-    lines += ["", "TF times: " + "; ".join(sorted({f"{r['case']}: {r['tf_source']}" for r in doc["cases"]
+            f"{_tf(r)} | {_f(r['ratio_vs_tf'])} | {_f(r.get('inprocess_ratio_vs_tf'))} |")
+    lines += ["", "TF pass: `MarkForCompilationPassImpl::Run` as TF logs it. Without parentheses: measured in this "
+              "benchmark run, on this machine, with no dump flags (only `TF_CPP_VMODULE=mark_for_compilation_pass=1`, "
+              "which prints that line; no `TF_DUMP_GRAPH_PREFIX`, no `--tf_xla_clustering_debug`: TF writes its dumps "
+              "inside the timed region), the median of the runs listed below; the ratios are against these only. In "
+              "parentheses: a dumping harvest's time (another machine or day), for reference.",
+              "", "TF times: " + "; ".join(sorted({f"{r['case']}: {r['tf_source']}" for r in doc["cases"]
                                                    if r.get("tf_source")})),
               "", "`cluster`, cached parse: the same command reading the same text file again, its binary form "
               "served by the parsed-text cache (`JITSIM_PARSE_CACHE`); every other figure parses the text."]
@@ -147,22 +160,30 @@ def targets(doc: dict) -> str:
                         (("issue:deep_mlp",), "deep MLP training step (25.9k)")):
         r = find(*subs)
         ratio = r and r["ratio_vs_tf"]
-        add(f"{label}: whole process / TF pass", ratio and f"{ratio:.2f}", "≤ 1.5 (goal < 1)", "",
-            None if ratio is None else ratio <= 1.5)
+        add(f"{label}: whole `cluster` process / TF's pass without dumps", ratio and f"{ratio:.2f}",
+            "≤ 1.0", "", None if ratio is None else ratio <= 1.0)
+        ratio = r and r.get("inprocess_ratio_vs_tf")
+        add(f"{label}: in-process (parse, model, passes, write) / TF's pass", ratio and f"{ratio:.2f}",
+            "goal ≤ 0.5", "", None if ratio is None else ratio <= 0.5)
     r = find("issue:efficientnet")
-    add("EfficientNetB0 inference: whole process", r and f"{r['cluster_cmd']['wall_s']:.2f} s", "≤ 0.5 s", "",
-        None if r is None else r["cluster_cmd"]["wall_s"] <= 0.5)
+    add("EfficientNetB0 inference (1.5k): whole process", r and f"{r['cluster_cmd']['wall_s']:.2f} s", "≤ 0.3 s",
+        "", None if r is None else r["cluster_cmd"]["wall_s"] <= 0.3)
     r = find("small:")
-    add("50-node graph: whole process", r and f"{r['cluster_cmd']['wall_s']:.2f} s", "≤ 0.3 s", "",
-        None if r is None else r["cluster_cmd"]["wall_s"] <= 0.3)
-    r = find("tiled:8x")
-    add("100k nodes (8 × ResNet-50): whole process", r and f"{r['cluster_cmd']['wall_s']:.1f} s", "≤ 10 s", "",
-        None if r is None else r["cluster_cmd"]["wall_s"] <= 10)
-    rss = r and max(r["cluster_cmd"]["peak_rss_mb"], r["rewrite_cmd"]["peak_rss_mb"])
-    add("100k nodes: peak RSS", rss and f"{rss:,.0f} MB", "≤ 2 GB", "", None if rss is None else rss <= 2048)
+    add("50-node graph: whole process (about the cold start)", r and f"{r['cluster_cmd']['wall_s']:.2f} s",
+        "≤ 0.25 s", "", None if r is None else r["cluster_cmd"]["wall_s"] <= 0.25)
+    for subs in (("tiled:8x",), ("layered:100k",)):
+        r = find(*subs)
+        name = r["case"] if r else subs[0]
+        add(f"100k nodes ({name}): whole process", r and f"{r['cluster_cmd']['wall_s']:.1f} s", "≤ 5 s", "",
+            None if r is None else r["cluster_cmd"]["wall_s"] <= 5)
+        rss = r and r["cluster_cmd"]["peak_rss_mb"]
+        add(f"100k nodes ({name}): peak RSS of `cluster`", rss and f"{rss:,.0f} MB", "≤ 1.5 GB", "",
+            None if rss is None else rss <= 1536)
     m1 = [x for x in by.values() if x["nodes"] >= 900_000]
-    add("1M nodes completes", ", ".join(f"{x['case']}: {x['cluster_cmd']['wall_s']:.0f} s" for x in m1) or None,
-        "completes", "", bool(m1) if m1 else None)
+    add("1M nodes: whole process", ", ".join(f"{x['case']}: {x['cluster_cmd']['wall_s']:.0f} s" for x in m1) or None,
+        "≤ 120 s", "", all(x["cluster_cmd"]["wall_s"] <= 120 for x in m1) if m1 else None)
+    add("1M nodes: peak RSS", ", ".join(f"{x['cluster_cmd']['peak_rss_mb']:,.0f} MB" for x in m1) or None,
+        "≤ 4 GB", "", all(x["cluster_cmd"]["peak_rss_mb"] <= 4096 for x in m1) if m1 else None)
     a, b = find("layered:10k"), find("layered:100k")
     if a and b:
         g = (b["cluster_cmd"]["wall_s"] / a["cluster_cmd"]["wall_s"]) / (b["nodes"] / a["nodes"])
@@ -177,7 +198,7 @@ def targets(doc: dict) -> str:
     r = find("issue:deep_mlp")
     add("`rewrite --until build-xla-ops` / `cluster` on the 25.9k graph", r and f"{r['rewrite_over_cluster']:.2f}",
         "≤ 2", "", None if r is None else r["rewrite_over_cluster"] <= 2)
-    return "\n".join(["| target (issue 14) | measured | limit | |", "|---|---:|---:|---|", *rows])
+    return "\n".join(["| target (issue 25) | measured | limit | |", "|---|---:|---:|---|", *rows])
 
 
 def update_doc(doc: dict, path: Path) -> None:

@@ -130,7 +130,7 @@ def test_runner_quick_writes_every_figure(tmp_path, monkeypatch):
     q = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "plot.py"), str(tmp_path / "t.json"), "--no-plot"],
                        capture_output=True, text=True, timeout=60)
     assert q.returncode == 0, q.stderr
-    assert "| layered:200 |" in q.stdout and "target (issue 14)" in q.stdout
+    assert "| layered:200 |" in q.stdout and "target (issue 25)" in q.stdout
 
 
 def test_plot_png(tmp_path):

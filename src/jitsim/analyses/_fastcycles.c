@@ -19,6 +19,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,10 +382,345 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------- the clone batch */
+
+/* clone_batch(rank, outs, ins, tail, clones, work_limit, cheaper) -> (done, rank)
+ *
+ * graphcycles._CloneBatch.run in C (the Python form stays the reference; see its docstring for
+ * why the result is TF's edge-by-edge one). rank: list of int; outs / ins: per node its
+ * sequence (list of int) before the tail; tail: list of (x, y); clones: set of the clones.
+ * Returns how many edges of the tail went in (the caller appends them to the sequences) and
+ * the ranks after them; done 0 and rank None when the tail is not of the shape. Stops where a
+ * check fails, or once its work passes work_limit or, divided by cheaper (0: never), what the
+ * edge-by-edge insertion would have spent (the nodes it re-ranks). */
+
+typedef struct {
+    Py_ssize_t *off;
+    int32_t *val;
+} Csr;
+
+static int csr_load(PyObject *lists, Py_ssize_t n, Csr *c) {
+    c->off = NULL;
+    c->val = NULL;
+    if (!PyList_Check(lists) || PyList_GET_SIZE(lists) != n) {
+        PyErr_SetString(PyExc_ValueError, "clone_batch: one sequence per node expected");
+        return -1;
+    }
+    c->off = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
+    if (!c->off) { PyErr_NoMemory(); return -1; }
+    c->off[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *l = PyList_GET_ITEM(lists, i);
+        if (!PyList_Check(l)) { PyErr_SetString(PyExc_TypeError, "clone_batch: sequences are lists"); return -1; }
+        c->off[i + 1] = c->off[i] + PyList_GET_SIZE(l);
+    }
+    c->val = PyMem_Malloc((c->off[n] ? c->off[n] : 1) * sizeof(int32_t));
+    if (!c->val) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *l = PyList_GET_ITEM(lists, i);
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(l); j++) {
+            long v = PyLong_AsLong(PyList_GET_ITEM(l, j));
+            if (v == -1 && PyErr_Occurred()) return -1;
+            if (v < 0 || v >= n) { PyErr_SetString(PyExc_ValueError, "clone_batch: node out of range"); return -1; }
+            c->val[c->off[i] + j] = (int32_t)v;
+        }
+    }
+    return 0;
+}
+
+static int heap_push(Vec *h, int32_t x) {
+    if (vec_push(h, x) < 0) return -1;
+    Py_ssize_t i = h->n - 1;
+    while (i > 0) {
+        Py_ssize_t p = (i - 1) / 2;
+        if (h->v[p] <= x) break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = x;
+    return 0;
+}
+
+static int32_t heap_pop(Vec *h) {
+    int32_t top = h->v[0], x = h->v[--h->n];
+    Py_ssize_t i = 0, n = h->n;
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && h->v[c + 1] < h->v[c]) c++;
+        if (h->v[c] >= x) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (n) h->v[i] = x;
+    return top;
+}
+
+static inline void tree_set(int32_t *tree, Py_ssize_t size, Py_ssize_t i, int32_t val) {
+    i += size;
+    tree[i] = val;
+    for (i >>= 1; i; i >>= 1) {
+        int32_t l = tree[2 * i], r = tree[2 * i + 1], m = l < r ? l : r;
+        if (tree[i] == m) break;
+        tree[i] = m;
+    }
+}
+
+static PyObject *clone_batch(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *rank_l, *outs_l, *ins_l, *tail_l, *clones_o, *result = NULL;
+    long long work_limit, cheaper;
+    if (!PyArg_ParseTuple(args, "O!OOO!OLL:clone_batch", &PyList_Type, &rank_l, &outs_l, &ins_l, &PyList_Type,
+                          &tail_l, &clones_o, &work_limit, &cheaper))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rank_l), T = PyList_GET_SIZE(tail_l);
+    Csr out = {NULL, NULL}, in = {NULL, NULL};
+    int32_t *R = NULL, *tx = NULL, *ty = NULL, *pos = NULL, *node_at = NULL, *seq = NULL, *fen = NULL;
+    int32_t *latest = NULL, *tree = NULL, *maxpred = NULL, *placed = NULL, *seen = NULL, *nond = NULL;
+    uint8_t *isclone = NULL, *held = NULL;
+    Vec stack = {NULL, 0, 0}, heap = {NULL, 0, 0}, runs = {NULL, 0, 0};
+    Py_ssize_t done = 0;
+
+    R = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
+    tx = PyMem_Malloc((T ? T : 1) * sizeof(int32_t));
+    ty = PyMem_Malloc((T ? T : 1) * sizeof(int32_t));
+    pos = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
+    node_at = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
+    seq = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
+    fen = PyMem_Calloc(n + 1, sizeof(int32_t));
+    latest = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
+    maxpred = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
+    placed = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
+    nond = PyMem_Calloc(n ? n : 1, sizeof(int32_t));
+    isclone = PyMem_Calloc(n ? n : 1, 1);
+    held = PyMem_Calloc(n ? n : 1, 1);
+    if (!R || !tx || !ty || !pos || !node_at || !seq || !fen || !latest || !maxpred || !placed || !nond || !isclone ||
+        !held) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t v = 0; v < n; v++) {
+        long r = PyLong_AsLong(PyList_GET_ITEM(rank_l, v));
+        if (r == -1 && PyErr_Occurred()) goto done;
+        if (r < 0 || r >= n) { PyErr_SetString(PyExc_ValueError, "clone_batch: rank out of range"); goto done; }
+        R[v] = (int32_t)r;
+        pos[v] = -1;
+        placed[v] = -1;
+        maxpred[v] = -1;
+    }
+    for (Py_ssize_t t = 0; t < T; t++) {
+        PyObject *e = PyList_GET_ITEM(tail_l, t);
+        long a, b;
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2) { PyErr_SetString(PyExc_TypeError, "clone_batch: (x, y) pairs"); goto done; }
+        a = PyLong_AsLong(PyTuple_GET_ITEM(e, 0));
+        b = PyLong_AsLong(PyTuple_GET_ITEM(e, 1));
+        if (PyErr_Occurred()) goto done;
+        if (a < 0 || a >= n || b < 0 || b >= n) { PyErr_SetString(PyExc_ValueError, "clone_batch: node out of range"); goto done; }
+        tx[t] = (int32_t)a;
+        ty[t] = (int32_t)b;
+        for (int k = 0; k < 2; k++) {
+            PyObject *o = PyTuple_GET_ITEM(e, k);
+            int c = PySet_Contains(clones_o, o);
+            if (c < 0) goto done;
+            if (c) isclone[k ? b : a] = 1;
+        }
+    }
+    if (csr_load(outs_l, n, &out) < 0 || csr_load(ins_l, n, &in) < 0) goto done;
+
+    /* M: what the consumers reach */
+    for (Py_ssize_t t = 0; t < T; t++)
+        if (isclone[tx[t]] && pos[ty[t]] < 0) {
+            pos[ty[t]] = 0;
+            if (vec_push(&stack, ty[t]) < 0) goto done;
+        }
+    while (stack.n) {
+        int32_t v = stack.v[--stack.n];
+        for (Py_ssize_t j = out.off[v]; j < out.off[v + 1]; j++) {
+            int32_t w = out.val[j];
+            if (pos[w] < 0) {
+                pos[w] = 0;
+                if (vec_push(&stack, w) < 0) goto done;
+            }
+        }
+    }
+    for (Py_ssize_t t = 0; t < T; t++)
+        if (!isclone[tx[t]] && pos[tx[t]] >= 0) { /* a clone's other input inside M */
+            result = Py_BuildValue("(nO)", (Py_ssize_t)0, Py_None);
+            goto done;
+        }
+    for (Py_ssize_t v = 0; v < n; v++) node_at[R[v]] = (int32_t)v;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t s = 0; s < n; s++)
+        if (pos[node_at[s]] >= 0) seq[k++] = node_at[s];
+    for (Py_ssize_t i = 0; i < k; i++) {
+        pos[seq[i]] = (int32_t)i;
+        held[R[seq[i]]] = 1;
+        fen[R[seq[i]] + 1] = 1;
+    }
+    for (Py_ssize_t i = 1; i <= n; i++) {
+        Py_ssize_t j = i + (i & -i);
+        if (j <= n) fen[j] += fen[i];
+    }
+    int32_t top_slot = k ? R[seq[k - 1]] : -1;
+    Py_ssize_t log = 1;
+    while (log * 2 <= n) log *= 2;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        int32_t v = seq[i], m = -1;
+        for (Py_ssize_t j = in.off[v]; j < in.off[v + 1]; j++)
+            if (pos[in.val[j]] > m) m = pos[in.val[j]];
+        latest[v] = m;
+    }
+    for (Py_ssize_t v = 0; v < n; v++)
+        if (isclone[v])
+            for (Py_ssize_t j = in.off[v]; j < in.off[v + 1]; j++)
+                if (R[in.val[j]] > maxpred[v]) maxpred[v] = R[in.val[j]];
+    Py_ssize_t size = 1;
+    while (size < (k ? k : 1)) size *= 2;
+    tree = PyMem_Malloc(2 * size * sizeof(int32_t));
+    seen = PyMem_Calloc(size, sizeof(int32_t));
+    if (!tree || !seen) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < size; i++) tree[size + i] = i < k ? latest[seq[i]] : INT32_MAX;
+    for (Py_ssize_t i = size - 1; i > 0; i--) tree[i] = tree[2 * i] < tree[2 * i + 1] ? tree[2 * i] : tree[2 * i + 1];
+
+    long long work = 0, reranked = 0, slack = n / 4;
+    int32_t stamp = 0;
+    for (Py_ssize_t t = 0; t < T; t++) {
+        int32_t x = tx[t], y = ty[t];
+        if (isclone[x]) {
+            int32_t rc = R[x];
+            if (placed[x] >= 0 || out.off[x + 1] != out.off[x] || rc <= top_slot || isclone[y] || pos[y] < 0) break;
+            int32_t p = pos[y];
+            Py_ssize_t want = p + 1, at = 0;
+            for (Py_ssize_t step = log; step; step >>= 1) {
+                Py_ssize_t nxt = at + step;
+                if (nxt <= n && fen[nxt] < want) { at = nxt; want -= fen[nxt]; }
+            }
+            int32_t ry = (int32_t)at;
+            if (maxpred[x] >= ry) break;
+            stamp++;
+            heap.n = 0;
+            runs.n = 0;
+            /* the work the edge-by-edge insertion would have spent, at most, with this clone */
+            long long allowed = cheaper > 0 ? (reranked + (k - p) + slack) / cheaper : LLONG_MAX;
+            int aborted = 0;
+            /* the indices after p whose latest M predecessor is before p */
+            stack.n = 0;
+            if (vec_push(&stack, 1) < 0) goto done;
+            while (stack.n) {
+                int32_t node = stack.v[--stack.n];
+                int32_t depth = 0;
+                for (int32_t q = node; q > 1; q >>= 1) depth++;
+                Py_ssize_t span = size >> depth, lo = (Py_ssize_t)(node - (1 << depth)) * span, hi = lo + span - 1;
+                work++;
+                if (hi <= p || tree[node] >= p) continue;
+                if (lo == hi) {
+                    seen[lo] = stamp;
+                    if (heap_push(&heap, (int32_t)lo) < 0) goto done;
+                    continue;
+                }
+                if (vec_push(&stack, 2 * node + 1) < 0 || vec_push(&stack, 2 * node) < 0) goto done;
+            }
+            while (heap.n) {
+                int32_t i = heap_pop(&heap), w = seq[i];
+                int ok = 1;
+                for (Py_ssize_t j = in.off[w]; j < in.off[w + 1]; j++) {
+                    int32_t u = in.val[j];
+                    if (pos[u] >= p && nond[u] != stamp) { ok = 0; break; }
+                }
+                work += in.off[w + 1] - in.off[w] + 1;
+                if (work > allowed || work > work_limit) { aborted = 1; break; }
+                if (!ok) continue;
+                nond[w] = stamp;
+                if (vec_push(&runs, i) < 0) goto done;
+                for (Py_ssize_t j = out.off[w]; j < out.off[w + 1]; j++) {
+                    int32_t jj = pos[out.val[j]];
+                    if (seen[jj] != stamp) {
+                        seen[jj] = stamp;
+                        if (heap_push(&heap, jj) < 0) goto done;
+                    }
+                }
+            }
+            if (aborted || work > allowed || work > work_limit) break;
+            reranked += k - p - runs.n;
+            /* each run of non-descendants swaps places with the D element before it */
+            for (Py_ssize_t r = 0; r < runs.n;) {
+                int32_t s0 = runs.v[r], e = s0;
+                while (r + 1 < runs.n && runs.v[r + 1] == e + 1) { r++; e++; }
+                r++;
+                int32_t d = seq[s0 - 1];
+                for (int32_t i = s0; i <= e; i++) {
+                    int32_t w = seq[i];
+                    seq[i - 1] = w;
+                    pos[w] = i - 1;
+                }
+                seq[e] = d;
+                pos[d] = e;
+                work += e - s0 + 2;
+                for (Py_ssize_t j = out.off[d]; j < out.off[d + 1]; j++) {
+                    int32_t w2 = out.val[j];
+                    if (latest[w2] < e) { latest[w2] = e; tree_set(tree, size, pos[w2], e); }
+                }
+                for (int32_t i = s0 - 1; i < e; i++) {
+                    int32_t w = seq[i];
+                    for (Py_ssize_t j = out.off[w]; j < out.off[w + 1]; j++) {
+                        int32_t w2 = out.val[j];
+                        if (latest[w2] == i + 1) {
+                            int32_t m = -1;
+                            for (Py_ssize_t q = in.off[w2]; q < in.off[w2 + 1]; q++)
+                                if (pos[in.val[q]] > m) m = pos[in.val[q]];
+                            latest[w2] = m;
+                            if (pos[w2] < s0 - 1 || pos[w2] > e) tree_set(tree, size, pos[w2], m);
+                        }
+                    }
+                }
+                Py_ssize_t lo = size + s0 - 1, hi = size + e;
+                for (Py_ssize_t i = lo; i <= hi; i++) tree[i] = latest[seq[i - size]];
+                while (lo > 1) {
+                    lo >>= 1;
+                    hi >>= 1;
+                    for (Py_ssize_t i = lo; i <= hi; i++)
+                        tree[i] = tree[2 * i] < tree[2 * i + 1] ? tree[2 * i] : tree[2 * i + 1];
+                }
+            }
+            for (Py_ssize_t i = (Py_ssize_t)ry + 1; i <= n; i += i & -i) fen[i]--;
+            for (Py_ssize_t i = (Py_ssize_t)rc + 1; i <= n; i += i & -i) fen[i]++;
+            held[ry] = 0;
+            held[rc] = 1;
+            top_slot = rc;
+            placed[x] = ry;
+        } else {
+            int32_t rx = placed[x] >= 0 ? placed[x] : R[x], r2 = placed[y] >= 0 ? placed[y] : R[y];
+            if (!isclone[y] || pos[x] >= 0 || rx >= r2) break;
+            if (rx > maxpred[y]) maxpred[y] = rx;
+        }
+        done++;
+    }
+    {
+        Py_ssize_t i = 0;
+        for (Py_ssize_t s = 0; s < n; s++)
+            if (held[s]) R[seq[i++]] = (int32_t)s;
+        for (Py_ssize_t v = 0; v < n; v++)
+            if (placed[v] >= 0) R[v] = placed[v];
+        PyObject *rl = int_list(R, n);
+        if (rl) {
+            result = Py_BuildValue("(nN)", done, rl);
+        }
+    }
+done:
+    PyMem_Free(out.off); PyMem_Free(out.val); PyMem_Free(in.off); PyMem_Free(in.val);
+    PyMem_Free(R); PyMem_Free(tx); PyMem_Free(ty); PyMem_Free(pos); PyMem_Free(node_at); PyMem_Free(seq);
+    PyMem_Free(fen); PyMem_Free(latest); PyMem_Free(tree); PyMem_Free(maxpred); PyMem_Free(placed);
+    PyMem_Free(seen); PyMem_Free(nond); PyMem_Free(isclone); PyMem_Free(held);
+    PyMem_Free(stack.v); PyMem_Free(heap.v); PyMem_Free(runs.v);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"insert_edges", insert_edges, METH_VARARGS,
      "insert_edges(rank, outs, ins, edges) -> (stop, rank, outs, ins): GraphCycles.insert_edges in C;\n"
      "outs and ins: per node a (sequence list, index dict) pair."},
+    {"clone_batch", clone_batch, METH_VARARGS,
+     "clone_batch(rank, outs, ins, tail, clones, work_limit, cheaper) -> (done, rank): graphcycles._CloneBatch in C."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastcycles",

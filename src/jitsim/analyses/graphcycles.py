@@ -68,6 +68,8 @@ True
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from typing import Any, Iterator
 
 from jitsim.accel import load
@@ -335,6 +337,21 @@ class GraphCycles:
     # (computed in one pass in reverse rank order; n^2/8 bytes at most, 110 MB at 30k nodes);
     # above, scipy's breadth-first search over a CSR matrix (importing scipy.sparse costs 0.2 s).
     BULK_BITSET_MAX_NODES = 30_000
+    # The clone batch (:class:`_CloneBatch`) is tried on graphs of at least this many node slots
+    # whose edge list ends in at least this many edges of the cloned-constant shape; below, TF's
+    # edge-by-edge insertion is fast enough. The batch gives up (and the edge-by-edge insertion
+    # finishes) once its work passes this many units per node slot (a safety net: the next
+    # rule stops it long before on graphs it does not suit) ...
+    CLONE_BATCH_MIN_NODES = 50_000
+    CLONE_BATCH_MIN_EDGES = 64
+    CLONE_BATCH_WORK_PER_NODE = 1024
+    # ... or once its work times this factor passes the number of nodes the edge-by-edge
+    # insertion would have re-ranked for the same clones (plus a quarter of the node count:
+    # the set-up is paid anyway; measured: a unit of the batch's Python work costs about as
+    # much as 16 nodes re-ranked in C)
+    CLONE_BATCH_COST_C = 16
+    CLONE_BATCH_COST_PYTHON = 1  # (0: never give up on this ground)
+    CLONE_BATCH_COST_C_BATCH = 1  # the C batch against the C edge-by-edge insertion
 
     def insert_edges(self, edges) -> int | None:
         """``insert_edge`` on each ``(x, y)`` of ``edges`` in order, stopping at the first edge
@@ -350,7 +367,30 @@ class GraphCycles:
         breadth-first search over a CSR matrix on the biggest graphs), which stays exact as long
         as no edge added or removed since the snapshot starts at a node the search reaches
         (checked on every answer; otherwise the snapshot is rebuilt or the Python search used).
+
+        On big graphs whose edge list ends with cloned constants' edges (:func:`clone_tail`),
+        those go in as one batch (:class:`_CloneBatch`) that computes the same ranks without
+        re-ranking each consumer's descendants, as long as that is the cheaper way.
         """
+        if not isinstance(edges, (list, tuple)):
+            edges = list(edges)
+        if len(self._rank) >= self.CLONE_BATCH_MIN_NODES and isinstance(self._rank, list):
+            tail = clone_tail(edges)
+            if tail is not None and len(edges) - tail[0] >= self.CLONE_BATCH_MIN_EDGES:
+                t, clones = tail
+                stop = self._insert_edges_one_by_one(edges[:t])
+                if stop is not None:
+                    return stop
+                done = _CloneBatch(self, edges, t, clones).run()
+                if done == len(edges):
+                    return None
+                stop = self._insert_edges_one_by_one(edges[done:])
+                return None if stop is None else stop + done
+        return self._insert_edges_one_by_one(edges)
+
+    def _insert_edges_one_by_one(self, edges) -> int | None:
+        """:meth:`insert_edges` without the clone-batch shortcut: TF's edge-by-edge insertion
+        (the C extension's, or Python's with the snapshot searches)."""
         if _c is not None and isinstance(self._rank, list):
             return self._insert_edges_c(edges)
         outs = self._out
@@ -750,6 +790,346 @@ class _BulkSearch:
         nodes = np.concatenate((back, front))
         rank[nodes] = pool
         node_at[pool] = nodes
+
+
+def clone_tail(edges) -> tuple[int, set[int]] | None:
+    """Where the clone-shaped tail of an edge list begins, and its clones (None: no such tail).
+
+    The tail holds, in any order, one out-edge ``(c, y)`` per *clone* ``c`` (a node with exactly
+    one out-edge in the whole list, touched by no edge before the tail, and neither a ``y`` nor
+    the source of another clone's in-edge) and in-edges ``(u, c)`` of the clones from other
+    nodes: what TF's cloned constants add after the graph's own edges (the control edge from
+    ``_SOURCE``, the edge into the consumer). This is the shape only; :class:`_CloneBatch`
+    checks the ranks as it goes."""
+    outdeg: dict[int, int] = {}
+    for x, _ in edges:
+        outdeg[x] = outdeg.get(x, 0) + 1
+    limit = 0
+    for _ in range(16):
+        clones: set[int] = set()
+        targets: set[int] = set()
+        sources: set[int] = set()
+        t = len(edges)
+        while t > limit:
+            a, b = edges[t - 1]
+            if a == b:
+                break
+            if b in clones and a not in clones:
+                sources.add(a)
+            elif outdeg[a] == 1 and a not in targets and a not in sources and b not in clones:
+                clones.add(a)
+                targets.add(b)
+            else:
+                break
+            t -= 1
+        if not clones:
+            return None
+        # a clone with edges before the tail is not one: the tail starts after its last edge
+        bad = {v for e in edges[:t] for v in e if v in clones}
+        if not bad:
+            return t, clones
+        limit = 1 + max(i for i in range(t, len(edges)) if edges[i][0] in bad or edges[i][1] in bad)
+    return None
+
+
+class _CloneBatch:
+    """TF's edge-by-edge insertion of a clone-shaped edge tail (:func:`clone_tail`), computed
+    without its quadratic re-ranking; the result is the same in every respect.
+
+    Why it is the same. Let ``M`` be the nodes reachable from the clones' consumers ``y`` in the
+    graph before the tail (the tail adds no path between them). Inserting ``c -> y`` where
+    ``c`` holds a rank above every node of ``M`` and every predecessor of ``c`` ranks below
+    ``y`` (checked at each edge; otherwise the batch stops and edge-by-edge insertion goes on
+    from there) is a Pearce-Kelly step whose backward set is ``{c}`` and whose forward set is
+    ``D = desc(y)`` (all of it lies below ``c``): the ranks held by ``D ∪ {c}`` are re-dealt in
+    order, ``c`` first. Nodes outside ``M`` and ``c`` never move, so only the order of ``M``
+    over the ranks (*slots*) ``M`` holds matters. Written over that sequence ``s`` of ``M``
+    (``p``: the index of ``y``): ``c`` takes ``y``'s slot, which leaves ``M``'s slots, and
+    ``c``'s old slot joins them at the top; every ``D`` element moves to the slot of the next
+    ``D`` element. On ``s`` that is: each maximal run of non-``D`` elements after ``y`` swaps
+    places with the ``D`` element just before it, and nothing else changes. So a step costs
+    the non-descendants of ``y`` that follow it in ``s`` (few, where each consumer reaches most
+    of the rest: the quadratic case), not ``|D|``. They are found without walking ``D``: a
+    node after ``y`` is not in ``D`` exactly when none of its predecessors in ``M`` is, so they
+    are the nodes after ``y`` whose latest ``M`` predecessor lies before ``y`` (a range-minimum
+    tree over ``s`` finds them) and, in order along ``s``, those successors of found ones whose
+    ``M`` predecessors are all before ``y`` or found. The slots are a Fenwick tree (the slot
+    of index ``p`` is ``y``'s rank). ``tests/test_graphcycles_batch.py`` compares the result
+    with edge-by-edge insertion.
+    """
+
+    def __init__(self, gc: GraphCycles, edges, start: int, clones: set[int]) -> None:
+        self.gc = gc
+        self.edges = edges
+        self.start = start
+        self.clones = clones
+
+    def run(self) -> int:
+        """Insert ``edges[start:]``; returns how many edges of the list are in: all of them, or
+        the index where the batch stopped (the state is then exactly TF's up to there)."""
+        tail = self.edges[self.start:]
+        if _c is not None and hasattr(_c, "clone_batch") and len(set(tail)) == len(tail):
+            return self._run_c(tail)
+        return self._run_python()
+
+    def _run_c(self, tail) -> int:
+        """:meth:`run` by the C extension (the same steps; where it gives up may differ, the
+        state up to there does not). It hands back the ranks; the sequences get the edges it
+        took appended here, as insert_edge appends them."""
+        gc = self.gc
+        done, rank = _c.clone_batch(gc._rank, [o._seq for o in gc._out], [o._seq for o in gc._in], tail,
+                                    self.clones, gc.CLONE_BATCH_WORK_PER_NODE * len(gc._rank),
+                                    gc.CLONE_BATCH_COST_C_BATCH)
+        if rank is None:
+            return self.start
+        gc._rank = rank
+        outs = gc._out
+        ins = gc._in
+        for x, y in tail[:done]:
+            out_x = outs[x]
+            out_x._idx[y] = len(out_x._seq)
+            out_x._seq.append(y)
+            in_y = ins[y]
+            in_y._idx[x] = len(in_y._seq)
+            in_y._seq.append(x)
+        return self.start + done
+
+    def _run_python(self) -> int:
+        gc = self.gc
+        edges = self.edges
+        clones = self.clones
+        rank = gc._rank
+        outs = gc._out
+        ins = gc._in
+        n = len(rank)
+        tail = edges[self.start:]
+        # M: everything the consumers reach before the tail's edges go in
+        pos = [-1] * n
+        members = []
+        stack = []
+        for x, y in tail:
+            if x in clones and pos[y] < 0:
+                pos[y] = 0
+                stack.append(y)
+        members.extend(stack)
+        while stack:
+            v = stack.pop()
+            for w in outs[v]._seq:
+                if pos[w] < 0:
+                    pos[w] = 0
+                    members.append(w)
+                    stack.append(w)
+        for x, y in tail:
+            if x not in clones and pos[x] >= 0:  # a clone's other input inside M: not this shape
+                return self.start
+        members.sort(key=rank.__getitem__)
+        seq = members
+        k = len(seq)
+        for i, v in enumerate(seq):
+            pos[v] = i
+        # Fenwick tree of the slots M holds (1-based), for the slot at an index of seq
+        held = bytearray(n)  # the same, one flag per slot
+        for v in seq:
+            held[rank[v]] = 1
+        fen = [0, *held]
+        for i in range(1, n + 1):
+            j = i + (i & -i)
+            if j <= n:
+                fen[j] += fen[i]
+        top_slot = rank[seq[-1]] if seq else -1
+        log = 1
+        while log * 2 <= n:
+            log *= 2
+        # latest M predecessor of each M node (-1: none), in a range-minimum tree over seq
+        latest = [-1] * n
+        for v in seq:
+            m = -1
+            for u in ins[v]._seq:
+                pu = pos[u]
+                if pu > m:
+                    m = pu
+            latest[v] = m
+        size = 1
+        while size < max(k, 1):
+            size *= 2
+        big = n + 1
+        tree = [big] * (2 * size)
+        for i, v in enumerate(seq):
+            tree[size + i] = latest[v]
+        for i in range(size - 1, 0, -1):
+            l, r = tree[2 * i], tree[2 * i + 1]
+            tree[i] = l if l < r else r
+
+        def set_leaf(i: int, val: int) -> None:
+            i += size
+            tree[i] = val
+            i >>= 1
+            while i:
+                l, r = tree[2 * i], tree[2 * i + 1]
+                m = l if l < r else r
+                if tree[i] == m:
+                    break
+                tree[i] = m
+                i >>= 1
+
+        def roots_after(p: int) -> list[int]:
+            """Indices after ``p`` whose latest M predecessor is before ``p``."""
+            found = []
+            todo = [(1, 0, size - 1)]
+            while todo:
+                node, lo, hi = todo.pop()
+                if hi <= p or tree[node] >= p:
+                    continue
+                if lo == hi:
+                    found.append(lo)
+                    continue
+                mid = (lo + hi) >> 1
+                todo.append((2 * node + 1, mid + 1, hi))
+                todo.append((2 * node, lo, mid))
+            return found
+
+        budget = work0 = gc.CLONE_BATCH_WORK_PER_NODE * n
+        # a unit of work here against a node re-ranked by the edge-by-edge insertion: about
+        # 16 times dearer than the C extension's, cheaper than the Python search's
+        cheaper = gc.CLONE_BATCH_COST_C if _c is not None else gc.CLONE_BATCH_COST_PYTHON
+        reranked = 0
+        slack = n // 4
+        placed: dict[int, int] = {}
+        done = self.start
+
+        for x, y in tail:
+            if x in clones:
+                # c -> y: checks that make it the Pearce-Kelly step described above
+                rc = placed.get(x, rank[x])
+                if x in placed or outs[x]._seq or rc <= top_slot:
+                    break
+                p = pos[y]
+                # the slot at index p: smallest s with prefix count p + 1
+                want = p + 1
+                at = 0
+                step = log
+                while step:
+                    nxt = at + step
+                    if nxt <= n and fen[nxt] < want:
+                        at = nxt
+                        want -= fen[nxt]
+                    step >>= 1
+                ry = at  # slot index (0-based) = (1-based position at + 1) - 1
+                if any(placed.get(u, rank[u]) >= ry for u in ins[x]._seq):
+                    break
+                # the non-descendants of y after it, in seq order
+                heap = roots_after(p)
+                budget -= len(heap) + 1
+                heapq.heapify(heap)
+                seen = set(heap)
+                nond: set[int] = set()
+                runs_idx = []
+                # the work the edge-by-edge insertion would spend, at most, with this clone
+                allowed = (reranked + k - p + slack) // cheaper - work0 if cheaper else work0
+                while heap:
+                    i = heapq.heappop(heap)
+                    w = seq[i]
+                    ok = True
+                    for u in ins[w]._seq:
+                        pu = pos[u]
+                        if pu >= p and u not in nond:
+                            ok = False
+                            break
+                    budget -= len(ins[w]._seq) + 1
+                    if -budget > allowed:
+                        break
+                    if not ok:
+                        continue
+                    nond.add(w)
+                    runs_idx.append(i)
+                    for s2 in outs[w]._seq:
+                        j = pos[s2]
+                        if j not in seen:
+                            seen.add(j)
+                            heapq.heappush(heap, j)
+                # give up where the edge-by-edge steps would be cheaper: a step re-ranks
+                # |D| = the elements after y less the non-descendants found
+                if budget < 0 or -budget > allowed:
+                    break
+                reranked += k - p - len(runs_idx)
+                # each run of non-descendants swaps places with the D element before it
+                r = 0
+                nr = len(runs_idx)
+                while r < nr:
+                    s0 = runs_idx[r]
+                    e = s0
+                    while r + 1 < nr and runs_idx[r + 1] == e + 1:
+                        r += 1
+                        e += 1
+                    r += 1
+                    d = seq[s0 - 1]
+                    for i in range(s0, e + 1):
+                        w = seq[i]
+                        seq[i - 1] = w
+                        pos[w] = i - 1
+                    seq[e] = d
+                    pos[d] = e
+                    budget -= e - s0 + 2
+                    # latest predecessors: d moved later, the run one place earlier
+                    for w2 in outs[d]._seq:
+                        if latest[w2] < e:
+                            latest[w2] = e
+                            set_leaf(pos[w2], e)
+                    for i in range(s0 - 1, e):
+                        for w2 in outs[seq[i]]._seq:
+                            if latest[w2] == i + 1:
+                                m = -1
+                                for u in ins[w2]._seq:
+                                    pu = pos[u]
+                                    if pu > m:
+                                        m = pu
+                                latest[w2] = m
+                                j = pos[w2]
+                                if j < s0 - 1 or j > e:
+                                    set_leaf(j, m)
+                    # the moved stretch's leaves, then their parents level by level
+                    lo = size + s0 - 1
+                    hi = size + e
+                    for i in range(lo, hi + 1):
+                        tree[i] = latest[seq[i - size]]
+                    while lo > 1:
+                        lo >>= 1
+                        hi >>= 1
+                        for i in range(lo, hi + 1):
+                            l, r2 = tree[2 * i], tree[2 * i + 1]
+                            tree[i] = l if l < r2 else r2
+                # c takes y's slot; c's slot joins M's at the top
+                i = ry + 1
+                while i <= n:
+                    fen[i] -= 1
+                    i += i & -i
+                i = rc + 1
+                while i <= n:
+                    fen[i] += 1
+                    i += i & -i
+                held[ry] = 0
+                held[rc] = 1
+                top_slot = rc
+                placed[x] = ry
+            else:
+                rx = placed.get(x, rank[x])
+                # not a forward edge, or one already there: not this shape
+                if rx >= placed.get(y, rank[y]) or y in outs[x]._idx:
+                    break
+            # the sequences, as insert_edge appends them
+            out_x = outs[x]
+            out_x._idx[y] = len(out_x._seq)
+            out_x._seq.append(y)
+            in_y = ins[y]
+            in_y._idx[x] = len(in_y._seq)
+            in_y._seq.append(x)
+            done += 1
+        # the ranks: seq over M's slots in order, each placed clone at its slot
+        for r, v in zip(itertools.compress(range(n), held), seq):
+            rank[v] = r
+        for c, r in placed.items():
+            rank[c] = r
+        return done
 
 
 class UnionFind:
