@@ -191,12 +191,14 @@ def test_every_corpus_graph_same_with_the_batch(corpus, monkeypatch):
     # text, TF's names and the explanations' records) must be the same.
     from conftest import corpus_graphs
 
-    from jitsim.flags import parse_tf_xla_flags
     from jitsim.graph.io import read_graphdef, to_text
     from jitsim.graph.model import Graph
     from jitsim.passes.pipeline import cluster_graph
 
-    flags = parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    from jitsim.errors import JitsimError
+    from jitsim.options import options_for
+
+    options = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
     states = []
     insert = GraphCycles.insert_edges
 
@@ -231,11 +233,11 @@ def test_every_corpus_graph_same_with_the_batch(corpus, monkeypatch):
             monkeypatch.setattr(GraphCycles, "CLONE_BATCH_WORK_PER_NODE", 10**9)
             states.clear()
             try:
-                cr = cluster_graph(Graph(read_graphdef(path), source=str(path), validate=False), flags)
+                cr = cluster_graph(Graph(read_graphdef(path), source=str(path), validate=False), options)
                 m = cr.mark
                 results.append((to_text(cr.to_graphdef()), m.clusters, repr(m.decisions), repr(m.refusals),
                                 m.candidates, repr(m.graph_decision), m.groups, list(states)))
-            except Exception as e:  # the same refusal both ways
+            except JitsimError as e:  # the same refusal both ways
                 results.append((type(e).__name__, str(e), list(states)))
         assert results[0] == results[1], (run, g["id"])
     assert sum(took) > 1000  # the batch did take the corpus's clones (not only fallbacks)
