@@ -1138,17 +1138,34 @@ def cmd_fuzz(args) -> int:
         _progress_done()
         print(msg, file=sys.stderr, flush=True)
 
+    evaluator = None
+    if args.ray is not None:  # one batch per Ray task, OUT/campaign/ the record (resumes)
+        from jitsim.crosscheck.campaigns import FuzzCampaign
+
+        if args.examples < 1:
+            raise JitsimError("--examples must be at least 1")
+        identity = {"command": "fuzz", "examples": args.examples, "seed": args.seed, "profile": args.profile,
+                    "batch_size": args.batch_size, "tf_reruns": args.tf_reruns}
+        evaluator = FuzzCampaign(Path(args.output).absolute(), identity, args.batch_size, args.timeout,
+                                 args.tf_reruns, ray=args.ray, workers=args.workers,
+                                 progress=_campaign_progress("fuzz", "batches"), log=log)
     try:
         res = campaign(args.examples, args.seed, out=args.output, batch_size=args.batch_size, profile=args.profile,
                        shrink_budget_s=args.shrink_seconds, do_shrink=not args.no_shrink, max_shrink=args.max_shrink,
                        keep_work=args.keep_work, tf_reruns=args.tf_reruns,
-                       timeout=args.timeout, progress=progress, log=log)
+                       timeout=args.timeout, progress=progress, log=log, evaluator=evaluator)
     finally:
         _progress_done()
     cmd = (f"jitsim crosscheck fuzz --examples {args.examples} --seed {args.seed} --profile {args.profile} "
            f"--tf-reruns {args.tf_reruns}")
     summary = write_summary(res, Path(args.output) / "summary.json", seed=args.seed, command=cmd)
-    _wrote(args.output, f"summary.json, {len(res.reproducers)} reproducers")
+    if evaluator is not None:
+        _wrote(args.output, f"summary.json, {len(res.reproducers)} reproducers, campaign/ (a record per batch, "
+                            f"{evaluator.resumed} from an earlier run)")
+        for label, reason in evaluator.failed:
+            print(f"jitsim: {label}: failed twice: {reason}", file=sys.stderr)
+    else:
+        _wrote(args.output, f"summary.json, {len(res.reproducers)} reproducers")
     if args.format == "json":
         _emit_json(summary, args)
         return 1 if res.disagreements else 0
@@ -1161,7 +1178,39 @@ def cmd_fuzz(args) -> int:
     for path in res.reproducers:
         print(f"reproducer: {path}")
     print(res.final_line())
-    return 1 if res.disagreements else 0
+    return 1 if res.disagreements or (evaluator is not None and evaluator.failed) else 0
+
+
+def _campaign_progress(what: str, unit: str):
+    """The progress line of a campaign (jitsim.crosscheck.campaigns): counts and ETA."""
+
+    def progress(done, total, failed, eta, resumed):
+        left = "" if eta is None else f", ETA {int(eta) // 60}m{int(eta) % 60:02d}s"
+        _progress_line(f"{what}: {done}/{total} {unit} done ({resumed} from an earlier run), {failed} failed{left}")
+
+    return progress
+
+
+def _ray_args(p, what: str) -> None:
+    """``--ray [ADDRESS]`` and ``--workers N``: the same options, with the same meaning, on every
+    command that runs a campaign (crosscheck fuzz, harvest, verify, matrix)."""
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help=f"run {what} as Ray tasks, a record per item in OUT/campaign/ (re-running resumes): "
+                        "'local' (the default value) starts Ray on this machine, an address ('auto', "
+                        "'ray://HOST:10001', 'HOST:PORT') joins a running cluster; needs pip install "
+                        "'jitsim[ray]' (docs/campaigns.md)")
+    p.add_argument("--workers", type=_positive_int, metavar="N",
+                   help="with --ray: items running at once (default: the cluster's CPUs)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return v
 
 
 # -- parser -------------------------------------------------------------------------------
@@ -1411,6 +1460,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "tell TF's own nondeterminism from disagreements; 0: off (default 1)")
     fz.add_argument("--keep-work", action="store_true", help="keep the TF runs (output/jitsim-fuzz-*)")
     fz.add_argument("--timeout", type=float, default=600.0, help="seconds per TF process (default 600)")
+    _ray_args(fz, "one batch per task")
     fz.set_defaults(func=cmd_fuzz)
     for leaf in _leaf_parsers(p):  # options that mean the same in every command: one definition each
         _output_args(leaf)
