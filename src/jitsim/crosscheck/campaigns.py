@@ -74,8 +74,11 @@ def unpack(data: bytes, dest: Path | str) -> Path:
 @functools.lru_cache(maxsize=None)
 def tf_version(python: str | None = None) -> str:
     """The TensorFlow version a Python has installed (its package metadata: TF is not imported)."""
-    code = ("import importlib.metadata as m\ntry: print(m.version('tensorflow'))\n"
-            "except m.PackageNotFoundError: print('none')")
+    code = ("import importlib.metadata as m\n"
+            "for d in ('tensorflow', 'tensorflow-cpu', 'tensorflow_cpu', 'tf-nightly'):\n"
+            "    try: print(m.version(d)); break\n"
+            "    except m.PackageNotFoundError: pass\n"
+            "else: print('none')")
     try:
         r = subprocess.run([python or sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         return r.stdout.strip() or "unknown"
@@ -267,7 +270,8 @@ def start_ray(address: str, workers: int | None = None):
     try:
         if address == "local":
             ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                     configure_logging=False, runtime_env={"env_vars": {"PYTHONPATH": str(Path(pkg).parent)}})
+                     configure_logging=False, runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
+                         [str(Path(pkg).parent)] + [x for x in [os.environ.get("PYTHONPATH")] if x])}})
         else:
             ray.init(address=address, log_to_driver=False, configure_logging=False,
                      runtime_env={"py_modules": [pkg]})
