@@ -23,12 +23,14 @@ Ray is imported only here, only when a campaign runs on it (``pip install 'jitsi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
 import os
 import pickle
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jitsim
+from jitsim import process
 from jitsim.crosscheck.fuzz.evaluate import Outcome, evaluate_batch, plan_batches
 from jitsim.crosscheck.harvest import harvest
 from jitsim.errors import JitsimError
@@ -267,6 +270,11 @@ def start_ray(address: str, workers: int | None = None):
     jitsim's code through the runtime environment (no shared file system)."""
     ray = _ray_module()
     pkg = str(Path(jitsim.__file__).parent)
+    # Ray's core installs its own handlers (TERM: log and die); jitsim's (a clean end, temporary
+    # files removed, exit 128 + N: jitsim.process) are put back once Ray runs
+    names = [n for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    mine = {getattr(signal, n): signal.getsignal(getattr(signal, n)) for n in names} if process.threading_main() \
+        else {}
     try:
         if address == "local":
             ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False,
@@ -279,6 +287,9 @@ def start_ray(address: str, workers: int | None = None):
         raise JitsimError(f"--ray {address}: no Ray cluster there ({_first_line(e)})") from None
     except Exception as e:  # Ray's own start-up errors (RuntimeError, ValueError...)
         raise JitsimError(f"--ray {address}: Ray did not start: {type(e).__name__}: {_first_line(e)}") from None
+    for sig, h in mine.items():
+        if h is not None:
+            signal.signal(sig, h)
     return ray
 
 
@@ -288,6 +299,14 @@ def _first_line(e: BaseException) -> str:
 
 
 def _run_on_ray(todo: list[Item], address: str, workers: int | None, item_timeout: float, finish, log) -> None:
+    # Ray's driver prints what its raylets report ("(raylet) A worker died ...") on sys.stdout:
+    # the command's own output (JSON) must stay alone there
+    with contextlib.redirect_stdout(sys.stderr):
+        _run_on_ray_quietly(todo, address, workers, item_timeout, finish, log)
+
+
+def _run_on_ray_quietly(todo: list[Item], address: str, workers: int | None, item_timeout: float, finish,
+                        log) -> None:
     ray = start_ray(address, workers)
     try:
         task = ray.remote(num_cpus=1, max_retries=0)(run_task)
@@ -300,7 +319,12 @@ def _run_on_ray(todo: list[Item], address: str, workers: int | None, item_timeou
                 opts = {"runtime_env": {"env_vars": {PYTHON_ENV: it.python}}} if it.python else {}
                 ref = task.options(**opts).remote(it.func, it.args, it.python)
                 running[ref] = (it, attempt, time.monotonic())
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            try:
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            except SystemError as e:  # a signal's exception (jitsim.process) raised inside Ray's Cython
+                if isinstance(e.__cause__, BaseException) and not isinstance(e.__cause__, Exception):
+                    raise e.__cause__ from None
+                raise
             now = time.monotonic()
             for ref in list(running):
                 it, attempt, started = running[ref]
