@@ -468,6 +468,7 @@ def cmd_verify(args) -> int:
     from jitsim.crosscheck.fidelity import recorded_flags, verify_dir
     from jitsim.frontend.resolve import check_route_options, target_kind
 
+    _check_ray_args(args)
     if len(args.dir) > 1 or args.ray is not None or args.output is not None:
         return _verify_campaign(args)
     path = Path(args.dir[0])
@@ -939,6 +940,7 @@ def cmd_harvest(args) -> int:
     base = "" if args.no_default_flags else os.environ.get("TF_XLA_FLAGS", DEFAULT_FLAGS)
     flags = f"{base} {args.tf_xla_flags or ''}".strip()  # on top of the base, later flags win (one rule)
     parse_tf_xla_flags(flags)  # TF would abort on a bad flag: say so now, not after starting TF
+    _check_ray_args(args)
     if len(args.target) > 1 or args.ray is not None:
         return _harvest_campaign(args, flags)
     args.target = args.target[0]
@@ -1026,6 +1028,7 @@ def cmd_matrix(args) -> int:
     from jitsim.crosscheck.campaigns import matrix_campaign
     from jitsim.crosscheck.corpus import Corpus
 
+    _check_ray_args(args)
     corpus = Corpus(args.corpus)
     runs = corpus.runs()
     if args.only:
@@ -1290,6 +1293,7 @@ def cmd_fuzz(args) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     evaluator = None
+    _check_ray_args(args)
     if args.ray is not None:  # one batch per Ray task, OUT/campaign/ the record (resumes)
         from jitsim.crosscheck.campaigns import FuzzCampaign
 
@@ -1352,6 +1356,11 @@ def _ray_args(p, what: str) -> None:
                         "'jitsim[ray]' (docs/campaigns.md)")
     p.add_argument("--workers", type=_positive_int, metavar="N",
                    help="with --ray: items running at once (default: the cluster's CPUs)")
+
+
+def _check_ray_args(args) -> None:
+    if args.workers is not None and args.ray is None:
+        raise JitsimError("--workers N applies to a campaign on Ray: add --ray [ADDRESS]")
 
 
 def _positive_int(text: str) -> int:

@@ -172,6 +172,9 @@ def run_task(func, args: tuple, python: str | None) -> dict:
     t0 = time.monotonic()
     python = os.environ.get(PYTHON_ENV) or python
     out = {"node": socket.gethostname(), "pid": os.getpid(), "tf_version": tf_version(python)}
+    ray = sys.modules.get("ray")  # in a Ray worker: which node of the cluster ran it
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        out["ray_node"] = ray.get_runtime_context().get_node_id()[:12]
     try:
         value, files = func(*args, python=python)
         out.update(ok=True, value=value, files=files)
@@ -476,11 +479,12 @@ def harvest_campaign(targets: list[Path], out: Path, *, flags: str, signature: s
     names = _unique_names(targets)
     identity = {"command": "harvest", "targets": [str(t) for t in targets], "tf_xla_flags": flags,
                 "signature": signature, "python": python}
+    for t in targets:  # before anything is written
+        if not t.exists():
+            raise JitsimError("no such file or directory", t)
     store = CampaignDir(out, identity)
     items = []
     for t, name in zip(targets, names):
-        if not t.exists():
-            raise JitsimError("no such file or directory", t)
         items.append(Item(name, harvest_task, (pack(t), t.name, flags, signature, timeout), python=python,
                           label=str(t)))
     results = run_items(items, store, ray=ray, workers=workers, item_timeout=timeout + 300, progress=progress,
