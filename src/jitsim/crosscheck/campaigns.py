@@ -178,9 +178,7 @@ def run_task(func, args: tuple, python: str | None) -> dict:
     try:
         value, files = func(*args, python=python)
         out.update(ok=True, value=value, files=files)
-    except BaseException as e:  # noqa: BLE001 -- the item fails, not the worker
-        if isinstance(e, KeyboardInterrupt):
-            raise
+    except Exception as e:  # the item fails, not the worker (Ctrl-C and signals end the campaign)
         msg = str(e).strip().splitlines()
         out.update(ok=False, reason=f"{type(e).__name__}: {msg[0] if msg else ''}"[:500])
     out["wall_s"] = round(time.monotonic() - t0, 2)
