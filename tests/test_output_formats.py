@@ -91,7 +91,7 @@ NO_TF = {
                 ROOT / "fixtures/runtime/streams/batch_many.jsonl", "--tf", "never"],
 }
 # the commands that run TensorFlow (tested once each, below)
-WITH_TF = ("registry export", "crosscheck harvest", "crosscheck fuzz", "profile")
+WITH_TF = ("registry export", "crosscheck harvest", "crosscheck fuzz", "crosscheck matrix", "profile")
 
 
 def test_every_command_is_covered_here():
@@ -264,6 +264,8 @@ def test_tf_commands_write_documented_json(name, tmp_path):
             "crosscheck harvest": ["crosscheck", "harvest", MNIST / "mnist_softmax_xla.py", "-o", tmp_path / "h"],
             "crosscheck fuzz": ["crosscheck", "fuzz", "--examples", "1", "--no-shrink", "--tf-reruns", "0",
                                 "-o", tmp_path / "fz"],
+            "crosscheck matrix": ["crosscheck", "matrix", "--python", sys.executable, "--only", "asserts_checks_print",
+                                  "-o", tmp_path / "mx"],
             "profile": ["profile", MNIST / "mnist_softmax_xla.py", "-o", tmp_path / "pf", "--steps", "1",
                         "--warmup", "1"]}[name]
     r = run(*argv, "--format", "json")

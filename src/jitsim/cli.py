@@ -18,6 +18,7 @@ import gc
 import json
 import os
 import re
+import shutil
 import sys
 import warnings
 from dataclasses import replace
@@ -467,7 +468,10 @@ def cmd_verify(args) -> int:
     from jitsim.crosscheck.fidelity import recorded_flags, verify_dir
     from jitsim.frontend.resolve import check_route_options, target_kind
 
-    path = Path(args.dir)
+    _check_ray_args(args)
+    if len(args.dir) > 1 or args.ray is not None or args.output is not None:
+        return _verify_campaign(args)
+    path = Path(args.dir[0])
     if target_kind(path) != "dump-dir":
         raise JitsimError("verify compares jitsim with TF's own dumps: give a harvest or TF dump directory "
                           "(`jitsim crosscheck harvest` makes one from a model)", path)
@@ -494,6 +498,59 @@ def cmd_verify(args) -> int:
                   f"{choice.describe()}", markup=False)
         _print_compare(con, result, args.limit)
     return 0 if result.all_same_names else 1
+
+
+def _verify_campaign(args) -> int:
+    """``crosscheck verify DIR...`` with several directories, ``--ray`` or ``-o``: a harvest per
+    item (jitsim.crosscheck.campaigns), one line per directory and the totals."""
+    from jitsim.crosscheck.campaigns import verify_campaign
+    from jitsim.crosscheck.fidelity import recorded_flags
+    from jitsim.frontend.resolve import check_route_options, target_kind
+
+    dirs = [Path(d) for d in args.dir]
+    for d in dirs:
+        if target_kind(d) != "dump-dir":
+            raise JitsimError("verify compares jitsim with TF's own dumps: give a harvest or TF dump directory "
+                              "(`jitsim crosscheck harvest` makes one from a model)", d)
+    check_route_options("dump-dir", signature=args.signature, fetch=args.fetch, feed=args.feed,
+                        input_shapes=args.input_shape)
+    choices = [_flags_choice(args, args.tf_xla_flags, recorded=recorded_flags(d)) for d in dirs]
+    options = [_options(args, c, device=args.device, explain_cycles=False) for c in choices]
+    identity = {"command": "verify", "dirs": [str(d.absolute()) for d in dirs],
+                "tf_xla_flags": [c.flags.text for c in choices], "device": args.device,
+                "tf_version": getattr(args, "tf_version", None)}
+
+    def log(msg):
+        _progress_done()
+        print(f"jitsim: {msg}", file=sys.stderr, flush=True)
+
+    try:
+        rows, failed = verify_campaign(dirs, options, Path(args.output) if args.output else None, ray=args.ray,
+                                       workers=args.workers, identity=identity,
+                                       progress=_campaign_progress("verify", "harvests"), log=log)
+    finally:
+        _progress_done()
+    if args.output:
+        _wrote(args.output, f"campaign/ (a record per harvest, {len(rows)} verified)")
+    graphs = sum(v["graphs"] for _, _, v in rows)
+    same = sum(v["identical"] for _, _, v in rows)
+    names = sum(v["same_names"] for _, _, v in rows)
+    if args.format == "json":
+        _emit_json({"schema": "jitsim.verify-campaign/1",
+                    "harvests": [{"dir": str(d), "graphs": v["graphs"], "identical": v["identical"],
+                                  "same_names": v["same_names"], "tf_version": v["simulated_tf_version"],
+                                  "result": v["result"]} for d, _, v in rows],
+                    "failed": [{"dir": str(d), "reason": r} for d, r in failed],
+                    "graphs": graphs, "identical": same, "same_names": names}, args)
+    else:
+        for d, _, v in rows:
+            print(f"{d}: TF {v['simulated_tf_version']}: {v['identical']}/{v['graphs']} graphs identical, "
+                  f"{v['same_names']}/{v['graphs']} same names")
+        for d, r in failed:
+            print(f"{d}: not verified: {r}")
+        print(f"{same}/{graphs} graphs identical, {names}/{graphs} same names; {len(rows)}/{len(dirs)} harvests "
+              "verified")
+    return 0 if names == graphs and not failed else 1
 
 
 def _print_compare(con, result, limit: int) -> None:
@@ -883,6 +940,10 @@ def cmd_harvest(args) -> int:
     base = "" if args.no_default_flags else os.environ.get("TF_XLA_FLAGS", DEFAULT_FLAGS)
     flags = f"{base} {args.tf_xla_flags or ''}".strip()  # on top of the base, later flags win (one rule)
     parse_tf_xla_flags(flags)  # TF would abort on a bad flag: say so now, not after starting TF
+    _check_ray_args(args)
+    if len(args.target) > 1 or args.ray is not None:
+        return _harvest_campaign(args, flags)
+    args.target = args.target[0]
 
     def progress(elapsed, ndumps):
         _progress_line(f"running TensorFlow on {args.target}: {elapsed:5.1f} s, {ndumps} dump files")
@@ -924,6 +985,99 @@ def cmd_harvest(args) -> int:
         return 0
     _print_index(index, args.output)
     return 0
+
+
+def _harvest_campaign(args, flags: str) -> int:
+    """``crosscheck harvest TARGET...`` with several targets or ``--ray``: a target per item
+    (jitsim.crosscheck.campaigns), each harvest in ``OUT/<name>/``."""
+    from jitsim.crosscheck.campaigns import harvest_campaign
+
+    if args.fetch or args.feed or args.input_shape:
+        raise JitsimError("--fetch/--feed/--input-shape state one target's call: harvest that target alone, "
+                          "without --ray", args.target[0])
+
+    def log(msg):
+        _progress_done()
+        print(f"jitsim: {msg}", file=sys.stderr, flush=True)
+
+    targets = [Path(t) for t in args.target]
+    try:
+        rows, failed = harvest_campaign(targets, Path(args.output), flags=flags, signature=args.signature,
+                                        python=args.python, timeout=args.timeout, ray=args.ray,
+                                        workers=args.workers, progress=_campaign_progress("harvest", "targets"),
+                                        log=log)
+    finally:
+        _progress_done()
+    _wrote(args.output, f"{len(rows)} harvests (a directory per target), campaign/")
+    if args.format == "json":
+        _emit_json({"schema": "jitsim.harvest-campaign/1",
+                    "harvests": [{"target": str(t), "dir": str(d), "graphs": v["graphs"],
+                                  "tf_version": v["tf_version"]} for t, d, v in rows],
+                    "failed": [{"target": str(t), "reason": r} for t, r in failed]}, args)
+    else:
+        for t, d, v in rows:
+            print(f"{t}: {v['graphs']} graphs under TF {v['tf_version']} -> {d}")
+        for t, r in failed:
+            print(f"{t}: not harvested: {r}")
+        print(f"{len(rows)}/{len(targets)} targets harvested")
+    return 1 if failed else 0
+
+
+def cmd_matrix(args) -> int:
+    """``crosscheck matrix``: a corpus under several TF releases, jitsim verified on each."""
+    from jitsim.crosscheck.campaigns import matrix_campaign
+    from jitsim.crosscheck.corpus import Corpus
+
+    _check_ray_args(args)
+    corpus = Corpus(args.corpus)
+    runs = corpus.runs()
+    if args.only:
+        unknown = sorted(set(args.only) - {r.name for r in runs})
+        if unknown:
+            raise JitsimError(f"no run named {unknown[0]!r} in the manifest", corpus.root / "manifest.toml")
+        runs = [r for r in runs if r.name in args.only]
+    if args.limit is not None:
+        runs = runs[:args.limit]
+    for py in args.python:
+        if not (Path(py).exists() or shutil.which(py)):
+            raise JitsimError("no such Python", py)
+
+    def log(msg):
+        _progress_done()
+        print(f"jitsim: {msg}", file=sys.stderr, flush=True)
+
+    try:
+        table = matrix_campaign(runs, corpus.root, args.python, Path(args.output), timeout=args.timeout,
+                                ray=args.ray, workers=args.workers, progress=_campaign_progress("matrix", "runs"),
+                                log=log)
+    finally:
+        _progress_done()
+    _wrote(args.output, f"campaign/ (a record per run and release, {len(runs) * len(args.python)} in all)")
+    out, ok = [], True
+    for py, (release, rows) in table.items():
+        done = [(r, v) for r, v, _ in rows if v is not None]
+        graphs = sum(v["graphs"] for _, v in done)
+        same = sum(v["identical"] for _, v in done)
+        names = sum(v["same_names"] for _, v in done)
+        ok = ok and same == graphs and len(done) == len(rows)
+        out.append({"python": py, "tf_version": release, "runs": len(rows), "harvested": len(done),
+                    "graphs": graphs, "identical": same, "same_names": names,
+                    "simulated": sorted({v["simulated_tf_version"] for _, v in done}),
+                    "differing": [{"run": r.name, "graphs": v["graphs"], "identical": v["identical"]}
+                                  for r, v in done if v["identical"] != v["graphs"]],
+                    "failed": [{"run": r.name, "reason": why} for r, v, why in rows if v is None]})
+    if args.format == "json":
+        _emit_json({"schema": "jitsim.version-matrix/1", "corpus": str(corpus.root), "releases": out}, args)
+    else:
+        for rel in out:
+            print(f"TF {rel['tf_version']}: {rel['identical']}/{rel['graphs']} graphs identical, "
+                  f"{rel['same_names']}/{rel['graphs']} same names, {rel['harvested']}/{rel['runs']} runs harvested "
+                  f"(jitsim simulated {', '.join(rel['simulated']) or '-'}; {rel['python']})")
+            for d in rel["differing"]:
+                print(f"  {d['run']}: {d['identical']}/{d['graphs']} graphs identical")
+            for f in rel["failed"]:
+                print(f"  {f['run']}: not harvested/verified: {f['reason']}")
+    return 0 if ok else 1
 
 
 def cmd_profile(args) -> int:
@@ -1138,17 +1292,35 @@ def cmd_fuzz(args) -> int:
         _progress_done()
         print(msg, file=sys.stderr, flush=True)
 
+    evaluator = None
+    _check_ray_args(args)
+    if args.ray is not None:  # one batch per Ray task, OUT/campaign/ the record (resumes)
+        from jitsim.crosscheck.campaigns import FuzzCampaign
+
+        if args.examples < 1:
+            raise JitsimError("--examples must be at least 1")
+        identity = {"command": "fuzz", "examples": args.examples, "seed": args.seed, "profile": args.profile,
+                    "batch_size": args.batch_size, "tf_reruns": args.tf_reruns}
+        evaluator = FuzzCampaign(Path(args.output).absolute(), identity, args.batch_size, args.timeout,
+                                 args.tf_reruns, ray=args.ray, workers=args.workers,
+                                 progress=_campaign_progress("fuzz", "batches"), log=log)
     try:
         res = campaign(args.examples, args.seed, out=args.output, batch_size=args.batch_size, profile=args.profile,
                        shrink_budget_s=args.shrink_seconds, do_shrink=not args.no_shrink, max_shrink=args.max_shrink,
                        keep_work=args.keep_work, tf_reruns=args.tf_reruns,
-                       timeout=args.timeout, progress=progress, log=log)
+                       timeout=args.timeout, progress=progress, log=log, evaluator=evaluator)
     finally:
         _progress_done()
     cmd = (f"jitsim crosscheck fuzz --examples {args.examples} --seed {args.seed} --profile {args.profile} "
            f"--tf-reruns {args.tf_reruns}")
     summary = write_summary(res, Path(args.output) / "summary.json", seed=args.seed, command=cmd)
-    _wrote(args.output, f"summary.json, {len(res.reproducers)} reproducers")
+    if evaluator is not None:
+        _wrote(args.output, f"summary.json, {len(res.reproducers)} reproducers, campaign/ (a record per batch, "
+                            f"{evaluator.resumed} from an earlier run)")
+        for label, reason in evaluator.failed:
+            print(f"jitsim: {label}: failed twice: {reason}", file=sys.stderr)
+    else:
+        _wrote(args.output, f"summary.json, {len(res.reproducers)} reproducers")
     if args.format == "json":
         _emit_json(summary, args)
         return 1 if res.disagreements else 0
@@ -1161,7 +1333,44 @@ def cmd_fuzz(args) -> int:
     for path in res.reproducers:
         print(f"reproducer: {path}")
     print(res.final_line())
-    return 1 if res.disagreements else 0
+    return 1 if res.disagreements or (evaluator is not None and evaluator.failed) else 0
+
+
+def _campaign_progress(what: str, unit: str):
+    """The progress line of a campaign (jitsim.crosscheck.campaigns): counts and ETA."""
+
+    def progress(done, total, failed, eta, resumed):
+        left = "" if eta is None else f", ETA {int(eta) // 60}m{int(eta) % 60:02d}s"
+        _progress_line(f"{what}: {done}/{total} {unit} done ({resumed} from an earlier run), {failed} failed{left}")
+
+    return progress
+
+
+def _ray_args(p, what: str) -> None:
+    """``--ray [ADDRESS]`` and ``--workers N``: the same options, with the same meaning, on every
+    command that runs a campaign (crosscheck fuzz, harvest, verify, matrix)."""
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help=f"run {what} as Ray tasks, a record per item in OUT/campaign/ (re-running resumes): "
+                        "'local' (the default value) starts Ray on this machine, an address ('auto', "
+                        "'ray://HOST:10001', 'HOST:PORT') joins a running cluster; needs pip install "
+                        "'jitsim[ray]' (docs/campaigns.md)")
+    p.add_argument("--workers", type=_positive_int, metavar="N",
+                   help="with --ray: items running at once (default: the cluster's CPUs)")
+
+
+def _check_ray_args(args) -> None:
+    if args.workers is not None and args.ray is None:
+        raise JitsimError("--workers N applies to a campaign on Ray: add --ray [ADDRESS]")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return v
 
 
 # -- parser -------------------------------------------------------------------------------
@@ -1313,8 +1522,10 @@ def build_parser() -> argparse.ArgumentParser:
     ccs.required = True
 
     h = ccs.add_parser("harvest", help="run a TF program / GraphDef / SavedModel under real TF and collect its JIT dumps")
-    h.add_argument("target", help="a .py program, a .pb/.pbtxt GraphDef, or a SavedModel directory")
-    h.add_argument("-o", "--output", required=True, help="output directory (dumps/, log.txt, index.json)")
+    h.add_argument("target", nargs="+", help="a .py program, a .pb/.pbtxt GraphDef, or a SavedModel directory; "
+                   "several: a campaign (OUT/<name>/ per target, docs/campaigns.md)")
+    h.add_argument("-o", "--output", required=True, help="output directory (dumps/, log.txt, index.json; with "
+                   "several targets or --ray, a harvest directory per target and campaign/)")
     h.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS for the run, added on top of the base ($TF_XLA_FLAGS, else "
                    "'--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug'); later flags win, as "
                    "in TF; --no-default-flags starts from nothing")
@@ -1325,6 +1536,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--python", help="Python interpreter with TensorFlow (default: this one)")
     h.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is killed (default 600)")
     h.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
+    _ray_args(h, "one target per task")
     h.set_defaults(func=cmd_harvest)
 
     i = ccs.add_parser("index", help="pair the dump files of a TF_DUMP_GRAPH_PREFIX directory graph by graph")
@@ -1335,10 +1547,26 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_index)
 
     v = ccs.add_parser("verify", help="run jitsim on every graph of a harvest and compare with TF's own clusters")
-    v.add_argument("dir", help="harvest or dump directory")
+    v.add_argument("dir", nargs="+", help="harvest or dump directory; several: one line each and the totals "
+                   "(docs/campaigns.md)")
     _sim_args(v)
     v.add_argument("--limit", type=int, default=30, help="differing nodes listed per graph")
+    v.add_argument("-o", "--output", help="campaign directory: a record per harvest verified (re-running resumes)")
+    _ray_args(v, "one harvest directory per task")
     v.set_defaults(func=cmd_verify)
+
+    mx = ccs.add_parser("matrix", help="the version matrix: a corpus's programs harvested under several TF releases "
+                                       "and jitsim verified on each (exit 1 unless every graph is identical)")
+    mx.add_argument("--python", action="append", required=True, metavar="PYTHON",
+                    help="a Python with the TF release to run (repeat: one per release, e.g. "
+                         "/tmp/tfvenvs/2.16/bin/python)")
+    mx.add_argument("--corpus", help="fixtures directory with manifest.toml (default: this checkout's fixtures/)")
+    mx.add_argument("--only", nargs="+", metavar="RUN", help="these manifest runs only")
+    mx.add_argument("--limit", type=_positive_int, metavar="N", help="the first N runs of the manifest")
+    mx.add_argument("-o", "--output", required=True, help="campaign directory: a record per run and release")
+    mx.add_argument("--timeout", type=float, default=900.0, help="seconds per TF run (default 900)")
+    _ray_args(mx, "one run and release per task")
+    mx.set_defaults(func=cmd_matrix)
 
     c = ccs.add_parser("compare", help="compare two clusterings as partitions (exit 0 identical, 1 different)")
     c.add_argument("predicted", help="annotated graph file, or a harvest/dump directory")
@@ -1411,6 +1639,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "tell TF's own nondeterminism from disagreements; 0: off (default 1)")
     fz.add_argument("--keep-work", action="store_true", help="keep the TF runs (output/jitsim-fuzz-*)")
     fz.add_argument("--timeout", type=float, default=600.0, help="seconds per TF process (default 600)")
+    _ray_args(fz, "one batch per task")
     fz.set_defaults(func=cmd_fuzz)
     for leaf in _leaf_parsers(p):  # options that mean the same in every command: one definition each
         _output_args(leaf)
@@ -1531,7 +1760,7 @@ def _show_warning(message) -> None:
 # (command, subcommand) -> how its -o is used: "file", "dir", or "file-or-dir" (cluster)
 _OUTPUT_KIND = {"cluster": "file-or-dir", "rewrite": "file", "render": "file", "report": "dir",
                 "registry": "file", "harvest": "dir", "index": "file", "fuzz": "dir",
-                "profile": "dir"}
+                "profile": "dir", "verify": "dir", "matrix": "dir"}
 
 
 def _is_dir(path) -> bool:
@@ -1590,7 +1819,8 @@ _MAIN_INPUT_ARGS = ("graph", "target", "dir", "dumps", "predicted")
 
 
 def _main_input(args):
-    return next((getattr(args, k) for k in _MAIN_INPUT_ARGS if getattr(args, k, None)), None) if args else None
+    v = next((getattr(args, k) for k in _MAIN_INPUT_ARGS if getattr(args, k, None)), None) if args else None
+    return v[0] if isinstance(v, list) else v  # harvest TARGET..., verify DIR...: the first names the input
 
 
 def _resource_error(args, e: BaseException) -> JitsimError:

@@ -44,11 +44,14 @@ class CampaignResult:
 
 def campaign(n: int, seed: int = 0, *, out: Path | str = "fuzz-out", batch_size: int = 40, profile: str = "full",
              shrink_budget_s: float = 180.0, do_shrink: bool = True, max_shrink: int = 10, keep_work: bool = False,
-             timeout: float = 600.0, tf_reruns: int = 1, progress=None, log=None) -> CampaignResult:
+             timeout: float = 600.0, tf_reruns: int = 1, progress=None, log=None,
+             evaluator=None) -> CampaignResult:
     """Draw, run, compare, shrink and write reproducers (see the module docstring). At most
     ``max_shrink`` disagreements are shrunk (the first of each kind first); the others get an
     unshrunk reproducer. ``tf_reruns``: see :func:`evaluate`; the evidence for every example
-    with a difference where TF differed from itself goes to ``OUT/tf-unstable/ex<id>/``."""
+    with a difference where TF differed from itself goes to ``OUT/tf-unstable/ex<id>/``.
+    ``evaluator(examples, work)``: what runs the round instead of :func:`evaluate` (the
+    distributed campaign of :mod:`jitsim.crosscheck.campaigns`), returning the same."""
     if n < 1:
         raise JitsimError("--examples must be at least 1")
     if tf_reruns < 0:
@@ -59,8 +62,11 @@ def campaign(n: int, seed: int = 0, *, out: Path | str = "fuzz-out", batch_size:
     examples = draw_examples(n, seed, batch_size=batch_size, profile=profile)
     work = Path(tempfile.mkdtemp(prefix="jitsim-fuzz-", dir=out))
     try:
-        outcomes, orphans = evaluate(examples, work, timeout=timeout, batch_size=batch_size, progress=progress,
-                                     tf_reruns=tf_reruns, log=log)
+        if evaluator is not None:
+            outcomes, orphans = evaluator(examples, work)
+        else:
+            outcomes, orphans = evaluate(examples, work, timeout=timeout, batch_size=batch_size, progress=progress,
+                                         tf_reruns=tf_reruns, log=log)
         bad = [o for o in outcomes if o.problems]
         # shrink one of each kind (stage and kind of difference) first
         kinds: dict[str, list[Outcome]] = {}
