@@ -107,12 +107,10 @@ def test_batch_is_edge_by_edge(batch_always, monkeypatch, case, impl):
     assert g.check_invariants()
 
 
-def test_batch_runs_and_finishes_on_clone_shaped_tails(batch_always):
-    # The property test above must not pass by always falling back: on a graph whose tail is
-    # exactly TF's clone shape the batch takes every edge. A layered graph (each layer's nodes
-    # feed the next one's), clones wired into every layer from node 0.
-    rng = random.Random(5)
-    layers, width = 30, 6
+
+def _layered(rng, layers: int, width: int):
+    """Node 0 feeding the first layer, each later node fed by 2 random nodes of the layer
+    before: ``(node count, node(layer, i) -> id, shuffled edges)``."""
     n = 1 + layers * width
     node = lambda l, i: 1 + l * width + i  # noqa: E731
     edges = [(0, node(0, i)) for i in range(width)]
@@ -121,6 +119,15 @@ def test_batch_runs_and_finishes_on_clone_shaped_tails(batch_always):
             for j in rng.sample(range(width), 2):
                 edges.append((node(l - 1, j), node(l, i)))
     rng.shuffle(edges)
+    return n, node, edges
+
+def test_batch_runs_and_finishes_on_clone_shaped_tails(batch_always):
+    # The property test above must not pass by always falling back: on a graph whose tail is
+    # exactly TF's clone shape the batch takes every edge. A layered graph (each layer's nodes
+    # feed the next one's), clones wired into every layer from node 0.
+    rng = random.Random(5)
+    layers, width = 30, 6
+    n, node, edges = _layered(rng, layers, width)
     clones = []
     for j in range(120):
         c = n + j
@@ -252,14 +259,7 @@ def test_c_batch_is_python_batch(batch_always, monkeypatch):
     need_c_extension("jitsim.analyses._fastcycles")
     rng = random.Random(11)
     layers, width = 200, 12
-    n = 1 + layers * width
-    node = lambda l, i: 1 + l * width + i  # noqa: E731
-    edges = [(0, node(0, i)) for i in range(width)]
-    for l in range(1, layers):
-        for i in range(width):
-            for j in rng.sample(range(width), 2):
-                edges.append((node(l - 1, j), node(l, i)))
-    rng.shuffle(edges)
+    n, node, edges = _layered(rng, layers, width)
     k = 400
     for j in range(k):
         edges += [(0, n + j), (n + j, node(rng.randrange(layers), rng.randrange(width)))]

@@ -33,6 +33,11 @@ from typing import NamedTuple
 from jitsim.codes import Code
 
 
+
+def as_code(code) -> Code:
+    """``code`` as the catalogue's member (a string: its member, or ValueError if uncatalogued)."""
+    return code if type(code) is Code else Code(code)
+
 @dataclass
 class NodeDecision:
     code: Code
@@ -40,8 +45,7 @@ class NodeDecision:
     evidence: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if type(self.code) is not Code:  # a string: the catalogue's member, or ValueError
-            self.code = Code(self.code)
+        self.code = as_code(self.code)
 
     def to_dict(self) -> dict:
         return {"code": self.code, "detail": self.detail, "evidence": self.evidence}
@@ -61,8 +65,7 @@ class MergeRefusal:
     evidence: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if type(self.code) is not Code:  # a string: the catalogue's member, or ValueError
-            self.code = Code(self.code)
+        self.code = as_code(self.code)
 
     def to_dict(self) -> dict:
         return {"phase": self.phase, "from": self.from_node, "to": self.to_node, "from_size": self.from_size,
@@ -94,8 +97,7 @@ class RewriteRecord:
     detail: str = ""
 
     def __post_init__(self) -> None:
-        if type(self.code) is not Code:  # a string: the catalogue's member, or ValueError
-            self.code = Code(self.code)
+        self.code = as_code(self.code)
 
     @property
     def name(self) -> str:
