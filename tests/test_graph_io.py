@@ -120,3 +120,36 @@ def test_written_files_get_the_usual_permissions(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "out.pbtxt").stat().st_mode & 0o777 == 0o644
+
+
+def test_pieces_written_whole_or_not_at_all(tmp_path):
+    """A graph's text is written piece by piece (issue 25); a failure while the pieces are
+    made leaves neither the output nor a temporary file, and an existing output untouched."""
+    from jitsim.graph.io import write_atomic
+
+    write_atomic(tmp_path / "out.pbtxt", iter([b"node {\n", b"}\n"]))
+    assert (tmp_path / "out.pbtxt").read_bytes() == b"node {\n}\n"
+
+    def broken():
+        yield b"node {\n"
+        raise RuntimeError("printer failed")
+
+    with pytest.raises(RuntimeError):
+        write_atomic(tmp_path / "out.pbtxt", broken())
+    assert (tmp_path / "out.pbtxt").read_bytes() == b"node {\n}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.pbtxt"]
+
+
+def test_big_graph_text_written_in_pieces_is_the_same_text(tmp_path, monkeypatch):
+    """save() streams text in pieces; with tiny pieces the file is print_message's text."""
+    from jitsim.graph import textproto
+
+    gd = _graphdef()
+    for i in range(50):
+        n = gd.node.add()
+        n.name, n.op = f"c{i}", "Const"
+    save(Graph(gd), tmp_path / "whole.pbtxt")
+    monkeypatch.setattr(textproto.print_message_pieces, "__defaults__", (64,))
+    save(Graph(gd), tmp_path / "pieces.pbtxt")
+    assert (tmp_path / "pieces.pbtxt").read_bytes() == (tmp_path / "whole.pbtxt").read_bytes()
+    assert (tmp_path / "whole.pbtxt").read_text() == textproto.print_message(Graph(gd).to_graphdef())

@@ -352,3 +352,42 @@ def test_c_float_digits():
     assert "f: 0.1\n" in textproto.print_message(gd)
     gd.node[0].attr["v"].f = math.inf
     assert "f: inf\n" in textproto.print_message(gd)
+
+
+# -- printing in pieces (a big graph's text is written piece by piece, issue 25) -------------
+
+@CI
+@given(graphdefs(), st.integers(1, 400))
+def test_pieces_join_to_the_whole_text(gd, piece_bytes):
+    # Any cut size, down to one record a piece, and every message shape the generator makes
+    # (nodes, library, versions): the pieces, joined, are print_message's text.
+    whole = textproto.print_message(gd)
+    for impl in IMPLS if textproto.accelerated() else ("python",):
+        with _impl(impl):
+            pieces = list(textproto.print_message_pieces(gd, piece_bytes))
+            assert "".join(pieces) == whole, impl
+
+
+def test_pieces_on_real_dumps_are_cut_and_identical(corpus):
+    need_c_extension("jitsim.graph._fasttext")
+    seen = 0
+    for path in _sample_files(corpus, per_run=1, max_bytes=2_000_000):
+        gd = protos.GraphDef()
+        text = path.read_text()
+        textproto.parse(text, gd)
+        pieces = list(textproto.print_message_pieces(gd, 4096))
+        assert "".join(pieces) == text, path
+        if len(gd.SerializeToString()) > 3 * 4096:
+            assert len(pieces) > 1, path  # really cut, not one piece
+            seen += 1
+    assert seen > 20
+
+
+def test_record_cuts_refuse_out_of_order_and_broken_wire():
+    need_c_extension("jitsim.graph._fasttext")
+    c = textproto._c
+    node = b"\n\x03abc"        # field 1 (node), 3 bytes
+    versions = b'"\x02\x08\x01'  # field 4 (versions)
+    assert c.record_cuts(node + node + versions, 1) == [0, 5, 10, 14]
+    assert c.record_cuts(node + versions + node, 1) is None  # printer would reorder: no cuts
+    assert c.record_cuts(b"\n\x09ab", 1) is None             # length past the end

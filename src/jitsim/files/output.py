@@ -37,6 +37,7 @@ import stat
 import sys
 import tempfile
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -287,13 +288,17 @@ def write_stdout(data: bytes, name: str = "<stdout>") -> None:
         raise JitsimError(f"cannot write: {_problem(e)}", name) from None
 
 
-def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None:
+def write_atomic(path: Path | str, data: bytes | Iterable[bytes], *, durable: bool = True) -> None:
     """Write ``data`` for ``-o path`` (:func:`destination`): to a file via a temporary file and a
     rename, never a half-written file, the kept (or usual: 0666 minus the umask) permission
     bits; through a symbolic link to its target. ``durable``: the data reaches the disk before
     the rename (fsync; a cache entry, which is only a speed-up, may skip it). Any failure is one
-    :class:`JitsimError` naming ``path``."""
+    :class:`JitsimError` naming ``path``. ``data`` may come in pieces (an iterable of bytes,
+    e.g. a big graph's text made piece by piece): a file gets them one at a time, standard
+    output once all are made."""
     dest = destination(path)
+    if not isinstance(data, (bytes, bytearray, memoryview)) and dest.kind in ("stdout", "null"):
+        data = b"".join(data)
     if dest.kind == "stdout":
         write_stdout(data)
         return
@@ -314,7 +319,11 @@ def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None
         raise JitsimError(f"cannot write: {_problem(e)}", path) from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                f.write(data)
+            else:
+                for piece in data:
+                    f.write(piece)
             f.flush()
             if dest.owner is not None and dest.owner != (os.geteuid(), os.getegid()):
                 try:  # root replacing another user's file: it stays theirs

@@ -778,11 +778,60 @@ static PyObject *encode_lines(PyObject *self, PyObject *args) {
     return out;
 }
 
+
+/* Cut points of a message's wire bytes into pieces of about `target` bytes, each a run of
+ * whole top-level records: printing the pieces one by one gives the whole message's text in
+ * order (no piece starts inside a record). [0, ..., len(data)]; None: not well-formed, or
+ * its fields not in field-number order (the printer would sort them across pieces). */
+static PyObject *record_cuts(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t target;
+    if (!PyArg_ParseTuple(args, "y*n:record_cuts", &data, &target)) return NULL;
+    const unsigned char *start = data.buf, *p = start, *end = start + data.len, *piece = start;
+    PyObject *cuts = PyList_New(0);
+    int bad = 0;
+    uint64_t last = 0;
+    if (cuts) {
+        PyObject *zero = PyLong_FromLong(0);
+        if (!zero || PyList_Append(cuts, zero) < 0) bad = -1;
+        Py_XDECREF(zero);
+    }
+    while (!bad && cuts && p < end) {
+        uint64_t tag;
+        if (read_varint(&p, end, &tag) < 0 || (tag >> 3) < last || skip_field(&p, end, (int)(tag & 7)) < 0) {
+            bad = 1;
+            break;
+        }
+        last = tag >> 3;
+        if (p - piece >= target && p < end) {
+            PyObject *at = PyLong_FromSsize_t(p - start);
+            if (!at || PyList_Append(cuts, at) < 0) bad = -1;
+            Py_XDECREF(at);
+            piece = p;
+        }
+    }
+    if (!bad && cuts) {
+        PyObject *at = PyLong_FromSsize_t(data.len);
+        if (!at || PyList_Append(cuts, at) < 0) bad = -1;
+        Py_XDECREF(at);
+    }
+    PyBuffer_Release(&data);
+    if (!cuts) return NULL;
+    if (bad) {
+        Py_DECREF(cuts);
+        if (bad < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    return cuts;
+}
+
 /* ----------------------------------------------------------------------------- module */
 
 static PyMethodDef methods[] = {
     {"print_wire", print_wire, METH_VARARGS,
      "print_wire(data, plan) -> str | None: the text format of a message's wire bytes."},
+    {"record_cuts", record_cuts, METH_VARARGS,
+     "record_cuts(data, target) -> list[int] | None: offsets cutting wire bytes into runs of whole records."},
     {"encode_lines", encode_lines, METH_VARARGS,
      "encode_lines(text, fields, scalar) -> bytes | None: wire bytes of one-item-a-line text."},
     {NULL, NULL, 0, NULL}};

@@ -543,11 +543,15 @@ def save(graph: Graph | object, path: Path | str) -> Path:
     """
     path = Path(path)
     gd = graph.to_graphdef() if isinstance(graph, Graph) else graph
+    gz = path.name.lower().endswith(".gz")
     if is_text_path(path) or is_stdout(path):  # standard output: text, TF's dump format
-        data = to_text(gd).encode()
+        # piece by piece: a big graph's text is several times its size in memory
+        data = (piece.encode() for piece in textproto.print_message_pieces(gd))
+        if gz:
+            data = b"".join(data)
     else:
         data = gd.SerializeToString(deterministic=True)
-    if path.name.lower().endswith(".gz"):
+    if gz:
         import gzip
 
         data = gzip.compress(data, mtime=0)

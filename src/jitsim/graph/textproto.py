@@ -41,6 +41,7 @@ import io
 import math
 import re
 import struct
+from typing import Iterator
 
 from google.protobuf import descriptor as _d
 from google.protobuf import text_encoding, text_format
@@ -535,6 +536,35 @@ def print_message(msg) -> str:
     except _Fallback:
         return _print_slow(msg)
     return printer.out.getvalue()
+
+
+def print_message_pieces(msg, piece_bytes: int = 1 << 24) -> Iterator[str]:
+    """:func:`print_message` in pieces, for writing a big graph without holding its whole text
+    (about 7 times its binary size) in memory: the pieces, joined, are the same text. Each
+    piece is a run of whole top-level records (``node`` entries of a GraphDef) of about
+    ``piece_bytes`` wire bytes, printed as a message of its own; a message that cannot be cut
+    (no C extension, a map field at the top level, fields out of order) comes in one piece."""
+    data = cuts = None
+    if _c is not None and hasattr(_c, "record_cuts") and not any(
+            f.message_type is not None and f.message_type.GetOptions().map_entry for f in msg.DESCRIPTOR.fields):
+        try:
+            data = msg.SerializeToString()
+        except Exception:  # over protobuf's 2 GiB
+            data = None
+        if data is not None and len(data) > piece_bytes:
+            cuts = _c.record_cuts(data, piece_bytes)
+    if cuts is None:
+        yield print_message(msg)
+        return
+    plan = _c_plan(msg.DESCRIPTOR)
+    view = memoryview(data)
+    for lo, hi in zip(cuts, cuts[1:]):
+        text = _c.print_wire(view[lo:hi], plan) if plan is not None else None
+        if text is None:  # a piece the C printer leaves to Python
+            part = type(msg)()
+            part.ParseFromString(view[lo:hi])
+            text = print_message(part)
+        yield text
 
 
 _INT_KEY_MAP = re.compile(r"^(\s*)(arg_attr|resource_arg_unique_id) \{\n(?!\1  key:)", re.M)
