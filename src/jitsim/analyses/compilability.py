@@ -149,7 +149,8 @@ class CompilabilityChecker:
         serialized values of :meth:`_attrs_read` (None where absent)."""
         attr = nodedef.attr
         op = nodedef.op
-        return op, tuple([attr[a].SerializeToString() if a in attr else None for a in self._attrs_read(op)])
+        names = self._key_attrs.get(op) or self._attrs_read(op)
+        return op, tuple([attr[a].SerializeToString() if a in attr else None for a in names])
 
     def check_top_level(self, nodedef, key: tuple, node=None, input_types_of=None, producer_types_of=None,
                         output_types_of=None) -> Failure | None:

@@ -157,8 +157,7 @@ class ConstAnalysis:
         must = bytearray(len(nodes))
         ok = edge_filter
         metadata = metadata_ops()
-        # ops const_input_indices can give inputs for without the node attr that overrides them
-        may_want = const_input_ops() | _ASKS_FUNCTIONS
+        registered = const_input_ops()  # ops with registered constant inputs
 
         def mark_through(e: TfEdge) -> None:
             while (ok is None or ok(e)) and traversable(nodes[e.src].op):
@@ -184,7 +183,8 @@ class ConstAnalysis:
                     if not e.is_control and (ok is None or ok(e)):
                         mark_through(e)
                 return
-            if n.op not in may_want and COMPILE_TIME_CONST_INPUTS_ATTR not in nodedef.attr:
+            if (n.op not in registered and n.op not in _ASKS_FUNCTIONS
+                    and COMPILE_TIME_CONST_INPUTS_ATTR not in nodedef.attr):
                 return  # const_input_indices(n) is empty
             idxs = self.const_input_indices(n)
             if not idxs:

@@ -267,6 +267,7 @@ class MarkForCompilation:
         fns = self.fns
         exclude_ops = self.exclude_ops
         node_keys = self._node_keys
+        signatures: dict[tuple, tuple] = {}
         # per distinct device string: its device type; per (device type, explicit): the
         # registration and whether the policy compiles (both functions of those alone)
         dev_types: dict[str, str | None] = {}
@@ -317,7 +318,8 @@ class MarkForCompilation:
             if op in _NEVER_AT_TOP_LEVEL:  # refused before anything node-specific is read
                 fail = checker.check_node(nodedef, 1)
             else:
-                key = node_keys[n.id] = (reg.jit_device, checker.node_key(nodedef))
+                key = (reg.jit_device, checker.node_key(nodedef))
+                key = node_keys[n.id] = signatures.setdefault(key, key)  # one tuple per signature
                 fail = checker.check_top_level(nodedef, key, n, input_types_of=self.input_types,
                                                producer_types_of=self.producer_types,
                                                output_types_of=self.output_types)
