@@ -126,8 +126,9 @@ class CompilabilityChecker:
         (find_xla_kernel), the type/number attrs its args expand by (the DT_VARIANT check; also
         all that :func:`optypes.input_types` / :func:`optypes.output_types` read), ``dtype``
         of a Const, the callee attrs of call/While/If/Case nodes, and the scoped-allocator
-        markers. The rest the check reads is the op itself, this checker's filter and the
-        function library, fixed for the checker's life."""
+        markers. The rest the check reads is the op itself, this checker's filter and
+        function library, and the registry (release, active op libraries): all fixed for the
+        checker's life, which is one run of the pass."""
         names = self._key_attrs.get(op)
         if names is None:
             sig = self.fns[op].signature if op in self.fns else op_def(op)
