@@ -18,13 +18,18 @@ from jitsim.graph.model import attr_value_to_python
 from jitsim.registry import optypes
 from jitsim.analyses.resource_safety import RESOURCE_OPS, STACK, TENSOR_ARRAY
 from jitsim.graph.tfgraph import CALL_OPS, CASE_OPS, IDENTITY_OPS, IF_OPS, WHILE_OPS
-from jitsim.registry import find_xla_kernel, kernel_mismatch, op_defs, op_library_of, slow_ops
+from jitsim.registry import find_xla_kernel, kernel_mismatch, op_def, op_defs, op_library_of, slow_ops, xla_kernels_for
 from jitsim.records import NodeDecision
 
 STATEFUL_RNG_OPS = frozenset({"RandomUniform", "RandomShuffle", "RandomUniformInt", "RandomStandardNormal",
                               "TruncatedNormal", "Multinomial"})
 INACCURATE_OPS = frozenset({"SelfAdjointEigV2", "Svd"})
 MAX_RECURSION_DEPTH = 50
+# attrs a top-level check reads for every op (the kernel label, the scoped-allocator markers)
+_ALWAYS_READ = ("_kernel", "_scoped_allocator", "_forward_from")
+# per op kind, the attrs naming what it calls (check_call / _check_branch / the Case branches)
+_CALLEE_ATTRS = {**{op: ("f",) for op in CALL_OPS}, **{op: ("cond", "body") for op in WHILE_OPS},
+                 **{op: ("then_branch", "else_branch") for op in IF_OPS}, **{op: ("branches",) for op in CASE_OPS}}
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,61 @@ class CompilabilityChecker:
         self.filter = op_filter
         self._body_cache: dict[str, list] = {}
         self.instantiation_errors: dict[str, str] = {}  # function -> why TF cannot instantiate it
+        self._key_attrs: dict[str, tuple[str, ...]] = {}
+        self._compilable: set[tuple] = set()  # node_key()s (+ forwarded-ref flag) found compilable
+
+    # -- memoized top-level check -------------------------------------------------------------
+    def _attrs_read(self, op: str) -> tuple[str, ...]:
+        """Every attr a top-level :meth:`check_node` of an ``op`` node reads, its name aside:
+        the kernel label and constrained type attrs of ``op``'s kernels on this device
+        (find_xla_kernel), the type/number attrs its args expand by (the DT_VARIANT check; also
+        all that :func:`optypes.input_types` / :func:`optypes.output_types` read), ``dtype``
+        of a Const, the callee attrs of call/While/If/Case nodes, and the scoped-allocator
+        markers. The rest the check reads is the op itself, this checker's filter and
+        function library, and the registry (release, active op libraries): all fixed for the
+        checker's life, which is one run of the pass."""
+        names = self._key_attrs.get(op)
+        if names is None:
+            sig = self.fns[op].signature if op in self.fns else op_def(op)
+            found = set(_ALWAYS_READ)
+            if sig is not None:
+                for a in (*sig.input_arg, *sig.output_arg):
+                    found.update(x for x in (a.type_attr, a.type_list_attr, a.number_attr) if x)
+            for k in xla_kernels_for(op, self.jit_device):
+                found.update(c.name for c in k.constraint)
+            if op == "Const":
+                found.add("dtype")
+            found.update(_CALLEE_ATTRS.get(op, ()))
+            names = self._key_attrs[op] = tuple(sorted(found))
+        return names
+
+    def node_key(self, nodedef) -> tuple:
+        """A key equal for two nodes when a top-level :meth:`check_node` reads the same of both
+        (producer types aside), and their input and output dtypes are equal: the op and the
+        serialized values of :meth:`_attrs_read` (None where absent)."""
+        attr = nodedef.attr
+        op = nodedef.op
+        names = self._key_attrs.get(op) or self._attrs_read(op)
+        return op, tuple([attr[a].SerializeToString() if a in attr else None for a in names])
+
+    def check_top_level(self, nodedef, key: tuple, node=None, input_types_of=None, producer_types_of=None,
+                        output_types_of=None) -> Failure | None:
+        """:meth:`check_node` at depth 1 of a node whose :meth:`node_key` is ``key``, remembering
+        the keys that pass: a node is compilable when another with the same key (and, for an
+        Identity, the same answer to "does a producer forward a ref?") was. Failures are checked
+        per node (their text names the node). The ``*_types_of(node)`` give what check_node's
+        arguments of those names give."""
+        def bind(types_of):
+            return (lambda: types_of(node)) if types_of is not None else None
+
+        if nodedef.op in IDENTITY_OPS:
+            key = (key, self._has_forwarded_ref_input(nodedef, bind(producer_types_of)))
+        if key in self._compilable:
+            return None
+        fail = self.check_node(nodedef, 1, bind(input_types_of), bind(producer_types_of), bind(output_types_of))
+        if fail is None:
+            self._compilable.add(key)
+        return fail
 
     # -- helpers ---------------------------------------------------------------------------
     def is_function_call(self, nodedef) -> bool:

@@ -17,6 +17,8 @@ from jitsim.graph.model import Graph
 from jitsim.graph.tfgraph import CASE_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS, TfEdge, TfGraph, dfs
 
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+# ops whose constant inputs const_input_indices takes from the functions they call
+_ASKS_FUNCTIONS = WHILE_OPS | IF_OPS | CASE_OPS | frozenset(_CALL_OPS)
 
 
 def traversable(op: str) -> bool:
@@ -149,25 +151,26 @@ class ConstAnalysis:
         edge_filter: Callable[[TfEdge], bool] | None = None,
     ) -> bytearray:
         """Per node id: 1 if its output must be a compile-time constant."""
-        from jitsim.registry.const_inputs import is_metadata_op
+        from jitsim.registry.const_inputs import COMPILE_TIME_CONST_INPUTS_ATTR, const_input_ops, metadata_ops
 
         nodes = g.nodes
         must = bytearray(len(nodes))
-        ok = edge_filter or (lambda e: True)
+        ok = edge_filter
+        metadata = metadata_ops()
+        registered = const_input_ops()  # ops with registered constant inputs
 
         def mark_through(e: TfEdge) -> None:
-            while ok(e) and traversable(nodes[e.src].op):
+            while (ok is None or ok(e)) and traversable(nodes[e.src].op):
                 nxt = g.input_edge(e.src, e.src_output)
                 if nxt is None:
                     return
                 e = nxt
-            if ok(e):
+            if ok is None or ok(e):
                 must[e.src] = 1
 
         def visit(n) -> None:
-            if not n.is_op and n.id > 1:
-                return
-            if n.nodedef is None or is_metadata_op(n.op):
+            nodedef = n.nodedef
+            if nodedef is None or n.op in metadata:  # _SOURCE / _SINK, metadata ops
                 return
             if must[n.id]:
                 if n.op == "_Arg":
@@ -177,16 +180,21 @@ class ConstAnalysis:
                             const_args[idx] = True
                     return
                 for e in list(n.in_edges.values()):
-                    if not e.is_control and ok(e):
+                    if not e.is_control and (ok is None or ok(e)):
                         mark_through(e)
                 return
+            if (n.op not in registered and n.op not in _ASKS_FUNCTIONS
+                    and COMPILE_TIME_CONST_INPUTS_ATTR not in nodedef.attr):
+                return  # const_input_indices(n) is empty
             idxs = self.const_input_indices(n)
             if not idxs:
                 return
             wanted = set(idxs)
             for e in list(n.in_edges.values()):
-                if not e.is_control and ok(e) and e.dst_input in wanted:
+                if not e.is_control and (ok is None or ok(e)) and e.dst_input in wanted:
                     mark_through(e)
 
-        dfs(g, None, visit, by_name=True, edge_filter=lambda e: nodes[e.src].op not in NEXT_ITERATION_OPS)
+        # loop back edges are left out; without NextIteration nodes there are none to leave out
+        back = any(n is not None and n.op in NEXT_ITERATION_OPS for n in nodes)
+        dfs(g, None, visit, by_name=True, edge_filter=(lambda e: nodes[e.src].op not in NEXT_ITERATION_OPS) if back else None)
         return must

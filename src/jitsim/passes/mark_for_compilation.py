@@ -34,6 +34,8 @@ from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import ALREADY_CLUSTERED_ATTR, CLUSTER_ATTR, COMPILE_ATTR, INTERNAL_SCOPE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR
 
 TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
+# ops CompilabilityChecker.check_node refuses at the top level before reading any attr
+_NEVER_AT_TOP_LEVEL = frozenset({"_SOURCE", "_SINK", "_Arg", "_Retval"})
 
 
 def effective_size(ops) -> int:
@@ -188,6 +190,10 @@ class MarkForCompilation:
         self._should_compile_cache: dict[int, bool] = {}
         self._in_types: dict[int, list[int]] = {}
         self._out_types: dict[int, list[int]] = {}
+        # node id -> (jit device, CompilabilityChecker.node_key): equal keys, equal dtypes
+        self._node_keys: dict[int, tuple] = {}
+        self._in_by_key: dict[tuple, list[int]] = {}
+        self._out_by_key: dict[tuple, list[int]] = {}
         self._compat_cache: dict[tuple, bool] = {}
 
     # -- helpers -------------------------------------------------------------------------------
@@ -257,36 +263,66 @@ class MarkForCompilation:
         const_nodes = ConstAnalysis(g.library).run(g)
         checkers: dict[str, CompilabilityChecker] = {}
         cands: list[TfNode] = []
+        state = self.state
+        fns = self.fns
+        exclude_ops = self.exclude_ops
+        node_keys = self._node_keys
+        signatures: dict[tuple, tuple] = {}
+        # per distinct device string: its device type; per (device type, explicit): the
+        # registration and whether the policy compiles (both functions of those alone)
+        dev_types: dict[str, str | None] = {}
+        policy: dict[tuple[str | None, bool], tuple[Registration | None, bool]] = {}
         for n in g.op_nodes():
-            if self.state.fuel <= 0:
+            if state.fuel <= 0:
                 self.decide(n, Code.FUEL_EXHAUSTED, "Hit fuel limit; not marking any remaining ops as clusterable.")
                 continue
-            if not n.device:
+            nodedef = n.nodedef
+            device = nodedef.device
+            if not device:
                 self.decide(n, Code.NO_DEVICE, "node has no assigned device (TF's pass fails on such a graph)")
                 continue
-            dtype = device_type(n.device)
-            xla_compile = self._bool_attr(n, COMPILE_ATTR)
-            if xla_compile is False:
-                self.decide(n, Code.XLA_COMPILE_FALSE, "disallowed by _XlaCompile attribute")
-                continue
-            reg = self.regs.get(dtype or "")
+            dtype = dev_types.get(device, "")
+            if dtype == "":
+                dtype = dev_types[device] = device_type(device)
+            attrs = nodedef.attr
+            op = n.op
+            fn = fns.get(op)
+            if fn is None and COMPILE_ATTR not in attrs and MUST_COMPILE_ATTR not in attrs:
+                xla_compile, explicit = None, False  # what _bool_attr / explicit() answer here
+            else:
+                xla_compile = self._bool_attr(n, COMPILE_ATTR)
+                if xla_compile is False:
+                    self.decide(n, Code.XLA_COMPILE_FALSE, "disallowed by _XlaCompile attribute")
+                    continue
+                explicit = self.explicit(n)
+            got = policy.get((dtype, explicit))
+            if got is None:
+                reg = self.regs.get(dtype or "")
+                got = policy[dtype, explicit] = (reg, reg is not None and should_compile(
+                    explicit, dtype, reg.policy, self.level, self.session.cpu_global_jit))
+            reg, compiles = got
             if reg is None:
                 self.decide(n, Code.NO_JIT_DEVICE, f"could not find JIT device for {dtype}", device=n.device)
                 continue
-            if not should_compile(self.explicit(n), dtype, reg.policy, self.level, self.session.cpu_global_jit):
+            if not compiles:
                 self.decide(n, Code.POLICY_NOT_ENABLED, f"{dtype} policy {reg.policy}, jit level {self.level}",
                             device_type=dtype, policy=reg.policy, jit_level=self.level)
                 continue
-            if n.op in self.exclude_ops:
-                self.decide(n, Code.WHATIF_EXCLUDED, f"{n.op} excluded by the what-if option --exclude-op", op=n.op)
+            if op in exclude_ops:
+                self.decide(n, Code.WHATIF_EXCLUDED, f"{op} excluded by the what-if option --exclude-op", op=op)
                 continue
             checker = checkers.get(dtype)
             if checker is None:
                 checker = checkers[dtype] = CompilabilityChecker(g.library, reg.jit_device, _op_filter(reg, allow_where),
                                                                  force_compilable=self.force_compilable)
-            fail = checker.check_node(n.nodedef, 1, input_types_of=self._input_types_fn(n),
-                                      producer_types_of=self._producer_types_fn(n),
-                                      output_types_of=self._output_types_fn(n))
+            if op in _NEVER_AT_TOP_LEVEL:  # refused before anything node-specific is read
+                fail = checker.check_node(nodedef, 1)
+            else:
+                key = (reg.jit_device, checker.node_key(nodedef))
+                key = node_keys[n.id] = signatures.setdefault(key, key)  # one tuple per signature
+                fail = checker.check_top_level(nodedef, key, n, input_types_of=self.input_types,
+                                               producer_types_of=self.producer_types,
+                                               output_types_of=self.output_types)
             if fail is not None:
                 code, detail, path = fail.code, fail.detail, fail.path
                 ev = {"jit_device": reg.jit_device}
@@ -296,57 +332,58 @@ class MarkForCompilation:
                     if inner is not None and inner != code:
                         ev["inner_code"] = inner
                 if code in (Code.UNSUPPORTED_OP, Code.CUSTOM_OP):
-                    ev.update(checker.kernel_evidence(n.nodedef, path))
+                    ev.update(checker.kernel_evidence(nodedef, path))
                 elif code == Code.WHERE_EXCLUDED:
                     ev["flag"] = f"--tf_xla_cluster_exclude_ops={self.flags.cluster_exclude_ops}"
                 self.decide(n, code, detail, **ev)
                 continue
-            if allow and n.op not in allow:
-                self.decide(n, Code.NOT_IN_OPS_TO_CLUSTER, f"{n.op} is not listed in --tf_xla_ops_to_cluster",
+            if allow and op not in allow:
+                self.decide(n, Code.NOT_IN_OPS_TO_CLUSTER, f"{op} is not listed in --tf_xla_ops_to_cluster",
                             flag=f"--tf_xla_ops_to_cluster={self.flags.ops_to_cluster}")
                 continue
-            if const_nodes[n.id] and self.is_stateful(n) and not is_stack_or_tensor_array_op(n.op):
+            if const_nodes[n.id] and self.is_stateful(n) and not is_stack_or_tensor_array_op(op):
                 self.decide(n, Code.MUST_BE_CONSTANT_STATEFUL, "must-be-constant stateful op",
                             consumers=self._const_consumers(n))
                 continue
-            if self.identity_driving_consts_in_loop(n):
+            if op in IDENTITY_OPS and self.identity_driving_consts_in_loop(n):
                 self.decide(n, Code.IDENTITY_DRIVING_CONSTS_IN_LOOP,
                             "including it can create dependencies between while loop condition and body computations")
                 continue
             cands.append(n)
-            self.state.fuel -= 1
+            state.fuel -= 1
         for checker in checkers.values():
             self.result.body_errors.update(checker.instantiation_errors)
         return cands
 
-    def _input_types_fn(self, n: TfNode):
-        return lambda: self.input_types(n)
-
-    def _output_types_fn(self, n: TfNode):
-        return lambda: self.output_types(n)
-
     def input_types(self, n: TfNode) -> list[int]:
-        """The node's input dtypes per its OpDef (once per node: the pass never changes them)."""
-        return self._op_types(self._in_types, optypes.input_types, n)
+        """The node's input dtypes per its OpDef (once per node: the pass never changes them;
+        shared by the nodes of one op signature: do not modify)."""
+        return self._op_types(self._in_types, self._in_by_key, optypes.input_types, n)
 
     def output_types(self, n: TfNode) -> list[int]:
-        return self._op_types(self._out_types, optypes.output_types, n)
+        return self._op_types(self._out_types, self._out_by_key, optypes.output_types, n)
 
-    def _op_types(self, memo: dict[int, list[int]], types_of, n: TfNode) -> list[int]:
+    def _op_types(self, memo: dict[int, list[int]], by_key: dict[tuple, list[int]], types_of, n: TfNode) -> list[int]:
         t = memo.get(n.id)
         if t is None:
-            t = memo[n.id] = types_of(n.nodedef, self.fns) or []
+            # the node's key from find_candidates covers every attr the dtypes depend on
+            key = self._node_keys.get(n.id)
+            t = by_key.get(key) if key is not None else None
+            if t is None:
+                t = types_of(n.nodedef, self.fns) or []
+                if key is not None:
+                    by_key[key] = t
+            memo[n.id] = t
         return t
 
-    def _producer_types_fn(self, n: TfNode):
-        def f():
-            out = []
-            for e in n.data_inputs():
-                types = self.output_types(self.g.nodes[e.src])
-                if 0 <= e.src_output < len(types):
-                    out.append(types[e.src_output])
-            return out
-        return f
+    def producer_types(self, n: TfNode) -> list[int]:
+        """The dtypes ``n``'s data producers output into it (refs included), by input slot."""
+        out = []
+        for e in n.data_inputs():
+            types = self.output_types(self.g.nodes[e.src])
+            if 0 <= e.src_output < len(types):
+                out.append(types[e.src_output])
+        return out
 
     def _const_consumers(self, n: TfNode) -> list[str]:
         return sorted({self.g.nodes[e.dst].name for e in n.out_edges.values() if not e.is_control})

@@ -46,6 +46,16 @@ def const_input_table(tf_version: str | None = None) -> dict[str, tuple[str, ...
     return dict(_table(tf_version)["const_inputs"])
 
 
+def const_input_ops(tf_version: str | None = None) -> frozenset[str]:
+    """The ops with registered compile-time-constant inputs."""
+    return _const_input_ops(tf_version or _TF_VERSION.get())
+
+
+@lru_cache(maxsize=None)
+def _const_input_ops(tf_version: str) -> frozenset[str]:
+    return frozenset(op for op, args in _table(tf_version)["const_inputs"].items() if args)
+
+
 def metadata_ops(tf_version: str | None = None) -> frozenset[str]:
     """Ops registered with ``.IsMetadataOp()``: they read only their inputs' shapes."""
     return _table(tf_version)["metadata_ops"]
