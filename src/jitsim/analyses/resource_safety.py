@@ -86,34 +86,44 @@ def is_edge_safe(from_kind: str, to_kind: str) -> bool:
 
 
 def unsafe_resource_pairs(
-    g: TfGraph, library_fns, ignore: Callable[[TfNode], bool] | None = None
+    g: TfGraph, library_fns, ignore: Callable[[TfNode], bool] | None = None,
+    calls: dict[int, bool] | None = None,
 ) -> set[tuple[int, int]]:
     """``{(from_node_id, to_node_id)}`` that may not end up in one cluster.
 
     ``ignore(node)`` true makes a node count as a non-resource op (TF passes nodes whose
-    device cannot be compiled, or allows unsafe resource clustering).
+    device cannot be compiled, or allows unsafe resource clustering). ``calls``, when given,
+    receives ``may_call_function`` of each node this had to ask it about (by node id).
     """
     kinds: dict[int, str] = {}
+    resource_ops = RESOURCE_OPS
     for n in g.op_nodes():
         if ignore is not None and ignore(n):
             continue
-        k = resource_op_kind(n.op)
-        if k is None and may_call_function(n, library_fns):
-            k = MODIFY
-        if k is not None:
-            kinds[n.id] = k
+        info = resource_ops.get(n.op)
+        if info is not None:
+            kinds[n.id] = info[0]
+            continue
+        called = may_call_function(n, library_fns)
+        if calls is not None:
+            calls[n.id] = called
+        if called:
+            kinds[n.id] = MODIFY
+    # A pair needs a path from a writing/modifying op to a reading/modifying one: without
+    # both kinds in the graph there is none (and no traversal is needed).
+    if not kinds or MODIFY not in kinds.values() and (WRITE not in kinds.values() or READ not in kinds.values()):
+        return set()
     nodes = g.nodes
     reach: dict[int, frozenset] = {}
     pairs: set[tuple[int, int]] = set()
     empty: frozenset = frozenset()
+    next_iteration = NEXT_ITERATION_OPS
     for n in reverse_post_order(g, by_name=True, edge_filter=not_back_edge(g)):
         acc: set | None = None
         single: frozenset = empty
         for e in n.in_edges.values():
-            if nodes[e.src].op in NEXT_ITERATION_OPS:
-                continue
-            r = reach.get(e.src, empty)
-            if not r:
+            r = reach.get(e.src)
+            if not r or nodes[e.src].op in next_iteration:
                 continue
             if acc is None and not single:
                 single = r
@@ -122,12 +132,14 @@ def unsafe_resource_pairs(
                     acc = set(single)
                 acc |= r
         cur = frozenset(acc) if acc is not None else single
-        k = kinds.get(n.id)
+        nid = n.id
+        k = kinds.get(nid)
         if k is not None:
             for (m, km) in cur:
                 if not is_edge_safe(km, k):
-                    pairs.add((m, n.id))
+                    pairs.add((m, nid))
             if k != READ:
-                cur = cur | {(n.id, k)}
-        reach[n.id] = cur
+                cur = cur | {(nid, k)}
+        if cur:
+            reach[nid] = cur
     return pairs
