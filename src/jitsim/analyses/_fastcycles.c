@@ -11,7 +11,8 @@
  * a self-loop or an edge that closes a cycle stops the insertion, and that edge is taken out
  * again. ``stop`` is that edge's index, or None when every edge went in. The inputs are not
  * modified: the new ranks come back as a new list, each node's new out- and in-sequence as a
- * pair (list of values, dict value -> position): an OrderedSet's two halves.
+ * pair (list of values, dict value -> position): an OrderedSet's two halves; with the optional
+ * fifth argument, the OrderedSet class, each as an instance of it holding them.
  *
  * Which nodes are reached does not depend on the order of the search, and the ranks are
  * re-dealt in sorted order, so any complete search gives upstream's result; the sequences
@@ -19,6 +20,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,6 +44,46 @@ static int vec_push(Vec *a, int32_t x) {
     }
     a->v[a->n++] = x;
     return 0;
+}
+
+static PyObject *str_seq, *str_idx;
+
+/* Where OrderedSet keeps its two slots: read once from its class's member descriptors, so that
+ * the hot loops read them straight from the object (any other type goes through getattr). */
+static PyTypeObject *os_type;
+static Py_ssize_t os_off_seq, os_off_idx;
+
+static void learn_type_layout(PyTypeObject *t) {
+    PyObject *ds = PyObject_GetAttr((PyObject *)t, str_seq);
+    PyObject *di = ds ? PyObject_GetAttr((PyObject *)t, str_idx) : NULL;
+    if (ds && di && Py_IS_TYPE(ds, &PyMemberDescr_Type) && Py_IS_TYPE(di, &PyMemberDescr_Type)) {
+        PyMemberDef *ms = ((PyMemberDescrObject *)ds)->d_member, *mi = ((PyMemberDescrObject *)di)->d_member;
+        if (ms->type == T_OBJECT_EX && mi->type == T_OBJECT_EX) {
+            Py_INCREF(t); /* kept: its address then never names another type */
+            Py_XDECREF(os_type);
+            os_type = t;
+            os_off_seq = ms->offset;
+            os_off_idx = mi->offset;
+        }
+    }
+    Py_XDECREF(ds);
+    Py_XDECREF(di);
+    PyErr_Clear();
+}
+
+static void learn_os_layout(PyObject *os) { learn_type_layout(Py_TYPE(os)); }
+
+/* A new instance of OrderedSet type `t` (whose layout is learned) holding seq and idx (stolen). */
+static PyObject *new_os(PyTypeObject *t, PyObject *seq, PyObject *idx) {
+    PyObject *o = t->tp_alloc(t, 0);
+    if (!o) {
+        Py_DECREF(seq);
+        Py_DECREF(idx);
+        return NULL;
+    }
+    *(PyObject **)((char *)o + os_off_seq) = seq;
+    *(PyObject **)((char *)o + os_off_idx) = idx;
+    return o;
 }
 
 /* ------------------------------------------------------------- edge set (open addressing) */
@@ -205,9 +247,17 @@ static PyObject *seq_and_index(const int32_t *v, Py_ssize_t n) {
 
 static PyObject *insert_edges(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *rank_l, *outs_l, *ins_l, *edges_o;
-    if (!PyArg_ParseTuple(args, "O!OOO:insert_edges", &PyList_Type, &rank_l, &outs_l, &ins_l, &edges_o))
+    PyObject *rank_l, *outs_l, *ins_l, *edges_o, *set_type = NULL;
+    if (!PyArg_ParseTuple(args, "O!OOO|O!:insert_edges", &PyList_Type, &rank_l, &outs_l, &ins_l, &edges_o,
+                          &PyType_Type, &set_type))
         return NULL;
+    if (set_type) {
+        learn_type_layout((PyTypeObject *)set_type);
+        if ((PyObject *)os_type != set_type) {
+            PyErr_SetString(PyExc_TypeError, "insert_edges: the set type must have __slots__ _seq and _idx");
+            return NULL;
+        }
+    }
     Py_ssize_t n = PyList_GET_SIZE(rank_l);
     if (n >= INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "insert_edges: too many nodes");
@@ -354,6 +404,15 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t v = 0; v < n; v++) {
         PyObject *a = seq_and_index(outs[v].v, outs[v].n), *b = a ? seq_and_index(ins[v].v, ins[v].n) : NULL;
+        if (a && b && set_type) { /* the pairs as OrderedSets */
+            PyObject *a2 = new_os((PyTypeObject *)set_type, Py_NewRef(PyTuple_GET_ITEM(a, 0)), Py_NewRef(PyTuple_GET_ITEM(a, 1)));
+            PyObject *b2 = a2 ? new_os((PyTypeObject *)set_type, Py_NewRef(PyTuple_GET_ITEM(b, 0)), Py_NewRef(PyTuple_GET_ITEM(b, 1))) : NULL;
+            Py_DECREF(a);
+            Py_DECREF(b);
+            a = a2;
+            b = b2;
+            if (!b) { Py_XDECREF(a); a = NULL; }
+        }
         if (!a || !b) {
             Py_XDECREF(a); Py_XDECREF(b); Py_DECREF(r); Py_DECREF(ol); Py_DECREF(il);
             goto done;
@@ -729,7 +788,6 @@ done:
  * visited flags are this module's scratch array (GraphCycles' own stay all False, as they
  * are between calls in Python). */
 
-static PyObject *str_seq, *str_idx;
 static uint8_t *ce_visited;
 static Py_ssize_t ce_visited_cap;
 static Vec ce_stack, ce_deltaf, ce_deltab;
@@ -745,13 +803,24 @@ typedef struct {
 /* The `_seq` list and `_idx` dict of outs[v] / ins[v] (borrowed: the OrderedSet holds them). */
 static int os_parts(PyObject *sets, Py_ssize_t v, PyObject **seq, PyObject **idx) {
     PyObject *os = PyList_GET_ITEM(sets, v);
-    PyObject *s = PyObject_GetAttr(os, str_seq);
-    if (!s) return -1;
-    PyObject *d = PyObject_GetAttr(os, str_idx);
-    if (!d) { Py_DECREF(s); return -1; }
-    /* the OrderedSet keeps its own references */
-    Py_DECREF(s);
-    Py_DECREF(d);
+    PyObject *s, *d;
+    if (Py_TYPE(os) != os_type) learn_os_layout(os);
+    if (Py_TYPE(os) == os_type) {
+        s = *(PyObject **)((char *)os + os_off_seq);
+        d = *(PyObject **)((char *)os + os_off_idx);
+        if (!s || !d) {
+            PyErr_SetString(PyExc_AttributeError, "contract_edge: an OrderedSet without its list or dict");
+            return -1;
+        }
+    } else {
+        s = PyObject_GetAttr(os, str_seq);
+        if (!s) return -1;
+        d = PyObject_GetAttr(os, str_idx);
+        if (!d) { Py_DECREF(s); return -1; }
+        /* the OrderedSet keeps its own references */
+        Py_DECREF(s);
+        Py_DECREF(d);
+    }
     if (!PyList_Check(s) || !PyDict_Check(d)) {
         PyErr_SetString(PyExc_TypeError, "contract_edge: an OrderedSet must hold a list and a dict");
         return -1;
@@ -1079,8 +1148,8 @@ static PyObject *contract_edge(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"insert_edges", insert_edges, METH_VARARGS,
-     "insert_edges(rank, outs, ins, edges) -> (stop, rank, outs, ins): GraphCycles.insert_edges in C;\n"
-     "outs and ins: per node a (sequence list, index dict) pair."},
+     "insert_edges(rank, outs, ins, edges[, set_type]) -> (stop, rank, outs, ins): GraphCycles.insert_edges in C;\n"
+     "outs and ins: per node a (sequence list, index dict) pair, or a set_type instance holding them."},
     {"clone_batch", clone_batch, METH_VARARGS,
      "clone_batch(rank, outs, ins, tail, clones, work_limit, cheaper) -> (done, rank): graphcycles._CloneBatch in C."},
     {"contract_edge", contract_edge, METH_VARARGS,

@@ -155,6 +155,23 @@ class GraphCycles:
         self._deltaf: list[int] = []
         self._deltab: list[int] = []
 
+    @classmethod
+    def with_edges(cls, num_nodes: int, edges) -> tuple["GraphCycles", int | None]:
+        """``GraphCycles(num_nodes)`` after :meth:`insert_edges` of ``edges``, and what that
+        returned. Where the C insertion does it all, the per-node sets come straight from it
+        (not made empty first and then replaced)."""
+        if _c is None or num_nodes >= cls.CLONE_BATCH_MIN_NODES or num_nodes <= 0:
+            g = cls(num_nodes)
+            return g, g.insert_edges(edges)
+        g = cls(0)
+        if not isinstance(edges, (list, tuple)):
+            edges = list(edges)
+        empty: list[int] = []
+        stop, g._rank, g._out, g._in = _c.insert_edges(list(range(num_nodes)), [empty] * num_nodes,
+                                                       [empty] * num_nodes, edges, OrderedSet)
+        g._visited = [False] * num_nodes
+        return g, stop
+
     # ------------------------------------------------------------------ nodes
 
     @property

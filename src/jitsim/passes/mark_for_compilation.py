@@ -367,12 +367,12 @@ class MarkForCompilation:
         g = self.g
         nodes = g.nodes
         info, unreachable = self.control_flow = control_flow_info(g)
-        cycles = GraphCycles(g.num_node_ids)
         frames: dict[str, int] = {}
+        first_frame = g.num_node_ids  # the cycle graph's frame nodes follow the graph's ids
 
         def frame_node(name: str) -> int:
             if name not in frames:
-                frames[name] = cycles.new_node()
+                frames[name] = first_frame + len(frames)
             return frames[name]
 
         self.frame_nodes = frames
@@ -380,23 +380,29 @@ class MarkForCompilation:
         pairs: list[tuple[int, int]] = []
         frame_edge: list[bool] = []
         edges = []
-        for e in g.edges():
-            src, dst = nodes[e.src], nodes[e.dst]
-            if dst.op in ENTER_OPS or src.op in EXIT_OPS:
+        ops = [n.op if n is not None else None for n in nodes]
+        if ENTER_OPS.isdisjoint(ops) and EXIT_OPS.isdisjoint(ops) and NEXT_ITERATION_OPS.isdisjoint(ops):
+            # no loop in the graph: every edge goes in as it is
+            edges = [e for e in g.edges_by_id if e is not None]
+            pairs = [(e.src, e.dst) for e in edges]
+            frame_edge = [False] * len(edges)
+        for e in (g.edges() if not edges else ()):
+            src_op, dst_op = ops[e.src], ops[e.dst]
+            if dst_op in ENTER_OPS or src_op in EXIT_OPS:
                 s, d = e.src, e.dst
-                if dst.op in ENTER_OPS:
+                if dst_op in ENTER_OPS:
                     d = frame_node(info[e.dst].frame_name)
-                if src.op in EXIT_OPS:
+                if src_op in EXIT_OPS:
                     s = frame_node(info[e.src].frame_name)
                 pairs.append((s, d))
                 frame_edge.append(True)
-            elif src.op not in NEXT_ITERATION_OPS:
+            elif src_op not in NEXT_ITERATION_OPS:
                 pairs.append((e.src, e.dst))
                 frame_edge.append(False)
             else:
                 continue
             edges.append(e)
-        bad = cycles.insert_edges(pairs)
+        cycles, bad = GraphCycles.with_edges(first_frame + len(frames), pairs)
         if bad is not None:
             if frame_edge[bad]:
                 return None
@@ -640,6 +646,10 @@ class MarkForCompilation:
         forwarded = self._forwarded
         try_contract = self.try_contract
         nodes = self.g.nodes
+        # phase 0 can only absorb a node of this set (a single-node cluster is its node's own):
+        # a node none of whose successors is in it has nothing to try
+        shape_consumers = {c.cycles_id for c in cl if c is not None and c.size == 1
+                           and nodes[c.cycles_id].op in SHAPE_CONSUMER_OPS} if phase == 0 else None
         for v in cycles.all_nodes_in_post_order():
             if v >= ncl:
                 continue
@@ -648,7 +658,10 @@ class MarkForCompilation:
                 continue
             if a.fwd is not None:
                 a = forwarded(v)
-            for w in list(successors(a.cycles_id)):
+            succ = successors(a.cycles_id)
+            if phase == 0 and shape_consumers.isdisjoint(succ):
+                continue
+            for w in list(succ):
                 if w >= ncl:
                     continue
                 b = cl[w]
