@@ -34,6 +34,8 @@ from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import ALREADY_CLUSTERED_ATTR, CLUSTER_ATTR, COMPILE_ATTR, INTERNAL_SCOPE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR
 
 TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
+# the ops IsScalarIntegerResourceOperation looks for
+SCALAR_INTEGER_UPDATE_OPS = frozenset({"AssignAddVariableOp", "AssignSubVariableOp"})
 
 
 def effective_size(ops) -> int:
@@ -95,19 +97,24 @@ class Cluster:
     def merge(self, other: "Cluster") -> None:
         self.size += other.size
         self.effective_size += other.effective_size
-        self.has_functional_control_flow |= other.has_functional_control_flow
+        if other.has_functional_control_flow:
+            self.has_functional_control_flow = True
         if other.devices != self.devices:
-            for d in other.devices:
-                if d not in self.devices:
-                    self.devices.append(d)
-            self.devices.sort()
+            # a new list: build_clusters shares one list among the clusters of a device
+            self.devices = sorted(set(self.devices) | set(other.devices))
         if self.resource_op_device is None:
             self.resource_op_device = other.resource_op_device
-        self.explicit |= other.explicit
+        if other.explicit:
+            self.explicit = True
         if self.scope is None:
             self.scope = other.scope
         if other.resource_ids:
-            self.resource_ids.extend(other.resource_ids)
+            # self's ids then other's (TF appends); moved into the longer list, not copied
+            if len(self.resource_ids) < len(other.resource_ids):
+                other.resource_ids[:0] = self.resource_ids
+                self.resource_ids = other.resource_ids
+            else:
+                self.resource_ids.extend(other.resource_ids)
             other.resource_ids = []
         # sets: merge the smaller into the larger (same contents, linear total cost)
         if other.resource_set:
@@ -198,8 +205,6 @@ class MarkForCompilation:
         self._in_types: dict[int, list[int]] = {}
         self._out_types: dict[int, list[int]] = {}
         self._compat_cache: dict[tuple, bool] = {}
-        self._dkeys: dict[tuple, int] = {}
-        self.max_cluster_size = flags.max_cluster_size
 
     # -- helpers -------------------------------------------------------------------------------
     def decide(self, n: TfNode, code: str, detail: str = "", **evidence) -> None:
@@ -440,9 +445,13 @@ class MarkForCompilation:
             else:
                 got.add(r2)
         self.clusters_of = cl = [None] * g.num_node_ids
+        self._dkeys: dict[tuple, int] = {}  # see _device_key
+        self.max_cluster_size = self.flags.max_cluster_size
         # per-value work done once per distinct op / device
         sizes: dict[str, tuple[int, bool]] = {}
-        dev_ids: dict[str, int] = {}
+        # (device, is a resource op) -> (devices, resource_op_device, dkey); the devices list is
+        # shared (Cluster.merge makes a new one when it changes)
+        per_device: dict[tuple[str, bool], tuple] = {}
         scope_key = INTERNAL_SCOPE_ATTR if self.level != OFF else SCOPE_ATTR
         fns = self.fns
         input_types = self.input_types
@@ -461,13 +470,15 @@ class MarkForCompilation:
             if per_op is None:
                 per_op = sizes[op] = (effective_size((op,)), op in WHILE_OPS or op in IF_OPS)
             c.effective_size, c.has_functional_control_flow = per_op
-            device = n.device
-            dev = dev_ids.get(device)
-            if dev is None:
-                dev = dev_ids[device] = self.device_id(device)
-            c.devices = [dev]
             is_resource = dt_resource in input_types(n) or dt_resource in output_types(n)
-            c.resource_op_device = dev if is_resource else None
+            per_dev = per_device.get((n.nodedef.device, is_resource))
+            if per_dev is None:
+                dev = self.device_id(n.nodedef.device)
+                c.devices = [dev]
+                c.resource_op_device = dev if is_resource else None
+                per_dev = per_device[(n.nodedef.device, is_resource)] = (c.devices, c.resource_op_device,
+                                                                         self._device_key(c))
+            c.devices, c.resource_op_device, c.dkey = per_dev
             if is_resource:
                 calls_fn = True
             else:
@@ -489,7 +500,6 @@ class MarkForCompilation:
             scope = attrs[scope_key].s.decode() if scope_key in attrs else ""
             c.scope = scope or None
             c.fwd = None
-            c.dkey = self._device_key(c)
             cl[nid] = c
 
     # -- contraction ---------------------------------------------------------------------------
@@ -550,7 +560,7 @@ class MarkForCompilation:
 
     def is_scalar_integer_resource_operation(self, c: Cluster) -> bool:
         n = self.only_node(c)
-        if n is None or n.op not in ("AssignAddVariableOp", "AssignSubVariableOp"):
+        if n is None or n.op not in SCALAR_INTEGER_UPDATE_OPS:
             return False
         if "dtype" not in n.attr or not _is_integer(n.attr["dtype"].type):
             return False
@@ -675,7 +685,8 @@ class MarkForCompilation:
                 elif phase == 1:
                     if b.size == 1 and self.is_sink_like(b):
                         continue
-                    if a.size == 1 and self.is_scalar_integer_resource_operation(a):
+                    if (a.size == 1 and nodes[a.cycles_id].op in SCALAR_INTEGER_UPDATE_OPS
+                            and self.is_scalar_integer_resource_operation(a)):
                         continue
                 if try_contract(phase, a, b):
                     changed = True
