@@ -788,6 +788,31 @@ done:
  * visited flags are this module's scratch array (GraphCycles' own stay all False, as they
  * are between calls in Python). */
 
+/* The ints 0..k-1 made once and shared (node ids, ranks and positions: the contraction makes
+ * and drops millions otherwise, and equal keys that are the same object compare at once). */
+#define CE_INT_CACHE_MAX ((Py_ssize_t)1 << 20)
+static PyObject **ce_ints;
+static Py_ssize_t ce_ints_n;
+
+static int ce_int_cache(Py_ssize_t n) {
+    if (n > CE_INT_CACHE_MAX) n = CE_INT_CACHE_MAX;
+    if (n <= ce_ints_n) return 0;
+    PyObject **c = PyMem_Realloc(ce_ints, n * sizeof(PyObject *));
+    if (!c) { PyErr_NoMemory(); return -1; }
+    ce_ints = c;
+    for (; ce_ints_n < n; ce_ints_n++) {
+        PyObject *x = PyLong_FromSsize_t(ce_ints_n);
+        if (!x) return -1;
+        ce_ints[ce_ints_n] = x;
+    }
+    return 0;
+}
+
+static inline PyObject *ce_int(Py_ssize_t v) {
+    if (v >= 0 && v < ce_ints_n) return Py_NewRef(ce_ints[v]);
+    return PyLong_FromSsize_t(v);
+}
+
 static uint8_t *ce_visited;
 static Py_ssize_t ce_visited_cap;
 static Vec ce_stack, ce_deltaf, ce_deltab;
@@ -845,9 +870,9 @@ static inline int rank_of(const CState *st, int32_t v, int32_t *r) { return get_
 
 /* OrderedSet.insert of a value known to be absent: idx[v] = len(seq); seq.append(v). */
 static int os_append(PyObject *seq, PyObject *idx, int32_t v) {
-    PyObject *key = PyLong_FromLong(v);
+    PyObject *key = ce_int(v);
     if (!key) return -1;
-    PyObject *pos = PyLong_FromSsize_t(PyList_GET_SIZE(seq));
+    PyObject *pos = ce_int(PyList_GET_SIZE(seq));
     int rc = pos ? PyDict_SetItem(idx, key, pos) : -1;
     Py_XDECREF(pos);
     if (rc == 0) rc = PyList_Append(seq, key);
@@ -857,7 +882,7 @@ static int os_append(PyObject *seq, PyObject *idx, int32_t v) {
 
 /* OrderedSet.erase: pos = idx.pop(v); last = seq.pop(); if last != v: seq[pos] = last, idx[last] = pos. */
 static int os_erase(PyObject *seq, PyObject *idx, int32_t v) {
-    PyObject *key = PyLong_FromLong(v);
+    PyObject *key = ce_int(v);
     if (!key) return -1;
     PyObject *pos = PyDict_GetItemWithError(idx, key);
     if (!pos) {
@@ -997,7 +1022,7 @@ static uint64_t *ce_tmp;
 static Py_ssize_t ce_tmp_cap;
 
 static int set_rank(const CState *st, int32_t v, int32_t r) {
-    PyObject *x = PyLong_FromLong(r);
+    PyObject *x = ce_int(r);
     if (!x) return -1;
     return PyList_SetItem(st->rank, v, x); /* steals x, releases the old int */
 }
@@ -1007,7 +1032,7 @@ static int insert_edge_c(const CState *st, int32_t x, int32_t y) {
     if (x == y) return 0;
     PyObject *oseq, *oidx, *iseq, *iidx;
     if (os_parts(st->outs, x, &oseq, &oidx) < 0) return -1;
-    PyObject *key = PyLong_FromLong(y);
+    PyObject *key = ce_int(y);
     if (!key) return -1;
     int has = PyDict_Contains(oidx, key);
     Py_DECREF(key);
@@ -1094,10 +1119,10 @@ static PyObject *contract_edge(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_IndexError, "contract_edge: node id out of range");
         return NULL;
     }
-    if (ce_reserve(st.n) < 0) return NULL;
+    if (ce_reserve(st.n) < 0 || ce_int_cache(st.n + 1) < 0) return NULL;
     PyObject *aoseq, *aoidx, *biseq, *biidx;
     if (os_parts(st.outs, a, &aoseq, &aoidx) < 0) return NULL;
-    PyObject *key = PyLong_FromLong(b);
+    PyObject *key = ce_int(b);
     if (!key) return NULL;
     int has = PyDict_Contains(aoidx, key);
     Py_DECREF(key);
@@ -1134,7 +1159,7 @@ static PyObject *contract_edge(PyObject *self, PyObject *args) {
         PyObject *seq, *idx;
         if (os_parts(st.outs, ce_bin.v[j], &seq, &idx) < 0 || os_erase(seq, idx, b) < 0) return NULL;
     }
-    PyObject *bo = PyLong_FromLong(b);
+    PyObject *bo = ce_int(b);
     if (!bo) return NULL;
     int rc = PyList_Append(free_l, bo);
     Py_DECREF(bo);
@@ -1143,7 +1168,7 @@ static PyObject *contract_edge(PyObject *self, PyObject *args) {
         if (insert_edge_c(&st, a, ce_bout.v[j]) < 0) return NULL;
     for (Py_ssize_t j = 0; j < ce_bin.n; j++)
         if (insert_edge_c(&st, ce_bin.v[j], a) < 0) return NULL;
-    return PyLong_FromLong(a);
+    return ce_int(a);
 }
 
 static PyMethodDef methods[] = {
