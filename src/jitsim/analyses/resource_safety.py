@@ -98,17 +98,18 @@ def unsafe_resource_pairs(
     kinds: dict[int, str] = {}
     resource_ops = RESOURCE_OPS
     for n in g.op_nodes():
-        if ignore is not None and ignore(n):
-            continue
         info = resource_ops.get(n.op)
         if info is not None:
-            kinds[n.id] = info[0]
-            continue
-        called = may_call_function(n, library_fns)
-        if calls is not None:
-            calls[n.id] = called
-        if called:
-            kinds[n.id] = MODIFY
+            k = info[0]
+        else:
+            called = may_call_function(n, library_fns)
+            if calls is not None:
+                calls[n.id] = called
+            if not called:
+                continue
+            k = MODIFY
+        if ignore is None or not ignore(n):  # (asked only of the nodes it could change)
+            kinds[n.id] = k
     # A pair needs a path from a writing/modifying op to a reading/modifying one: without
     # both kinds in the graph there is none (and no traversal is needed).
     if not kinds or MODIFY not in kinds.values() and (WRITE not in kinds.values() or READ not in kinds.values()):

@@ -495,8 +495,10 @@ class MarkForCompilation:
                 c.resource_set = set()
                 c.forbidden = set()
             c.deadness = predicate(nid) if predicate is not None else None
-            c.explicit = explicit(n)
             attrs = n.nodedef.attr
+            # explicit() reads these two attrs, of the node or of the function it calls
+            c.explicit = (explicit(n) if op in fns or COMPILE_ATTR in attrs or MUST_COMPILE_ATTR in attrs
+                          else False)
             scope = attrs[scope_key].s.decode() if scope_key in attrs else ""
             c.scope = scope or None
             c.fwd = None
