@@ -758,7 +758,12 @@ class MarkForCompilation:
         its cluster's name (numbered on first use) or why it stays out."""
         nodes = self.g.nodes
         cluster_for = self.cluster_for
-        of = [cluster_for(n.id) for n in cands]  # each candidate's cluster after contraction
+        cl = self.clusters_of
+        forwarded = self._forwarded
+        of = []  # each candidate's cluster after contraction (cluster_for, inlined)
+        for n in cands:
+            c = cl[n.id]
+            of.append(c if c.fwd is None else forwarded(n.id))
         declustered = set()
         for n, c in zip(cands, of):
             if n.op != "Fill":
@@ -769,29 +774,29 @@ class MarkForCompilation:
         fp = self.fingerprint() if self.flags.deterministic_cluster_names else 0
         names: dict[int, str] = {}
         encoded: dict[int, bytes] = {}
-        members: dict[int, list[TfNode]] = {}
         groups = self.result.groups
         for n, c in zip(cands, of):
-            got = members.get(id(c))
-            if got is None:
-                members[id(c)] = [n]
-            else:
-                got.append(n)
             groups[n.name] = nodes[c.cycles_id].name
         names_of: dict[int, list[str]] = {}
 
         def member_names(c) -> list[str]:  # one list per cluster, shared by its members' records
-            got = names_of.get(id(c))
-            if got is None:
-                got = names_of[id(c)] = [m.name for m in members[id(c)]]
-            return got
+            if not names_of:  # (made on first use: only clusters too small need them)
+                for m, mc in zip(cands, of):
+                    got = names_of.get(id(mc))
+                    if got is None:
+                        names_of[id(mc)] = [m.name]
+                    else:
+                        got.append(m.name)
+            return names_of[id(c)]
         decisions = self.result.decisions
         clusters = self.result.clusters
         min_size = self.flags.min_cluster_size
         should_compile_cluster = self.should_compile_cluster
+        compiles = self._should_compile_cache
         for n, c in zip(cands, of):
             info = {"cluster_size": c.size, "effective_size": c.effective_size}
-            if not should_compile_cluster(c):
+            ok = compiles.get(id(c))
+            if not (ok if ok is not None else should_compile_cluster(c)):
                 self.decide(n, Code.CLUSTER_NOT_COMPILED, "Not compiling cluster", **info)
                 continue
             if declustered and n.id in declustered:
