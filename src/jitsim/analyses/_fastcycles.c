@@ -11,7 +11,8 @@
  * a self-loop or an edge that closes a cycle stops the insertion, and that edge is taken out
  * again. ``stop`` is that edge's index, or None when every edge went in. The inputs are not
  * modified: the new ranks come back as a new list, each node's new out- and in-sequence as a
- * pair (list of values, dict value -> position): an OrderedSet's two halves.
+ * pair (list of values, dict value -> position): an OrderedSet's two halves; with the optional
+ * fifth argument, the OrderedSet class, each as an instance of it holding them.
  *
  * Which nodes are reached does not depend on the order of the search, and the ranks are
  * re-dealt in sorted order, so any complete search gives upstream's result; the sequences
@@ -19,6 +20,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,6 +44,46 @@ static int vec_push(Vec *a, int32_t x) {
     }
     a->v[a->n++] = x;
     return 0;
+}
+
+static PyObject *str_seq, *str_idx;
+
+/* Where OrderedSet keeps its two slots: read once from its class's member descriptors, so that
+ * the hot loops read them straight from the object (any other type goes through getattr). */
+static PyTypeObject *os_type;
+static Py_ssize_t os_off_seq, os_off_idx;
+
+static void learn_type_layout(PyTypeObject *t) {
+    PyObject *ds = PyObject_GetAttr((PyObject *)t, str_seq);
+    PyObject *di = ds ? PyObject_GetAttr((PyObject *)t, str_idx) : NULL;
+    if (ds && di && Py_IS_TYPE(ds, &PyMemberDescr_Type) && Py_IS_TYPE(di, &PyMemberDescr_Type)) {
+        PyMemberDef *ms = ((PyMemberDescrObject *)ds)->d_member, *mi = ((PyMemberDescrObject *)di)->d_member;
+        if (ms->type == T_OBJECT_EX && mi->type == T_OBJECT_EX) {
+            Py_INCREF(t); /* kept: its address then never names another type */
+            Py_XDECREF(os_type);
+            os_type = t;
+            os_off_seq = ms->offset;
+            os_off_idx = mi->offset;
+        }
+    }
+    Py_XDECREF(ds);
+    Py_XDECREF(di);
+    PyErr_Clear();
+}
+
+static void learn_os_layout(PyObject *os) { learn_type_layout(Py_TYPE(os)); }
+
+/* A new instance of OrderedSet type `t` (whose layout is learned) holding seq and idx (stolen). */
+static PyObject *new_os(PyTypeObject *t, PyObject *seq, PyObject *idx) {
+    PyObject *o = t->tp_alloc(t, 0);
+    if (!o) {
+        Py_DECREF(seq);
+        Py_DECREF(idx);
+        return NULL;
+    }
+    *(PyObject **)((char *)o + os_off_seq) = seq;
+    *(PyObject **)((char *)o + os_off_idx) = idx;
+    return o;
 }
 
 /* ------------------------------------------------------------- edge set (open addressing) */
@@ -205,9 +247,17 @@ static PyObject *seq_and_index(const int32_t *v, Py_ssize_t n) {
 
 static PyObject *insert_edges(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *rank_l, *outs_l, *ins_l, *edges_o;
-    if (!PyArg_ParseTuple(args, "O!OOO:insert_edges", &PyList_Type, &rank_l, &outs_l, &ins_l, &edges_o))
+    PyObject *rank_l, *outs_l, *ins_l, *edges_o, *set_type = NULL;
+    if (!PyArg_ParseTuple(args, "O!OOO|O!:insert_edges", &PyList_Type, &rank_l, &outs_l, &ins_l, &edges_o,
+                          &PyType_Type, &set_type))
         return NULL;
+    if (set_type) {
+        learn_type_layout((PyTypeObject *)set_type);
+        if ((PyObject *)os_type != set_type) {
+            PyErr_SetString(PyExc_TypeError, "insert_edges: the set type must have __slots__ _seq and _idx");
+            return NULL;
+        }
+    }
     Py_ssize_t n = PyList_GET_SIZE(rank_l);
     if (n >= INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "insert_edges: too many nodes");
@@ -354,6 +404,15 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t v = 0; v < n; v++) {
         PyObject *a = seq_and_index(outs[v].v, outs[v].n), *b = a ? seq_and_index(ins[v].v, ins[v].n) : NULL;
+        if (a && b && set_type) { /* the pairs as OrderedSets */
+            PyObject *a2 = new_os((PyTypeObject *)set_type, Py_NewRef(PyTuple_GET_ITEM(a, 0)), Py_NewRef(PyTuple_GET_ITEM(a, 1)));
+            PyObject *b2 = a2 ? new_os((PyTypeObject *)set_type, Py_NewRef(PyTuple_GET_ITEM(b, 0)), Py_NewRef(PyTuple_GET_ITEM(b, 1))) : NULL;
+            Py_DECREF(a);
+            Py_DECREF(b);
+            a = a2;
+            b = b2;
+            if (!b) { Py_XDECREF(a); a = NULL; }
+        }
         if (!a || !b) {
             Py_XDECREF(a); Py_XDECREF(b); Py_DECREF(r); Py_DECREF(ol); Py_DECREF(il);
             goto done;
@@ -715,16 +774,420 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------ edge contraction */
+
+/* contract_edge(rank, outs, ins, free, a, b) -> survivor or None
+ *
+ * GraphCycles.contract_edge in C (the Python form stays the reference), working in place on
+ * GraphCycles' own state: rank (list of int), outs / ins (lists of OrderedSet: each a `_seq`
+ * list and an `_idx` dict), free (list of int). Every step is the Python one: swap-remove
+ * erasure, the rank-bounded searches with an explicit stack (successors pushed in sequence
+ * order, marked when popped), the refused edge re-inserted at the end of both sequences, the
+ * survivor the endpoint with more neighbours (a on a tie), the loser's successors then its
+ * predecessors re-attached by Pearce-Kelly insertion, its slot pushed on the free list. The
+ * visited flags are this module's scratch array (GraphCycles' own stay all False, as they
+ * are between calls in Python). */
+
+/* The ints 0..k-1 made once and shared (node ids, ranks and positions: the contraction makes
+ * and drops millions otherwise, and equal keys that are the same object compare at once). */
+#define CE_INT_CACHE_MAX ((Py_ssize_t)1 << 20)
+static PyObject **ce_ints;
+static Py_ssize_t ce_ints_n;
+
+static int ce_int_cache(Py_ssize_t n) {
+    if (n > CE_INT_CACHE_MAX) n = CE_INT_CACHE_MAX;
+    if (n <= ce_ints_n) return 0;
+    PyObject **c = PyMem_Realloc(ce_ints, n * sizeof(PyObject *));
+    if (!c) { PyErr_NoMemory(); return -1; }
+    ce_ints = c;
+    for (; ce_ints_n < n; ce_ints_n++) {
+        PyObject *x = PyLong_FromSsize_t(ce_ints_n);
+        if (!x) return -1;
+        ce_ints[ce_ints_n] = x;
+    }
+    return 0;
+}
+
+static inline PyObject *ce_int(Py_ssize_t v) {
+    if (v >= 0 && v < ce_ints_n) return Py_NewRef(ce_ints[v]);
+    return PyLong_FromSsize_t(v);
+}
+
+static uint8_t *ce_visited;
+static Py_ssize_t ce_visited_cap;
+static Vec ce_stack, ce_deltaf, ce_deltab;
+static int32_t *ce_merged;
+static Py_ssize_t ce_merged_cap;
+
+typedef struct {
+    PyObject *rank; /* list of int */
+    PyObject *outs, *ins; /* lists of OrderedSet */
+    Py_ssize_t n;
+} CState;
+
+/* The `_seq` list and `_idx` dict of outs[v] / ins[v] (borrowed: the OrderedSet holds them). */
+static int os_parts(PyObject *sets, Py_ssize_t v, PyObject **seq, PyObject **idx) {
+    PyObject *os = PyList_GET_ITEM(sets, v);
+    PyObject *s, *d;
+    if (Py_TYPE(os) != os_type) learn_os_layout(os);
+    if (Py_TYPE(os) == os_type) {
+        s = *(PyObject **)((char *)os + os_off_seq);
+        d = *(PyObject **)((char *)os + os_off_idx);
+        if (!s || !d) {
+            PyErr_SetString(PyExc_AttributeError, "contract_edge: an OrderedSet without its list or dict");
+            return -1;
+        }
+    } else {
+        s = PyObject_GetAttr(os, str_seq);
+        if (!s) return -1;
+        d = PyObject_GetAttr(os, str_idx);
+        if (!d) { Py_DECREF(s); return -1; }
+        /* the OrderedSet keeps its own references */
+        Py_DECREF(s);
+        Py_DECREF(d);
+    }
+    if (!PyList_Check(s) || !PyDict_Check(d)) {
+        PyErr_SetString(PyExc_TypeError, "contract_edge: an OrderedSet must hold a list and a dict");
+        return -1;
+    }
+    *seq = s;
+    *idx = d;
+    return 0;
+}
+
+static inline int get_int(PyObject *list, Py_ssize_t i, Py_ssize_t n, int32_t *out) {
+    long v = PyLong_AsLong(PyList_GET_ITEM(list, i));
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0 || v >= n) {
+        PyErr_SetString(PyExc_ValueError, "contract_edge: a node id or rank is out of range");
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static inline int rank_of(const CState *st, int32_t v, int32_t *r) { return get_int(st->rank, v, st->n, r); }
+
+/* OrderedSet.insert of a value known to be absent: idx[v] = len(seq); seq.append(v). */
+static int os_append(PyObject *seq, PyObject *idx, int32_t v) {
+    PyObject *key = ce_int(v);
+    if (!key) return -1;
+    PyObject *pos = ce_int(PyList_GET_SIZE(seq));
+    int rc = pos ? PyDict_SetItem(idx, key, pos) : -1;
+    Py_XDECREF(pos);
+    if (rc == 0) rc = PyList_Append(seq, key);
+    Py_DECREF(key);
+    return rc;
+}
+
+/* OrderedSet.erase: pos = idx.pop(v); last = seq.pop(); if last != v: seq[pos] = last, idx[last] = pos. */
+static int os_erase(PyObject *seq, PyObject *idx, int32_t v) {
+    PyObject *key = ce_int(v);
+    if (!key) return -1;
+    PyObject *pos = PyDict_GetItemWithError(idx, key);
+    if (!pos) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+        Py_DECREF(key);
+        return -1;
+    }
+    Py_INCREF(pos);
+    Py_ssize_t p = PyLong_AsSsize_t(pos);
+    Py_ssize_t k = PyList_GET_SIZE(seq);
+    if ((p == -1 && PyErr_Occurred()) || PyDict_DelItem(idx, key) < 0) {
+        Py_DECREF(pos);
+        Py_DECREF(key);
+        return -1;
+    }
+    Py_DECREF(key);
+    if (k == 0 || p < 0 || p >= k) {
+        Py_DECREF(pos);
+        PyErr_SetString(PyExc_ValueError, "contract_edge: an OrderedSet's index does not match its sequence");
+        return -1;
+    }
+    PyObject *last = PyList_GET_ITEM(seq, k - 1);
+    Py_INCREF(last);
+    if (PyList_SetSlice(seq, k - 1, k, NULL) < 0) {
+        Py_DECREF(last);
+        Py_DECREF(pos);
+        return -1;
+    }
+    int rc = 0;
+    long lv = PyLong_AsLong(last);
+    if (lv == -1 && PyErr_Occurred()) rc = -1;
+    else if (lv != v) {
+        Py_INCREF(last);
+        rc = PyList_SetItem(seq, p, last); /* steals the new reference, releases v's int */
+        if (rc == 0) rc = PyDict_SetItem(idx, last, pos);
+    }
+    Py_DECREF(last);
+    Py_DECREF(pos);
+    return rc;
+}
+
+static int ce_reserve(Py_ssize_t n) {
+    if (ce_visited_cap < n) {
+        uint8_t *v = PyMem_Realloc(ce_visited, n);
+        if (!v) { PyErr_NoMemory(); return -1; }
+        memset(v + ce_visited_cap, 0, n - ce_visited_cap);
+        ce_visited = v;
+        ce_visited_cap = n;
+    }
+    return 0;
+}
+
+/* The rank-bounded forward search of _forward_dfs: collects into ce_deltaf the nodes reached
+ * from `from` through ranks < upper; 1 when `target` is a successor of a reached node (stops
+ * there), 0 when not, -1 on error. Visited flags of ce_deltaf are left set. */
+static int forward(const CState *st, int32_t from, int32_t target, int32_t upper) {
+    ce_deltaf.n = 0;
+    ce_stack.n = 0;
+    if (vec_push(&ce_stack, from) < 0) return -1;
+    while (ce_stack.n) {
+        int32_t u = ce_stack.v[--ce_stack.n];
+        if (ce_visited[u]) continue;
+        ce_visited[u] = 1;
+        if (vec_push(&ce_deltaf, u) < 0) return -1;
+        PyObject *seq, *idx;
+        if (os_parts(st->outs, u, &seq, &idx) < 0) return -1;
+        Py_ssize_t k = PyList_GET_SIZE(seq);
+        Py_ssize_t mark = ce_stack.n;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            int32_t w, rw;
+            if (get_int(seq, j, st->n, &w) < 0) return -1;
+            if (w == target) {
+                ce_stack.n = mark;
+                return 1;
+            }
+            if (ce_visited[w]) continue;
+            if (rank_of(st, w, &rw) < 0) return -1;
+            if (rw < upper && vec_push(&ce_stack, w) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+static void clear_flags(const Vec *v) {
+    for (Py_ssize_t j = 0; j < v->n; j++) ce_visited[v->v[j]] = 0;
+}
+
+/* The backward search of _backward_dfs into ce_deltab: ranks > lower, skipping marked nodes. */
+static int backward(const CState *st, int32_t from, int32_t lower) {
+    ce_deltab.n = 0;
+    ce_stack.n = 0;
+    if (vec_push(&ce_stack, from) < 0) return -1;
+    while (ce_stack.n) {
+        int32_t u = ce_stack.v[--ce_stack.n];
+        if (ce_visited[u]) continue;
+        ce_visited[u] = 1;
+        if (vec_push(&ce_deltab, u) < 0) return -1;
+        PyObject *seq, *idx;
+        if (os_parts(st->ins, u, &seq, &idx) < 0) return -1;
+        Py_ssize_t k = PyList_GET_SIZE(seq);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            int32_t w, rw;
+            if (get_int(seq, j, st->n, &w) < 0) return -1;
+            if (ce_visited[w]) continue;
+            if (rank_of(st, w, &rw) < 0) return -1;
+            if (lower < rw && vec_push(&ce_stack, w) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sort v's nodes by rank (read from the list; ranks are distinct). */
+static int sort_nodes_by_rank(const CState *st, Vec *v, uint64_t **tmp, Py_ssize_t *cap) {
+    if (v->n < 2) return 0;
+    if (*cap < v->n) {
+        uint64_t *t = PyMem_Realloc(*tmp, v->n * 2 * sizeof(uint64_t));
+        if (!t) { PyErr_NoMemory(); return -1; }
+        *tmp = t;
+        *cap = v->n * 2;
+    }
+    for (Py_ssize_t j = 0; j < v->n; j++) {
+        int32_t r;
+        if (rank_of(st, v->v[j], &r) < 0) return -1;
+        (*tmp)[j] = ((uint64_t)(uint32_t)r << 32) | (uint32_t)v->v[j];
+    }
+    qsort(*tmp, v->n, sizeof(uint64_t), cmp_u64);
+    for (Py_ssize_t j = 0; j < v->n; j++) v->v[j] = (int32_t)((*tmp)[j] & 0xFFFFFFFFu);
+    return 0;
+}
+
+static uint64_t *ce_tmp;
+static Py_ssize_t ce_tmp_cap;
+
+static int set_rank(const CState *st, int32_t v, int32_t r) {
+    PyObject *x = ce_int(r);
+    if (!x) return -1;
+    return PyList_SetItem(st->rank, v, x); /* steals x, releases the old int */
+}
+
+/* GraphCycles.insert_edge(x, y): 1 inserted (or already there), 0 refused (closes a cycle). */
+static int insert_edge_c(const CState *st, int32_t x, int32_t y) {
+    if (x == y) return 0;
+    PyObject *oseq, *oidx, *iseq, *iidx;
+    if (os_parts(st->outs, x, &oseq, &oidx) < 0) return -1;
+    PyObject *key = ce_int(y);
+    if (!key) return -1;
+    int has = PyDict_Contains(oidx, key);
+    Py_DECREF(key);
+    if (has < 0) return -1;
+    if (has) return 1;
+    if (os_parts(st->ins, y, &iseq, &iidx) < 0) return -1;
+    if (os_append(oseq, oidx, y) < 0 || os_append(iseq, iidx, x) < 0) return -1;
+    int32_t rx, ry;
+    if (rank_of(st, x, &rx) < 0 || rank_of(st, y, &ry) < 0) return -1;
+    if (rx <= ry) return 1;
+    int found = forward(st, y, x, rx);
+    if (found < 0) return -1;
+    if (found) {
+        clear_flags(&ce_deltaf);
+        if (os_erase(oseq, oidx, y) < 0 || os_erase(iseq, iidx, x) < 0) return -1;
+        return 0;
+    }
+    if (backward(st, x, ry) < 0) return -1;
+    clear_flags(&ce_deltaf);
+    clear_flags(&ce_deltab);
+    if (sort_nodes_by_rank(st, &ce_deltab, &ce_tmp, &ce_tmp_cap) < 0 ||
+        sort_nodes_by_rank(st, &ce_deltaf, &ce_tmp, &ce_tmp_cap) < 0)
+        return -1;
+    Py_ssize_t kb = ce_deltab.n, kf = ce_deltaf.n, k = kb + kf;
+    if (ce_merged_cap < k) {
+        int32_t *m = PyMem_Realloc(ce_merged, 2 * k * sizeof(int32_t));
+        if (!m) { PyErr_NoMemory(); return -1; }
+        ce_merged = m;
+        ce_merged_cap = 2 * k;
+    }
+    /* the ranks held, in order: two ascending runs merged */
+    Py_ssize_t ib = 0, jf = 0, o = 0;
+    int32_t rb = 0, rf = 0;
+    if (kb && rank_of(st, ce_deltab.v[0], &rb) < 0) return -1;
+    if (kf && rank_of(st, ce_deltaf.v[0], &rf) < 0) return -1;
+    while (ib < kb || jf < kf) {
+        if (jf >= kf || (ib < kb && rb < rf)) {
+            ce_merged[o++] = rb;
+            if (++ib < kb && rank_of(st, ce_deltab.v[ib], &rb) < 0) return -1;
+        } else {
+            ce_merged[o++] = rf;
+            if (++jf < kf && rank_of(st, ce_deltaf.v[jf], &rf) < 0) return -1;
+        }
+    }
+    for (Py_ssize_t j = 0; j < kb; j++)
+        if (set_rank(st, ce_deltab.v[j], ce_merged[j]) < 0) return -1;
+    for (Py_ssize_t j = 0; j < kf; j++)
+        if (set_rank(st, ce_deltaf.v[j], ce_merged[kb + j]) < 0) return -1;
+    return 1;
+}
+
+/* Empty outs[v] / ins[v] in place (Python gives the node fresh OrderedSets; nothing holds the
+ * old ones), its old sequence copied into `into` first. */
+static int os_take(const CState *st, PyObject *sets, Py_ssize_t v, Vec *into) {
+    PyObject *seq, *idx;
+    if (os_parts(sets, v, &seq, &idx) < 0) return -1;
+    Py_ssize_t k = PyList_GET_SIZE(seq);
+    into->n = 0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        int32_t w;
+        if (get_int(seq, j, st->n, &w) < 0 || vec_push(into, w) < 0) return -1;
+    }
+    if (PyList_SetSlice(seq, 0, k, NULL) < 0) return -1;
+    PyDict_Clear(idx);
+    return 0;
+}
+
+static Vec ce_bout, ce_bin;
+
+static PyObject *contract_edge(PyObject *self, PyObject *args) {
+    (void)self;
+    CState st;
+    PyObject *free_l;
+    int a, b;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!ii:contract_edge", &PyList_Type, &st.rank, &PyList_Type, &st.outs,
+                          &PyList_Type, &st.ins, &PyList_Type, &free_l, &a, &b))
+        return NULL;
+    st.n = PyList_GET_SIZE(st.rank);
+    if (PyList_GET_SIZE(st.outs) != st.n || PyList_GET_SIZE(st.ins) != st.n) {
+        PyErr_SetString(PyExc_ValueError, "contract_edge: per-node lists of different lengths");
+        return NULL;
+    }
+    if (a < 0 || a >= st.n || b < 0 || b >= st.n) {
+        PyErr_SetString(PyExc_IndexError, "contract_edge: node id out of range");
+        return NULL;
+    }
+    if (ce_reserve(st.n) < 0 || ce_int_cache(st.n + 1) < 0) return NULL;
+    PyObject *aoseq, *aoidx, *biseq, *biidx;
+    if (os_parts(st.outs, a, &aoseq, &aoidx) < 0) return NULL;
+    PyObject *key = ce_int(b);
+    if (!key) return NULL;
+    int has = PyDict_Contains(aoidx, key);
+    Py_DECREF(key);
+    if (has < 0) return NULL;
+    if (!has) return PyErr_Format(PyExc_ValueError, "contract_edge: no edge %d -> %d", a, b);
+    if (os_parts(st.ins, b, &biseq, &biidx) < 0) return NULL;
+    if (os_erase(aoseq, aoidx, b) < 0 || os_erase(biseq, biidx, a) < 0) return NULL;
+
+    /* is_reachable(a, b) */
+    int32_t ra, rb;
+    if (rank_of(&st, a, &ra) < 0 || rank_of(&st, b, &rb) < 0) return NULL;
+    if (ra < rb) {
+        int found = forward(&st, a, b, rb);
+        clear_flags(&ce_deltaf);
+        if (found < 0) return NULL;
+        if (found) {
+            if (insert_edge_c(&st, a, b) < 0) return NULL;
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *s1, *d1, *s2, *d2;
+    if (os_parts(st.ins, b, &s1, &d1) < 0 || os_parts(st.outs, b, &s2, &d2) < 0) return NULL;
+    Py_ssize_t nb = PyList_GET_SIZE(s1) + PyList_GET_SIZE(s2);
+    if (os_parts(st.ins, a, &s1, &d1) < 0 || os_parts(st.outs, a, &s2, &d2) < 0) return NULL;
+    Py_ssize_t na = PyList_GET_SIZE(s1) + PyList_GET_SIZE(s2);
+    if (nb > na) { int t = a; a = b; b = t; } /* fold the node with fewer neighbours into the other */
+
+    if (os_take(&st, st.outs, b, &ce_bout) < 0 || os_take(&st, st.ins, b, &ce_bin) < 0) return NULL;
+    for (Py_ssize_t j = 0; j < ce_bout.n; j++) {
+        PyObject *seq, *idx;
+        if (os_parts(st.ins, ce_bout.v[j], &seq, &idx) < 0 || os_erase(seq, idx, b) < 0) return NULL;
+    }
+    for (Py_ssize_t j = 0; j < ce_bin.n; j++) {
+        PyObject *seq, *idx;
+        if (os_parts(st.outs, ce_bin.v[j], &seq, &idx) < 0 || os_erase(seq, idx, b) < 0) return NULL;
+    }
+    PyObject *bo = ce_int(b);
+    if (!bo) return NULL;
+    int rc = PyList_Append(free_l, bo);
+    Py_DECREF(bo);
+    if (rc < 0) return NULL;
+    for (Py_ssize_t j = 0; j < ce_bout.n; j++)
+        if (insert_edge_c(&st, a, ce_bout.v[j]) < 0) return NULL;
+    for (Py_ssize_t j = 0; j < ce_bin.n; j++)
+        if (insert_edge_c(&st, ce_bin.v[j], a) < 0) return NULL;
+    return ce_int(a);
+}
+
 static PyMethodDef methods[] = {
     {"insert_edges", insert_edges, METH_VARARGS,
-     "insert_edges(rank, outs, ins, edges) -> (stop, rank, outs, ins): GraphCycles.insert_edges in C;\n"
-     "outs and ins: per node a (sequence list, index dict) pair."},
+     "insert_edges(rank, outs, ins, edges[, set_type]) -> (stop, rank, outs, ins): GraphCycles.insert_edges in C;\n"
+     "outs and ins: per node a (sequence list, index dict) pair, or a set_type instance holding them."},
     {"clone_batch", clone_batch, METH_VARARGS,
      "clone_batch(rank, outs, ins, tail, clones, work_limit, cheaper) -> (done, rank): graphcycles._CloneBatch in C."},
+    {"contract_edge", contract_edge, METH_VARARGS,
+     "contract_edge(rank, outs, ins, free, a, b) -> survivor or None: GraphCycles.contract_edge in C, in place."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastcycles",
                                     "C accelerator for jitsim.analyses.graphcycles.", -1, methods,
                                     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__fastcycles(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__fastcycles(void) {
+    str_seq = PyUnicode_InternFromString("_seq");
+    str_idx = PyUnicode_InternFromString("_idx");
+    if (!str_seq || !str_idx) return NULL;
+    return PyModule_Create(&module);
+}

@@ -76,7 +76,8 @@ from jitsim.accel import load
 
 __all__ = ["OrderedSet", "GraphCycles", "UnionFind"]
 
-# C form of insert_edges (setup.py builds it where a compiler is found; see jitsim.accel)
+# C form of insert_edges and contract_edge (setup.py builds it where a compiler is found; see
+# jitsim.accel)
 _c = load("jitsim.analyses._fastcycles")
 
 
@@ -153,6 +154,23 @@ class GraphCycles:
         # Scratch lists reused by the searches (like the upstream Rep's scratch vectors).
         self._deltaf: list[int] = []
         self._deltab: list[int] = []
+
+    @classmethod
+    def with_edges(cls, num_nodes: int, edges) -> tuple["GraphCycles", int | None]:
+        """``GraphCycles(num_nodes)`` after :meth:`insert_edges` of ``edges``, and what that
+        returned. Where the C insertion does it all, the per-node sets come straight from it
+        (not made empty first and then replaced)."""
+        if _c is None or num_nodes >= cls.CLONE_BATCH_MIN_NODES or num_nodes <= 0:
+            g = cls(num_nodes)
+            return g, g.insert_edges(edges)
+        g = cls(0)
+        if not isinstance(edges, (list, tuple)):
+            edges = list(edges)
+        empty: list[int] = []
+        stop, g._rank, g._out, g._in = _c.insert_edges(list(range(num_nodes)), [empty] * num_nodes,
+                                                       [empty] * num_nodes, edges, OrderedSet)
+        g._visited = [False] * num_nodes
+        return g, stop
 
     # ------------------------------------------------------------------ nodes
 
@@ -501,7 +519,17 @@ class GraphCycles:
 
         None means another path ``a ~> b`` exists (merging would create a cycle); the edge is
         then restored, at the end of ``out[a]`` and ``in[b]``.
+
+        The C extension's ``contract_edge`` does the same steps in place on this object's lists
+        (:meth:`_contract_edge_python` is the reference it is tested against).
         """
+        c_form = getattr(_c, "contract_edge", None)  # (None: no extension, or an older build)
+        if c_form is not None and type(self._rank) is list:
+            return c_form(self._rank, self._out, self._in, self._free, a, b)
+        return self._contract_edge_python(a, b)
+
+    def _contract_edge_python(self, a: int, b: int) -> int | None:
+        """:meth:`contract_edge` in Python."""
         outs = self._out
         ins = self._in
         if b not in outs[a]._idx:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from jitsim.graph.tfgraph import NEXT_ITERATION_OPS, TfGraph, TfNode, not_back_edge, reverse_post_order
+from jitsim.graph.tfgraph import NEXT_ITERATION_OPS, SOURCE_ID, TfGraph, TfNode, not_back_edge, reverse_post_order
 
 READ, WRITE, MODIFY = "Read", "Write", "Modify"
 VARIABLE, STACK, TENSOR_ARRAY = "Variable", "Stack", "TensorArray"
@@ -85,35 +85,81 @@ def is_edge_safe(from_kind: str, to_kind: str) -> bool:
     return from_kind == READ or to_kind == WRITE
 
 
+def _topological_order(g: TfGraph) -> list[TfNode] | None:
+    """The nodes in a topological order of the graph less its ``NextIteration`` out-edges, when
+    that graph is acyclic and every node is reachable from ``_SOURCE`` in it; else None.
+
+    TF walks the nodes in the reverse post order of a DFS from ``_SOURCE`` (by name, without
+    back edges). Where this returns a list, that walk visits every node and is a topological
+    order too, and the walk in :func:`unsafe_resource_pairs` gives the same pairs in any
+    topological order of the same nodes (each node's set is the union over its predecessors,
+    all done before it), so this cheaper order stands in for it; None (a cycle, or a node the
+    DFS would not reach) falls back to TF's walk."""
+    nodes = g.nodes
+    n = len(nodes)
+    # out-edges from a NextIteration are the back edges left out
+    ops = [v.op if v is not None else None for v in nodes]
+    indeg = [0] * n
+    for e in g.edges_by_id:
+        if e is not None and ops[e.src] not in NEXT_ITERATION_OPS:
+            indeg[e.dst] += 1
+    if indeg[SOURCE_ID]:
+        return None
+    order = [nodes[SOURCE_ID]]
+    for v in order:  # (grows while it is walked: Kahn's queue)
+        if v.op in NEXT_ITERATION_OPS:
+            continue
+        for e in v.out_edges.values():
+            d = e.dst
+            indeg[d] -= 1
+            if not indeg[d]:
+                order.append(nodes[d])
+    return order if len(order) == n - ops.count(None) else None
+
+
 def unsafe_resource_pairs(
-    g: TfGraph, library_fns, ignore: Callable[[TfNode], bool] | None = None
+    g: TfGraph, library_fns, ignore: Callable[[TfNode], bool] | None = None,
+    calls: dict[int, bool] | None = None,
 ) -> set[tuple[int, int]]:
     """``{(from_node_id, to_node_id)}`` that may not end up in one cluster.
 
     ``ignore(node)`` true makes a node count as a non-resource op (TF passes nodes whose
-    device cannot be compiled, or allows unsafe resource clustering).
+    device cannot be compiled, or allows unsafe resource clustering). ``calls``, when given,
+    receives ``may_call_function`` of each node this had to ask it about (by node id).
     """
     kinds: dict[int, str] = {}
+    resource_ops = RESOURCE_OPS
     for n in g.op_nodes():
-        if ignore is not None and ignore(n):
-            continue
-        k = resource_op_kind(n.op)
-        if k is None and may_call_function(n, library_fns):
+        info = resource_ops.get(n.op)
+        if info is not None:
+            k = info[0]
+        else:
+            called = may_call_function(n, library_fns)
+            if calls is not None:
+                calls[n.id] = called
+            if not called:
+                continue
             k = MODIFY
-        if k is not None:
+        if ignore is None or not ignore(n):  # (asked only of the nodes it could change)
             kinds[n.id] = k
+    # A pair needs a path from a writing/modifying op to a reading/modifying one: without
+    # both kinds in the graph there is none (and no traversal is needed).
+    if not kinds or MODIFY not in kinds.values() and (WRITE not in kinds.values() or READ not in kinds.values()):
+        return set()
     nodes = g.nodes
     reach: dict[int, frozenset] = {}
     pairs: set[tuple[int, int]] = set()
     empty: frozenset = frozenset()
-    for n in reverse_post_order(g, by_name=True, edge_filter=not_back_edge(g)):
+    next_iteration = NEXT_ITERATION_OPS
+    order = _topological_order(g)
+    if order is None:
+        order = reverse_post_order(g, by_name=True, edge_filter=not_back_edge(g))
+    for n in order:
         acc: set | None = None
         single: frozenset = empty
         for e in n.in_edges.values():
-            if nodes[e.src].op in NEXT_ITERATION_OPS:
-                continue
-            r = reach.get(e.src, empty)
-            if not r:
+            r = reach.get(e.src)
+            if not r or nodes[e.src].op in next_iteration:
                 continue
             if acc is None and not single:
                 single = r
@@ -122,12 +168,14 @@ def unsafe_resource_pairs(
                     acc = set(single)
                 acc |= r
         cur = frozenset(acc) if acc is not None else single
-        k = kinds.get(n.id)
+        nid = n.id
+        k = kinds.get(nid)
         if k is not None:
             for (m, km) in cur:
                 if not is_edge_safe(km, k):
-                    pairs.add((m, n.id))
+                    pairs.add((m, nid))
             if k != READ:
-                cur = cur | {(n.id, k)}
-        reach[n.id] = cur
+                cur = cur | {(nid, k)}
+        if cur:
+            reach[nid] = cur
     return pairs

@@ -25,7 +25,7 @@ from jitsim.analyses.devices import Registration, pick_device_for_xla, registrat
 from jitsim.graph.device_names import device_type
 from jitsim.flags import OFF, DEFAULT, XlaFlags, allow_where_op, ops_allowlist
 from jitsim.options import Options, SessionConfig
-from jitsim.analyses.graphcycles import GraphCycles, UnionFind
+from jitsim.analyses.graphcycles import GraphCycles
 from jitsim.records import MergeRefusal, NodeDecision
 from jitsim.analyses.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
 from jitsim.graph.tfgraph import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID, SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info
@@ -36,6 +36,8 @@ from jitsim.defs import ALREADY_CLUSTERED_ATTR, CLUSTER_ATTR, COMPILE_ATTR, INTE
 TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
 # ops CompilabilityChecker.check_node refuses at the top level before reading any attr
 _NEVER_AT_TOP_LEVEL = frozenset({"_SOURCE", "_SINK", "_Arg", "_Retval"})
+# the ops IsScalarIntegerResourceOperation looks for
+SCALAR_INTEGER_UPDATE_OPS = frozenset({"AssignAddVariableOp", "AssignSubVariableOp"})
 
 
 def effective_size(ops) -> int:
@@ -85,32 +87,46 @@ def global_jit_level(flags: XlaFlags, session: SessionConfig, g: TfGraph) -> int
 
 
 class Cluster:
+    """TF's ``Cluster`` of ``MarkForCompilationPassImpl``: one per candidate, contracted together.
+
+    ``fwd``: the cluster that absorbed this one (None while it is live); ``dkey``: a small int
+    standing for ``(devices, resource_op_device)`` (the pass keeps it current)."""
+
     __slots__ = ("cycles_id", "size", "effective_size", "has_functional_control_flow", "devices",
                  "resource_op_device", "resource_ids", "resource_set", "forbidden", "deadness", "explicit",
-                 "scope", "first_node")
+                 "scope", "first_node", "fwd", "dkey")
 
     def merge(self, other: "Cluster") -> None:
         self.size += other.size
         self.effective_size += other.effective_size
-        self.has_functional_control_flow |= other.has_functional_control_flow
-        for d in other.devices:
-            if d not in self.devices:
-                self.devices.append(d)
-        self.devices.sort()
+        if other.has_functional_control_flow:
+            self.has_functional_control_flow = True
+        if other.devices != self.devices:
+            # a new list: build_clusters shares one list among the clusters of a device
+            self.devices = sorted(set(self.devices) | set(other.devices))
         if self.resource_op_device is None:
             self.resource_op_device = other.resource_op_device
-        self.explicit |= other.explicit
+        if other.explicit:
+            self.explicit = True
         if self.scope is None:
             self.scope = other.scope
-        self.resource_ids.extend(other.resource_ids)
-        other.resource_ids = []
+        if other.resource_ids:
+            # self's ids then other's (TF appends); moved into the longer list, not copied
+            if len(self.resource_ids) < len(other.resource_ids):
+                other.resource_ids[:0] = self.resource_ids
+                self.resource_ids = other.resource_ids
+            else:
+                self.resource_ids.extend(other.resource_ids)
+            other.resource_ids = []
         # sets: merge the smaller into the larger (same contents, linear total cost)
-        if len(self.resource_set) < len(other.resource_set):
-            self.resource_set, other.resource_set = other.resource_set, self.resource_set
-        self.resource_set |= other.resource_set
-        if len(self.forbidden) < len(other.forbidden):
-            self.forbidden, other.forbidden = other.forbidden, self.forbidden
-        self.forbidden |= other.forbidden
+        if other.resource_set:
+            if len(self.resource_set) < len(other.resource_set):
+                self.resource_set, other.resource_set = other.resource_set, self.resource_set
+            self.resource_set |= other.resource_set
+        if other.forbidden:
+            if len(self.forbidden) < len(other.forbidden):
+                self.forbidden, other.forbidden = other.forbidden, self.forbidden
+            self.forbidden |= other.forbidden
 
 
 @dataclass
@@ -393,12 +409,12 @@ class MarkForCompilation:
         g = self.g
         nodes = g.nodes
         info, unreachable = self.control_flow = control_flow_info(g)
-        cycles = GraphCycles(g.num_node_ids)
         frames: dict[str, int] = {}
+        first_frame = g.num_node_ids  # the cycle graph's frame nodes follow the graph's ids
 
         def frame_node(name: str) -> int:
             if name not in frames:
-                frames[name] = cycles.new_node()
+                frames[name] = first_frame + len(frames)
             return frames[name]
 
         self.frame_nodes = frames
@@ -406,23 +422,29 @@ class MarkForCompilation:
         pairs: list[tuple[int, int]] = []
         frame_edge: list[bool] = []
         edges = []
-        for e in g.edges():
-            src, dst = nodes[e.src], nodes[e.dst]
-            if dst.op in ENTER_OPS or src.op in EXIT_OPS:
+        ops = [n.op if n is not None else None for n in nodes]
+        if ENTER_OPS.isdisjoint(ops) and EXIT_OPS.isdisjoint(ops) and NEXT_ITERATION_OPS.isdisjoint(ops):
+            # no loop in the graph: every edge goes in as it is
+            edges = [e for e in g.edges_by_id if e is not None]
+            pairs = [(e.src, e.dst) for e in edges]
+            frame_edge = [False] * len(edges)
+        for e in (g.edges() if not edges else ()):
+            src_op, dst_op = ops[e.src], ops[e.dst]
+            if dst_op in ENTER_OPS or src_op in EXIT_OPS:
                 s, d = e.src, e.dst
-                if dst.op in ENTER_OPS:
+                if dst_op in ENTER_OPS:
                     d = frame_node(info[e.dst].frame_name)
-                if src.op in EXIT_OPS:
+                if src_op in EXIT_OPS:
                     s = frame_node(info[e.src].frame_name)
                 pairs.append((s, d))
                 frame_edge.append(True)
-            elif src.op not in NEXT_ITERATION_OPS:
+            elif src_op not in NEXT_ITERATION_OPS:
                 pairs.append((e.src, e.dst))
                 frame_edge.append(False)
             else:
                 continue
             edges.append(e)
-        bad = cycles.insert_edges(pairs)
+        cycles, bad = GraphCycles.with_edges(first_frame + len(frames), pairs)
         if bad is not None:
             if frame_edge[bad]:
                 return None
@@ -433,52 +455,118 @@ class MarkForCompilation:
 
     # -- initial clusters --------------------------------------------------------------------------
     def build_clusters(self, cands: list[TfNode], deadness) -> None:
+        """One cluster per candidate (TF's ``MarkForCompilationPassImpl::Initialize``), after the
+        unsafe resource pairs (``CreateClusters``' resource safety input)."""
         g = self.g
         regs = self.regs
+        ignored_device: dict[str, bool] = {}
 
         def ignore(n: TfNode) -> bool:
-            if not n.device:
+            dev = n.device
+            if not dev:
                 return False
-            reg = regs.get(device_type(n.device) or "")
-            return reg is None or reg.cluster_resource_variable_ops_unsafely
+            hit = ignored_device.get(dev)
+            if hit is None:
+                reg = regs.get(device_type(dev) or "")
+                hit = ignored_device[dev] = reg is None or reg.cluster_resource_variable_ops_unsafely
+            return hit
 
+        calls: dict[int, bool] = {}  # node id -> may_call_function, as unsafe_resource_pairs found it
         self.unsafe = (set() if self.flags.disable_resource_variable_safety_checks_for_debugging
-                       else unsafe_resource_pairs(g, self.fns, ignore))
-        self.unsafe_from: dict[int, set[int]] = {}
+                       else unsafe_resource_pairs(g, self.fns, ignore, calls=calls))
+        unsafe_from = self.unsafe_from = {}
         for r1, r2 in self.unsafe:
-            self.unsafe_from.setdefault(r1, set()).add(r2)
-        self.uf = [UnionFind(None) for _ in range(g.num_node_ids)]
+            got = unsafe_from.get(r1)
+            if got is None:
+                unsafe_from[r1] = {r2}
+            else:
+                got.add(r2)
+        self.clusters_of = cl = [None] * g.num_node_ids
+        self._dkeys: dict[tuple, int] = {}  # see _device_key
+        self.max_cluster_size = self.flags.max_cluster_size
+        # per-value work done once per distinct op / device
+        sizes: dict[str, tuple[int, bool]] = {}
+        # (device, is a resource op) -> (devices, resource_op_device, dkey); the devices list is
+        # shared (Cluster.merge makes a new one when it changes)
+        per_device: dict[tuple[str, bool], tuple] = {}
+        scope_key = INTERNAL_SCOPE_ATTR if self.level != OFF else SCOPE_ATTR
+        fns = self.fns
+        input_types = self.input_types
+        output_types = self.output_types
+        explicit = self.explicit
+        dt_resource = optypes.DT_RESOURCE
+        predicate = deadness.control_predicate if deadness is not None else None
         for n in cands:
+            nid = n.id
+            op = n.op
             c = Cluster()
-            c.cycles_id = n.id
-            c.first_node = n.id
+            c.cycles_id = nid
+            c.first_node = nid
             c.size = 1
-            c.effective_size = effective_size((n.op,))
-            c.has_functional_control_flow = n.op in WHILE_OPS or n.op in IF_OPS
-            dev = self.device_id(n.device)
-            c.devices = [dev]
-            is_resource = optypes.DT_RESOURCE in self.input_types(n) or optypes.DT_RESOURCE in self.output_types(n)
-            c.resource_op_device = dev if is_resource else None
-            c.resource_ids = [n.id] if (is_resource or may_call_function(n, self.fns)) else []
-            c.resource_set = set(c.resource_ids)
-            # resource ops this cluster may not absorb: union of unsafe successors of its members
-            c.forbidden = set(self.unsafe_from.get(n.id, ())) if c.resource_ids else set()
-            c.deadness = deadness.control_predicate(n.id) if deadness is not None else None
-            c.explicit = self.explicit(n)
-            key = INTERNAL_SCOPE_ATTR if self.level != OFF else SCOPE_ATTR
-            scope = n.attr[key].s.decode() if key in n.attr else ""
+            per_op = sizes.get(op)
+            if per_op is None:
+                per_op = sizes[op] = (effective_size((op,)), op in WHILE_OPS or op in IF_OPS)
+            c.effective_size, c.has_functional_control_flow = per_op
+            is_resource = dt_resource in input_types(n) or dt_resource in output_types(n)
+            per_dev = per_device.get((n.nodedef.device, is_resource))
+            if per_dev is None:
+                dev = self.device_id(n.nodedef.device)
+                c.devices = [dev]
+                c.resource_op_device = dev if is_resource else None
+                per_dev = per_device[(n.nodedef.device, is_resource)] = (c.devices, c.resource_op_device,
+                                                                         self._device_key(c))
+            c.devices, c.resource_op_device, c.dkey = per_dev
+            if is_resource:
+                calls_fn = True
+            else:
+                calls_fn = calls.get(nid)
+                if calls_fn is None:
+                    calls_fn = may_call_function(n, fns)
+            if calls_fn:
+                c.resource_ids = [nid]
+                c.resource_set = {nid}
+                # resource ops this cluster may not absorb: union of unsafe successors of its members
+                c.forbidden = set(unsafe_from.get(nid, ()))
+            else:
+                c.resource_ids = []
+                c.resource_set = set()
+                c.forbidden = set()
+            c.deadness = predicate(nid) if predicate is not None else None
+            attrs = n.nodedef.attr
+            # explicit() reads these two attrs, of the node or of the function it calls
+            c.explicit = (explicit(n) if op in fns or COMPILE_ATTR in attrs or MUST_COMPILE_ATTR in attrs
+                          else False)
+            scope = attrs[scope_key].s.decode() if scope_key in attrs else ""
             c.scope = scope or None
-            self.uf[n.id].set(c)
+            c.fwd = None
+            cl[nid] = c
 
     # -- contraction ---------------------------------------------------------------------------
+    # TF keeps a UnionFind<Cluster*> per node; its merges always keep the first argument's
+    # value. The same answers come from one Cluster (or None) per node id in ``self.clusters_of``
+    # plus a forwarding pointer (``Cluster.fwd``) from each cluster absorbed by a contraction to
+    # the one that absorbed it: a node's cluster is the end of that chain (compressed on the way).
     def cluster_for(self, v: int) -> Cluster | None:
-        if v >= self.g.num_node_ids or self.g.nodes[v] is None:
-            return None
-        return self.uf[v].get()
+        cl = self.clusters_of
+        c = cl[v] if v < len(cl) else None
+        if c is None or c.fwd is None:
+            return c
+        return self._forwarded(v)
+
+    def _forwarded(self, v: int) -> Cluster:
+        """The live cluster of node ``v`` whose recorded cluster was absorbed (path compression)."""
+        cl = self.clusters_of
+        c = root = cl[v]
+        while root.fwd is not None:
+            root = root.fwd
+        while c.fwd is not None and c.fwd is not root:
+            c.fwd, c = root, c.fwd
+        cl[v] = root
+        return root
 
     def devices_compatible(self, a: Cluster, b: Cluster) -> bool:
         """TF's ``AreDevicesCompatible`` (memoized on the device sets involved)."""
-        key = (tuple(a.devices), a.resource_op_device, tuple(b.devices), b.resource_op_device)
+        key = (a.dkey, b.dkey)
         hit = self._compat_cache.get(key)
         if hit is None:
             devs = sorted(set(a.devices) | set(b.devices))
@@ -491,6 +579,15 @@ class MarkForCompilation:
             self._compat_cache[key] = hit
         return hit
 
+    def _device_key(self, c: Cluster) -> int:
+        """A small int standing for ``(c.devices, c.resource_op_device)``: what
+        :meth:`devices_compatible` depends on."""
+        k = (tuple(c.devices), c.resource_op_device)
+        i = self._dkeys.get(k)
+        if i is None:
+            i = self._dkeys[k] = len(self._dkeys)
+        return i
+
     def only_node(self, c: Cluster) -> TfNode | None:
         return self.g.nodes[c.cycles_id] if c.size == 1 else None
 
@@ -502,7 +599,7 @@ class MarkForCompilation:
 
     def is_scalar_integer_resource_operation(self, c: Cluster) -> bool:
         n = self.only_node(c)
-        if n is None or n.op not in ("AssignAddVariableOp", "AssignSubVariableOp"):
+        if n is None or n.op not in SCALAR_INTEGER_UPDATE_OPS:
             return False
         if "dtype" not in n.attr or not _is_integer(n.attr["dtype"].type):
             return False
@@ -520,32 +617,35 @@ class MarkForCompilation:
         return False
 
     def try_contract(self, phase: int, a: Cluster, b: Cluster) -> bool:
+        """TF's ``TryToContractEdge``: merge ``b`` into ``a`` unless a rule refuses (recorded)."""
         if a.deadness is not b.deadness:
             pa, pb = a.deadness.text(), b.deadness.text()
             return self._refuse(phase, a, b, Code.MERGE_DEADNESS, f"the two nodes have mismatching deadness: {pa} and {pb}",
                                 from_predicate=pa, to_predicate=pb)
-        if not self.devices_compatible(a, b):
+        hit = self._compat_cache.get((a.dkey, b.dkey))
+        if not (hit if hit is not None else self.devices_compatible(a, b)):
             return self._refuse(phase, a, b, Code.MERGE_DEVICES, "the two nodes have incompatible devices",
                                 from_devices=[self.device_names[d] for d in a.devices],
                                 to_devices=[self.device_names[d] for d in b.devices])
         if a.scope is not None and b.scope is not None and a.scope != b.scope:
             return self._refuse(phase, a, b, Code.MERGE_SCOPE, "the two nodes have mismatching XLA scopes",
                                 from_scope=a.scope, to_scope=b.scope)
-        if a.size + b.size > self.flags.max_cluster_size:
+        if a.size + b.size > self.max_cluster_size:
             return self._refuse(phase, a, b, Code.MERGE_MAX_SIZE, "the new cluster will be larger than the max cluster size",
-                                size=a.size + b.size, max_cluster_size=self.flags.max_cluster_size)
+                                size=a.size + b.size, max_cluster_size=self.max_cluster_size)
         # With one device in the whole graph every device check passes: skip the
         # (quadratic) scan over the target's predecessors.
-        for p in (list(self.cycles.predecessors(b.cycles_id)) if len(self.device_names) > 1 else ()):
-            cp = self.cluster_for(p)
-            if cp is not None and (not self.devices_compatible(b, cp) or not self.devices_compatible(a, cp)):
-                return self._refuse(phase, a, b, Code.MERGE_CROSS_DEVICE,
-                                    "the new cluster will introduce a cross device dependency",
-                                    via=self.g.nodes[cp.cycles_id].name)
+        if len(self.device_names) > 1:
+            for p in list(self.cycles.predecessors(b.cycles_id)):
+                cp = self.cluster_for(p)
+                if cp is not None and (not self.devices_compatible(b, cp) or not self.devices_compatible(a, cp)):
+                    return self._refuse(phase, a, b, Code.MERGE_CROSS_DEVICE,
+                                        "the new cluster will introduce a cross device dependency",
+                                        via=self.g.nodes[cp.cycles_id].name)
         # TF checks every (r1 in from, r2 in to) pair against the unsafe set; equivalently,
         # `to` holds a resource op that some member of `from` forbids.
-        if (not self.flags.disable_resource_variable_safety_checks_for_debugging and a.forbidden
-                and b.resource_set and not a.forbidden.isdisjoint(b.resource_set)):
+        if (a.forbidden and b.resource_set and not self.flags.disable_resource_variable_safety_checks_for_debugging
+                and not a.forbidden.isdisjoint(b.resource_set)):
             r1, r2 = self._unsafe_pair(a, b)
             nodes = self.g.nodes
             return self._refuse(phase, a, b, Code.MERGE_RESOURCE,
@@ -559,9 +659,13 @@ class MarkForCompilation:
             if self.explain_cycles:
                 ev["path"] = self.describe_cycle(ida, idb)
             return self._refuse(phase, a, b, Code.MERGE_CYCLE, "contracting the edge would create a cycle", **ev)
+        same_devices = a.dkey == b.dkey
         a.merge(b)
+        if not same_devices:
+            a.dkey = self._device_key(a)
         a.cycles_id = survivor
-        self.uf[ida].merge(self.uf[idb])
+        b.fwd = a
+        self.clusters_of[survivor] = a
         return True
 
     def _unsafe_pair(self, a: Cluster, b: Cluster) -> tuple[int, int]:
@@ -574,38 +678,65 @@ class MarkForCompilation:
                         return r1, r2
         raise AssertionError("no unsafe pair")
 
-    def for_each_edge_in_post_order(self, phase: int, fn) -> bool:
+    def for_each_edge_in_post_order(self, phase: int) -> bool:
+        """TF's ``ForEachEdgeInPostOrder`` with one phase's filter and ``TryToContractEdge``:
+        for each cycle-graph node in post order (taken once, at the start) with a cluster ``a``,
+        for each successor in ``a``'s out-sequence as it is before the first contraction (a
+        copy), try to merge the successor's cluster into ``a``. True if anything merged.
+
+        Phase 0 only absorbs single ``Shape``/``Rank``/``Size`` nodes; phase 1 skips sink-like
+        targets and scalar integer resource updates as the source; phases 2 and 3 take every
+        edge."""
         changed = False
         cycles = self.cycles
+        successors = cycles.successors
+        cl = self.clusters_of
+        ncl = len(cl)
+        forwarded = self._forwarded
+        try_contract = self.try_contract
+        nodes = self.g.nodes
+        # phase 0 can only absorb a node of this set (a single-node cluster is its node's own):
+        # a node none of whose successors is in it has nothing to try
+        shape_consumers = {c.cycles_id for c in cl if c is not None and c.size == 1
+                           and nodes[c.cycles_id].op in SHAPE_CONSUMER_OPS} if phase == 0 else None
         for v in cycles.all_nodes_in_post_order():
-            a = self.cluster_for(v)
+            if v >= ncl:
+                continue
+            a = cl[v]
             if a is None:
                 continue
-            for w in list(cycles.successors(a.cycles_id)):
-                b = self.cluster_for(w)
+            if a.fwd is not None:
+                a = forwarded(v)
+            succ = successors(a.cycles_id)
+            if phase == 0 and shape_consumers.isdisjoint(succ):
+                continue
+            for w in list(succ):
+                if w >= ncl:
+                    continue
+                b = cl[w]
                 if b is None:
                     continue
-                if fn(a, b):
+                if b.fwd is not None:
+                    b = forwarded(w)
+                if phase == 0:
+                    if b.size != 1 or nodes[b.cycles_id].op not in SHAPE_CONSUMER_OPS:
+                        continue
+                elif phase == 1:
+                    if b.size == 1 and self.is_sink_like(b):
+                        continue
+                    if (a.size == 1 and nodes[a.cycles_id].op in SCALAR_INTEGER_UPDATE_OPS
+                            and self.is_scalar_integer_resource_operation(a)):
+                        continue
+                if try_contract(phase, a, b):
                     changed = True
         return changed
 
     def contract(self) -> None:
-        def phase0(a, b):
-            n = self.only_node(b)
-            if n is None or n.op not in SHAPE_CONSUMER_OPS:
-                return False
-            return self.try_contract(0, a, b)
-
-        def phase1(a, b):
-            if self.is_sink_like(b) or self.is_scalar_integer_resource_operation(a):
-                return False
-            return self.try_contract(1, a, b)
-
-        self.for_each_edge_in_post_order(0, phase0)
-        self.for_each_edge_in_post_order(1, phase1)
-        self.for_each_edge_in_post_order(2, lambda a, b: self.try_contract(2, a, b))
+        self.for_each_edge_in_post_order(0)
+        self.for_each_edge_in_post_order(1)
+        self.for_each_edge_in_post_order(2)
         n_refusals = len(self.result.refusals)
-        if self.for_each_edge_in_post_order(3, lambda a, b: self.try_contract(3, a, b)):
+        if self.for_each_edge_in_post_order(3):
             raise JitsimError("internal: edge contraction did not reach a fixed point (TF would fail here too)")
         # the idempotence sweep repeats phase 2's refusals; keep only the real phases
         del self.result.refusals[n_refusals:]
@@ -660,51 +791,70 @@ class MarkForCompilation:
         return self._should_compile_cache[key]
 
     def create_clusters(self, cands: list[TfNode]) -> None:
+        """TF's ``CreateClusters``: the ``Fill`` declustering, then per candidate in id order
+        its cluster's name (numbered on first use) or why it stays out."""
         nodes = self.g.nodes
-        declustered = set()
+        cluster_for = self.cluster_for
+        cl = self.clusters_of
+        forwarded = self._forwarded
+        of = []  # each candidate's cluster after contraction (cluster_for, inlined)
         for n in cands:
+            c = cl[n.id]
+            of.append(c if c.fwd is None else forwarded(n.id))
+        declustered = set()
+        for n, c in zip(cands, of):
             if n.op != "Fill":
                 continue
-            c = self.uf[n.id].get()
             outs = [e.dst for e in n.out_edges.values()]
-            if outs and all(self.uf[d].get() is not c for d in outs):
+            if outs and all(cluster_for(d) is not c for d in outs):
                 declustered.add(n.id)
         fp = self.fingerprint() if self.flags.deterministic_cluster_names else 0
         names: dict[int, str] = {}
-        members: dict[int, list[TfNode]] = {}
-        for n in cands:
-            c = self.uf[n.id].get()
-            members.setdefault(id(c), []).append(n)
-            self.result.groups[n.name] = nodes[c.cycles_id].name
+        encoded: dict[int, bytes] = {}
+        groups = self.result.groups
+        for n, c in zip(cands, of):
+            groups[n.name] = nodes[c.cycles_id].name
         names_of: dict[int, list[str]] = {}
 
         def member_names(c) -> list[str]:  # one list per cluster, shared by its members' records
-            got = names_of.get(id(c))
-            if got is None:
-                got = names_of[id(c)] = [m.name for m in members[id(c)]]
-            return got
-        for n in cands:
-            c = self.uf[n.id].get()
+            if not names_of:  # (made on first use: only clusters too small need them)
+                for m, mc in zip(cands, of):
+                    got = names_of.get(id(mc))
+                    if got is None:
+                        names_of[id(mc)] = [m.name]
+                    else:
+                        got.append(m.name)
+            return names_of[id(c)]
+        decisions = self.result.decisions
+        clusters = self.result.clusters
+        min_size = self.flags.min_cluster_size
+        should_compile_cluster = self.should_compile_cluster
+        compiles = self._should_compile_cache
+        for n, c in zip(cands, of):
             info = {"cluster_size": c.size, "effective_size": c.effective_size}
-            if not self.should_compile_cluster(c):
+            ok = compiles.get(id(c))
+            if not (ok if ok is not None else should_compile_cluster(c)):
                 self.decide(n, Code.CLUSTER_NOT_COMPILED, "Not compiling cluster", **info)
                 continue
-            if n.id in declustered:
+            if declustered and n.id in declustered:
                 self.decide(n, Code.FILL_DECLUSTERED, "Fill with no consumer in its cluster",
                             consumers=sorted(nodes[e.dst].name for e in n.out_edges.values()))
                 continue
-            if (c.effective_size >= self.flags.min_cluster_size or c.has_functional_control_flow or c.explicit):
-                name = names.get(c.cycles_id)
+            if (c.effective_size >= min_size or c.has_functional_control_flow or c.explicit):
+                cid = c.cycles_id
+                name = names.get(cid)
                 if name is None:
                     prefix = f"{self.session.cluster_name_prefix}_" if self.session.cluster_name_prefix else "cluster_"
                     if self.flags.deterministic_cluster_names:
                         prefix += f"{fp}_"
-                    name = names[c.cycles_id] = prefix + str(self.state.next_cluster_number(fp))
-                    self.result.clusters[name] = []
-                n.attr[CLUSTER_ATTR].s = name.encode()
-                n.attr[ALREADY_CLUSTERED_ATTR].b = True
-                self.result.clusters[name].append(n.name)
-                self.decide(n, Code.CLUSTERED, name, cluster=name, **info)
+                    name = names[cid] = prefix + str(self.state.next_cluster_number(fp))
+                    encoded[cid] = name.encode()
+                    clusters[name] = []
+                attrs = n.nodedef.attr
+                attrs[CLUSTER_ATTR].s = encoded[cid]
+                attrs[ALREADY_CLUSTERED_ATTR].b = True
+                clusters[name].append(n.name)
+                decisions[n.name] = NodeDecision(Code.CLUSTERED, name, {"cluster": name, **info})
             else:
                 self.decide(n, Code.CLUSTER_TOO_SMALL,
                             f"effective size {c.effective_size} < --tf_xla_min_cluster_size={self.flags.min_cluster_size}",
