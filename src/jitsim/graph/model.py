@@ -22,7 +22,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 from typing import TYPE_CHECKING, Iterable, Iterator
 from jitsim.defs import CLUSTER_ATTR
 
@@ -38,27 +38,19 @@ CONTROL = -1
 NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
 
 
-@dataclass(frozen=True)
-class Edge:
-    src: str
-    dst: str
-    src_output: int
-    dst_input: int
+class Edge(namedtuple("Edge", ("src", "dst", "src_output", "dst_input"))):
+    """One data or control dependency (immutable; compared and hashed by its fields). A
+    tuple: a graph of 1M nodes holds millions of them."""
+
+    __slots__ = ()
 
     @property
     def is_control(self) -> bool:
-        return self.dst_input == CONTROL
-
-    @classmethod
-    def _make(cls, src: str, dst: str, src_output: int, dst_input: int) -> "Edge":
-        """``Edge(...)`` without the frozen dataclass's per-field ``object.__setattr__``
-        (graphs of 100k nodes make hundreds of thousands)."""
-        e = _new(cls)
-        e.__dict__.update(src=src, dst=dst, src_output=src_output, dst_input=dst_input)
-        return e
+        return self[3] == CONTROL
 
 
-_new = object.__new__
+# Edge(src, dst, src_output, dst_input) without a Python-level __new__: _new_edge(Edge, (...))
+_new_edge = tuple.__new__
 
 
 def parse_input(ref: str) -> tuple[str, int]:
@@ -183,7 +175,7 @@ class Graph:
             names.append(name)
         # in-edges per node: data inputs by slot, then control inputs, as in the NodeDef
         self._in: dict[str, list[Edge]] = {}
-        new_edge = Edge._make
+        new_edge = _new_edge
         # a ref that is a node's name is output 0 of it, unless some name itself looks like a
         # ref ("a:1", "^a": names TF refuses, read as parse_input reads them)
         plain = nodes if not any(":" in n or n.startswith("^") for n in names) else {}
@@ -192,16 +184,16 @@ class Graph:
             lst = []
             for ref in nd.input:
                 if ref in plain:  # the common case: output 0 of a node
-                    lst.append(new_edge(ref, name, 0, slot))
+                    lst.append(new_edge(Edge, (ref, name, 0, slot)))
                     slot += 1
                     continue
                 src, out = parse_input(ref)
                 if src not in nodes:
                     raise GraphError(f"node {name!r} has input {ref!r}, which names no node", source)
                 if out == CONTROL:
-                    lst.append(new_edge(src, name, CONTROL, CONTROL))
+                    lst.append(new_edge(Edge, (src, name, CONTROL, CONTROL)))
                 else:
-                    lst.append(new_edge(src, name, out, slot))
+                    lst.append(new_edge(Edge, (src, name, out, slot)))
                     slot += 1
             self._in[name] = lst
         self._out: dict[str, list[Edge]] | None = None
@@ -217,6 +209,24 @@ class Graph:
             graphdef.SerializeToString()
         )
         return cls(gd, source=source, validate=validate)
+
+    @classmethod
+    def derived(cls, graphdef, names: list[str], in_edges: dict[str, list[Edge]], *,
+                source: str | None = None) -> "Graph":
+        """A graph over ``graphdef`` whose nodes are named ``names`` (in its order) and whose
+        in-edges are ``in_edges`` (node name -> edges, as :meth:`in_edges` gives them), known
+        already from the graph it was derived from: what ``Graph(graphdef, validate=False)``
+        would build, without reading every input again."""
+        g = cls.__new__(cls)
+        g.graphdef = graphdef
+        g.source = source
+        g.collections = {}
+        g.signature_io = None
+        g.nodes = {name: Node(nd, i) for i, (name, nd) in enumerate(zip(names, graphdef.node))}
+        g._in = in_edges
+        g._out = None
+        g._nx = None
+        return g
 
     @classmethod
     def from_nodes(cls, spec: Iterable[tuple], device: str = "") -> "Graph":

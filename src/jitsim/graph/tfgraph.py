@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Iterator
 
 from jitsim.errors import GraphError
 from jitsim.registry import protos
-from jitsim.graph.model import CONTROL, Graph, parse_input
+from jitsim.graph.model import CONTROL, Graph
 from jitsim.defs import XLA_MERGE_OP
 
 SOURCE_ID = 0
@@ -73,6 +73,10 @@ class TfEdge:
 
 def _first(pair):
     return pair[0]
+
+
+def _index(node):
+    return node.index
 
 
 class TfNode:
@@ -167,25 +171,37 @@ class TfGraph:
     def from_graph(cls, graph: Graph, *, fixup: bool = True) -> "TfGraph":
         """TF's ``Graph`` for a GraphDef as TF dumps it (node order = TF id order)."""
         tg = cls(library=graph.graphdef.library, versions=graph.graphdef.versions)
-        order = sorted(graph.nodes.values(), key=lambda n: n.index)
-        for n in order:
-            tg.add_node(n.nodedef)
-        back = []
+        order = sorted(graph.nodes.values(), key=_index)
+        nodes = tg.nodes
         by_name = tg.by_name
         for n in order:
-            dst = by_name[n.name]
-            slot = 0
-            for ref in n.nodedef.input:
-                src_name, out = parse_input(ref)
-                src = by_name[src_name]
-                if out == CONTROL:
-                    tg.add_edge(src, CONTROL, dst, CONTROL)
+            nd = n.nodedef
+            name = nd.name
+            if name in by_name:
+                raise GraphError(f"duplicate node name {name!r}")
+            nid = len(nodes)
+            nodes.append(TfNode(nid, name, nd.op, nd))
+            by_name[name] = nid
+        # the edges as TF's importer makes them: node by node, each node's inputs in NodeDef
+        # order (the Graph model's in-edges), NextIteration -> Merge back edges last
+        edges = tg.edges_by_id
+        back = []
+        ins = graph._in
+        for n in order:
+            dst_node = nodes[by_name[n.name]]
+            dst = dst_node.id
+            dst_in = dst_node.in_edges
+            merge = dst_node.op in MERGE_OPS
+            for e in ins[n.name]:
+                src_node = nodes[by_name[e.src]]
+                if merge and e.dst_input != CONTROL and src_node.op in NEXT_ITERATION_OPS:
+                    back.append((src_node.id, e.src_output, dst, e.dst_input))
                     continue
-                if tg.nodes[src].op in NEXT_ITERATION_OPS and n.op in MERGE_OPS:
-                    back.append((src, out, dst, slot))
-                else:
-                    tg.add_edge(src, out, dst, slot)
-                slot += 1
+                eid = len(edges)
+                te = TfEdge(eid, src_node.id, e.src_output, dst, e.dst_input)
+                edges.append(te)
+                src_node.out_edges[eid] = te
+                dst_in[eid] = te
         for src, out, dst, slot in back:
             tg.add_edge(src, out, dst, slot)
         if fixup:
@@ -278,6 +294,7 @@ CLONE_NAME_RE = re.compile(r"^(.*)/clone_\d+$")
 REPLICA_NAME_RE = re.compile(r"^(.*)/replicate/_\d+$")
 _FEED_FETCH = (("_Arg", "_arg_"), ("_Retval", "_retval_"), ("_Recv", "_recv_"), ("_Send", "_send_"))
 _FETCH = (("_Retval", "_retval_"), ("_Send", "_send_"))
+_FEED_FETCH_PREFIX = dict(_FEED_FETCH)  # each op has one prefix
 
 
 def _is_replica(n: TfNode) -> bool:
@@ -292,13 +309,15 @@ def _created_after_construction(g: TfGraph, n: TfNode) -> bool:
 
 def _added_after_construction(op: str, name: str, names, *, replicas: bool = True) -> bool:
     """:func:`_created_after_construction` by op and name; ``names``: the graph's node names."""
-    if any(op == o and name.startswith(prefix) for o, prefix in _FEED_FETCH):
+    prefix = _FEED_FETCH_PREFIX.get(op)
+    if prefix is not None and name.startswith(prefix):
         return True
-    if replicas and op in CONSTANT_OPS and REPLICA_NAME_RE.match(name):
-        return True
-    m = CLONE_NAME_RE.match(name)
-    if m and op in CONSTANT_OPS and m.group(1) in names:
-        return True
+    if op in CONSTANT_OPS:
+        if replicas and REPLICA_NAME_RE.match(name):
+            return True
+        m = CLONE_NAME_RE.match(name)
+        if m and m.group(1) in names:
+            return True
     return "/static_shaped_slice" in name
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from jitsim.errors import GraphError
 from jitsim.registry import protos
-from jitsim.graph.model import Graph, parse_input
+from jitsim.graph.model import CONTROL, Edge, Graph, parse_input
 from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, TfNode
 
 INPLACE_OPS = ("InplaceUpdate", "InplaceAdd", "InplaceSub")
@@ -75,26 +75,41 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
     """
     nodes = graph.nodes
     clones = {}
-    for name, n in nodes.items():
+    for name in nodes:
+        if "/clone_" not in name:  # what CLONE_NAME_RE needs, checked first
+            continue
         m = CLONE_NAME_RE.match(name)
+        n = nodes[name]
         if m and n.op in CONSTANT_OPS and m.group(1) in nodes and nodes[m.group(1)].op == n.op:
             clones[name] = m.group(1)
     if not clones:
         return graph, []
+    # the GraphDef without the clones: one copy of the whole proto, the clones deleted (each
+    # node of the model is the GraphDef's node at its index)
     gd = protos.GraphDef()
-    for fd, value in graph.graphdef.ListFields():  # everything but the nodes
-        if fd.name == "node":
-            continue
-        if fd.message_type is not None:
-            getattr(gd, fd.name).CopyFrom(value)
+    gd.CopyFrom(graph.graphdef)
+    gd_nodes = gd.node
+    for i in sorted((nodes[c].index for c in clones), reverse=True):
+        del gd_nodes[i]
+    # the kept nodes' in-edges: the same edges where a node neither reads a clone nor repeats a
+    # control input; else its inputs rewritten (a clone's name -> its original's, a repeated
+    # control input dropped), in the NodeDef and in the edges alike
+    ins = graph._in
+    kept = [name for name, n in sorted(nodes.items(), key=_index) if name not in clones]
+    new_in: dict[str, list] = {}
+    for i, name in enumerate(kept):
+        lst = ins[name]
+        control = 0
+        for e in lst:
+            if e.src in clones:
+                break
+            if e.dst_input == CONTROL:
+                control += 1
         else:
-            setattr(gd, fd.name, value)
-    add = gd.node.add
-    for n in sorted(nodes.values(), key=lambda n: n.index):
-        if n.name in clones:
-            continue
-        nd = add()
-        nd.CopyFrom(n.nodedef)
+            if control < 2:
+                new_in[name] = lst
+                continue
+        nd = gd_nodes[i]
         inputs = list(nd.input)
         new_inputs, seen_ctrl = [], set()
         for ref in inputs:
@@ -107,7 +122,20 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
                     continue
                 seen_ctrl.add(ref)
             new_inputs.append(ref)
-        if new_inputs != inputs:  # most nodes neither read a clone nor repeat a control input
+        if new_inputs != inputs:
             del nd.input[:]
             nd.input.extend(new_inputs)
-    return Graph(gd, source=graph.source, validate=False), sorted(clones)
+        edges, seen = [], set()
+        for e in lst:
+            src = clones.get(e.src, e.src)
+            if e.dst_input == CONTROL:
+                if src in seen:
+                    continue
+                seen.add(src)
+            edges.append(e if src == e.src else Edge(src, e.dst, e.src_output, e.dst_input))
+        new_in[name] = edges
+    return Graph.derived(gd, kept, new_in, source=graph.source), sorted(clones)
+
+
+def _index(item) -> int:
+    return item[1].index
