@@ -116,6 +116,7 @@ class TfGraph:
         self.nodes: list[TfNode | None] = []
         self.edges_by_id: list[TfEdge | None] = []
         self.by_name: dict[str, int] = {}
+        self._name_rank: tuple[int, list[int]] | None = None  # dfs's name order (_name_ranks)
         self.library = library if library is not None else protos.FunctionDefLibrary()
         self.versions = versions
         self._add(TfNode(SOURCE_ID, "_SOURCE", "NoOp", None))
@@ -549,7 +550,33 @@ EdgeFilter = Callable[[TfEdge], bool]
 def not_back_edge(g: TfGraph) -> EdgeFilter:
     """TF's ``NotBackedge``: drop edges whose source is a NextIteration."""
     nodes = g.nodes
-    return lambda e: nodes[e.src].op not in NEXT_ITERATION_OPS
+
+    def keep(e: TfEdge) -> bool:
+        return nodes[e.src].op not in NEXT_ITERATION_OPS
+
+    keep.not_back_edge = g  # dfs applies this filter without calling it
+    return keep
+
+
+def _name_ranks(g: TfGraph) -> list[int]:
+    """Per node id, the rank of its name among all names (equal names, equal ranks): sorting
+    node ids by it is sorting them by name. Kept until the graph gains nodes (names never
+    change; removed nodes are never reached)."""
+    nodes = g.nodes
+    got = g._name_rank
+    if got is not None and got[0] == len(nodes):
+        return got[1]
+    names = ["" if n is None else n.name for n in nodes]
+    rank = [0] * len(nodes)
+    r = -1
+    prev = None
+    for i in sorted(range(len(nodes)), key=names.__getitem__):
+        if names[i] != prev:
+            r += 1
+            prev = names[i]
+        rank[i] = r
+    g._name_rank = (len(nodes), rank)
+    return rank
 
 
 def dfs(
@@ -570,29 +597,45 @@ def dfs(
     """
     nodes = g.nodes
     visited = bytearray(len(nodes))
-    stack: list[tuple[int, bool]] = [(s, False) for s in start]
+    rank = _name_ranks(g).__getitem__ if by_name else None
+    # not_back_edge(g): no edge out of a NextIteration, decided once per node
+    no_back = edge_filter is not None and getattr(edge_filter, "not_back_edge", None) is g
+    if no_back:
+        edge_filter = None
+    # the stack holds node ids to enter and ~id (negative) for a node to leave
+    stack: list[int] = list(start)
+    pop, push = stack.pop, stack.append
     while stack:
-        nid, is_leave = stack.pop()
-        n = nodes[nid]
-        if is_leave:
-            leave(n)
+        nid = pop()
+        if nid < 0:
+            leave(nodes[~nid])
             continue
         if visited[nid]:
             continue
         visited[nid] = 1
+        n = nodes[nid]
         if enter is not None:
             enter(n)
         if leave is not None:
-            stack.append((nid, True))
+            push(~nid)
         if reverse:
-            nbrs = [e.src for e in n.in_edges.values() if edge_filter is None or edge_filter(e)]
+            if no_back:
+                nbrs = [e.src for e in n.in_edges.values() if nodes[e.src].op not in NEXT_ITERATION_OPS]
+            elif edge_filter is None:
+                nbrs = [e.src for e in n.in_edges.values()]
+            else:
+                nbrs = [e.src for e in n.in_edges.values() if edge_filter(e)]
+        elif edge_filter is None:
+            if no_back and n.op in NEXT_ITERATION_OPS:
+                continue
+            nbrs = [e.dst for e in n.out_edges.values()]
         else:
-            nbrs = [e.dst for e in n.out_edges.values() if edge_filter is None or edge_filter(e)]
-        if by_name and len(nbrs) > 1:
-            nbrs.sort(key=lambda i: nodes[i].name)
+            nbrs = [e.dst for e in n.out_edges.values() if edge_filter(e)]
+        if len(nbrs) > 1 and by_name:
+            nbrs.sort(key=rank)
         for m in nbrs:
             if not visited[m]:
-                stack.append((m, False))
+                push(m)
 
 
 def post_order(g: TfGraph, *, by_name: bool = False, edge_filter: EdgeFilter | None = None) -> list[TfNode]:

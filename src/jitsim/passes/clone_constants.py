@@ -41,10 +41,17 @@ def clone_constants_for_better_clustering(g: TfGraph) -> list[str]:
     name_set = set(g.by_name) | {"_SOURCE", "_SINK"}
     counter = 0
     made: list[str] = []
+    nodes = g.nodes
+    small: dict[int, bool] = {}  # node id -> a small constant (each node looked at once)
     for n in snapshot:
-        for e in sorted(n.in_edges.values(), key=lambda e: e.id):
-            c = g.nodes[e.src]
-            if not _is_small_constant(c) or len(c.out_edges) == 1:
+        # the in-edges in id order (a node's edge dict is in id order: ids only grow), taken
+        # before this node's edges change
+        for e in list(n.in_edges.values()):
+            c = nodes[e.src]
+            is_small = small.get(c.id)
+            if is_small is None:
+                is_small = small[c.id] = c.op in CONSTANT_OPS and _is_small_constant(c)
+            if not is_small or len(c.out_edges) == 1:
                 continue
             while True:
                 name = f"{c.name}/clone_{counter}"
