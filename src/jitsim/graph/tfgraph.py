@@ -160,13 +160,23 @@ class TfGraph:
 
     def fixup_source_and_sink_edges(self) -> None:
         """Link every parentless node to ``_SOURCE`` and every childless node to ``_SINK``."""
-        for n in list(self.nodes):
+        nodes = self.nodes
+        edges = self.edges_by_id
+        source, sink = nodes[SOURCE_ID], nodes[SINK_ID]
+        for n in list(nodes):
             if n is None:
                 continue
-            if n.id != SOURCE_ID and not n.in_edges:
-                self.add_control_edge(SOURCE_ID, n.id)
-            if n.id != SINK_ID and not n.out_edges:
-                self.add_control_edge(n.id, SINK_ID)
+            nid = n.id
+            if not n.in_edges and nid != SOURCE_ID:  # add_control_edge(SOURCE_ID, nid), inlined
+                e = TfEdge(len(edges), SOURCE_ID, CONTROL, nid, CONTROL)
+                edges.append(e)
+                source.out_edges[e.id] = e
+                n.in_edges[e.id] = e
+            if not n.out_edges and nid != SINK_ID:  # add_control_edge(nid, SINK_ID)
+                e = TfEdge(len(edges), nid, CONTROL, SINK_ID, CONTROL)
+                edges.append(e)
+                n.out_edges[e.id] = e
+                sink.in_edges[e.id] = e
 
     @classmethod
     def from_graph(cls, graph: Graph, *, fixup: bool = True) -> "TfGraph":
@@ -256,25 +266,36 @@ class TfGraph:
             nd = add()
             nd.CopyFrom(n.nodedef)
             data = []
-            ctrl = []
+            ctrl = None
+            ordered = True  # data edges met in slot order 0, 1, ...
             for e in n.in_edges.values():
-                src = nodes[e.src]
-                if e.dst_input == CONTROL:
-                    if src.id > SINK_ID:
-                        ctrl.append(src.name)
-                else:
-                    data.append((e.dst_input, src.name if e.src_output == 0 else f"{src.name}:{e.src_output}"))
-            # data inputs by slot (slots outside 0..k-1 left out, the last edge of a slot kept)
-            data.sort(key=_first)
-            k = len(data)
-            if any(slot != i for i, (slot, _) in enumerate(data)):
-                slots: list = [None] * k
-                for slot, ref in data:
-                    if 0 <= slot < k:
-                        slots[slot] = ref
-                inputs = [ref for ref in slots if ref is not None]
-            else:
+                slot = e.dst_input
+                if slot == CONTROL:
+                    if e.src > SINK_ID:
+                        if ctrl is None:
+                            ctrl = []
+                        ctrl.append(nodes[e.src].name)
+                    continue
+                name = nodes[e.src].name
+                if e.src_output:
+                    name = f"{name}:{e.src_output}"
+                if slot != len(data):
+                    ordered = False
+                data.append((slot, name))
+            if ordered:
                 inputs = [ref for _, ref in data]
+            else:
+                # data inputs by slot (slots outside 0..k-1 left out, the last edge of a slot kept)
+                data.sort(key=_first)
+                k = len(data)
+                if any(slot != i for i, (slot, _) in enumerate(data)):
+                    slots: list = [None] * k
+                    for slot, ref in data:
+                        if 0 <= slot < k:
+                            slots[slot] = ref
+                    inputs = [ref for ref in slots if ref is not None]
+                else:
+                    inputs = [ref for _, ref in data]
             if ctrl:
                 ctrl.sort()
                 inputs += ["^" + c for c in ctrl]
@@ -296,6 +317,8 @@ REPLICA_NAME_RE = re.compile(r"^(.*)/replicate/_\d+$")
 _FEED_FETCH = (("_Arg", "_arg_"), ("_Retval", "_retval_"), ("_Recv", "_recv_"), ("_Send", "_send_"))
 _FETCH = (("_Retval", "_retval_"), ("_Send", "_send_"))
 _FEED_FETCH_PREFIX = dict(_FEED_FETCH)  # each op has one prefix
+# the ops of the nodes _created_after_construction finds, but for IncreaseDynamism's slices
+_MAYBE_ADDED_OPS = CONSTANT_OPS | frozenset(_FEED_FETCH_PREFIX)
 
 
 def _is_replica(n: TfNode) -> bool:
@@ -484,7 +507,9 @@ def tfgraph_from_dump(graph, *, rebuilt: bool | None = None) -> TfGraph:
         rebuilt = is_rebuilt_graph(graph)
     # nodes LowerFunctionalOps and inlining made, on a graph TF never rebuilt
     lowered = set() if rebuilt else {n.id for n in base.op_nodes() if _LOWERED_RE.search(n.name)}
-    created = [n.id for n in base.op_nodes() if n.id in lowered or _created_after_construction(base, n)]
+    created = [n.id for n in base.op_nodes()
+               if n.id in lowered or ((n.op in _MAYBE_ADDED_OPS or "/static_shaped_slice" in n.name)
+                                      and _created_after_construction(base, n))]
     if not created:
         base.fixup_source_and_sink_edges()
         return base
