@@ -148,6 +148,34 @@ def set_attr_value(av, value) -> None:
         raise TypeError(f"unsupported attr value {value!r}")
 
 
+def _in_edges(graphdef, names: list[str], nodes: dict, source) -> dict[str, list[Edge]]:
+    """Node name -> its in-edges (data inputs by slot, then control inputs, as in the NodeDef)
+    for the nodes of ``graphdef``, whose names are ``names`` (in order)."""
+    ins: dict[str, list[Edge]] = {}
+    new_edge = _new_edge
+    # a ref that is a node's name is output 0 of it, unless some name itself looks like a
+    # ref ("a:1", "^a": names TF refuses, read as parse_input reads them)
+    plain = nodes if not any(":" in n or n.startswith("^") for n in names) else {}
+    for name, nd in zip(names, graphdef.node):
+        slot = 0
+        lst = []
+        for ref in nd.input:
+            if ref in plain:  # the common case: output 0 of a node
+                lst.append(new_edge(Edge, (ref, name, 0, slot)))
+                slot += 1
+                continue
+            src, out = parse_input(ref)
+            if src not in nodes:
+                raise GraphError(f"node {name!r} has input {ref!r}, which names no node", source)
+            if out == CONTROL:
+                lst.append(new_edge(Edge, (src, name, CONTROL, CONTROL)))
+            else:
+                lst.append(new_edge(Edge, (src, name, out, slot)))
+                slot += 1
+        ins[name] = lst
+    return ins
+
+
 class Graph:
     """A TensorFlow graph: nodes (``NodeDef``s in file order), edges, function library.
 
@@ -174,32 +202,27 @@ class Graph:
             nodes[name] = Node(nd, i)
             names.append(name)
         # in-edges per node: data inputs by slot, then control inputs, as in the NodeDef
-        self._in: dict[str, list[Edge]] = {}
-        new_edge = _new_edge
-        # a ref that is a node's name is output 0 of it, unless some name itself looks like a
-        # ref ("a:1", "^a": names TF refuses, read as parse_input reads them)
-        plain = nodes if not any(":" in n or n.startswith("^") for n in names) else {}
-        for name, nd in zip(names, graphdef.node):
-            slot = 0
-            lst = []
-            for ref in nd.input:
-                if ref in plain:  # the common case: output 0 of a node
-                    lst.append(new_edge(Edge, (ref, name, 0, slot)))
-                    slot += 1
-                    continue
-                src, out = parse_input(ref)
-                if src not in nodes:
-                    raise GraphError(f"node {name!r} has input {ref!r}, which names no node", source)
-                if out == CONTROL:
-                    lst.append(new_edge(Edge, (src, name, CONTROL, CONTROL)))
-                else:
-                    lst.append(new_edge(Edge, (src, name, out, slot)))
-                    slot += 1
-            self._in[name] = lst
+        self._in_store: dict[str, list[Edge]] | None = _in_edges(graphdef, names, nodes, source)
         self._out: dict[str, list[Edge]] | None = None
         self._nx = None
         if validate:
             self.check_acyclic()
+
+    @property
+    def _in(self) -> dict[str, list[Edge]]:
+        """Node name -> in-edges; rebuilt from the NodeDefs after :meth:`release_edges`."""
+        got = self._in_store
+        if got is None:
+            got = self._in_store = _in_edges(self.graphdef, list(self.nodes), self.nodes, self.source)
+        return got
+
+    def release_edges(self) -> None:
+        """Drop the edge index (and the views made from it) until it is asked for again: a
+        caller that has read the topology into another model (a TfGraph of 1M nodes) does not
+        keep two copies of it alive. The next query rebuilds it from the NodeDefs."""
+        self._in_store = None
+        self._out = None
+        self._nx = None
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -223,7 +246,7 @@ class Graph:
         g.collections = {}
         g.signature_io = None
         g.nodes = {name: Node(nd, i) for i, (name, nd) in enumerate(zip(names, graphdef.node))}
-        g._in = in_edges
+        g._in_store = in_edges
         g._out = None
         g._nx = None
         return g

@@ -75,8 +75,8 @@ def _first(pair):
     return pair[0]
 
 
-def _index(node):
-    return node.index
+def _index(item):
+    return item[1].index
 
 
 class TfNode:
@@ -182,12 +182,11 @@ class TfGraph:
     def from_graph(cls, graph: Graph, *, fixup: bool = True) -> "TfGraph":
         """TF's ``Graph`` for a GraphDef as TF dumps it (node order = TF id order)."""
         tg = cls(library=graph.graphdef.library, versions=graph.graphdef.versions)
-        order = sorted(graph.nodes.values(), key=_index)
+        order = sorted(graph.nodes.items(), key=_index)
         nodes = tg.nodes
         by_name = tg.by_name
-        for n in order:
+        for name, n in order:  # (the model's name strings, shared)
             nd = n.nodedef
-            name = nd.name
             if name in by_name:
                 raise GraphError(f"duplicate node name {name!r}")
             nid = len(nodes)
@@ -198,12 +197,12 @@ class TfGraph:
         edges = tg.edges_by_id
         back = []
         ins = graph._in
-        for n in order:
-            dst_node = nodes[by_name[n.name]]
+        for name, _ in order:
+            dst_node = nodes[by_name[name]]
             dst = dst_node.id
             dst_in = dst_node.in_edges
             merge = dst_node.op in MERGE_OPS
-            for e in ins[n.name]:
+            for e in ins[name]:
                 src_node = nodes[by_name[e.src]]
                 if merge and e.dst_input != CONTROL and src_node.op in NEXT_ITERATION_OPS:
                     back.append((src_node.id, e.src_output, dst, e.dst_input))

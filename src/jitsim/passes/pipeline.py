@@ -202,6 +202,12 @@ def _cluster_graph(graph: Graph, options: Options, state: ProcessState, timed) -
         rebuilt = is_rebuilt_graph(g)
     with timed("tfgraph_from_dump"):
         tg = tfgraph_from_dump(g, rebuilt=rebuilt)
+    # the passes read the TfGraph only: the Graph models' edge indexes (rebuilt if asked for
+    # again) and the unclone copy's model need not stay alive beside it
+    g.release_edges()
+    if g is not graph:
+        graph.release_edges()
+    del g
     device = options.device
     if device is not None:
         name = DEVICES.get(device, device)
