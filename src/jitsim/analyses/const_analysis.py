@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from jitsim.graph.model import Graph
-from jitsim.graph.tfgraph import CASE_OPS, IDENTITY_OPS, IF_OPS, WHILE_OPS, TfEdge, TfGraph, dfs, not_back_edge
+from jitsim.graph.tfgraph import CASE_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS, TfEdge, TfGraph, dfs
 
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 
@@ -188,5 +188,5 @@ class ConstAnalysis:
                 if not e.is_control and ok(e) and e.dst_input in wanted:
                     mark_through(e)
 
-        dfs(g, None, visit, by_name=True, edge_filter=not_back_edge(g))
+        dfs(g, None, visit, by_name=True, edge_filter=lambda e: nodes[e.src].op not in NEXT_ITERATION_OPS)
         return must

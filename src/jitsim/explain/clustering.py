@@ -40,7 +40,7 @@ SCHEMA = "jitsim.clustering/1"
 AUTO_EXPLAIN_CYCLES_NODES = 5000
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeRecord:
     """One node of the simulated graph and every decision made about it."""
 
