@@ -693,41 +693,42 @@ def control_flow_info(g: TfGraph) -> tuple[list[FrameInfo], list[str]]:
     attr, an ``Exit``'s successors return to the parent frame. Inconsistent frames raise.
     """
     nodes = g.nodes
-    info = [FrameInfo() for _ in nodes]
+    # FrameInfos are never changed once made: nodes of one frame share their frame's object
+    unset = FrameInfo()
+    info = [unset] * len(nodes)
     parent_of = [-1] * len(nodes)
     info[SOURCE_ID] = FrameInfo(SOURCE_ID, SOURCE_ID, "")
     ready = deque([SOURCE_ID])
     while ready:
         cur = nodes[ready.popleft()]
         ci = info[cur.id]
-        frame, parent, frame_name = ci.frame, ci.parent_frame, ci.frame_name
         if cur.op in EXIT_OPS:
-            pi = info[parent]
-            frame, parent, frame_name = pi.frame, pi.parent_frame, pi.frame_name
+            ci = info[ci.parent_frame]  # an Exit's successors are in the parent frame
+        frame_name = ci.frame_name
         for e in cur.out_edges.values():
-            out = nodes[e.dst]
-            if not out.is_op:
+            oid = e.dst
+            if oid <= SINK_ID:  # not an op
                 continue
-            oi = info[out.id]
-            visited = parent_of[out.id] != -1
+            out = nodes[oid]
+            visited = parent_of[oid] != -1
             if not visited:
-                parent_of[out.id] = cur.id
-                ready.append(out.id)
+                parent_of[oid] = cur.id
+                ready.append(oid)
             if out.op in ENTER_OPS:
                 if visited:
-                    if info[oi.parent_frame].frame_name != frame_name:
+                    if info[info[oid].parent_frame].frame_name != frame_name:
                         raise GraphError(f"node {out.name!r} enters from two different frames")
                 else:
                     name = out.attr["frame_name"].s.decode() if "frame_name" in out.attr else ""
                     if not name:
                         raise GraphError(f"Enter node {out.name!r} has no frame_name")
-                    info[out.id] = FrameInfo(out.id, frame, name)
+                    info[oid] = FrameInfo(oid, ci.frame, name)
             elif visited:
-                if oi.frame_name != frame_name:
+                if info[oid].frame_name != frame_name:
                     raise GraphError(
-                        f"node {out.name!r} is in two frames: {oi.frame_name!r} and {frame_name!r}"
+                        f"node {out.name!r} is in two frames: {info[oid].frame_name!r} and {frame_name!r}"
                     )
             else:
-                info[out.id] = FrameInfo(frame, parent, frame_name)
+                info[oid] = ci
     unreachable = [n.name for n in g.op_nodes() if parent_of[n.id] == -1]
     return info, unreachable

@@ -14,7 +14,7 @@ from __future__ import annotations
 from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.graph.model import CONTROL, Edge, Graph, parse_input
-from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, TfNode
+from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfEdge, TfGraph, TfNode
 
 INPLACE_OPS = ("InplaceUpdate", "InplaceAdd", "InplaceSub")
 
@@ -43,6 +43,8 @@ def clone_constants_for_better_clustering(g: TfGraph) -> list[str]:
     made: list[str] = []
     nodes = g.nodes
     small: dict[int, bool] = {}  # node id -> a small constant (each node looked at once)
+    templates: dict[int, object] = {}
+    edges = g.edges_by_id
     for n in snapshot:
         # the in-edges in id order (a node's edge dict is in id order: ids only grow), taken
         # before this node's edges change
@@ -58,19 +60,36 @@ def clone_constants_for_better_clustering(g: TfGraph) -> list[str]:
                 counter += 1
                 if name not in name_set:
                     break
+            template = templates.get(c.id)
+            if template is None:  # the constant without its inputs, copied once per constant
+                template = templates[c.id] = protos.NodeDef()
+                template.CopyFrom(c.nodedef)
+                del template.input[:]
             nd = protos.NodeDef()
-            nd.CopyFrom(c.nodedef)
-            del nd.input[:]
+            nd.CopyFrom(template)
             nd.name = name
             clone = g.add_node(nd)
-            for ie in sorted(c.in_edges.values(), key=lambda e: e.id):
-                g.add_edge(ie.src, ie.src_output, clone.id, ie.dst_input)
+            cid = clone.id
+            # the clone's edges as g.add_edge makes them (inlined: thousands of clones)
+            clone_in = clone.in_edges
+            for ie in list(c.in_edges.values()):  # in id order
+                eid = len(edges)
+                te = TfEdge(eid, ie.src, ie.src_output, cid, ie.dst_input)
+                edges.append(te)
+                nodes[ie.src].out_edges[eid] = te
+                clone_in[eid] = te
             if e.is_control:
-                g.add_control_edge(clone.id, n.id)
+                out = CONTROL
+                slot = CONTROL
             else:
+                out = 0
                 slot = e.dst_input
                 g.remove_edge(e)
-                g.add_edge(clone.id, 0, n.id, slot)
+            eid = len(edges)
+            te = TfEdge(eid, cid, out, n.id, slot)
+            edges.append(te)
+            clone.out_edges[eid] = te
+            n.in_edges[eid] = te
             made.append(name)
     return made
 
