@@ -35,7 +35,8 @@ from typing import Iterable, Sequence
 
 from jitsim.errors import GraphError
 from jitsim.registry import op_def
-from jitsim.graph.tfgraph import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SOURCE_ID, TfGraph, TfNode, control_flow_info
+from jitsim.graph.tfgraph import (ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID, SOURCE_ID, TfGraph, TfNode,
+                                  control_flow_info)
 
 CONTROL_SLOT = -1
 # the most characters of a predicate's text a message or record holds (Predicate.text)
@@ -480,6 +481,7 @@ class _Analysis:
         self.log: list[str] = []
         self.frame_to_merge: dict[str, int] = {}
         self._nout: dict[int, int] = {}
+        self._fixed_outputs: dict[str, int] = {}  # op -> output count, for ops whose count no attr sets
         self._functions: dict[str, int] | None = None
         self.cfi = None
 
@@ -487,9 +489,15 @@ class _Analysis:
     def num_outputs(self, n: TfNode) -> int:
         v = self._nout.get(n.id)
         if v is None:
-            if self._functions is None:
-                self._functions = _function_outputs(self.g)
-            v = self._nout[n.id] = num_outputs(self.g, n, self._functions)
+            v = self._fixed_outputs.get(n.op)
+            if v is None:
+                if self._functions is None:
+                    self._functions = _function_outputs(self.g)
+                v = num_outputs(self.g, n, self._functions)
+                od = op_def(n.op) if n.is_op else None
+                if od is not None and not any(a.number_attr or a.type_list_attr for a in od.output_arg):
+                    self._fixed_outputs[n.op] = v  # the same for every node of the op
+            self._nout[n.id] = v
         return v
 
     def is_next_iteration(self, nid: int) -> bool:
@@ -643,7 +651,19 @@ class _Analysis:
         self.set_pred(n, CONTROL_SLOT, p, revisit)
 
     def handle_generic(self, n: TfNode, revisit) -> None:
-        p = self.f.make_and(self.input_preds(n))
+        preds = self.input_preds(n)
+        p = preds[0] if preds else None
+        # every input alive under one predicate that is no And, or under #true: the And of
+        # them is that predicate, and making it creates nothing (make_and's first step)
+        if p is None or not (all(q is p for q in preds) and (p.kind != AND or not p.operands)):
+            p = self.f.make_and(preds)
+        nid = n.id
+        pm = self.pm
+        if revisit is None:  # the first visit: nothing to revisit, as set_pred does it
+            for i in range(self.num_outputs(n)):
+                pm[(nid, i)] = p
+            pm[(nid, CONTROL_SLOT)] = p
+            return
         for i in range(self.num_outputs(n)):
             self.set_pred(n, i, p, revisit)
         self.set_pred(n, CONTROL_SLOT, p, revisit)
@@ -674,15 +694,17 @@ class _Analysis:
         num_enters: dict[str, int] = {}
         num_exits: dict[str, int] = {}
         ready_inputs = [0] * len(nodes)
+        is_next_iteration = self.is_next_iteration
         for n in self.g.op_nodes():
-            name = cfi[n.id].frame_name
-            if self.is_root_enter(n):
-                num_enters[name] = num_enters.get(name, 0) + 1
-            elif self.is_root_exit(n):
-                num_exits[name] = num_exits.get(name, 0) + 1
-            if n.op in MERGE_OPS:
+            op = n.op
+            if op in ENTER_OPS or op in EXIT_OPS:
+                info = cfi[n.id]
+                if info.parent_frame == SOURCE_ID:  # a root Enter or Exit
+                    counts = num_enters if op in ENTER_OPS else num_exits
+                    counts[info.frame_name] = counts.get(info.frame_name, 0) + 1
+            elif op in MERGE_OPS:
                 for e in n.in_edges.values():
-                    if self.is_next_iteration(e.src):
+                    if is_next_iteration(e.src):
                         ready_inputs[n.id] += 1
         order: list[TfNode] = []
         ready: list[TfNode] = [nodes[SOURCE_ID]]
@@ -695,18 +717,21 @@ class _Analysis:
             order.append(cur)
             cur_is_ni = cur.op in NEXT_ITERATION_OPS
             for e in cur.out_edges.values():
-                out = nodes[e.dst]
+                oid = e.dst
+                out = nodes[oid]
                 if cur_is_ni and out.op in MERGE_OPS:
                     continue
-                ready_inputs[out.id] += 1
-                if not out.is_op:
+                k = ready_inputs[oid] = ready_inputs[oid] + 1
+                if oid <= SINK_ID:  # not an op
                     continue
-                if ready_inputs[out.id] != len(out.in_edges):
+                if k != len(out.in_edges):
                     continue
-                if self.is_root_enter(out):
-                    ready_enters.setdefault(cfi[out.id].frame_name, []).append(out)
-                elif self.is_root_exit(out):
-                    ready_exits.append(out)
+                op = out.op
+                if (op in ENTER_OPS or op in EXIT_OPS) and cfi[oid].parent_frame == SOURCE_ID:
+                    if op in ENTER_OPS:
+                        ready_enters.setdefault(cfi[oid].frame_name, []).append(out)
+                    else:
+                        ready_exits.append(out)
                 else:
                     ready.append(out)
             if head == len(ready):
@@ -753,7 +778,7 @@ class _Analysis:
             )
         self.cfi = cfi
         topo = self.frame_based_topological_order()
-        roots = [self.root_frame(n) for n in topo]
+        roots = [cfi[n.id].frame_name if cfi[n.id].parent_frame == SOURCE_ID else self.root_frame(n) for n in topo]
         start = 0
         while start < len(topo):
             name = roots[start]

@@ -40,7 +40,7 @@ SCHEMA = "jitsim.clustering/1"
 AUTO_EXPLAIN_CYCLES_NODES = 5000
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeRecord:
     """One node of the simulated graph and every decision made about it."""
 
@@ -271,10 +271,12 @@ def node_records(cr, later=None, mark_labels=None) -> dict[str, NodeRecord]:
     if mark_labels is None:
         mark_labels = _mark_labels(mark)
     out: dict[str, NodeRecord] = {}
+    decisions, groups = mark.decisions, mark.groups
     for n in cr.graph.op_nodes():
-        cl = n.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in n.attr else None
-        out[n.name] = NodeRecord(n.name, n.op, n.device, cl, mark_labels.get(n.name), mark.decisions.get(n.name, gd),
-                                 later.get(n.name, []), mark.groups.get(n.name))
+        name, nd = n.name, n.nodedef
+        av = nd.attr.get(CLUSTER_ATTR)  # (get: no entry added)
+        out[name] = NodeRecord(name, n.op, nd.device, None if av is None else av.s.decode(), mark_labels.get(name),
+                               decisions.get(name, gd), later.get(name, []), groups.get(name))
     return out
 
 

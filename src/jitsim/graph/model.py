@@ -22,7 +22,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 from typing import TYPE_CHECKING, Iterable, Iterator
 from jitsim.defs import CLUSTER_ATTR
 
@@ -38,27 +38,19 @@ CONTROL = -1
 NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
 
 
-@dataclass(frozen=True)
-class Edge:
-    src: str
-    dst: str
-    src_output: int
-    dst_input: int
+class Edge(namedtuple("Edge", ("src", "dst", "src_output", "dst_input"))):
+    """One data or control dependency (immutable; compared and hashed by its fields). A
+    tuple: a graph of 1M nodes holds millions of them."""
+
+    __slots__ = ()
 
     @property
     def is_control(self) -> bool:
-        return self.dst_input == CONTROL
-
-    @classmethod
-    def _make(cls, src: str, dst: str, src_output: int, dst_input: int) -> "Edge":
-        """``Edge(...)`` without the frozen dataclass's per-field ``object.__setattr__``
-        (graphs of 100k nodes make hundreds of thousands)."""
-        e = _new(cls)
-        e.__dict__.update(src=src, dst=dst, src_output=src_output, dst_input=dst_input)
-        return e
+        return self[3] == CONTROL
 
 
-_new = object.__new__
+# Edge(src, dst, src_output, dst_input) without a Python-level __new__: _new_edge(Edge, (...))
+_new_edge = tuple.__new__
 
 
 def parse_input(ref: str) -> tuple[str, int]:
@@ -156,6 +148,34 @@ def set_attr_value(av, value) -> None:
         raise TypeError(f"unsupported attr value {value!r}")
 
 
+def _in_edges(graphdef, names: list[str], nodes: dict, source) -> dict[str, list[Edge]]:
+    """Node name -> its in-edges (data inputs by slot, then control inputs, as in the NodeDef)
+    for the nodes of ``graphdef``, whose names are ``names`` (in order)."""
+    ins: dict[str, list[Edge]] = {}
+    new_edge = _new_edge
+    # a ref that is a node's name is output 0 of it, unless some name itself looks like a
+    # ref ("a:1", "^a": names TF refuses, read as parse_input reads them)
+    plain = nodes if not any(":" in n or n.startswith("^") for n in names) else {}
+    for name, nd in zip(names, graphdef.node):
+        slot = 0
+        lst = []
+        for ref in nd.input:
+            if ref in plain:  # the common case: output 0 of a node
+                lst.append(new_edge(Edge, (ref, name, 0, slot)))
+                slot += 1
+                continue
+            src, out = parse_input(ref)
+            if src not in nodes:
+                raise GraphError(f"node {name!r} has input {ref!r}, which names no node", source)
+            if out == CONTROL:
+                lst.append(new_edge(Edge, (src, name, CONTROL, CONTROL)))
+            else:
+                lst.append(new_edge(Edge, (src, name, out, slot)))
+                slot += 1
+        ins[name] = lst
+    return ins
+
+
 class Graph:
     """A TensorFlow graph: nodes (``NodeDef``s in file order), edges, function library.
 
@@ -182,32 +202,27 @@ class Graph:
             nodes[name] = Node(nd, i)
             names.append(name)
         # in-edges per node: data inputs by slot, then control inputs, as in the NodeDef
-        self._in: dict[str, list[Edge]] = {}
-        new_edge = Edge._make
-        # a ref that is a node's name is output 0 of it, unless some name itself looks like a
-        # ref ("a:1", "^a": names TF refuses, read as parse_input reads them)
-        plain = nodes if not any(":" in n or n.startswith("^") for n in names) else {}
-        for name, nd in zip(names, graphdef.node):
-            slot = 0
-            lst = []
-            for ref in nd.input:
-                if ref in plain:  # the common case: output 0 of a node
-                    lst.append(new_edge(ref, name, 0, slot))
-                    slot += 1
-                    continue
-                src, out = parse_input(ref)
-                if src not in nodes:
-                    raise GraphError(f"node {name!r} has input {ref!r}, which names no node", source)
-                if out == CONTROL:
-                    lst.append(new_edge(src, name, CONTROL, CONTROL))
-                else:
-                    lst.append(new_edge(src, name, out, slot))
-                    slot += 1
-            self._in[name] = lst
+        self._in_store: dict[str, list[Edge]] | None = _in_edges(graphdef, names, nodes, source)
         self._out: dict[str, list[Edge]] | None = None
         self._nx = None
         if validate:
             self.check_acyclic()
+
+    @property
+    def _in(self) -> dict[str, list[Edge]]:
+        """Node name -> in-edges; rebuilt from the NodeDefs after :meth:`release_edges`."""
+        got = self._in_store
+        if got is None:
+            got = self._in_store = _in_edges(self.graphdef, list(self.nodes), self.nodes, self.source)
+        return got
+
+    def release_edges(self) -> None:
+        """Drop the edge index (and the views made from it) until it is asked for again: a
+        caller that has read the topology into another model (a TfGraph of 1M nodes) does not
+        keep two copies of it alive. The next query rebuilds it from the NodeDefs."""
+        self._in_store = None
+        self._out = None
+        self._nx = None
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -217,6 +232,24 @@ class Graph:
             graphdef.SerializeToString()
         )
         return cls(gd, source=source, validate=validate)
+
+    @classmethod
+    def derived(cls, graphdef, names: list[str], in_edges: dict[str, list[Edge]], *,
+                source: str | None = None) -> "Graph":
+        """A graph over ``graphdef`` whose nodes are named ``names`` (in its order) and whose
+        in-edges are ``in_edges`` (node name -> edges, as :meth:`in_edges` gives them), known
+        already from the graph it was derived from: what ``Graph(graphdef, validate=False)``
+        would build, without reading every input again."""
+        g = cls.__new__(cls)
+        g.graphdef = graphdef
+        g.source = source
+        g.collections = {}
+        g.signature_io = None
+        g.nodes = {name: Node(nd, i) for i, (name, nd) in enumerate(zip(names, graphdef.node))}
+        g._in_store = in_edges
+        g._out = None
+        g._nx = None
+        return g
 
     @classmethod
     def from_nodes(cls, spec: Iterable[tuple], device: str = "") -> "Graph":
@@ -309,6 +342,11 @@ class Graph:
         any other cycle makes the GraphDef unexecutable.
         """
         nexts = {name for name, n in self.nodes.items() if n.nodedef.op in NEXT_ITERATION_OPS}
+        # the common case first: every edge (but a loop's back edge) goes down the file, so the
+        # file order is a topological order and there is no cycle
+        pos = {name: n.index for name, n in self.nodes.items()}
+        if all(pos[e.src] < pos[dst] or e.src in nexts for dst, lst in self._in.items() for e in lst):
+            return
         indeg = dict.fromkeys(self.nodes, 0)
         succ: dict[str, list[str]] = {n: [] for n in self.nodes}
         for dst, lst in self._in.items():  # the edges in self.edges() order, each op read once

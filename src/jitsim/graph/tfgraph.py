@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Iterator
 
 from jitsim.errors import GraphError
 from jitsim.registry import protos
-from jitsim.graph.model import CONTROL, Graph, parse_input
+from jitsim.graph.model import CONTROL, Graph
 from jitsim.defs import XLA_MERGE_OP
 
 SOURCE_ID = 0
@@ -75,6 +75,10 @@ def _first(pair):
     return pair[0]
 
 
+def _index(item):
+    return item[1].index
+
+
 class TfNode:
     __slots__ = ("id", "name", "op", "nodedef", "in_edges", "out_edges")
 
@@ -112,6 +116,7 @@ class TfGraph:
         self.nodes: list[TfNode | None] = []
         self.edges_by_id: list[TfEdge | None] = []
         self.by_name: dict[str, int] = {}
+        self._name_rank: tuple[int, list[int]] | None = None  # dfs's name order (_name_ranks)
         self.library = library if library is not None else protos.FunctionDefLibrary()
         self.versions = versions
         self._add(TfNode(SOURCE_ID, "_SOURCE", "NoOp", None))
@@ -155,37 +160,58 @@ class TfGraph:
 
     def fixup_source_and_sink_edges(self) -> None:
         """Link every parentless node to ``_SOURCE`` and every childless node to ``_SINK``."""
-        for n in list(self.nodes):
+        nodes = self.nodes
+        edges = self.edges_by_id
+        source, sink = nodes[SOURCE_ID], nodes[SINK_ID]
+        for n in list(nodes):
             if n is None:
                 continue
-            if n.id != SOURCE_ID and not n.in_edges:
-                self.add_control_edge(SOURCE_ID, n.id)
-            if n.id != SINK_ID and not n.out_edges:
-                self.add_control_edge(n.id, SINK_ID)
+            nid = n.id
+            if not n.in_edges and nid != SOURCE_ID:  # add_control_edge(SOURCE_ID, nid), inlined
+                e = TfEdge(len(edges), SOURCE_ID, CONTROL, nid, CONTROL)
+                edges.append(e)
+                source.out_edges[e.id] = e
+                n.in_edges[e.id] = e
+            if not n.out_edges and nid != SINK_ID:  # add_control_edge(nid, SINK_ID)
+                e = TfEdge(len(edges), nid, CONTROL, SINK_ID, CONTROL)
+                edges.append(e)
+                n.out_edges[e.id] = e
+                sink.in_edges[e.id] = e
 
     @classmethod
     def from_graph(cls, graph: Graph, *, fixup: bool = True) -> "TfGraph":
         """TF's ``Graph`` for a GraphDef as TF dumps it (node order = TF id order)."""
         tg = cls(library=graph.graphdef.library, versions=graph.graphdef.versions)
-        order = sorted(graph.nodes.values(), key=lambda n: n.index)
-        for n in order:
-            tg.add_node(n.nodedef)
-        back = []
+        order = sorted(graph.nodes.items(), key=_index)
+        nodes = tg.nodes
         by_name = tg.by_name
-        for n in order:
-            dst = by_name[n.name]
-            slot = 0
-            for ref in n.nodedef.input:
-                src_name, out = parse_input(ref)
-                src = by_name[src_name]
-                if out == CONTROL:
-                    tg.add_edge(src, CONTROL, dst, CONTROL)
+        for name, n in order:  # (the model's name strings, shared)
+            nd = n.nodedef
+            if name in by_name:
+                raise GraphError(f"duplicate node name {name!r}")
+            nid = len(nodes)
+            nodes.append(TfNode(nid, name, nd.op, nd))
+            by_name[name] = nid
+        # the edges as TF's importer makes them: node by node, each node's inputs in NodeDef
+        # order (the Graph model's in-edges), NextIteration -> Merge back edges last
+        edges = tg.edges_by_id
+        back = []
+        ins = graph._in
+        for name, _ in order:
+            dst_node = nodes[by_name[name]]
+            dst = dst_node.id
+            dst_in = dst_node.in_edges
+            merge = dst_node.op in MERGE_OPS
+            for e in ins[name]:
+                src_node = nodes[by_name[e.src]]
+                if merge and e.dst_input != CONTROL and src_node.op in NEXT_ITERATION_OPS:
+                    back.append((src_node.id, e.src_output, dst, e.dst_input))
                     continue
-                if tg.nodes[src].op in NEXT_ITERATION_OPS and n.op in MERGE_OPS:
-                    back.append((src, out, dst, slot))
-                else:
-                    tg.add_edge(src, out, dst, slot)
-                slot += 1
+                eid = len(edges)
+                te = TfEdge(eid, src_node.id, e.src_output, dst, e.dst_input)
+                edges.append(te)
+                src_node.out_edges[eid] = te
+                dst_in[eid] = te
         for src, out, dst, slot in back:
             tg.add_edge(src, out, dst, slot)
         if fixup:
@@ -239,25 +265,36 @@ class TfGraph:
             nd = add()
             nd.CopyFrom(n.nodedef)
             data = []
-            ctrl = []
+            ctrl = None
+            ordered = True  # data edges met in slot order 0, 1, ...
             for e in n.in_edges.values():
-                src = nodes[e.src]
-                if e.dst_input == CONTROL:
-                    if src.id > SINK_ID:
-                        ctrl.append(src.name)
-                else:
-                    data.append((e.dst_input, src.name if e.src_output == 0 else f"{src.name}:{e.src_output}"))
-            # data inputs by slot (slots outside 0..k-1 left out, the last edge of a slot kept)
-            data.sort(key=_first)
-            k = len(data)
-            if any(slot != i for i, (slot, _) in enumerate(data)):
-                slots: list = [None] * k
-                for slot, ref in data:
-                    if 0 <= slot < k:
-                        slots[slot] = ref
-                inputs = [ref for ref in slots if ref is not None]
-            else:
+                slot = e.dst_input
+                if slot == CONTROL:
+                    if e.src > SINK_ID:
+                        if ctrl is None:
+                            ctrl = []
+                        ctrl.append(nodes[e.src].name)
+                    continue
+                name = nodes[e.src].name
+                if e.src_output:
+                    name = f"{name}:{e.src_output}"
+                if slot != len(data):
+                    ordered = False
+                data.append((slot, name))
+            if ordered:
                 inputs = [ref for _, ref in data]
+            else:
+                # data inputs by slot (slots outside 0..k-1 left out, the last edge of a slot kept)
+                data.sort(key=_first)
+                k = len(data)
+                if any(slot != i for i, (slot, _) in enumerate(data)):
+                    slots: list = [None] * k
+                    for slot, ref in data:
+                        if 0 <= slot < k:
+                            slots[slot] = ref
+                    inputs = [ref for ref in slots if ref is not None]
+                else:
+                    inputs = [ref for _, ref in data]
             if ctrl:
                 ctrl.sort()
                 inputs += ["^" + c for c in ctrl]
@@ -278,6 +315,9 @@ CLONE_NAME_RE = re.compile(r"^(.*)/clone_\d+$")
 REPLICA_NAME_RE = re.compile(r"^(.*)/replicate/_\d+$")
 _FEED_FETCH = (("_Arg", "_arg_"), ("_Retval", "_retval_"), ("_Recv", "_recv_"), ("_Send", "_send_"))
 _FETCH = (("_Retval", "_retval_"), ("_Send", "_send_"))
+_FEED_FETCH_PREFIX = dict(_FEED_FETCH)  # each op has one prefix
+# the ops of the nodes _created_after_construction finds, but for IncreaseDynamism's slices
+_MAYBE_ADDED_OPS = CONSTANT_OPS | frozenset(_FEED_FETCH_PREFIX)
 
 
 def _is_replica(n: TfNode) -> bool:
@@ -292,13 +332,15 @@ def _created_after_construction(g: TfGraph, n: TfNode) -> bool:
 
 def _added_after_construction(op: str, name: str, names, *, replicas: bool = True) -> bool:
     """:func:`_created_after_construction` by op and name; ``names``: the graph's node names."""
-    if any(op == o and name.startswith(prefix) for o, prefix in _FEED_FETCH):
+    prefix = _FEED_FETCH_PREFIX.get(op)
+    if prefix is not None and name.startswith(prefix):
         return True
-    if replicas and op in CONSTANT_OPS and REPLICA_NAME_RE.match(name):
-        return True
-    m = CLONE_NAME_RE.match(name)
-    if m and op in CONSTANT_OPS and m.group(1) in names:
-        return True
+    if op in CONSTANT_OPS:
+        if replicas and REPLICA_NAME_RE.match(name):
+            return True
+        m = CLONE_NAME_RE.match(name)
+        if m and m.group(1) in names:
+            return True
     return "/static_shaped_slice" in name
 
 
@@ -464,7 +506,9 @@ def tfgraph_from_dump(graph, *, rebuilt: bool | None = None) -> TfGraph:
         rebuilt = is_rebuilt_graph(graph)
     # nodes LowerFunctionalOps and inlining made, on a graph TF never rebuilt
     lowered = set() if rebuilt else {n.id for n in base.op_nodes() if _LOWERED_RE.search(n.name)}
-    created = [n.id for n in base.op_nodes() if n.id in lowered or _created_after_construction(base, n)]
+    created = [n.id for n in base.op_nodes()
+               if n.id in lowered or ((n.op in _MAYBE_ADDED_OPS or "/static_shaped_slice" in n.name)
+                                      and _created_after_construction(base, n))]
     if not created:
         base.fixup_source_and_sink_edges()
         return base
@@ -530,7 +574,33 @@ EdgeFilter = Callable[[TfEdge], bool]
 def not_back_edge(g: TfGraph) -> EdgeFilter:
     """TF's ``NotBackedge``: drop edges whose source is a NextIteration."""
     nodes = g.nodes
-    return lambda e: nodes[e.src].op not in NEXT_ITERATION_OPS
+
+    def keep(e: TfEdge) -> bool:
+        return nodes[e.src].op not in NEXT_ITERATION_OPS
+
+    keep.not_back_edge = g  # dfs applies this filter without calling it
+    return keep
+
+
+def _name_ranks(g: TfGraph) -> list[int]:
+    """Per node id, the rank of its name among all names (equal names, equal ranks): sorting
+    node ids by it is sorting them by name. Kept until the graph gains nodes (names never
+    change; removed nodes are never reached)."""
+    nodes = g.nodes
+    got = g._name_rank
+    if got is not None and got[0] == len(nodes):
+        return got[1]
+    names = ["" if n is None else n.name for n in nodes]
+    rank = [0] * len(nodes)
+    r = -1
+    prev = None
+    for i in sorted(range(len(nodes)), key=names.__getitem__):
+        if names[i] != prev:
+            r += 1
+            prev = names[i]
+        rank[i] = r
+    g._name_rank = (len(nodes), rank)
+    return rank
 
 
 def dfs(
@@ -551,29 +621,45 @@ def dfs(
     """
     nodes = g.nodes
     visited = bytearray(len(nodes))
-    stack: list[tuple[int, bool]] = [(s, False) for s in start]
+    rank = _name_ranks(g).__getitem__ if by_name else None
+    # not_back_edge(g): no edge out of a NextIteration, decided once per node
+    no_back = edge_filter is not None and getattr(edge_filter, "not_back_edge", None) is g
+    if no_back:
+        edge_filter = None
+    # the stack holds node ids to enter and ~id (negative) for a node to leave
+    stack: list[int] = list(start)
+    pop, push = stack.pop, stack.append
     while stack:
-        nid, is_leave = stack.pop()
-        n = nodes[nid]
-        if is_leave:
-            leave(n)
+        nid = pop()
+        if nid < 0:
+            leave(nodes[~nid])
             continue
         if visited[nid]:
             continue
         visited[nid] = 1
+        n = nodes[nid]
         if enter is not None:
             enter(n)
         if leave is not None:
-            stack.append((nid, True))
+            push(~nid)
         if reverse:
-            nbrs = [e.src for e in n.in_edges.values() if edge_filter is None or edge_filter(e)]
+            if no_back:
+                nbrs = [e.src for e in n.in_edges.values() if nodes[e.src].op not in NEXT_ITERATION_OPS]
+            elif edge_filter is None:
+                nbrs = [e.src for e in n.in_edges.values()]
+            else:
+                nbrs = [e.src for e in n.in_edges.values() if edge_filter(e)]
+        elif edge_filter is None:
+            if no_back and n.op in NEXT_ITERATION_OPS:
+                continue
+            nbrs = [e.dst for e in n.out_edges.values()]
         else:
-            nbrs = [e.dst for e in n.out_edges.values() if edge_filter is None or edge_filter(e)]
-        if by_name and len(nbrs) > 1:
-            nbrs.sort(key=lambda i: nodes[i].name)
+            nbrs = [e.dst for e in n.out_edges.values() if edge_filter(e)]
+        if len(nbrs) > 1 and by_name:
+            nbrs.sort(key=rank)
         for m in nbrs:
             if not visited[m]:
-                stack.append((m, False))
+                push(m)
 
 
 def post_order(g: TfGraph, *, by_name: bool = False, edge_filter: EdgeFilter | None = None) -> list[TfNode]:
@@ -607,41 +693,42 @@ def control_flow_info(g: TfGraph) -> tuple[list[FrameInfo], list[str]]:
     attr, an ``Exit``'s successors return to the parent frame. Inconsistent frames raise.
     """
     nodes = g.nodes
-    info = [FrameInfo() for _ in nodes]
+    # FrameInfos are never changed once made: nodes of one frame share their frame's object
+    unset = FrameInfo()
+    info = [unset] * len(nodes)
     parent_of = [-1] * len(nodes)
     info[SOURCE_ID] = FrameInfo(SOURCE_ID, SOURCE_ID, "")
     ready = deque([SOURCE_ID])
     while ready:
         cur = nodes[ready.popleft()]
         ci = info[cur.id]
-        frame, parent, frame_name = ci.frame, ci.parent_frame, ci.frame_name
         if cur.op in EXIT_OPS:
-            pi = info[parent]
-            frame, parent, frame_name = pi.frame, pi.parent_frame, pi.frame_name
+            ci = info[ci.parent_frame]  # an Exit's successors are in the parent frame
+        frame_name = ci.frame_name
         for e in cur.out_edges.values():
-            out = nodes[e.dst]
-            if not out.is_op:
+            oid = e.dst
+            if oid <= SINK_ID:  # not an op
                 continue
-            oi = info[out.id]
-            visited = parent_of[out.id] != -1
+            out = nodes[oid]
+            visited = parent_of[oid] != -1
             if not visited:
-                parent_of[out.id] = cur.id
-                ready.append(out.id)
+                parent_of[oid] = cur.id
+                ready.append(oid)
             if out.op in ENTER_OPS:
                 if visited:
-                    if info[oi.parent_frame].frame_name != frame_name:
+                    if info[info[oid].parent_frame].frame_name != frame_name:
                         raise GraphError(f"node {out.name!r} enters from two different frames")
                 else:
                     name = out.attr["frame_name"].s.decode() if "frame_name" in out.attr else ""
                     if not name:
                         raise GraphError(f"Enter node {out.name!r} has no frame_name")
-                    info[out.id] = FrameInfo(out.id, frame, name)
+                    info[oid] = FrameInfo(oid, ci.frame, name)
             elif visited:
-                if oi.frame_name != frame_name:
+                if info[oid].frame_name != frame_name:
                     raise GraphError(
-                        f"node {out.name!r} is in two frames: {oi.frame_name!r} and {frame_name!r}"
+                        f"node {out.name!r} is in two frames: {info[oid].frame_name!r} and {frame_name!r}"
                     )
             else:
-                info[out.id] = FrameInfo(frame, parent, frame_name)
+                info[oid] = ci
     unreachable = [n.name for n in g.op_nodes() if parent_of[n.id] == -1]
     return info, unreachable

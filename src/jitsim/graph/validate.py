@@ -24,7 +24,7 @@ import warnings
 from jitsim.errors import GraphError, JitsimWarning
 from jitsim.registry import current_tf_version, op_def, op_defs, protos
 from jitsim.graph.functions import called_functions
-from jitsim.graph.model import CONTROL, parse_input
+from jitsim.graph.model import parse_input
 
 # graph_constructor.cc's IsValidNodeName: a first character of [A-Za-z0-9.] ('_' too where
 # internal ops are allowed, as in function graphs and TF's own dumps), then
@@ -39,6 +39,10 @@ _KIND_NAME = {"s": "string", "i": "int", "f": "float", "b": "bool", "type": "typ
               "tensor": "tensor", "func": "func", "list": "list"}
 _KIND_OF = {"string": "s", "int": "i", "float": "f", "bool": "b", "type": "type", "shape": "shape",
             "tensor": "tensor", "func": "func"}
+
+_CALL_OPS = frozenset(("PartitionedCall", "StatefulPartitionedCall"))
+_IF_OPS = frozenset(("If", "StatelessIf"))
+_CONST_OPS = frozenset(("Const", "HostConst"))
 
 _DEVICE_EXAMPLE = "e.g. /job:localhost/replica:0/task:0/device:CPU:0, /device:GPU:0 or /cpu:0"
 
@@ -65,55 +69,65 @@ def check_nodes(graph, source=None) -> None:
     # instantiation), where TF allows '_' names and colocations may name nodes its own passes removed
     internal = any(nd.op[:1] == "_" for nd in gd.node)
     name_re = _INTERNAL_NAME_RE if internal else _NAME_RE
-    names = {nd.name for nd in gd.node}
+    names = graph.nodes  # every node's name (Graph refuses duplicates)
     declared: dict[str, dict[str, str]] = {}
+    good_devices: set[str] = set()  # device strings already parsed (a graph names a handful)
+    fullmatch = name_re.fullmatch
+    indexed = []  # (node, data input naming an output index), in node and input order
     for i, nd in enumerate(gd.node):
         name, op = nd.name, nd.op
         if not name:
             raise GraphError(f"node #{i} ({op or 'no op'}) has an empty name", source)
-        if not name_re.fullmatch(name):
+        if not fullmatch(name):
             raise GraphError(f"{_where(nd)}: TensorFlow refuses the node name {name!r} (names are letters, digits "
                              "and . _ - / >, and start with a letter, digit or '.')", source)
         if not op:
             raise GraphError(f"node {name!r} has no op", source)
         control = False
+        have = 0  # data inputs
         for ref in nd.input:
             if ref[:1] == "^":
                 control = True
             elif control:
                 raise GraphError(f"{_where(nd)}: data input {ref!r} comes after a control input; TF requires control "
                                  "inputs (^name) last", source)
-        check_attrs(nd, _declared_attrs(op, fns, op_def, declared), _where, source)
-        if "_class" in nd.attr and not internal:
-            for loc in nd.attr["_class"].list.s:
+            else:
+                have += 1
+                if ":" in ref:
+                    indexed.append((nd, ref))
+        decl = declared.get(op)
+        if decl is None:
+            decl = _declared_attrs(op, fns, op_def, declared)
+        attrs = nd.attr
+        check_attrs(nd, decl, _where, source)
+        if not internal and "_class" in attrs:
+            for loc in attrs["_class"].list.s:
                 if loc.startswith(b"loc:@") and loc[5:].decode(errors="replace") not in names:
                     raise GraphError(f"{_where(nd)}: attr '_class' colocates it with {loc[5:].decode(errors='replace')!r}"
                                      ", which the graph does not have", source)
-        callee = _called_fn(nd, fns)
+        callee = _called_fn(nd, fns) if op in _CALL_OPS else None
         if callee is not None:
             _check_call_counts(nd, fns[callee], source)
-        elif op in ("If", "StatelessIf"):
+        elif op in _IF_OPS:
             _check_branch_counts(nd, fns, source)
-        elif op in ("Const", "HostConst"):
+        elif op in _CONST_OPS:
             _check_const_dtype(nd, source)
-        if nd.device and parse_device_name(nd.device) is None:
-            raise GraphError(f"{_where(nd)}: malformed device {nd.device!r} ({_DEVICE_EXAMPLE})", source)
+        device = nd.device
+        if device and device not in good_devices:
+            if parse_device_name(device) is None:
+                raise GraphError(f"{_where(nd)}: malformed device {device!r} ({_DEVICE_EXAMPLE})", source)
+            good_devices.add(device)
         facts = ops.get(op)
         if facts is None:
             facts = ops[op] = _op_facts(op, fns, op_def)
         od, sig, required, fixed_in, fixed_out = facts
         if required:
-            attrs = nd.attr
             for a in required:
                 if a not in attrs:
                     raise GraphError(f"{_where(nd)}: missing attr {a!r}, which the op requires (no default)",
                                      source)
         if sig is not None:
             n_in = fixed_in if fixed_in is not None else _arg_count(nd, sig.input_arg, od, "input", source)
-            have = 0
-            for ref in nd.input:
-                if ref[:1] != "^":
-                    have += 1
             if n_in is not None and have != n_in:
                 raise GraphError(f"{_where(nd)}: {have} data input{'s' if have != 1 else ''} given, but the op takes "
                                  f"{n_in} with these attrs", source)
@@ -121,21 +135,19 @@ def check_nodes(graph, source=None) -> None:
                                                                               source)
     _check_recursion(fns, source)
     _check_called_bodies(gd, fns, op_def, declared, source)
-    no_outputs = 0 in n_out.values()
-    for nd in gd.node:
-        for ref in nd.input:
-            if ":" not in ref:  # output 0 or a control input: only an op without outputs refuses it
-                if not no_outputs or ref.startswith("^"):
-                    continue
-            src, slot = parse_input(ref)
-            if slot == CONTROL:
-                continue
-            count = n_out.get(src)
-            if count is not None and slot >= count:
-                op = graph.nodes[src].op if src in graph.nodes else "?"
-                has = "no outputs" if count == 0 else f"{count} output{'s' if count != 1 else ''} (0..{count - 1})"
-                raise GraphError(f"{_where(nd)}: input {ref!r} names output {slot} of {src!r}, but {op} has "
-                                 f"{has}", source)
+    # an input naming an output the op lacks; a plain name is output 0, refused only by an op
+    # without outputs
+    if 0 in n_out.values():
+        indexed = [(nd, ref) for nd in gd.node for ref in nd.input if ref[:1] != "^"]
+    nodes = graph.nodes
+    for nd, ref in indexed:
+        src, slot = parse_input(ref)
+        count = n_out.get(src)
+        if count is not None and slot >= count:
+            op = nodes[src].op if src in nodes else "?"
+            has = "no outputs" if count == 0 else f"{count} output{'s' if count != 1 else ''} (0..{count - 1})"
+            raise GraphError(f"{_where(nd)}: input {ref!r} names output {slot} of {src!r}, but {op} has "
+                             f"{has}", source)
 
 
 def _declared_attrs(op: str, fns: dict, op_def, cache: dict) -> dict[str, tuple]:
@@ -206,6 +218,7 @@ def check_attrs(nd, declared: dict[str, str], where, source, placeholders: set |
             if av.WhichOneof("value") == "placeholder" and av.placeholder not in placeholders:
                 raise GraphError(f"{_at(where, nd)}: attr {attr!r} is ${av.placeholder}, but the function has no "
                                  f"attr {av.placeholder!r} to bind it to", source)
+    at = None  # the node's description, made once, where a check needs it
     for attr in attrs:
         rule = declared.get(attr)
         if rule is None:
@@ -218,18 +231,29 @@ def check_attrs(nd, declared: dict[str, str], where, source, placeholders: set |
         want, allowed, minimum = rule
         av = attrs[attr]
         kind = av.WhichOneof("value")
+        # the common valid cases first, each the outcome of the full checks below
         if kind == "type":
             if av.type in _DTYPES and want == "type" and (allowed is None or av.type in allowed):
                 continue
-        elif kind == _PLAIN_OF.get(want, "") and allowed is None and minimum is None:
-            continue
+        elif kind == _PLAIN_OF.get(want, ""):
+            if allowed is None:
+                if minimum is None or (kind == "i" and av.i >= minimum):
+                    continue
+            elif kind == "s" and av.s in allowed:
+                continue
+        elif kind == "tensor" and want == "tensor":
+            t = av.tensor
+            if t.dtype in _DTYPES and all(d.size >= 0 for d in t.tensor_shape.dim):
+                continue
         if kind == "placeholder":
             if placeholders is None:
                 raise GraphError(f"{_at(where, nd)}: attr {attr!r} is the unresolved placeholder ${av.placeholder}",
                                  source)
             continue
-        _check_value(av, kind, want, _at(where, nd), attr, source)
-        _check_allowed(av, kind, allowed, minimum, _at(where, nd), attr, source)
+        if at is None:
+            at = _at(where, nd)
+        _check_value(av, kind, want, at, attr, source)
+        _check_allowed(av, kind, allowed, minimum, at, attr, source)
 
 
 def _shown(v) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from jitsim.errors import GraphError
 from jitsim.registry import protos
-from jitsim.graph.model import Graph, parse_input
-from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfGraph, TfNode
+from jitsim.graph.model import CONTROL, Edge, Graph, parse_input
+from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfEdge, TfGraph, TfNode
 
 INPLACE_OPS = ("InplaceUpdate", "InplaceAdd", "InplaceSub")
 
@@ -41,29 +41,55 @@ def clone_constants_for_better_clustering(g: TfGraph) -> list[str]:
     name_set = set(g.by_name) | {"_SOURCE", "_SINK"}
     counter = 0
     made: list[str] = []
+    nodes = g.nodes
+    small: dict[int, bool] = {}  # node id -> a small constant (each node looked at once)
+    templates: dict[int, object] = {}
+    edges = g.edges_by_id
     for n in snapshot:
-        for e in sorted(n.in_edges.values(), key=lambda e: e.id):
-            c = g.nodes[e.src]
-            if not _is_small_constant(c) or len(c.out_edges) == 1:
+        # the in-edges in id order (a node's edge dict is in id order: ids only grow), taken
+        # before this node's edges change
+        for e in list(n.in_edges.values()):
+            c = nodes[e.src]
+            is_small = small.get(c.id)
+            if is_small is None:
+                is_small = small[c.id] = c.op in CONSTANT_OPS and _is_small_constant(c)
+            if not is_small or len(c.out_edges) == 1:
                 continue
             while True:
                 name = f"{c.name}/clone_{counter}"
                 counter += 1
                 if name not in name_set:
                     break
+            template = templates.get(c.id)
+            if template is None:  # the constant without its inputs, copied once per constant
+                template = templates[c.id] = protos.NodeDef()
+                template.CopyFrom(c.nodedef)
+                del template.input[:]
             nd = protos.NodeDef()
-            nd.CopyFrom(c.nodedef)
-            del nd.input[:]
+            nd.CopyFrom(template)
             nd.name = name
             clone = g.add_node(nd)
-            for ie in sorted(c.in_edges.values(), key=lambda e: e.id):
-                g.add_edge(ie.src, ie.src_output, clone.id, ie.dst_input)
+            cid = clone.id
+            # the clone's edges as g.add_edge makes them (inlined: thousands of clones)
+            clone_in = clone.in_edges
+            for ie in list(c.in_edges.values()):  # in id order
+                eid = len(edges)
+                te = TfEdge(eid, ie.src, ie.src_output, cid, ie.dst_input)
+                edges.append(te)
+                nodes[ie.src].out_edges[eid] = te
+                clone_in[eid] = te
             if e.is_control:
-                g.add_control_edge(clone.id, n.id)
+                out = CONTROL
+                slot = CONTROL
             else:
+                out = 0
                 slot = e.dst_input
                 g.remove_edge(e)
-                g.add_edge(clone.id, 0, n.id, slot)
+            eid = len(edges)
+            te = TfEdge(eid, cid, out, n.id, slot)
+            edges.append(te)
+            clone.out_edges[eid] = te
+            n.in_edges[eid] = te
             made.append(name)
     return made
 
@@ -75,26 +101,41 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
     """
     nodes = graph.nodes
     clones = {}
-    for name, n in nodes.items():
+    for name in nodes:
+        if "/clone_" not in name:  # what CLONE_NAME_RE needs, checked first
+            continue
         m = CLONE_NAME_RE.match(name)
+        n = nodes[name]
         if m and n.op in CONSTANT_OPS and m.group(1) in nodes and nodes[m.group(1)].op == n.op:
             clones[name] = m.group(1)
     if not clones:
         return graph, []
+    # the GraphDef without the clones: one copy of the whole proto, the clones deleted (each
+    # node of the model is the GraphDef's node at its index)
     gd = protos.GraphDef()
-    for fd, value in graph.graphdef.ListFields():  # everything but the nodes
-        if fd.name == "node":
-            continue
-        if fd.message_type is not None:
-            getattr(gd, fd.name).CopyFrom(value)
+    gd.CopyFrom(graph.graphdef)
+    gd_nodes = gd.node
+    for i in sorted((nodes[c].index for c in clones), reverse=True):
+        del gd_nodes[i]
+    # the kept nodes' in-edges: the same edges where a node neither reads a clone nor repeats a
+    # control input; else its inputs rewritten (a clone's name -> its original's, a repeated
+    # control input dropped), in the NodeDef and in the edges alike
+    ins = graph._in
+    kept = [name for name, n in sorted(nodes.items(), key=_index) if name not in clones]
+    new_in: dict[str, list] = {}
+    for i, name in enumerate(kept):
+        lst = ins[name]
+        control = 0
+        for e in lst:
+            if e.src in clones:
+                break
+            if e.dst_input == CONTROL:
+                control += 1
         else:
-            setattr(gd, fd.name, value)
-    add = gd.node.add
-    for n in sorted(nodes.values(), key=lambda n: n.index):
-        if n.name in clones:
-            continue
-        nd = add()
-        nd.CopyFrom(n.nodedef)
+            if control < 2:
+                new_in[name] = lst
+                continue
+        nd = gd_nodes[i]
         inputs = list(nd.input)
         new_inputs, seen_ctrl = [], set()
         for ref in inputs:
@@ -107,7 +148,20 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
                     continue
                 seen_ctrl.add(ref)
             new_inputs.append(ref)
-        if new_inputs != inputs:  # most nodes neither read a clone nor repeat a control input
+        if new_inputs != inputs:
             del nd.input[:]
             nd.input.extend(new_inputs)
-    return Graph(gd, source=graph.source, validate=False), sorted(clones)
+        edges, seen = [], set()
+        for e in lst:
+            src = clones.get(e.src, e.src)
+            if e.dst_input == CONTROL:
+                if src in seen:
+                    continue
+                seen.add(src)
+            edges.append(e if src == e.src else Edge(src, e.dst, e.src_output, e.dst_input))
+        new_in[name] = edges
+    return Graph.derived(gd, kept, new_in, source=graph.source), sorted(clones)
+
+
+def _index(item) -> int:
+    return item[1].index

@@ -72,9 +72,19 @@ def detect_input_stage(graph: Graph) -> str:
     ``before_mark`` dump without clones is the same graph). Anything else is a raw GraphDef.
     """
     nodes = graph.nodes
-    if not nodes or any(n.op == "Placeholder" or not _FULL_DEVICE.match(n.device) for n in nodes.values()):
+    if not nodes:
+        return RAW
+    devices = set()
+    for n in nodes.values():
+        nd = n.nodedef
+        if nd.op == "Placeholder":
+            return RAW
+        devices.add(nd.device)
+    if not all(_FULL_DEVICE.match(d) for d in devices):  # each device string once
         return RAW
     for name, n in nodes.items():
+        if "/clone_" not in name:  # what CLONE_NAME_RE needs, checked first
+            continue
         m = CLONE_NAME_RE.match(name)
         if m and n.op in CONSTANT_OPS:
             base = nodes.get(m.group(1))
@@ -192,6 +202,12 @@ def _cluster_graph(graph: Graph, options: Options, state: ProcessState, timed) -
         rebuilt = is_rebuilt_graph(g)
     with timed("tfgraph_from_dump"):
         tg = tfgraph_from_dump(g, rebuilt=rebuilt)
+    # the passes read the TfGraph only: the Graph models' edge indexes (rebuilt if asked for
+    # again) and the unclone copy's model need not stay alive beside it
+    g.release_edges()
+    if g is not graph:
+        graph.release_edges()
+    del g
     device = options.device
     if device is not None:
         name = DEVICES.get(device, device)

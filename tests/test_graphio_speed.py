@@ -1,0 +1,209 @@
+"""The issue-25 fast paths of the graph models and the analyses around the mark pass, each
+checked against the slower reference it replaces (the reference is written out here, as the
+code before the change computed it), on real dumps and on small hand-built graphs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jitsim.analyses.deadness import AND, PredicateFactory, deadness_analysis
+from jitsim.graph.model import CONTROL, Edge, Graph, parse_input
+from jitsim.graph.tfgraph import NEXT_ITERATION_OPS, TfGraph, dfs, not_back_edge, post_order, reverse_post_order
+from jitsim.passes.clone_constants import clone_constants_for_better_clustering, uncloned
+from jitsim.registry import protos
+
+ROOT = Path(__file__).resolve().parents[1]
+# loops and conditionals (tests/data/deadness), and TF's dumps after its constant cloning
+FIXTURES = (sorted((ROOT / "tests" / "data" / "deadness").glob("*.pbtxt"))[:8]
+            + sorted((ROOT / "fixtures" / "versions").glob("*/tf2.21/dumps/mark_for_compilation.pbtxt")))
+
+
+def _load(path: Path) -> Graph:
+    from jitsim.graph.io import read_graphdef
+
+    return Graph(read_graphdef(path), source=str(path), validate=False)
+
+
+def _with_clones() -> Graph:
+    """A before_mark-like graph: constant ``c`` cloned twice (``c/clone_0`` feeds ``a``,
+    ``c/clone_1`` feeds ``b`` twice over a data and a control input), and ``d`` with a repeated
+    control input; folding the clones back must give ``c`` to ``a`` and ``b`` and drop the
+    control inputs that repeat (``^c`` after ``c/clone_1`` folded, ``^x`` twice)."""
+    def const(name):
+        value = protos.AttrValue()
+        value.tensor.dtype = 1
+        value.tensor.float_val.append(1.0)
+        return (name, "Const", [], {"dtype": protos.AttrValue(type=1), "value": value})
+    return Graph.from_nodes([
+        ("x", "Placeholder", []), const("c"), const("c/clone_0"), const("c/clone_1"),
+        ("a", "AddV2", ["x", "c/clone_0"]),
+        ("b", "AddV2", ["c/clone_1", "x", "^c", "^c/clone_1"]),
+        ("d", "Identity", ["b", "^x", "^x"]),
+    ])
+
+
+def _reference_in_edges(graph: Graph) -> dict[str, list[tuple]]:
+    """The edges parsed from the NodeDefs, one at a time (what Graph.__init__ always did)."""
+    out = {}
+    for nd in graph.graphdef.node:
+        slot, lst = 0, []
+        for ref in nd.input:
+            src, o = parse_input(ref)
+            if o == CONTROL:
+                lst.append((src, nd.name, CONTROL, CONTROL))
+            else:
+                lst.append((src, nd.name, o, slot))
+                slot += 1
+        out[nd.name] = lst
+    return out
+
+
+def test_edge_is_an_immutable_value():
+    e = Edge("a", "b", 0, 1)
+    assert (e.src, e.dst, e.src_output, e.dst_input) == ("a", "b", 0, 1)
+    assert not e.is_control and Edge("a", "b", CONTROL, CONTROL).is_control
+    assert e == Edge("a", "b", 0, 1) and hash(e) == hash(Edge("a", "b", 0, 1)) and e != Edge("a", "b", 0, 2)
+    assert repr(e) == "Edge(src='a', dst='b', src_output=0, dst_input=1)"
+    with pytest.raises(AttributeError):
+        e.src = "z"
+
+
+def test_uncloned_derives_the_model_a_fresh_parse_would_build():
+    g = _with_clones()
+    u, removed = uncloned(g)
+    assert removed == ["c/clone_0", "c/clone_1"]
+    fresh = Graph(u.graphdef, validate=False)
+    assert list(u.nodes) == list(fresh.nodes) == ["x", "c", "a", "b", "d"]
+    assert [n.index for n in u.nodes.values()] == [0, 1, 2, 3, 4]
+    assert u._in == fresh._in == {k: [Edge(*t) for t in v] for k, v in _reference_in_edges(u).items()}
+    assert list(u.graphdef.node[3].input) == ["c", "x", "^c"]  # the repeated ^c dropped
+    assert list(u.graphdef.node[4].input) == ["b", "^x"]  # a repeat without clones dropped too
+    assert list(g.graphdef.node[5].input) == ["c/clone_1", "x", "^c", "^c/clone_1"]  # the input is untouched
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem if "deadness" in str(p) else p.parts[-4])
+def test_uncloned_and_release_edges_on_dumps(path):
+    g = _load(path)
+    u, _ = uncloned(g)
+    fresh = Graph(u.graphdef, validate=False)
+    assert list(u.nodes) == list(fresh.nodes) and u._in == fresh._in
+    before = {n: g.in_edges(n) for n in g.nodes}
+    g.release_edges()
+    assert {n: g.in_edges(n) for n in g.nodes} == before  # rebuilt from the NodeDefs
+
+
+def _reference_from_graph(graph: Graph) -> list[tuple]:
+    """TfGraph.from_graph's edges as it made them from the NodeDefs' input strings."""
+    ids = {n: i + 2 for i, n in enumerate(graph.nodes)}
+    ops = {n: node.op for n, node in graph.nodes.items()}
+    edges, back = [(0, CONTROL, 1, CONTROL)], []
+    for name, node in graph.nodes.items():
+        slot = 0
+        for ref in node.nodedef.input:
+            src, out = parse_input(ref)
+            if out == CONTROL:
+                edges.append((ids[src], CONTROL, ids[name], CONTROL))
+                continue
+            t = (ids[src], out, ids[name], slot)
+            (back if ops[src] in NEXT_ITERATION_OPS and ops[name] in ("Merge", "RefMerge", "_XlaMerge") else edges).append(t)
+            slot += 1
+    return edges + back
+
+
+def _loop_graph() -> Graph:
+    """A while loop (Enter -> Merge <- NextIteration back edge) and a node with many consumers."""
+    return Graph.from_nodes([
+        ("x", "Placeholder", []),
+        ("enter", "Enter", ["x"], {"frame_name": "f"}),
+        ("merge", "Merge", ["enter", "next"]),
+        ("cond", "LoopCond", ["p"]),
+        ("p", "Placeholder", []),
+        ("sw", "Switch", ["merge", "cond"]),
+        ("body", "Neg", ["sw:1"]),
+        ("next", "NextIteration", ["body"]),
+        ("exit", "Exit", ["sw"]),
+        ("z", "Identity", ["exit"]),
+        ("w", "AddN", ["x", "x", "^p"]),
+    ])
+
+
+@pytest.mark.parametrize("make", [_loop_graph, _with_clones] + [lambda p=p: _load(p) for p in FIXTURES])
+def test_from_graph_matches_the_input_strings(make):
+    g = make()
+    tg = TfGraph.from_graph(g, fixup=False)
+    assert [(e.src, e.src_output, e.dst, e.dst_input) for e in tg.edges()] == _reference_from_graph(g)
+    assert [e.id for e in tg.edges()] == list(range(len(tg.edges_by_id)))
+
+
+def _reference_dfs(g, *, by_name, edge_filter=None, reverse=False, start=(0,)):
+    """The DFS as written before (tuples on the stack, names compared per sort)."""
+    nodes = g.nodes
+    visited, order = set(), []
+    stack = [(s, False) for s in start]
+    while stack:
+        nid, leave = stack.pop()
+        if leave:
+            order.append(("leave", nid))
+            continue
+        if nid in visited:
+            continue
+        visited.add(nid)
+        order.append(("enter", nid))
+        stack.append((nid, True))
+        edges = nodes[nid].in_edges.values() if reverse else nodes[nid].out_edges.values()
+        nbrs = [e.src if reverse else e.dst for e in edges if edge_filter is None or edge_filter(e)]
+        if by_name and len(nbrs) > 1:
+            nbrs.sort(key=lambda i: nodes[i].name)
+        stack.extend((m, False) for m in nbrs if m not in visited)
+    return order
+
+
+@pytest.mark.parametrize("make", [_loop_graph, _with_clones] + [lambda p=p: _load(p) for p in FIXTURES])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_dfs_orders_match_the_reference(make, reverse):
+    tg = TfGraph.from_graph(make())
+    clone_constants_for_better_clustering(tg)  # nodes added after the name ranks were first made
+    start = (1,) if reverse else (0,)
+    for by_name in (False, True):
+        for flt in (None, not_back_edge(tg), lambda e: e.dst_input != 1):
+            got = []
+            dfs(tg, lambda n: got.append(("enter", n.id)), lambda n: got.append(("leave", n.id)),
+                by_name=by_name, edge_filter=flt, reverse=reverse, start=start)
+            assert got == _reference_dfs(tg, by_name=by_name, edge_filter=flt, reverse=reverse, start=start)
+    ref = [nid for kind, nid in _reference_dfs(tg, by_name=True, edge_filter=not_back_edge(tg)) if kind == "leave"]
+    assert [n.id for n in post_order(tg, by_name=True, edge_filter=not_back_edge(tg))] == ref
+    assert [n.id for n in reverse_post_order(tg, by_name=True, edge_filter=not_back_edge(tg))] == ref[::-1]
+
+
+def test_make_and_of_one_repeated_predicate_is_it_and_creates_nothing():
+    """handle_generic's shortcut: the And of k copies of one predicate P that is no And (or
+    of #true) is P, and the factory makes no predicate for it (no id is used up)."""
+    f = PredicateFactory()
+    a, b = f.make_symbol("a", 0, True), f.make_symbol("b", 0, False)
+    true = f.make_true()
+    for p in (a, f.make_not(b), f.make_or([a, b]), true):
+        before = f.num_created
+        assert f.make_and([p, p, p]) is p and f.num_created == before
+    conj = f.make_and([a, b])
+    assert conj.kind == AND and conj.operands  # an And with operands is not shortcut
+
+
+@pytest.mark.parametrize("make", [lambda p=p: _load(p) for p in FIXTURES])
+def test_deadness_shortcut_gives_the_factory_path(make, monkeypatch):
+    tg = TfGraph.from_graph(make())
+    fast = deadness_analysis(tg)
+    import jitsim.analyses.deadness as dead
+
+    def slow_generic(self, n, revisit):  # the handler before the shortcut
+        p = self.f.make_and(self.input_preds(n))
+        for i in range(self.num_outputs(n)):
+            self.set_pred(n, i, p, revisit)
+        self.set_pred(n, CONTROL, p, revisit)
+
+    monkeypatch.setattr(dead._Analysis, "handle_generic", slow_generic)
+    slow = deadness_analysis(TfGraph.from_graph(make()))
+    assert fast.vlog() == slow.vlog()
+    assert fast.factory.num_created == slow.factory.num_created
+    assert {k: (p.id, str(p)) for k, p in fast.predicates.items()} == {k: (p.id, str(p)) for k, p in slow.predicates.items()}
