@@ -86,6 +86,11 @@ def global_jit_level(flags: XlaFlags, session: SessionConfig, g: TfGraph) -> int
     return single_gpu if len(gpus) == 1 else general
 
 
+# the shared empty resource ids and sets of clusters without resource ops (see Cluster.merge)
+_NO_IDS: tuple = ()
+_NONE: frozenset = frozenset()
+
+
 class Cluster:
     """TF's ``Cluster`` of ``MarkForCompilationPassImpl``: one per candidate, contracted together.
 
@@ -110,6 +115,9 @@ class Cluster:
             self.explicit = True
         if self.scope is None:
             self.scope = other.scope
+        # resource ids and sets: an empty one may be a shared immutable value (build_clusters),
+        # so it is replaced, never grown in place: below, the longer/larger side is always a
+        # non-empty list/set of this cluster's own
         if other.resource_ids:
             # self's ids then other's (TF appends); moved into the longer list, not copied
             if len(self.resource_ids) < len(other.resource_ids):
@@ -117,7 +125,7 @@ class Cluster:
                 self.resource_ids = other.resource_ids
             else:
                 self.resource_ids.extend(other.resource_ids)
-            other.resource_ids = []
+            other.resource_ids = _NO_IDS
         # sets: merge the smaller into the larger (same contents, linear total cost)
         if other.resource_set:
             if len(self.resource_set) < len(other.resource_set):
@@ -526,11 +534,14 @@ class MarkForCompilation:
                 c.resource_ids = [nid]
                 c.resource_set = {nid}
                 # resource ops this cluster may not absorb: union of unsafe successors of its members
-                c.forbidden = set(unsafe_from.get(nid, ()))
+                forbidden = unsafe_from.get(nid)
+                c.forbidden = set(forbidden) if forbidden else _NONE
             else:
-                c.resource_ids = []
-                c.resource_set = set()
-                c.forbidden = set()
+                # most clusters hold no resource op: one shared empty value each (memory on big
+                # graphs); Cluster.merge never grows an empty one in place
+                c.resource_ids = _NO_IDS
+                c.resource_set = _NONE
+                c.forbidden = _NONE
             c.deadness = predicate(nid) if predicate is not None else None
             attrs = n.nodedef.attr
             # explicit() reads these two attrs, of the node or of the function it calls
