@@ -198,8 +198,7 @@ def test_teeth_max_size(monkeypatch):
     orig = MarkForCompilation.try_contract
 
     def no_max(self, phase, a, b):
-        self.flags = copy.copy(self.flags)
-        self.flags.max_cluster_size = 2**31 - 1
+        self.max_cluster_size = 2**31 - 1  # the pass's copy of --tf_xla_max_cluster_size
         return orig(self, phase, a, b)
 
     monkeypatch.setattr(MarkForCompilation, "try_contract", no_max)
