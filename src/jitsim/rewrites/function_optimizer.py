@@ -59,21 +59,22 @@ def _post_order(g: TfGraph) -> list[TfNode]:
     nodes = g.nodes
     visited = bytearray(len(nodes))
     out: list[TfNode] = []
-    stack: list[tuple[int, bool]] = [(SOURCE_ID, False)]
+    stack: list[int] = [SOURCE_ID]  # a node id to enter, or ~id to leave it
     while stack:
-        nid, leave = stack.pop()
-        if leave:
-            out.append(nodes[nid])
+        nid = stack.pop()
+        if nid < 0:
+            out.append(nodes[~nid])
             continue
         if visited[nid]:
             continue
         visited[nid] = 1
-        stack.append((nid, True))
+        stack.append(~nid)
         # (ids sort as the nodes do by id: an edge's ends are live nodes)
         for m in sorted([e.dst for e in nodes[nid].out_edges.values()]):
             if not visited[m]:
-                stack.append((m, False))
+                stack.append(m)
     return out
+
 
 def _new_name(g: TfGraph, prefix: str) -> str:
     out = f"{prefix}/_{g.name_counter}"
@@ -368,6 +369,14 @@ class FunctionOptimizer:
         return got
 
     def _inputs(self, n: TfNode):
+        """(data inputs as (node id, slot) by input slot, or sorted for a commutative op;
+        sorted control input ids)."""
+        edges = n.in_edges
+        if len(edges) == 1:  # the common case, without sorting
+            for e in edges.values():
+                if e.src_output == CONTROL:
+                    return (), (e.src,)
+                return ((e.src, e.src_output),), ()
         data, ctrl = [], []
         for e in n.in_edges.values():
             if e.src_output == CONTROL:
