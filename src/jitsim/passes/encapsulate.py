@@ -345,12 +345,26 @@ class _RefVars:
                 except GraphError:
                     self._callee_cache[key] = True
                 else:
-                    found: set[int] = set()
-                    self._direction(body, forward, depth + 1, found, first_round_only=True)
-                    self._callee_cache[key] = bool(found)
+                    self._callee_cache[key] = self._body_has_refs(body, forward, depth + 1)
             if self._callee_cache[key]:
                 return True
         return False
+
+    def _body_has_refs(self, body: TfGraph, forward: bool, depth: int) -> bool:
+        """Whether :meth:`_direction` finds any node of a callee's ``body``. Without a node
+        that calls a function that is whether one (reached from ``_SOURCE``) has a ref output
+        (forward) or never (backward): nothing else makes a node count. Otherwise the walk's
+        first round (its callee look-ups fill the cache in TF's order)."""
+        order = self._op_post_order(body)
+        targets = self._targets
+        if not any(targets(n) for n in order):
+            if not forward:
+                return False
+            outputs = self.types.outputs
+            return any(is_ref_type(t) for n in order for t in outputs(n.nodedef))
+        found: set[int] = set()
+        self._direction(body, forward, depth, found, first_round_only=True)
+        return bool(found)
 
     def _op_post_order(self, g: TfGraph) -> list[TfNode]:
         """``g``'s op nodes in TF's post order with ``NodeComparatorName`` (once per graph)."""
@@ -487,9 +501,10 @@ class _Encapsulator:
         """``CopySubgraphNodes``: cluster members, in node-id order, without the group attribute."""
         attr = self.group_attribute
         for n in self.g.op_nodes():
-            if attr not in n.attr:
+            attrs = n.nodedef.attr
+            if attr not in attrs:
                 continue
-            av = n.attr[attr]
+            av = attrs[attr]
             if av.WhichOneof("value") != "s":
                 raise GraphError(f"attr {attr} of node {n.name!r} is not a string")
             name = av.s.decode()

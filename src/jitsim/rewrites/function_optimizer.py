@@ -70,7 +70,10 @@ def _post_order(g: TfGraph) -> list[TfNode]:
         visited[nid] = 1
         stack.append(~nid)
         # (ids sort as the nodes do by id: an edge's ends are live nodes)
-        for m in sorted([e.dst for e in nodes[nid].out_edges.values()]):
+        nbrs = [e.dst for e in nodes[nid].out_edges.values()]
+        if len(nbrs) > 1:
+            nbrs.sort()
+        for m in nbrs:
             if not visited[m]:
                 stack.append(m)
     return out
