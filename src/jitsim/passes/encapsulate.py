@@ -354,14 +354,17 @@ class _RefVars:
         """Whether :meth:`_direction` finds any node of a callee's ``body``. Without a node
         that calls a function that is whether one (reached from ``_SOURCE``) has a ref output
         (forward) or never (backward): nothing else makes a node count. Otherwise the walk's
-        first round (its callee look-ups fill the cache in TF's order)."""
-        order = self._op_post_order(body)
+        first round (its callee look-ups fill the cache in TF's order, only for nodes the walk
+        reaches)."""
         targets = self._targets
-        if not any(targets(n) for n in order):
+        if not any(targets(n) for n in body.op_nodes()):
             if not forward:
                 return False
             outputs = self.types.outputs
-            return any(is_ref_type(t) for n in order for t in outputs(n.nodedef))
+            # (no ref output anywhere: none among the reached nodes either, no walk needed)
+            if not any(is_ref_type(t) for n in body.op_nodes() for t in outputs(n.nodedef)):
+                return False
+            return any(is_ref_type(t) for n in self._op_post_order(body) for t in outputs(n.nodedef))
         found: set[int] = set()
         self._direction(body, forward, depth, found, first_round_only=True)
         return bool(found)
