@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from jitsim.graph.model import Graph
-from jitsim.graph.tfgraph import CASE_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS, TfEdge, TfGraph, dfs
+from jitsim.graph.tfgraph import CASE_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SOURCE_ID, WHILE_OPS, TfEdge, TfGraph
 
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 # ops whose constant inputs const_input_indices takes from the functions they call
@@ -194,7 +194,32 @@ class ConstAnalysis:
                 if not e.is_control and (ok is None or ok(e)) and e.dst_input in wanted:
                     mark_through(e)
 
-        # loop back edges are left out; without NextIteration nodes there are none to leave out
-        back = any(n is not None and n.op in NEXT_ITERATION_OPS for n in nodes)
-        dfs(g, None, visit, by_name=True, edge_filter=(lambda e: nodes[e.src].op not in NEXT_ITERATION_OPS) if back else None)
+        # TF's DFS from _SOURCE with NodeComparatorName, visiting on leave; loop back edges
+        # (a NextIteration's out-edges) are not followed. A node that is not marked, has no
+        # registered constant inputs and calls no function is not visited: it does nothing.
+        names = [n.name if n is not None else "" for n in nodes]
+        visited = bytearray(len(nodes))
+        stack: list[int] = [SOURCE_ID]  # a node id to enter, or ~id to leave it
+        while stack:
+            nid = stack.pop()
+            if nid < 0:
+                n = nodes[~nid]
+                op = n.op
+                if must[n.id] or op in registered or op in _ASKS_FUNCTIONS or (
+                        n.nodedef is not None and COMPILE_TIME_CONST_INPUTS_ATTR in n.nodedef.attr):
+                    visit(n)
+                continue
+            if visited[nid]:
+                continue
+            visited[nid] = 1
+            stack.append(~nid)
+            n = nodes[nid]
+            if n.op in NEXT_ITERATION_OPS:
+                continue
+            nbrs = [e.dst for e in n.out_edges.values()]
+            if len(nbrs) > 1:
+                nbrs.sort(key=names.__getitem__)
+            for m in nbrs:
+                if not visited[m]:
+                    stack.append(m)
         return must

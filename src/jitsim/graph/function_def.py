@@ -9,6 +9,8 @@ uniquified (:class:`NameMapping`, TF's ``NodeNameMapping``); body inputs are
 
 from __future__ import annotations
 
+import re
+
 from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.registry.optypes import NodeTypes, attr_or_default
@@ -44,17 +46,16 @@ def normalize_arg_name(name: str) -> str:
     """
     if not name:
         return "unknown"
-    chars = []
-    for b in name.encode():
-        c = chr(b)
-        if b < 128 and c.isalnum():
-            chars.append(c.lower())
-        else:
-            chars.append("_")
-    for i, c in enumerate(chars):
-        if c.isalpha():
-            return "".join(chars[i:])
-    return "unknown"
+    chars = name.encode().translate(_ARG_NAME_BYTES).decode("ascii")
+    m = _FIRST_LETTER.search(chars)
+    return chars[m.start():] if m is not None else "unknown"
+
+
+# byte -> what normalize_arg_name makes of it: ASCII letters lower-cased, digits kept, "_" else
+_ARG_NAME_BYTES = bytes(
+    b if chr(b).isdigit() or chr(b).islower() else b + 32 if chr(b).isupper() else ord("_")
+    for b in range(128)) + b"_" * 128
+_FIRST_LETTER = re.compile("[a-z]")
 
 
 class NameMapping:
@@ -115,6 +116,20 @@ def arg_count(nd, od, arg) -> int:
         return 0
     return av.i if arg.number_attr else len(av.list.type)
 
+def _fixed_arity(nd, types: NodeTypes) -> tuple[int | None, list | None]:
+    """For ``nd``'s op: (its number of inputs, :func:`output_ranges`), each None where the
+    node's attrs decide it (a ``number_attr`` or ``type_list_attr`` arg). A function call's
+    inputs are counted from its edges, so that count is None too."""
+    if nd.op in types.fns:
+        return None, output_ranges(nd, types)
+    od = op_def(nd.op)
+    if od is None:
+        return 0, []
+    n_in = None if any(a.number_attr or a.type_list_attr for a in od.input_arg) else len(od.input_arg)
+    ranges = None if any(a.number_attr or a.type_list_attr for a in od.output_arg) else output_ranges(nd, types)
+    return n_in, ranges
+
+
 def graph_to_function_def(sg: TfGraph, fname: str, control_names: set[str], types: NodeTypes):
     """``GraphToFunctionDef(graph, name, control_ret)``; also returns arg/ret node -> signature name."""
     fdef = protos.FunctionDef()
@@ -160,9 +175,15 @@ def graph_to_function_def(sg: TfGraph, fname: str, control_names: set[str], type
             for k, v in arg_attrs:
                 entry.attr[k].CopyFrom(v)
         renaming[(n.id, 0)] = arg.name
+    # per op, the input count and output ranges when no attr decides them (else None)
+    fixed: dict[str, tuple] = {}
     for n in body:
         uname = mapping.uniquify(n.name)
-        for out_name, start, end in output_ranges(n.nodedef, types):
+        plan = fixed.get(n.op)
+        if plan is None:
+            plan = fixed[n.op] = _fixed_arity(n.nodedef, types)
+        ranges = plan[1] if plan[1] is not None else output_ranges(n.nodedef, types)
+        for out_name, start, end in ranges:
             for k in range(start, end):
                 renaming.setdefault((n.id, k), f"{uname}:{out_name}:{k - start}")
     nodes = sg.nodes
@@ -185,7 +206,12 @@ def graph_to_function_def(sg: TfGraph, fname: str, control_names: set[str], type
                     raise GraphError(f"input {e.dst_input} of node '{n.name}' in function "
                                      f"'{fname}' is not available")
                 data[e.dst_input] = ref
-        n_inputs = len(types.inputs(n.nodedef)) if n.nodedef.op not in types.fns else len(data)
+        if n.op in types.fns:
+            n_inputs = len(data)
+        else:
+            n_inputs = fixed[n.op][0]
+            if n_inputs is None:
+                n_inputs = len(types.inputs(n.nodedef))
         for i in range(max(n_inputs, len(data))):
             if i not in data:
                 raise GraphError(f"node '{n.name}' in function '{fname}' is missing input {i}")

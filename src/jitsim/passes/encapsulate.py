@@ -68,7 +68,7 @@ from jitsim.graph.functions import function_to_graphdef
 from jitsim.graph.model import CONTROL, Graph
 from jitsim.rewrites.function_optimizer import FunctionOptimizer, add_node, fixup_source_and_sink
 from jitsim.registry.optypes import DT_RESOURCE, NodeTypes, is_ref_type
-from jitsim.graph.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs, post_order
+from jitsim.graph.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, dfs
 from jitsim.registry import op_def
 from jitsim.records import NodeDecision
 from jitsim.graph.custom_ops import with_custom_op_signatures
@@ -287,6 +287,7 @@ class _RefVars:
         self.bodies = dict(bodies or {})  # function name -> its graph (given, or converted once)
         self._callee_cache: dict[tuple[str, bool, int], bool] = {}
         self._post_orders: dict[int, tuple] = {}  # id(graph) -> (graph, its op nodes in post order)
+        self._node_targets: dict[TfNode, list[str]] = {}
 
     def related(self, g: TfGraph) -> set[int]:
         result: set[int] = set()
@@ -295,17 +296,24 @@ class _RefVars:
         return result
 
     def _targets(self, n: TfNode) -> list[str]:
+        """The functions node ``n`` calls: its op, or the functions its attrs name (once per
+        node: both directions ask)."""
+        got = self._node_targets.get(n)
+        if got is not None:
+            return got
         if n.op in self.fns:
-            return [n.op]
-        out = []
-        attrs = n.nodedef.attr
-        for key in sorted(attrs):  # (keys, not .items(): the Mapping mixin's view is slow)
-            av = attrs[key]
-            kind = av.WhichOneof("value")
-            if kind == "func":
-                out.append(av.func.name)
-            elif kind == "list":
-                out.extend(f.name for f in av.list.func)
+            out = [n.op]
+        else:
+            out = []
+            attrs = n.nodedef.attr
+            for key in sorted(attrs):  # (keys, not .items(): the Mapping mixin's view is slow)
+                av = attrs[key]
+                kind = av.WhichOneof("value")
+                if kind == "func":
+                    out.append(av.func.name)
+                elif kind == "list":
+                    out.extend(f.name for f in av.list.func)
+        self._node_targets[n] = out
         return out
 
     def _body(self, name: str) -> TfGraph:
@@ -337,22 +345,70 @@ class _RefVars:
                 except GraphError:
                     self._callee_cache[key] = True
                 else:
-                    found: set[int] = set()
-                    self._direction(body, forward, depth + 1, found)
-                    self._callee_cache[key] = bool(found)
+                    self._callee_cache[key] = self._body_has_refs(body, forward, depth + 1)
             if self._callee_cache[key]:
                 return True
         return False
 
-    def _direction(self, g: TfGraph, forward: bool, depth: int, result: set[int]) -> None:
+    def _body_has_refs(self, body: TfGraph, forward: bool, depth: int) -> bool:
+        """Whether :meth:`_direction` finds any node of a callee's ``body``. Without a node
+        that calls a function that is whether one (reached from ``_SOURCE``) has a ref output
+        (forward) or never (backward): nothing else makes a node count. Otherwise the walk's
+        first round (its callee look-ups fill the cache in TF's order, only for nodes the walk
+        reaches)."""
+        targets = self._targets
+        if not any(targets(n) for n in body.op_nodes()):
+            if not forward:
+                return False
+            outputs = self.types.outputs
+            # (no ref output anywhere: none among the reached nodes either, no walk needed)
+            if not any(is_ref_type(t) for n in body.op_nodes() for t in outputs(n.nodedef)):
+                return False
+            return any(is_ref_type(t) for n in self._op_post_order(body) for t in outputs(n.nodedef))
+        found: set[int] = set()
+        self._direction(body, forward, depth, found, first_round_only=True)
+        return bool(found)
+
+    def _op_post_order(self, g: TfGraph) -> list[TfNode]:
+        """``g``'s op nodes in TF's post order with ``NodeComparatorName`` (once per graph)."""
+        got = self._post_orders.get(id(g))
+        if got is None or got[0] is not g:
+            nodes = g.nodes
+            names = [n.name if n is not None else "" for n in nodes]
+            visited = bytearray(len(nodes))
+            out: list[TfNode] = []
+            stack: list[tuple[int, bool]] = [(SOURCE_ID, False)]
+            while stack:
+                nid, is_leave = stack.pop()
+                if is_leave:
+                    if nid > SINK_ID:
+                        out.append(nodes[nid])
+                    continue
+                if visited[nid]:
+                    continue
+                visited[nid] = 1
+                stack.append((nid, True))
+                nbrs = [e.dst for e in nodes[nid].out_edges.values()]
+                if len(nbrs) > 1:
+                    nbrs.sort(key=names.__getitem__)
+                for m in nbrs:
+                    if not visited[m]:
+                        stack.append((m, False))
+            got = self._post_orders[id(g)] = (g, out)
+        return got[1]
+
+    def _direction(self, g: TfGraph, forward: bool, depth: int, result: set[int], *,
+                   first_round_only: bool = False) -> None:
+        """Add to ``result`` the nodes of ``g`` related to ref variables in one direction (a
+        fixpoint). ``first_round_only``: only whether ``result`` ends up empty matters; that is
+        settled in the first round (a node joins later only through one that joined before),
+        and so are the callee look-ups (later rounds read each node's answer from the cache)."""
         types = self.types
         cache: dict[int, bool] = {}
         # TF's order (the fixpoint does not depend on it, the iteration count does): the
         # reverse post order forward, the post order backward; one DFS serves both directions
-        got = self._post_orders.get(id(g))
-        if got is None or got[0] is not g:
-            got = self._post_orders[id(g)] = (g, [n for n in post_order(g, by_name=True) if n.is_op])
-        nodes = got[1][::-1] if forward else got[1]
+        order = self._op_post_order(g)
+        nodes = order[::-1] if forward else order
         while True:
             before = len(result)
             for n in nodes:
@@ -369,12 +425,13 @@ class _RefVars:
                 # not again in each round of the fixpoint
                 own = cache.get(n.id)
                 if own is None:
+                    targets = self._targets(n)
                     own = cache[n.id] = bool(
                         (forward and any(is_ref_type(t) for t in types.outputs(n.nodedef)))
-                        or self._callee_has_refs(self._targets(n), forward, depth))
+                        or (targets and self._callee_has_refs(targets, forward, depth)))
                 if own:
                     result.add(n.id)
-            if len(result) == before:
+            if len(result) == before or first_round_only:
                 return
 
 
@@ -447,9 +504,10 @@ class _Encapsulator:
         """``CopySubgraphNodes``: cluster members, in node-id order, without the group attribute."""
         attr = self.group_attribute
         for n in self.g.op_nodes():
-            if attr not in n.attr:
+            attrs = n.nodedef.attr
+            if attr not in attrs:
                 continue
-            av = n.attr[attr]
+            av = attrs[attr]
             if av.WhichOneof("value") != "s":
                 raise GraphError(f"attr {attr} of node {n.name!r} is not a string")
             name = av.s.decode()

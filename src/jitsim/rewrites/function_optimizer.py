@@ -12,16 +12,13 @@ the cluster's ``ClusterDecision.optimizer`` report.
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Callable
-
 from jitsim.registry import protos
 from jitsim.graph.function_def import merge_debug_info
 from jitsim.registry.kernels import find_kernel
 from jitsim.rewrites.folding.evaluator import Evaluator
 from jitsim.rewrites.folding.tensors import EvalError, Unsupported, to_tensor_proto, total_bytes
 from jitsim.registry.optypes import DT_RESOURCE, DT_VARIANT, NodeTypes, is_ref_type
-from jitsim.graph.tfgraph import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID, SOURCE_ID, SWITCH_OPS, TfGraph, TfNode, dfs
+from jitsim.graph.tfgraph import CONTROL, CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID, SOURCE_ID, SWITCH_OPS, TfGraph, TfNode
 from jitsim.registry import op_def
 
 # The device of the private CPU function runtime the pass creates; constants made by
@@ -57,26 +54,30 @@ def fixup_source_and_sink(g: TfGraph) -> bool:
             changed = True
     return changed
 
-def _post_order(g: TfGraph, key: Callable[[TfNode], object]) -> list[TfNode]:
-    """TF's ``DFS`` from ``_SOURCE`` with a stable comparator: leave order."""
+def _post_order(g: TfGraph) -> list[TfNode]:
+    """TF's ``DFS`` from ``_SOURCE`` with a stable comparator on node ids: leave order."""
     nodes = g.nodes
     visited = bytearray(len(nodes))
     out: list[TfNode] = []
-    stack: list[tuple[int, bool]] = [(SOURCE_ID, False)]
+    stack: list[int] = [SOURCE_ID]  # a node id to enter, or ~id to leave it
     while stack:
-        nid, leave = stack.pop()
-        if leave:
-            out.append(nodes[nid])
+        nid = stack.pop()
+        if nid < 0:
+            out.append(nodes[~nid])
             continue
         if visited[nid]:
             continue
         visited[nid] = 1
-        stack.append((nid, True))
-        nbrs = sorted((nodes[e.dst] for e in nodes[nid].out_edges.values()), key=key)
+        stack.append(~nid)
+        # (ids sort as the nodes do by id: an edge's ends are live nodes)
+        nbrs = [e.dst for e in nodes[nid].out_edges.values()]
+        if len(nbrs) > 1:
+            nbrs.sort()
         for m in nbrs:
-            if not visited[m.id]:
-                stack.append((m.id, False))
+            if not visited[m]:
+                stack.append(m)
     return out
+
 
 def _new_name(g: TfGraph, prefix: str) -> str:
     out = f"{prefix}/_{g.name_counter}"
@@ -92,7 +93,9 @@ class FunctionOptimizer:
         self.fold = not getattr(flags, "disable_constant_folding", False)
         self.report = report
         self.warnings = warnings
-        self._attr_keys: dict[int, tuple] = {}
+        self._static_keys: dict[int, tuple] = {}  # node id -> (node, output types, attrs)
+        self._commutative: dict[str, bool] = {}
+        self._stateful: dict[str, bool] = {}  # op -> is_stateful (the library does not change)
         self._foldable_memo: dict[int, tuple] = {}
 
     def run(self) -> None:
@@ -120,27 +123,35 @@ class FunctionOptimizer:
 
     # RemoveDeadNodes / PruneForReverseReachability
     def remove_dead_nodes(self) -> bool:
-        g, types = self.g, self.types
-        keep = set()
-        queue = deque()
-        for n in g.all_nodes():
-            if (n.id in (SOURCE_ID, SINK_ID) or n.op in CONTROL_FLOW_OPS
-                    or types.is_stateful(n.op)):
-                keep.add(n.id)
-                queue.append(n.id)
+        g = self.g
         nodes = g.nodes
-        while queue:
-            n = nodes[queue.popleft()]
-            for e in n.in_edges.values():
-                if e.src not in keep:
-                    keep.add(e.src)
-                    queue.append(e.src)
-        removed = [n for n in g.op_nodes() if n.id not in keep]
+        keep = bytearray(len(nodes))
+        stack: list[TfNode] = []
+        for n in nodes:
+            if n is None:
+                continue
+            op = n.op
+            if n.id <= SINK_ID or op in CONTROL_FLOW_OPS or self._is_stateful(op):
+                keep[n.id] = 1
+                stack.append(n)
+        while stack:
+            for e in stack.pop().in_edges.values():
+                src = e.src
+                if not keep[src]:
+                    keep[src] = 1
+                    stack.append(nodes[src])
+        removed = [n for n in nodes[2:] if n is not None and not keep[n.id]]
         for n in removed:
             g.remove_node(n.id)
         if removed:
             self.report.setdefault("dead_nodes_removed", []).extend(n.name for n in removed)
         return bool(removed)
+
+    def _is_stateful(self, op: str) -> bool:
+        got = self._stateful.get(op)
+        if got is None:
+            got = self._stateful[op] = self.types.is_stateful(op)
+        return got
 
     # RemoveIdentityNodes
     def _only_data_edge(self, n: TfNode):
@@ -205,33 +216,94 @@ class FunctionOptimizer:
             return False
         return _cpu_kernel_available(n.nodedef)
 
+    def _may_fold(self) -> bool:
+        """Whether some node other than a constant could be folded: a necessary condition of
+        :meth:`constant_fold` finding anything, checked first because it is cheap (no sorting).
+
+        A node can be folded only if it is foldable and all its data inputs can; so the nodes
+        that can be form the closure, from the foldable nodes without data inputs along data
+        edges, of the foldable nodes whose every data input is in it (a superset of what the
+        name-ordered walk of :meth:`constant_fold` takes)."""
+        nodes = self.g.nodes
+        foldable = self._foldable
+        pending: dict[int, int] = {}
+        ready: list[TfNode] = []
+        for n in nodes:
+            if n is None:
+                continue
+            k = 0
+            for e in n.in_edges.values():
+                if e.src_output != CONTROL:
+                    k += 1
+            if k:
+                pending[n.id] = k
+            elif n.id > SINK_ID:
+                ready.append(n)
+        while ready:
+            n = ready.pop()
+            if not foldable(n):
+                continue
+            if n.op not in CONSTANT_OPS:
+                return True
+            for e in n.out_edges.values():
+                if e.src_output != CONTROL:
+                    left = pending[e.dst] - 1
+                    pending[e.dst] = left
+                    if not left and e.dst > SINK_ID:
+                        ready.append(nodes[e.dst])
+        return False
+
     def constant_fold(self) -> bool:
         g = self.g
         nodes = g.nodes
+        if not self._may_fold():
+            return False
         deps: dict[int, set[int]] = {}  # constant_control_deps
         order: list[TfNode] = []
-        internal = [False]
-
-        def leave(n: TfNode) -> None:
-            if not n.is_op or not self._foldable(n):
-                return
-            for e in n.in_edges.values():
-                if not e.is_control and e.src not in deps:
-                    return
-            mine: set[int] = set()
-            for e in n.in_edges.values():
-                if e.src not in deps:
-                    if e.src != SOURCE_ID:
-                        mine.add(e.src)
+        internal = False
+        foldable = self._foldable
+        # TF's ReverseDFSFrom(_SINK) with NodeComparatorName, the leave step inline: a node
+        # is taken when it is foldable and all its data inputs were taken
+        names = [n.name if n is not None else "" for n in nodes]
+        visited = bytearray(len(nodes))
+        stack: list[tuple[int, bool]] = [(SINK_ID, False)]
+        while stack:
+            nid, is_leave = stack.pop()
+            n = nodes[nid]
+            if is_leave:
+                if nid <= SINK_ID:
+                    continue
+                ins = n.in_edges.values()
+                for e in ins:
+                    if e.src_output != CONTROL and e.src not in deps:
+                        break
                 else:
-                    mine |= deps[e.src]
-            deps[n.id] = mine
-            order.append(n)
-            if n.op not in CONSTANT_OPS:
-                internal[0] = True
-
-        dfs(g, None, leave, by_name=True, start=(SINK_ID,), reverse=True)
-        if not internal[0]:
+                    if not foldable(n):
+                        continue
+                    mine: set[int] = set()
+                    for e in ins:
+                        src = e.src
+                        if src not in deps:
+                            if src != SOURCE_ID:
+                                mine.add(src)
+                        else:
+                            mine |= deps[src]
+                    deps[nid] = mine
+                    order.append(n)
+                    if n.op not in CONSTANT_OPS:
+                        internal = True
+                continue
+            if visited[nid]:
+                continue
+            visited[nid] = 1
+            stack.append((nid, True))
+            nbrs = [e.src for e in n.in_edges.values()]
+            if len(nbrs) > 1:
+                nbrs.sort(key=names.__getitem__)
+            for m in nbrs:
+                if not visited[m]:
+                    stack.append((m, False))
+        if not internal:
             return False
         fetch = set()
         for n in order:
@@ -283,42 +355,70 @@ class FunctionOptimizer:
         return replaced > 0
 
     # OptimizeCSE
-    def _attrs_key(self, n: TfNode) -> tuple:
-        key = self._attr_keys.get(n.id)
-        if key is None:
-            key = tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in n.attr.items()))
-            self._attr_keys[n.id] = key
-        return key
+    def _static_key(self, n: TfNode) -> tuple:
+        """The part of a node's CSE hash that the rounds never change: its output types and
+        attrs (once per node; nodes the rounds create get new ids)."""
+        key = self._static_keys.get(n.id)
+        if key is None or key[0] is not n:
+            attrs = n.attr
+            key = self._static_keys[n.id] = (n, tuple(self.types.outputs(n.nodedef)), tuple(
+                (k, attrs[k].SerializeToString(deterministic=True)) for k in sorted(attrs)))
+        return key[1:]
+
+    def _is_commutative(self, op: str) -> bool:
+        got = self._commutative.get(op)
+        if got is None:
+            got = self._commutative[op] = self.types.is_commutative(op)
+        return got
 
     def _inputs(self, n: TfNode):
+        """(data inputs as (node id, slot) by input slot, or sorted for a commutative op;
+        sorted control input ids)."""
+        edges = n.in_edges
+        if len(edges) == 1:  # the common case, without sorting
+            for e in edges.values():
+                if e.src_output == CONTROL:
+                    return (), (e.src,)
+                return ((e.src, e.src_output),), ()
         data, ctrl = [], []
         for e in n.in_edges.values():
-            if e.is_control:
+            if e.src_output == CONTROL:
                 ctrl.append(e.src)
             else:
                 data.append((e.dst_input, e.src, e.src_output))
         data.sort()
         ins = [(s, o) for _, s, o in data]
-        if self.types.is_commutative(n.op):
+        if self._is_commutative(n.op):
             ins.sort()
         ctrl.sort()
         return tuple(ins), tuple(ctrl)
 
     def cse(self) -> bool:
+        """TF's ``OptimizeCSE``: in reverse post order, a node whose op, output types, inputs
+        and attrs equal an earlier node's is replaced by it. The nodes are bucketed by op and
+        inputs first; the rest of the hash is worked out only where a bucket has two nodes."""
         g, types = self.g, self.types
-        order = _post_order(g, key=lambda m: m.id)
+        order = _post_order(g)
         order.reverse()
-        available: dict[tuple, TfNode] = {}
+        # (op, inputs) -> the first node with them, or {rest of the key: first node}
+        available: dict[tuple, object] = {}
         changed = False
         merged = []
         for n in order:
-            if not n.is_op or n.op in PLACEHOLDER_OPS:
+            if n.id <= SINK_ID or n.op in PLACEHOLDER_OPS:
                 continue
             ins, ctrl = self._inputs(n)
-            key = (n.op, tuple(types.outputs(n.nodedef)), ins, self._attrs_key(n))
-            cand = available.get(key)
+            head = (n.op, ins)
+            bucket = available.get(head)
+            if bucket is None:
+                available[head] = n
+                continue
+            if type(bucket) is not dict:
+                bucket = available[head] = {self._static_key(bucket): bucket}
+            rest = self._static_key(n)
+            cand = bucket.get(rest)
             if cand is None:
-                available[key] = n
+                bucket[rest] = n
                 continue
             if types.is_stateful(cand.op):
                 continue
