@@ -535,22 +535,24 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
 
 
 def save(graph: Graph | object, path: Path | str) -> Path:
-    """Write a Graph (or any GraphDef proto) to ``path``: text for .pbtxt, else binary
-(gzip-compressed when the name ends in ``.gz``).
+    """Write a Graph (or any GraphDef proto, or an iterable of GraphDef pieces whose texts
+    joined are the graph's, as :meth:`TfGraph.graphdef_pieces` makes them) to ``path``: text
+    for .pbtxt, else binary (gzip-compressed when the name ends in ``.gz``).
 
     The file is written to a temporary name in the same directory and renamed, so a
     failure never leaves a half-written output.
     """
     path = Path(path)
     gd = graph.to_graphdef() if isinstance(graph, Graph) else graph
+    pieces = [gd] if hasattr(gd, "SerializeToString") else gd
     gz = path.name.lower().endswith(".gz")
     if is_text_path(path) or is_stdout(path):  # standard output: text, TF's dump format
         # piece by piece: a big graph's text is several times its size in memory
-        data = (piece.encode() for piece in textproto.print_message_pieces(gd))
-        if gz:
-            data = b"".join(data)
+        data = (text.encode() for piece in pieces for text in textproto.print_message_pieces(piece))
     else:
-        data = gd.SerializeToString(deterministic=True)
+        data = (piece.SerializeToString(deterministic=True) for piece in pieces)
+    if gz:
+        data = b"".join(data)
     if gz:
         import gzip
 

@@ -257,11 +257,34 @@ class TfGraph:
         """A GraphDef as TF's ``Graph::ToGraphDef`` writes it (what TF's dumps contain):
         op nodes by id, data inputs by slot, then control inputs sorted by source name."""
         gd = protos.GraphDef()
+        self._add_node_defs(gd, self.op_nodes())
+        self._add_library(gd)
+        return gd
+
+    def graphdef_pieces(self, nodes_per_piece: int = 50_000):
+        """:meth:`to_graphdef` in pieces, for writing a big graph without a second copy of it:
+        GraphDefs of up to ``nodes_per_piece`` consecutive nodes each, the last one with the
+        versions and the library. The pieces' texts (and binary serializations), joined, are
+        the whole GraphDef's (its fields are written in field-number order: nodes first)."""
+        gd = protos.GraphDef()
+        for n in self.op_nodes():
+            if len(gd.node) >= nodes_per_piece:
+                yield gd
+                gd = protos.GraphDef()
+            self._add_node_defs(gd, (n,))
+        self._add_library(gd)
+        yield gd
+
+    def _add_library(self, gd) -> None:
         if self.versions is not None:
             gd.versions.CopyFrom(self.versions)
+        gd.library.CopyFrom(self.library)
+        gd.library.SetInParent()  # TF always writes `library {}`, even when empty
+
+    def _add_node_defs(self, gd, op_nodes) -> None:
         nodes = self.nodes
         add = gd.node.add
-        for n in self.op_nodes():
+        for n in op_nodes:
             nd = add()
             nd.CopyFrom(n.nodedef)
             data = []
@@ -301,9 +324,6 @@ class TfGraph:
             if inputs != nd.input:  # most nodes keep the inputs they were read with
                 del nd.input[:]
                 nd.input.extend(inputs)
-        gd.library.CopyFrom(self.library)
-        gd.library.SetInParent()  # TF always writes `library {}`, even when empty
-        return gd
 
 
 # -- dumps taken after TF modified the graph ------------------------------------------------

@@ -155,6 +155,10 @@ class ClusterResult:
         """The graph as TF's ``mark_for_compilation`` dump writes it."""
         return self.graph.to_graphdef()
 
+    def graphdef_pieces(self):
+        """:meth:`to_graphdef` in pieces (:meth:`TfGraph.graphdef_pieces`), for :func:`~jitsim.graph.io.save`."""
+        return self.graph.graphdef_pieces()
+
 
 def cluster_graph(graph: Graph, options: Options, state: ProcessState | None = None) -> ClusterResult:
     """Simulate the stage ``mark`` on ``graph``: clone-constants, cluster-scoping and
