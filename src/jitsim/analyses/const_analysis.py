@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from jitsim.graph.model import Graph
-from jitsim.graph.tfgraph import CASE_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SOURCE_ID, WHILE_OPS, TfEdge, TfGraph
+from jitsim.graph.tfgraph import CASE_OPS, IDENTITY_OPS, IF_OPS, WHILE_OPS, TfEdge, TfGraph, not_back_edge, post_order
 
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 # ops whose constant inputs const_input_indices takes from the functions they call
@@ -197,29 +197,9 @@ class ConstAnalysis:
         # TF's DFS from _SOURCE with NodeComparatorName, visiting on leave; loop back edges
         # (a NextIteration's out-edges) are not followed. A node that is not marked, has no
         # registered constant inputs and calls no function is not visited: it does nothing.
-        names = [n.name if n is not None else "" for n in nodes]
-        visited = bytearray(len(nodes))
-        stack: list[int] = [SOURCE_ID]  # a node id to enter, or ~id to leave it
-        while stack:
-            nid = stack.pop()
-            if nid < 0:
-                n = nodes[~nid]
-                op = n.op
-                if must[n.id] or op in registered or op in _ASKS_FUNCTIONS or (
-                        n.nodedef is not None and COMPILE_TIME_CONST_INPUTS_ATTR in n.nodedef.attr):
-                    visit(n)
-                continue
-            if visited[nid]:
-                continue
-            visited[nid] = 1
-            stack.append(~nid)
-            n = nodes[nid]
-            if n.op in NEXT_ITERATION_OPS:
-                continue
-            nbrs = [e.dst for e in n.out_edges.values()]
-            if len(nbrs) > 1:
-                nbrs.sort(key=names.__getitem__)
-            for m in nbrs:
-                if not visited[m]:
-                    stack.append(m)
+        for n in post_order(g, by_name=True, edge_filter=not_back_edge(g)):
+            op = n.op
+            if must[n.id] or op in registered or op in _ASKS_FUNCTIONS or (
+                    n.nodedef is not None and COMPILE_TIME_CONST_INPUTS_ATTR in n.nodedef.attr):
+                visit(n)
         return must

@@ -43,7 +43,7 @@ from jitsim.registry.kernels import find_kernel
 from jitsim.passes.increase_dynamism import cluster_of
 from jitsim.passes.mark_for_compilation import ProcessState
 from jitsim.records import PassResult
-from jitsim.graph.tfgraph import CONSTANT_OPS, IDENTITY_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SOURCE_ID, WHILE_OPS, TfGraph, TfNode
+from jitsim.graph.tfgraph import CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, INPUT_HOSTMEM_ATTR, MUST_COMPILE_ATTR
@@ -274,30 +274,7 @@ def _decluster_copy(g: TfGraph, n: TfNode) -> tuple[int, bool]:
 def _post_order(g: TfGraph) -> list[TfNode]:
     """TF's ``DFS`` from ``_SOURCE`` with ``NodeComparatorName`` and ``NotBackedge`` (a
     NextIteration's out-edges are not followed): every reached node in leave order."""
-    nodes = g.nodes
-    names = [n.name if n is not None else "" for n in nodes]
-    visited = bytearray(len(nodes))
-    out: list[TfNode] = []
-    stack: list[int] = [SOURCE_ID]  # a node id to enter, or ~id to leave it
-    while stack:
-        nid = stack.pop()
-        if nid < 0:
-            out.append(nodes[~nid])
-            continue
-        if visited[nid]:
-            continue
-        visited[nid] = 1
-        stack.append(~nid)
-        n = nodes[nid]
-        if n.op in NEXT_ITERATION_OPS:
-            continue
-        nbrs = [e.dst for e in n.out_edges.values()]
-        if len(nbrs) > 1:
-            nbrs.sort(key=names.__getitem__)
-        for m in nbrs:
-            if not visited[m]:
-                stack.append(m)
-    return out
+    return post_order(g, by_name=True, edge_filter=not_back_edge(g))
 
 
 def reduce_device_to_host_copies(g: TfGraph, result: PassResult, mt: MemoryTypes | None = None,
