@@ -153,3 +153,26 @@ def test_big_graph_text_written_in_pieces_is_the_same_text(tmp_path, monkeypatch
     save(Graph(gd), tmp_path / "pieces.pbtxt")
     assert (tmp_path / "pieces.pbtxt").read_bytes() == (tmp_path / "whole.pbtxt").read_bytes()
     assert (tmp_path / "whole.pbtxt").read_text() == textproto.print_message(Graph(gd).to_graphdef())
+
+
+def test_tfgraph_pieces_are_the_whole_graphdef(tmp_path):
+    """TfGraph.graphdef_pieces (the marked graph written without a second copy of it): with
+    any piece size, the pieces' text and binary files are to_graphdef()'s, byte for byte."""
+    from jitsim.graph.tfgraph import TfGraph
+
+    gd = _graphdef()
+    for i in range(23):
+        n = gd.node.add()
+        n.name, n.op = f"c{i}", "Const"
+        n.input.append(f"^{gd.node[0].name}")
+    gd.versions.producer = 1882
+    tg = TfGraph.from_graph(Graph(gd))
+    save(tg.to_graphdef(), tmp_path / "whole.pbtxt")
+    save(tg.to_graphdef(), tmp_path / "whole.pb")
+    for size in (1, 2, 7, 10_000):
+        pieces = list(tg.graphdef_pieces(size))
+        assert len(pieces) == max(1, -(-sum(1 for _ in tg.op_nodes()) // size))
+        save(iter(pieces), tmp_path / "pieces.pbtxt")
+        save(iter(pieces), tmp_path / "pieces.pb")
+        assert (tmp_path / "pieces.pbtxt").read_bytes() == (tmp_path / "whole.pbtxt").read_bytes(), size
+        assert (tmp_path / "pieces.pb").read_bytes() == (tmp_path / "whole.pb").read_bytes(), size
