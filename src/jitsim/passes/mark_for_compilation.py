@@ -255,9 +255,17 @@ class MarkForCompilation:
 
     def explicit(self, n: TfNode) -> bool:
         """Compilation explicitly requested: _XlaCompile, or _XlaMustCompile when jit is on."""
+        if not self.may_be_explicit(n):
+            return False
         if self._bool_attr_any(n, COMPILE_ATTR):
             return True
         return self.level != OFF and self._bool_attr_any(n, MUST_COMPILE_ATTR)
+
+    def may_be_explicit(self, n: TfNode) -> bool:
+        """Whether ``n`` or the function it calls can hold the attrs :meth:`explicit` (and
+        ``_XlaCompile``'s check) read: False for most nodes, answered without reading them."""
+        attrs = n.nodedef.attr
+        return n.op in self.fns or COMPILE_ATTR in attrs or MUST_COMPILE_ATTR in attrs
 
     def is_stateful(self, n: TfNode) -> bool:
         f = self.fns.get(n.op)
@@ -288,7 +296,6 @@ class MarkForCompilation:
         checkers: dict[str, CompilabilityChecker] = {}
         cands: list[TfNode] = []
         state = self.state
-        fns = self.fns
         exclude_ops = self.exclude_ops
         node_keys = self._node_keys
         signatures: dict[tuple, tuple] = {}
@@ -308,10 +315,8 @@ class MarkForCompilation:
             dtype = dev_types.get(device, "")
             if dtype == "":
                 dtype = dev_types[device] = device_type(device)
-            attrs = nodedef.attr
             op = n.op
-            fn = fns.get(op)
-            if fn is None and COMPILE_ATTR not in attrs and MUST_COMPILE_ATTR not in attrs:
+            if not self.may_be_explicit(n):
                 xla_compile, explicit = None, False  # what _bool_attr / explicit() answer here
             else:
                 xla_compile = self._bool_attr(n, COMPILE_ATTR)
@@ -431,12 +436,12 @@ class MarkForCompilation:
         frame_edge: list[bool] = []
         edges = []
         ops = [n.op if n is not None else None for n in nodes]
-        if ENTER_OPS.isdisjoint(ops) and EXIT_OPS.isdisjoint(ops) and NEXT_ITERATION_OPS.isdisjoint(ops):
-            # no loop in the graph: every edge goes in as it is
+        no_loops = ENTER_OPS.isdisjoint(ops) and EXIT_OPS.isdisjoint(ops) and NEXT_ITERATION_OPS.isdisjoint(ops)
+        if no_loops:  # every edge goes in as it is
             edges = [e for e in g.edges_by_id if e is not None]
             pairs = [(e.src, e.dst) for e in edges]
             frame_edge = [False] * len(edges)
-        for e in (g.edges() if not edges else ()):
+        for e in (() if no_loops else g.edges()):
             src_op, dst_op = ops[e.src], ops[e.dst]
             if dst_op in ENTER_OPS or src_op in EXIT_OPS:
                 s, d = e.src, e.dst
@@ -543,10 +548,8 @@ class MarkForCompilation:
                 c.resource_set = _NONE
                 c.forbidden = _NONE
             c.deadness = predicate(nid) if predicate is not None else None
+            c.explicit = explicit(n)
             attrs = n.nodedef.attr
-            # explicit() reads these two attrs, of the node or of the function it calls
-            c.explicit = (explicit(n) if op in fns or COMPILE_ATTR in attrs or MUST_COMPILE_ATTR in attrs
-                          else False)
             scope = attrs[scope_key].s.decode() if scope_key in attrs else ""
             c.scope = scope or None
             c.fwd = None
@@ -633,8 +636,7 @@ class MarkForCompilation:
             pa, pb = a.deadness.text(), b.deadness.text()
             return self._refuse(phase, a, b, Code.MERGE_DEADNESS, f"the two nodes have mismatching deadness: {pa} and {pb}",
                                 from_predicate=pa, to_predicate=pb)
-        hit = self._compat_cache.get((a.dkey, b.dkey))
-        if not (hit if hit is not None else self.devices_compatible(a, b)):
+        if not self.devices_compatible(a, b):
             return self._refuse(phase, a, b, Code.MERGE_DEVICES, "the two nodes have incompatible devices",
                                 from_devices=[self.device_names[d] for d in a.devices],
                                 to_devices=[self.device_names[d] for d in b.devices])
