@@ -38,6 +38,7 @@ def as_code(code) -> Code:
     """``code`` as the catalogue's member (a string: its member, or ValueError if uncatalogued)."""
     return code if type(code) is Code else Code(code)
 
+
 @dataclass
 class NodeDecision:
     code: Code

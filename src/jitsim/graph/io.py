@@ -552,11 +552,9 @@ def save(graph: Graph | object, path: Path | str) -> Path:
     else:
         data = (piece.SerializeToString(deterministic=True) for piece in pieces)
     if gz:
-        data = b"".join(data)
-    if gz:
         import gzip
 
-        data = gzip.compress(data, mtime=0)
+        data = gzip.compress(b"".join(data), mtime=0)
     write_atomic(path, data)
     return path
 

@@ -553,10 +553,11 @@ def print_message_pieces(msg, piece_bytes: int = 1 << 24) -> Iterator[str]:
             data = None
         if data is not None and len(data) > piece_bytes:
             cuts = _c.record_cuts(data, piece_bytes)
-    if cuts is None:
-        yield print_message(msg)
+    plan = _c_plan(msg.DESCRIPTOR) if data is not None else None
+    if cuts is None:  # one piece (printed from the bytes already made, where the C printer can)
+        text = _c.print_wire(data, plan) if plan is not None else None
+        yield text if text is not None else print_message(msg)
         return
-    plan = _c_plan(msg.DESCRIPTOR)
     view = memoryview(data)
     for lo, hi in zip(cuts, cuts[1:]):
         text = _c.print_wire(view[lo:hi], plan) if plan is not None else None
