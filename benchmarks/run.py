@@ -269,29 +269,31 @@ def _run_wait4(cmd: list[str], timeout: float, *, parse_cache: str = "off", ok_c
     t0 = time.perf_counter()
     rss_file = tempfile.NamedTemporaryFile(prefix="jitsim-bench-rss-", delete=False)
     rss_file.close()
-    if TIME:
-        cmd = [TIME, "-f", "%M", "-o", rss_file.name, *cmd]
-    with tempfile.TemporaryFile() as errf:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf, env=_env(parse_cache), cwd=ROOT)
-        deadline = t0 + timeout
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
-                p.kill()
-                os.wait4(p.pid, 0)
-                raise TimeoutError(f"{' '.join(cmd)}: over {timeout:.0f} s")
-            time.sleep(0.005)
-        wall = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
-        if p.returncode not in ok_codes:
-            errf.seek(0)
-            raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {errf.read().decode()[-2000:]}")
-    rss_kb = ru.ru_maxrss
-    if TIME:
-        rss_kb = int(Path(rss_file.name).read_text().split()[-1])
-    os.unlink(rss_file.name)
+    try:
+        if TIME:
+            cmd = [TIME, "-f", "%M", "-o", rss_file.name, *cmd]
+        with tempfile.TemporaryFile() as errf:
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf, env=_env(parse_cache), cwd=ROOT)
+            deadline = t0 + timeout
+            while True:
+                pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.perf_counter() > deadline:
+                    p.kill()
+                    os.wait4(p.pid, 0)
+                    raise TimeoutError(f"{' '.join(cmd)}: over {timeout:.0f} s")
+                time.sleep(0.005)
+            wall = time.perf_counter() - t0
+            p.returncode = os.waitstatus_to_exitcode(status)
+            if p.returncode not in ok_codes:
+                errf.seek(0)
+                raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {errf.read().decode()[-2000:]}")
+        rss_kb = ru.ru_maxrss
+        if TIME:
+            rss_kb = int(Path(rss_file.name).read_text().split()[-1])
+    finally:
+        os.unlink(rss_file.name)
     return {"wall_s": wall, "peak_rss_mb": rss_kb / 1024}
 
 

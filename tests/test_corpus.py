@@ -82,3 +82,79 @@ def test_regenerating_a_sample_reproduces_clusters(corpus, request):
     sample = ["mnist_softmax"] + [n for n in corpus.built() if n != "mnist_softmax"][:: max(1, len(corpus.built()) // 3)][:2]
     for name, res in corpus.verify(sample):
         assert res.all_same_names, f"{name}:\n{res.format_text(limit=20)}"
+
+
+def _a_small_run(c):
+    return min(c.built(), key=lambda r: c.archive(r).stat().st_size)
+
+
+def _private_copy(tmp_path):
+    """A fixtures root of one run, copied: no other Corpus of this test session holds it."""
+    import shutil
+
+    from jitsim.crosscheck.corpus import Corpus
+
+    src = Corpus()
+    run = _a_small_run(src)
+    root = tmp_path / "fixtures"
+    (root / "corpus").mkdir(parents=True)
+    shutil.copy(src.root / "manifest.toml", root / "manifest.toml")
+    shutil.copy(src.archive(run), root / "corpus" / src.archive(run).name)
+    return root, run
+
+
+def test_corpora_share_one_unpacked_copy_and_the_last_close_removes_it(tmp_path):
+    """Two Corpus objects reading the same run get the same directory (unpacked once); it stays
+    while either holds it and goes with the last close, so a test session leaves nothing behind
+    in the temporary directory (it once left a 247 MB copy per Corpus per run, and filled CI's disk)."""
+    import gc
+
+    from jitsim.crosscheck.corpus import Corpus
+
+    root, run = _private_copy(tmp_path)
+    a, b = Corpus(root), Corpus(root)
+    da = a.extract(run)
+    assert (da / "index.json").exists()
+    assert b.extract(run) == da
+    a.close()
+    assert (da / "index.json").exists(), "removed while another corpus still holds it"
+    b.close()
+    assert not da.exists()
+    c = Corpus(root)
+    dc = c.extract(run)
+    assert (dc / "index.json").exists(), "a closed corpus's run unpacks again on demand"
+    del c
+    gc.collect()
+    assert not dc.exists(), "a corpus that is never closed lets go when it is collected"
+
+
+def test_a_rebuilt_archive_is_unpacked_again(tmp_path):
+    import os
+
+    from jitsim.crosscheck.corpus import Corpus
+
+    root, run = _private_copy(tmp_path)
+    c = Corpus(root)
+    first = c.extract(run)
+    st = c.archive(run).stat()
+    os.utime(c.archive(run), ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    second = c.extract(run)
+    assert second != first and (second / "index.json").exists()
+    assert not first.exists(), "the copy of the old archive is let go"
+    c.close()
+    assert not second.exists()
+
+
+def test_a_process_that_never_closes_its_corpus_leaves_nothing(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    prog = ("import sys\nfrom jitsim.crosscheck.corpus import Corpus\n_KEEP = Corpus()\n"
+            "r = min(_KEEP.built(), key=lambda r: _KEEP.archive(r).stat().st_size)\n"
+            "print(_KEEP.extract(r))\n")
+    p = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().startswith(str(tmp_path)), p.stdout
+    assert list(tmp_path.iterdir()) == []

@@ -23,7 +23,9 @@ import re
 import shutil
 import tarfile
 import tempfile
+import threading
 import tomllib
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,10 +75,63 @@ class Run:
         return SessionConfig(self.session_global_jit_level, self.session_cpu_global_jit)
 
 
+class _Extractions:
+    """Unpacked runs, shared by every :class:`Corpus` of this process.
+
+    One archive is unpacked once however many Corpus objects read it (a test session holds
+    several). Each unpacked copy is counted by the corpora using it: the last one's
+    :meth:`Corpus.close` removes it, and whatever is left goes when the object is collected or
+    the process exits, so nothing is left behind in the temporary directory."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._root: Path | None = None
+        self._dirs: dict[tuple, Path] = {}
+        self._users: dict[tuple, int] = {}
+        self._finalizer = None
+
+    @staticmethod
+    def key(archive: Path) -> tuple:
+        st = archive.stat()  # a rebuilt archive is a new key
+        return (str(archive.resolve()), st.st_mtime_ns, st.st_size)
+
+    def acquire(self, archive: Path, name: str) -> tuple[tuple, Path]:
+        key = self.key(archive)
+        with self._lock:
+            if key not in self._dirs:
+                if self._root is None:
+                    self._root = Path(tempfile.mkdtemp(prefix="jitsim-fixtures-"))
+                    self._finalizer = weakref.finalize(self, shutil.rmtree, self._root, True)
+                d = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self._root))
+                try:
+                    with tarfile.open(archive, "r:xz") as tar:
+                        tar.extractall(d, filter="data")
+                except BaseException:
+                    shutil.rmtree(d, ignore_errors=True)
+                    raise
+                self._dirs[key] = d
+                self._users[key] = 0
+            self._users[key] += 1
+            return key, self._dirs[key] / name
+
+    def release(self, keys) -> None:
+        with self._lock:
+            for key in keys:
+                self._users[key] -= 1
+                if self._users[key] == 0:
+                    del self._users[key]
+                    shutil.rmtree(self._dirs.pop(key), ignore_errors=True)
+
+
+_EXTRACTIONS = _Extractions()
+
+
 class Corpus:
     def __init__(self, root: Path | str | None = None):
         self.root = Path(root) if root else default_root()
-        self._cache: Path | None = None
+        self._extracted: dict[str, tuple[tuple, Path]] = {}
+        self._keys: list[tuple] = []  # what this corpus holds, released when it goes
+        self._finalizer = weakref.finalize(self, _EXTRACTIONS.release, self._keys)
 
     # -- manifest ------------------------------------------------------------------------
     def runs(self) -> list[Run]:
@@ -111,22 +166,31 @@ class Corpus:
 
     # -- reading -------------------------------------------------------------------------
     def extract(self, name: str) -> Path:
-        """Unpack run ``name`` (once per Corpus object) and return its directory."""
-        if self._cache is None:
-            self._cache = Path(tempfile.mkdtemp(prefix="jitsim-fixtures-"))
-        out = self._cache / name
-        if not out.exists():
-            with tarfile.open(self.archive(name), "r:xz") as tar:
-                tar.extractall(self._cache, filter="data")
+        """Unpack run ``name`` and return its directory.
+
+        Unpacked once per process and archive version, shared with the other Corpus objects
+        reading it; it stays until :meth:`close` (or this object's collection) and no other
+        Corpus uses it."""
+        archive = self.archive(name)
+        have = self._extracted.get(name)
+        if have is not None and have[0] == _Extractions.key(archive):
+            return have[1]
+        key, out = _EXTRACTIONS.acquire(archive, name)
+        self._keys.append(key)
+        if have is not None:  # the archive was rebuilt since
+            self._keys.remove(have[0])
+            _EXTRACTIONS.release([have[0]])
+        self._extracted[name] = (key, out)
         return out
 
     def index(self, name: str) -> dict:
         return json.loads((self.extract(name) / "index.json").read_text())
 
     def close(self) -> None:
-        if self._cache is not None:
-            shutil.rmtree(self._cache, ignore_errors=True)
-            self._cache = None
+        """Let go of the unpacked runs (removed once no other Corpus of this process uses them)."""
+        self._extracted.clear()
+        _EXTRACTIONS.release(self._keys)
+        self._keys.clear()
 
     # -- building ------------------------------------------------------------------------
     def build(self, names: list[str] | None = None, *, jobs: int = 2, progress=None, python: str | None = None) -> dict:
