@@ -207,3 +207,74 @@ def test_deadness_shortcut_gives_the_factory_path(make, monkeypatch):
     assert fast.vlog() == slow.vlog()
     assert fast.factory.num_created == slow.factory.num_created
     assert {k: (p.id, str(p)) for k, p in fast.predicates.items()} == {k: (p.id, str(p)) for k, p in slow.predicates.items()}
+
+
+def _random_graph(draw_edges, n: int, nexts: set[int]) -> Graph:
+    inputs = {i: [] for i in range(n)}
+    for s, d, control in draw_edges:
+        inputs[d].append(("^" if control else "") + f"n{s}")
+    for d in inputs:  # data inputs first, as TF requires
+        inputs[d].sort(key=lambda r: r.startswith("^"))
+    gd = protos.GraphDef()
+    for i in range(n):
+        gd.node.add(name=f"n{i}", op="NextIteration" if i in nexts else "Identity", input=inputs[i])
+    return Graph(gd, validate=False)
+
+
+def _has_cycle_reference(g: Graph) -> bool:
+    """networkx over every edge but those out of a NextIteration (a loop's back edge)."""
+    import networkx as nx
+
+    dg = nx.DiGraph()
+    dg.add_nodes_from(g.nodes)
+    dg.add_edges_from((e.src, e.dst) for e in g.edges() if g.nodes[e.src].op != "NextIteration")
+    return not nx.is_directed_acyclic_graph(dg)
+
+
+try:
+    from hypothesis import given, settings, strategies as st
+except ImportError:  # pragma: no cover - hypothesis is a test dependency
+    given = None
+
+if given is not None:
+    @settings(max_examples=300, deadline=None)
+    @given(st.integers(2, 9).flatmap(lambda n: st.tuples(
+        st.just(n),
+        st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.booleans()), max_size=14),
+        st.sets(st.integers(0, n - 1), max_size=2))))
+    def test_check_acyclic_refuses_exactly_the_cyclic_graphs(case):
+        """The shortcut (edges up the file only from nodes without inputs, or loop back edges)
+        never hides a cycle: check_acyclic refuses a graph exactly when networkx finds one.
+        Upward edges out of input-less nodes are the cloned constants' shape of TF's dumps."""
+        from jitsim.errors import GraphError
+
+        n, edges, nexts = case
+        g = _random_graph(edges, n, nexts)
+        try:
+            g.check_acyclic()
+            refused = False
+        except GraphError:
+            refused = True
+        assert refused == _has_cycle_reference(g)
+
+
+@pytest.mark.parametrize("ref, refused", [("n", True), ("n:0", True), ("^n", False), ("x", False)])
+def test_a_data_input_from_an_op_without_outputs_is_refused(ref, refused):
+    """NoOp has no outputs: TF's importer refuses a data input naming it, plain (output 0) or
+    indexed, and accepts a control input; the check looks at the inputs again only when some
+    data input comes from such an op."""
+    from jitsim.errors import GraphError
+    from jitsim.graph.validate import check_nodes
+
+    gd = protos.GraphDef()
+    gd.node.add(name="x", op="Placeholder").attr["dtype"].type = 1
+    gd.node.add(name="n", op="NoOp")
+    a = gd.node.add(name="a", op="Identity", input=[ref] if not ref.startswith("^") else ["x", ref])
+    a.attr["T"].type = 1
+    g = Graph(gd, source="g.pbtxt", validate=False)
+    if refused:
+        with pytest.raises(GraphError, match=r"node 'a' \(Identity\): input 'n(:0)?' names output 0 of 'n', but NoOp "
+                                             r"has no outputs"):
+            check_nodes(g)
+    else:
+        check_nodes(g)

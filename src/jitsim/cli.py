@@ -185,14 +185,14 @@ def cmd_show(args) -> int:
 
 # -- cluster ------------------------------------------------------------------------------
 
-def _graph_report(name: str, res) -> dict:
+def _graph_report(name: str, res, records: dict, *, nodes: bool = True) -> dict:
     """JSON-ready record of one graph after MarkForCompilation (schema jitsim.cluster/1,
-    docs/json.md): ``res``'s records as they are, clusters with the pass's effective size."""
-    from jitsim.explain.clustering import node_records
-
-    nodes = {}
-    for node, rec in node_records(res).items():
-        out = nodes[node] = {"op": rec.op, "cluster": rec.cluster}
+    docs/json.md): ``res``'s records (``records``: :func:`~jitsim.explain.clustering.node_records`
+    of it) as they are, clusters with the pass's effective size. ``nodes=False``: without the
+    per-node entries, which the text report reads from ``records`` instead."""
+    per_node = {}
+    for node, rec in records.items() if nodes else ():
+        out = per_node[node] = {"op": rec.op, "cluster": rec.cluster}
         d = rec.decision
         if d is not None:  # the graph's decision, where the pass decided for the whole graph, without evidence
             out.update(code=d.code, detail=d.detail, evidence=d.evidence if node in res.decisions else {})
@@ -205,19 +205,19 @@ def _graph_report(name: str, res) -> dict:
         "source": res.source,
         "input_stage": res.input_stage,
         "jit_level": res.mark.jit_level,
-        "nodes_total": len(nodes),
+        "nodes_total": len(records),
         "candidates": len(res.mark.candidates),
         "cloned_constants": res.clones,
         "graph_decision": None if res.mark.graph_decision is None else res.mark.graph_decision.to_dict(),
         "clusters": clusters,
-        "nodes": nodes,
+        "nodes": per_node,
         "refused_merges": [r.to_dict() for r in res.mark.refusals],
         "notes": res.notes,
         "seconds": round(res.seconds, 4),
     }
 
 
-def _print_graph_report(con, rep: dict, top: int) -> None:
+def _print_graph_report(con, rep: dict, records: dict, top: int) -> None:
     from rich.table import Table
 
     clustered = sum(c["size"] for c in rep["clusters"])
@@ -241,7 +241,7 @@ def _print_graph_report(con, rep: dict, top: int) -> None:
         for c in shown:
             hist: dict[str, int] = {}
             for m in c["nodes"]:
-                op = rep["nodes"][m]["op"]
+                op = records[m].op
                 hist[op] = hist.get(op, 0) + 1
             ops = ", ".join(f"{o}×{k}" if k > 1 else o for o, k in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
             t.add_row(c["name"], str(c["size"]), str(c["effective_size"]), ops)
@@ -250,9 +250,9 @@ def _print_graph_report(con, rep: dict, top: int) -> None:
             t.add_row(f"... {rest} more", str(clustered - sum(c["size"] for c in shown)), "", "")
         con.print(t)
     rows: dict[tuple[str, str], int] = {}
-    for n in rep["nodes"].values():
-        if n["cluster"] is None:
-            key = (n["op"], n.get("code", "?"))
+    for rec in records.values():
+        if rec.cluster is None:
+            key = (rec.op, rec.decision.code if rec.decision is not None else "?")
             rows[key] = rows.get(key, 0) + 1
     if rows:
         t = Table(title="unclustered", title_justify="left")
@@ -268,6 +268,7 @@ def _print_graph_report(con, rep: dict, top: int) -> None:
 
 def cmd_cluster(args) -> int:
     from jitsim.crosscheck.fidelity import recorded_flags
+    from jitsim.explain.clustering import node_records
     from jitsim.frontend.resolve import pass_inputs, target_kind
     from jitsim.graph.io import save
     from jitsim.passes.mark_for_compilation import ProcessState
@@ -291,14 +292,18 @@ def cmd_cluster(args) -> int:
                           op_libraries=tuple(pin.op_libraries))
         reports = []
         results = []
+        records_of = []
         for i, (label, g, stage) in enumerate(pin.graphs):
             if len(pin.graphs) > 1:
                 _progress_line(f"simulating graph {i + 1}/{len(pin.graphs)}")
             res = cluster_graph(g, replace(options, input_stage=stage), state)
             if i == pin.main:
                 res.notes[:0] = pin.notes
-            reports.append(_graph_report(label + (" (the call)" if i == pin.main and len(pin.graphs) > 1 else ""), res))
+            records = node_records(res)
+            reports.append(_graph_report(label + (" (the call)" if i == pin.main and len(pin.graphs) > 1 else ""), res,
+                                         records, nodes=args.format == "json"))
             results.append(res)
+            records_of.append(records)
     finally:
         _progress_done()
     written = []
@@ -336,10 +341,10 @@ def cmd_cluster(args) -> int:
     con = _console()
     con.print(f"jitsim simulating TensorFlow {version} ({version_reason}) auto-clustering with {choice.describe()}")
     con.print(pin.route.line + pin.route.cost, markup=False)
-    shown = reports if args.all or len(reports) == 1 else [r for i, r in enumerate(reports)
-                                                          if i == pin.main or r["clusters"] or r["candidates"] > 3]
-    for rep in shown:
-        _print_graph_report(con, rep, args.top)
+    shown = [i for i, r in enumerate(reports) if args.all or len(reports) == 1 or i == pin.main or r["clusters"]
+             or r["candidates"] > 3]
+    for i in shown:
+        _print_graph_report(con, reports[i], records_of[i], args.top)
     if len(reports) > 1:
         n_cl = sum(len(r["clusters"]) for r in reports)
         con.print(f"{len(reports)} graphs, {n_cl} clusters" +
@@ -1809,6 +1814,11 @@ def _check_outputs(args) -> None:
 # nodes, issue 14). Rarer collections keep freeing short-lived cycles; the memory peak is the
 # same (benchmarks/). The benchmarks' in-process child uses the same setting.
 GC_THRESHOLDS = (100_000, 50, 100)
+# The commands that read one graph, simulate and report, run with the collector off: what they
+# build lives until they end, so even the young-generation collections only walk live objects
+# (0.35 s of 7 s on the 101k-node tiled ResNet-50), and the cycles they leave are a few thousand
+# small objects (gc.get_stats() after a run). Commands that run TF, campaigns or fuzzing keep it.
+GC_OFF_COMMANDS = frozenset({"show", "cluster", "rewrite", "explain", "whatif", "diff", "render"})
 
 EXIT_INTERNAL = 3  # an unexpected exception: a bug in jitsim (docs/cli.md, exit codes)
 
@@ -1888,8 +1898,15 @@ def _run(argv: list[str] | None) -> int:
             libraries = _op_libraries(getattr(args, "op_defs", None) or ())
             from jitsim.registry import using_op_libraries
 
-            with using_op_libraries(*libraries):
-                rc = args.func(args)
+            gc_was_on = gc.isenabled()
+            if getattr(args, "command", None) in GC_OFF_COMMANDS:
+                gc.disable()
+            try:
+                with using_op_libraries(*libraries):
+                    rc = args.func(args)
+            finally:
+                if gc_was_on:
+                    gc.enable()
         # what jitsim assumed to accept the input: said once the command succeeded (a failing
         # command prints its one error line only)
         seen = set()

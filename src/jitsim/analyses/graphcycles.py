@@ -160,17 +160,14 @@ class GraphCycles:
         """``GraphCycles(num_nodes)`` after :meth:`insert_edges` of ``edges``, and what that
         returned. Where the C insertion does it all, the per-node sets come straight from it
         (not made empty first and then replaced)."""
-        if _c is None or num_nodes >= cls.CLONE_BATCH_MIN_NODES or num_nodes <= 0:
+        if _c is None or num_nodes <= 0:
             g = cls(num_nodes)
             return g, g.insert_edges(edges)
         g = cls(0)
-        if not isinstance(edges, (list, tuple)):
-            edges = list(edges)
-        empty: list[int] = []
-        stop, g._rank, g._out, g._in = _c.insert_edges(list(range(num_nodes)), [empty] * num_nodes,
-                                                       [empty] * num_nodes, edges, OrderedSet)
+        g._rank = list(range(num_nodes))
         g._visited = [False] * num_nodes
-        return g, stop
+        g._out = g._in = None  # no sets yet: the first C insertion makes them
+        return g, g.insert_edges(edges)
 
     # ------------------------------------------------------------------ nodes
 
@@ -452,13 +449,12 @@ class GraphCycles:
         :meth:`insert_edge` does (no snapshot needed at C speed), the same ranks and sequences."""
         if not isinstance(edges, (list, tuple)):
             edges = list(edges)
-        stop, rank, outs, ins = _c.insert_edges(
-            self._rank, [o._seq for o in self._out], [o._seq for o in self._in], edges)
-        self._rank = rank
-        for sets, halves in ((self._out, outs), (self._in, ins)):
-            for o, (seq, idx) in zip(sets, halves):
-                o._seq = seq
-                o._idx = idx
+        if self._out is None:  # a fresh graph of with_edges: every node without edges
+            outs = ins = [[]] * len(self._rank)
+        else:
+            outs, ins = [o._seq for o in self._out], [o._seq for o in self._in]
+        # the sets come back new (nothing outside this object holds them)
+        stop, self._rank, self._out, self._in = _c.insert_edges(self._rank, outs, ins, edges, OrderedSet)
         return stop
 
     # ------------------------------------------------------------ reachability

@@ -342,10 +342,12 @@ class Graph:
         any other cycle makes the GraphDef unexecutable.
         """
         nexts = {name for name, n in self.nodes.items() if n.nodedef.op in NEXT_ITERATION_OPS}
-        # the common case first: every edge (but a loop's back edge) goes down the file, so the
-        # file order is a topological order and there is no cycle
+        # the common case first: every edge goes down the file but a loop's back edge or one
+        # from a node without inputs (a constant TF cloned and appended: no cycle passes through
+        # a node nothing enters), so the edges a cycle could use all go down the file: no cycle
         pos = {name: n.index for name, n in self.nodes.items()}
-        if all(pos[e.src] < pos[dst] or e.src in nexts for dst, lst in self._in.items() for e in lst):
+        ins = self._in
+        if all(pos[e.src] < pos[dst] or e.src in nexts or not ins[e.src] for dst, lst in ins.items() for e in lst):
             return
         indeg = dict.fromkeys(self.nodes, 0)
         succ: dict[str, list[str]] = {n: [] for n in self.nodes}

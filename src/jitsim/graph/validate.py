@@ -24,7 +24,7 @@ import warnings
 from jitsim.errors import GraphError, JitsimWarning
 from jitsim.registry import current_tf_version, op_def, op_defs, protos
 from jitsim.graph.functions import called_functions
-from jitsim.graph.model import parse_input
+from jitsim.graph.model import CONTROL, parse_input
 
 # graph_constructor.cc's IsValidNodeName: a first character of [A-Za-z0-9.] ('_' too where
 # internal ops are allowed, as in function graphs and TF's own dumps), then
@@ -138,7 +138,11 @@ def check_nodes(graph, source=None) -> None:
     # an input naming an output the op lacks; a plain name is output 0, refused only by an op
     # without outputs
     if 0 in n_out.values():
-        indexed = [(nd, ref) for nd in gd.node for ref in nd.input if ref[:1] != "^"]
+        # plain names count too; the inputs are walked again only where a data input comes
+        # from an op without outputs at all (the model's edges tell, without the protos)
+        zero = {name for name, count in n_out.items() if count == 0}
+        if any(e.src in zero and e.src_output != CONTROL for e in graph.edges()):
+            indexed = [(nd, ref) for nd in gd.node for ref in nd.input if ref[:1] != "^"]
     nodes = graph.nodes
     for nd, ref in indexed:
         src, slot = parse_input(ref)
