@@ -278,3 +278,13 @@ def test_a_data_input_from_an_op_without_outputs_is_refused(ref, refused):
             check_nodes(g)
     else:
         check_nodes(g)
+
+
+@pytest.mark.parametrize("make", [_loop_graph, _with_clones] + [lambda p=p: _load(p) for p in FIXTURES])
+def test_the_model_keeps_its_nodes_in_index_order(make):
+    """uncloned and TfGraph.from_graph read the model's nodes in dict order as TF's id order,
+    without sorting: every way of building a model (a parse, a derived model) keeps them so."""
+    g = make()
+    for model in (g, uncloned(g)[0]):
+        assert [n.index for n in model.nodes.values()] == list(range(len(model.nodes)))
+        assert [n.name for n in model.nodes.values()] == [nd.name for nd in model.graphdef.node]

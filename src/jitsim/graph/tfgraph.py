@@ -75,10 +75,6 @@ def _first(pair):
     return pair[0]
 
 
-def _index(item):
-    return item[1].index
-
-
 class TfNode:
     __slots__ = ("id", "name", "op", "nodedef", "in_edges", "out_edges")
 
@@ -182,7 +178,7 @@ class TfGraph:
     def from_graph(cls, graph: Graph, *, fixup: bool = True) -> "TfGraph":
         """TF's ``Graph`` for a GraphDef as TF dumps it (node order = TF id order)."""
         tg = cls(library=graph.graphdef.library, versions=graph.graphdef.versions)
-        order = sorted(graph.nodes.items(), key=_index)
+        order = list(graph.nodes.items())  # the model keeps its nodes in index (file) order
         nodes = tg.nodes
         by_name = tg.by_name
         for name, n in order:  # (the model's name strings, shared)

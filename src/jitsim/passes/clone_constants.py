@@ -121,7 +121,7 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
     # control input; else its inputs rewritten (a clone's name -> its original's, a repeated
     # control input dropped), in the NodeDef and in the edges alike
     ins = graph._in
-    kept = [name for name, n in sorted(nodes.items(), key=_index) if name not in clones]
+    kept = [name for name in nodes if name not in clones]  # the model keeps its nodes in index order
     new_in: dict[str, list] = {}
     for i, name in enumerate(kept):
         lst = ins[name]
@@ -162,6 +162,3 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
         new_in[name] = edges
     return Graph.derived(gd, kept, new_in, source=graph.source), sorted(clones)
 
-
-def _index(item) -> int:
-    return item[1].index

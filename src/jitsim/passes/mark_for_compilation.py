@@ -843,6 +843,7 @@ class MarkForCompilation:
         min_size = self.flags.min_cluster_size
         should_compile_cluster = self.should_compile_cluster
         compiles = self._should_compile_cache
+        clustered: dict[int, NodeDecision] = {}  # per cluster: the one decision its members share
         for n, c in zip(cands, of):
             info = {"cluster_size": c.size, "effective_size": c.effective_size}
             ok = compiles.get(id(c))
@@ -863,11 +864,12 @@ class MarkForCompilation:
                     name = names[cid] = prefix + str(self.state.next_cluster_number(fp))
                     encoded[cid] = name.encode()
                     clusters[name] = []
+                    clustered[cid] = NodeDecision(Code.CLUSTERED, name, {"cluster": name, **info})
                 attrs = n.nodedef.attr
                 attrs[CLUSTER_ATTR].s = encoded[cid]
                 attrs[ALREADY_CLUSTERED_ATTR].b = True
                 clusters[name].append(n.name)
-                decisions[n.name] = NodeDecision(Code.CLUSTERED, name, {"cluster": name, **info})
+                decisions[n.name] = clustered[cid]
             else:
                 self.decide(n, Code.CLUSTER_TOO_SMALL,
                             f"effective size {c.effective_size} < --tf_xla_min_cluster_size={self.flags.min_cluster_size}",
