@@ -176,3 +176,54 @@ def test_tfgraph_pieces_are_the_whole_graphdef(tmp_path):
         save(iter(pieces), tmp_path / "pieces.pb")
         assert (tmp_path / "pieces.pbtxt").read_bytes() == (tmp_path / "whole.pbtxt").read_bytes(), size
         assert (tmp_path / "pieces.pb").read_bytes() == (tmp_path / "whole.pb").read_bytes(), size
+
+
+@pytest.mark.parametrize("with_clones", [False, True])
+def test_tfgraph_serialized_pieces_are_the_whole_graphdef(tmp_path, with_clones, monkeypatch):
+    """TfGraph.serialized_pieces (what `jitsim cluster -o` writes: each node serialized as it
+    is unless TF would write other inputs for it): with any piece size, joined they are
+    to_graphdef()'s deterministic serialization, and the text and binary files are byte for
+    byte the whole graph's. With clones, TF's cloning pass rewrote inputs of some nodes, and
+    control inputs come out sorted by name."""
+    from jitsim.graph import textproto
+    from jitsim.graph.tfgraph import TfGraph
+    from jitsim.passes.clone_constants import clone_constants_for_better_clustering
+
+    gd = _graphdef()
+    for i in range(23):
+        n = gd.node.add()
+        n.name, n.op = f"c{i}", "Const"
+        n.input.append(f"^{gd.node[0].name}")
+    gd.versions.producer = 1882
+    tg = TfGraph.from_graph(Graph(gd))
+    if with_clones:
+        from pathlib import Path
+
+        from jitsim.graph.io import read_graphdef
+
+        path = Path(__file__).resolve().parents[1] / "fixtures" / "versions"
+        for dump in sorted(path.glob("*/tf2.21/dumps/before_clone_constants_for_better_clustering*.pbtxt")):
+            tg = TfGraph.from_graph(Graph(read_graphdef(dump), validate=False))
+            if clone_constants_for_better_clustering(tg):
+                break
+        else:
+            raise AssertionError("no fixture dump has constants TF clones")
+    whole = tg.to_graphdef()
+    save(whole, tmp_path / "whole.pbtxt")
+    save(whole, tmp_path / "whole.pb")
+    n_nodes = sum(1 for _ in tg.op_nodes())
+    for size in (1, 2, 7, 10_000):
+        pieces = list(tg.serialized_pieces(size))
+        assert len(pieces) == max(1, -(-n_nodes // size))
+        assert b"".join(pieces) == whole.SerializeToString(deterministic=True), size
+        save(iter(pieces), tmp_path / "pieces.pbtxt")
+        save(iter(pieces), tmp_path / "pieces.pb")
+        assert (tmp_path / "pieces.pbtxt").read_bytes() == (tmp_path / "whole.pbtxt").read_bytes(), size
+        assert (tmp_path / "pieces.pb").read_bytes() == (tmp_path / "whole.pb").read_bytes(), size
+    # a piece the printer cuts further, and the pure-Python printer, give the same text
+    monkeypatch.setattr(textproto.print_serialized_pieces, "__defaults__", (64,))
+    save(tg.serialized_pieces(), tmp_path / "cut.pbtxt")
+    assert (tmp_path / "cut.pbtxt").read_bytes() == (tmp_path / "whole.pbtxt").read_bytes()
+    monkeypatch.setattr(textproto, "_c", None)
+    save(tg.serialized_pieces(), tmp_path / "py.pbtxt")
+    assert (tmp_path / "py.pbtxt").read_bytes() == (tmp_path / "whole.pbtxt").read_bytes()

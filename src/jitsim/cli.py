@@ -310,7 +310,7 @@ def cmd_cluster(args) -> int:
     if args.output is not None:
         out = Path(args.output)
         if not _is_dir(out) and (len(results) == 1 or pin.route.method == "tf-capture"):
-            save(results[pin.main].graphdef_pieces(), out)
+            save(results[pin.main].serialized_pieces(), out)
             n = len(results[pin.main].clusters)
             written.append((out, f"the marked graph, {n} cluster{'' if n == 1 else 's'}"))
         else:
@@ -320,7 +320,7 @@ def cmd_cluster(args) -> int:
             for res in results:
                 if res.mark.ran or res.mark.candidates:
                     f = out / (f"mark_for_compilation_{k}.pbtxt" if k else "mark_for_compilation.pbtxt")
-                    save(res.graphdef_pieces(), f)
+                    save(res.serialized_pieces(), f)
                     written.append((f, f"a marked graph, {len(res.clusters)} clusters"))
                     k += 1
             if k == 0:

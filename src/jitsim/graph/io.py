@@ -536,7 +536,8 @@ def load_dump_dir(path: Path | str, *, stage: str | None = None, validate: bool 
 
 def save(graph: Graph | object, path: Path | str) -> Path:
     """Write a Graph (or any GraphDef proto, or an iterable of GraphDef pieces whose texts
-    joined are the graph's, as :meth:`TfGraph.graphdef_pieces` makes them) to ``path``: text
+    joined are the graph's, as :meth:`TfGraph.graphdef_pieces` makes them, or their
+    deterministic serializations, as :meth:`TfGraph.serialized_pieces` makes them) to ``path``: text
     for .pbtxt, else binary (gzip-compressed when the name ends in ``.gz``).
 
     The file is written to a temporary name in the same directory and renamed, so a
@@ -548,9 +549,12 @@ def save(graph: Graph | object, path: Path | str) -> Path:
     gz = path.name.lower().endswith(".gz")
     if is_text_path(path) or is_stdout(path):  # standard output: text, TF's dump format
         # piece by piece: a big graph's text is several times its size in memory
-        data = (text.encode() for piece in pieces for text in textproto.print_message_pieces(piece))
+        data = (text.encode() for piece in pieces
+                for text in (textproto.print_serialized_pieces(piece, protos.GraphDef) if isinstance(piece, bytes)
+                             else textproto.print_message_pieces(piece)))
     else:
-        data = (piece.SerializeToString(deterministic=True) for piece in pieces)
+        data = (piece if isinstance(piece, bytes) else piece.SerializeToString(deterministic=True)
+                for piece in pieces)
     if gz:
         import gzip
 

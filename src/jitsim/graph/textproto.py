@@ -544,25 +544,36 @@ def print_message_pieces(msg, piece_bytes: int = 1 << 24) -> Iterator[str]:
     piece is a run of whole top-level records (``node`` entries of a GraphDef) of about
     ``piece_bytes`` wire bytes, printed as a message of its own; a message that cannot be cut
     (no C extension, a map field at the top level, fields out of order) comes in one piece."""
-    data = cuts = None
-    if _c is not None and hasattr(_c, "record_cuts") and not any(
-            f.message_type is not None and f.message_type.GetOptions().map_entry for f in msg.DESCRIPTOR.fields):
+    data = None
+    if _cuttable(type(msg)):
         try:
             data = msg.SerializeToString()
         except Exception:  # over protobuf's 2 GiB
             data = None
-        if data is not None and len(data) > piece_bytes:
-            cuts = _c.record_cuts(data, piece_bytes)
-    plan = _c_plan(msg.DESCRIPTOR) if data is not None else None
-    if cuts is None:  # one piece (printed from the bytes already made, where the C printer can)
-        text = _c.print_wire(data, plan) if plan is not None else None
-        yield text if text is not None else print_message(msg)
+    if data is None:
+        yield print_message(msg)
         return
+    yield from print_serialized_pieces(data, type(msg), piece_bytes)
+
+
+def _cuttable(msg_type) -> bool:
+    return _c is not None and hasattr(_c, "record_cuts") and not any(
+        f.message_type is not None and f.message_type.GetOptions().map_entry for f in msg_type.DESCRIPTOR.fields)
+
+
+def print_serialized_pieces(data: bytes, msg_type, piece_bytes: int = 1 << 24) -> Iterator[str]:
+    """:func:`print_message_pieces` of the ``msg_type`` message serialized as ``data``: the
+    text of ``msg_type.FromString(data)``, in pieces, printed from the bytes where the C
+    printer can (without parsing them into a message first)."""
+    cuts = _c.record_cuts(data, piece_bytes) if len(data) > piece_bytes and _cuttable(msg_type) else None
+    plan = _c_plan(msg_type.DESCRIPTOR) if _c is not None else None
+    if cuts is None:
+        cuts = [0, len(data)]
     view = memoryview(data)
     for lo, hi in zip(cuts, cuts[1:]):
         text = _c.print_wire(view[lo:hi], plan) if plan is not None else None
         if text is None:  # a piece the C printer leaves to Python
-            part = type(msg)()
+            part = msg_type()
             part.ParseFromString(view[lo:hi])
             text = print_message(part)
         yield text

@@ -75,6 +75,18 @@ def _first(pair):
     return pair[0]
 
 
+_NODE_TAG = bytes([1 << 3 | 2])
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while v > 0x7F:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
 class TfNode:
     __slots__ = ("id", "name", "op", "nodedef", "in_edges", "out_edges")
 
@@ -271,6 +283,33 @@ class TfGraph:
         self._add_library(gd)
         yield gd
 
+    def serialized_pieces(self, nodes_per_piece: int = 50_000):
+        """:meth:`graphdef_pieces` as their deterministic binary serializations, made without
+        copying a node whose inputs are the ones it was read with (most of them): its NodeDef is
+        serialized as it is. The pieces, joined, are ``to_graphdef()``'s serialization."""
+        nodes_out = []
+        count = 0
+        for n in self.op_nodes():
+            if count >= nodes_per_piece:
+                yield b"".join(nodes_out)
+                nodes_out = []
+                count = 0
+            nd = n.nodedef
+            inputs = self._inputs(n)
+            if inputs != nd.input:
+                nd = protos.NodeDef()
+                nd.CopyFrom(n.nodedef)
+                del nd.input[:]
+                nd.input.extend(inputs)
+            data = nd.SerializeToString(deterministic=True)
+            nodes_out.append(_NODE_TAG + _varint(len(data)))  # GraphDef.node: field 1, length-delimited
+            nodes_out.append(data)
+            count += 1
+        rest = protos.GraphDef()
+        self._add_library(rest)
+        nodes_out.append(rest.SerializeToString(deterministic=True))  # library (2), versions (4): after the nodes
+        yield b"".join(nodes_out)
+
     def _add_library(self, gd) -> None:
         if self.versions is not None:
             gd.versions.CopyFrom(self.versions)
@@ -278,48 +317,54 @@ class TfGraph:
         gd.library.SetInParent()  # TF always writes `library {}`, even when empty
 
     def _add_node_defs(self, gd, op_nodes) -> None:
-        nodes = self.nodes
         add = gd.node.add
         for n in op_nodes:
             nd = add()
             nd.CopyFrom(n.nodedef)
-            data = []
-            ctrl = None
-            ordered = True  # data edges met in slot order 0, 1, ...
-            for e in n.in_edges.values():
-                slot = e.dst_input
-                if slot == CONTROL:
-                    if e.src > SINK_ID:
-                        if ctrl is None:
-                            ctrl = []
-                        ctrl.append(nodes[e.src].name)
-                    continue
-                name = nodes[e.src].name
-                if e.src_output:
-                    name = f"{name}:{e.src_output}"
-                if slot != len(data):
-                    ordered = False
-                data.append((slot, name))
-            if ordered:
-                inputs = [ref for _, ref in data]
-            else:
-                # data inputs by slot (slots outside 0..k-1 left out, the last edge of a slot kept)
-                data.sort(key=_first)
-                k = len(data)
-                if any(slot != i for i, (slot, _) in enumerate(data)):
-                    slots: list = [None] * k
-                    for slot, ref in data:
-                        if 0 <= slot < k:
-                            slots[slot] = ref
-                    inputs = [ref for ref in slots if ref is not None]
-                else:
-                    inputs = [ref for _, ref in data]
-            if ctrl:
-                ctrl.sort()
-                inputs += ["^" + c for c in ctrl]
+            inputs = self._inputs(n)
             if inputs != nd.input:  # most nodes keep the inputs they were read with
                 del nd.input[:]
                 nd.input.extend(inputs)
+
+    def _inputs(self, n: TfNode) -> list[str]:
+        """``n``'s NodeDef inputs as TF writes them from its in-edges: data inputs by slot,
+        then control inputs sorted by source name (edges from _SOURCE/_SINK left out)."""
+        nodes = self.nodes
+        data = []
+        ctrl = None
+        ordered = True  # data edges met in slot order 0, 1, ...
+        for e in n.in_edges.values():
+            slot = e.dst_input
+            if slot == CONTROL:
+                if e.src > SINK_ID:
+                    if ctrl is None:
+                        ctrl = []
+                    ctrl.append(nodes[e.src].name)
+                continue
+            name = nodes[e.src].name
+            if e.src_output:
+                name = f"{name}:{e.src_output}"
+            if slot != len(data):
+                ordered = False
+            data.append((slot, name))
+        if ordered:
+            inputs = [ref for _, ref in data]
+        else:
+            # data inputs by slot (slots outside 0..k-1 left out, the last edge of a slot kept)
+            data.sort(key=_first)
+            k = len(data)
+            if any(slot != i for i, (slot, _) in enumerate(data)):
+                slots: list = [None] * k
+                for slot, ref in data:
+                    if 0 <= slot < k:
+                        slots[slot] = ref
+                inputs = [ref for ref in slots if ref is not None]
+            else:
+                inputs = [ref for _, ref in data]
+        if ctrl:
+            ctrl.sort()
+            inputs += ["^" + c for c in ctrl]
+        return inputs
 
 
 # -- dumps taken after TF modified the graph ------------------------------------------------

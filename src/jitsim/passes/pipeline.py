@@ -156,8 +156,13 @@ class ClusterResult:
         return self.graph.to_graphdef()
 
     def graphdef_pieces(self):
-        """:meth:`to_graphdef` in pieces (:meth:`TfGraph.graphdef_pieces`), for :func:`~jitsim.graph.io.save`."""
+        """:meth:`to_graphdef` in pieces (:meth:`TfGraph.graphdef_pieces`)."""
         return self.graph.graphdef_pieces()
+
+    def serialized_pieces(self):
+        """:meth:`to_graphdef`'s serialization in pieces (:meth:`TfGraph.serialized_pieces`),
+        for :func:`~jitsim.graph.io.save`."""
+        return self.graph.serialized_pieces()
 
 
 def cluster_graph(graph: Graph, options: Options, state: ProcessState | None = None) -> ClusterResult:
