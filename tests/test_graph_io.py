@@ -155,9 +155,8 @@ def test_big_graph_text_written_in_pieces_is_the_same_text(tmp_path, monkeypatch
     assert (tmp_path / "whole.pbtxt").read_text() == textproto.print_message(Graph(gd).to_graphdef())
 
 
-def test_tfgraph_pieces_are_the_whole_graphdef(tmp_path):
-    """TfGraph.graphdef_pieces (the marked graph written without a second copy of it): with
-    any piece size, the pieces' text and binary files are to_graphdef()'s, byte for byte."""
+def _tfgraph_of_consts():
+    """_graphdef() and 23 constants, each with a control input, as a TfGraph."""
     from jitsim.graph.tfgraph import TfGraph
 
     gd = _graphdef()
@@ -166,7 +165,13 @@ def test_tfgraph_pieces_are_the_whole_graphdef(tmp_path):
         n.name, n.op = f"c{i}", "Const"
         n.input.append(f"^{gd.node[0].name}")
     gd.versions.producer = 1882
-    tg = TfGraph.from_graph(Graph(gd))
+    return TfGraph.from_graph(Graph(gd))
+
+
+def test_tfgraph_pieces_are_the_whole_graphdef(tmp_path):
+    """TfGraph.graphdef_pieces (the marked graph written without a second copy of it): with
+    any piece size, the pieces' text and binary files are to_graphdef()'s, byte for byte."""
+    tg = _tfgraph_of_consts()
     save(tg.to_graphdef(), tmp_path / "whole.pbtxt")
     save(tg.to_graphdef(), tmp_path / "whole.pb")
     for size in (1, 2, 7, 10_000):
@@ -189,13 +194,7 @@ def test_tfgraph_serialized_pieces_are_the_whole_graphdef(tmp_path, with_clones,
     from jitsim.graph.tfgraph import TfGraph
     from jitsim.passes.clone_constants import clone_constants_for_better_clustering
 
-    gd = _graphdef()
-    for i in range(23):
-        n = gd.node.add()
-        n.name, n.op = f"c{i}", "Const"
-        n.input.append(f"^{gd.node[0].name}")
-    gd.versions.producer = 1882
-    tg = TfGraph.from_graph(Graph(gd))
+    tg = _tfgraph_of_consts()
     if with_clones:
         from pathlib import Path
 
