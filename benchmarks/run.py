@@ -208,8 +208,7 @@ def hwm():  # this process's own peak RSS (VmHWM: the mm made by exec, nothing o
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 import gc
-from jitsim.cli import GC_THRESHOLDS
-gc.set_threshold(*GC_THRESHOLDS)  # as the jitsim command does
+gc.disable()  # as `jitsim cluster` runs (jitsim.cli.GC_OFF_COMMANDS)
 from jitsim.graph.io import read_graphdef, to_text, write_atomic
 from jitsim.graph.model import Graph
 from dataclasses import replace
