@@ -112,11 +112,15 @@ def _tensorboard_arg(p) -> None:
                         "color by XLA cluster); several graphs: one run (subdirectory) each")
 
 
-def _write_tensorboard(args, graphs: list) -> None:
-    """Write ``graphs`` (``[(label, GraphDef)]``) for ``--tensorboard``: one graph into DIR, several
-    into DIR/<NN>_<label> (one TensorBoard run each); one line on stderr says where."""
+def _write_tensorboard(args, make_graphs) -> None:
+    """Write the graphs ``make_graphs()`` gives (``[(label, GraphDef)]``, made only when
+    ``--tensorboard`` asks) for ``--tensorboard``: one graph into DIR, several into
+    DIR/<NN>_<label> (one TensorBoard run each); one line on stderr says where."""
     logdir = getattr(args, "tensorboard", None)
-    if not logdir or not graphs:
+    if not logdir:
+        return
+    graphs = make_graphs()
+    if not graphs:
         return
     import re
 
@@ -330,7 +334,7 @@ def cmd_cluster(args) -> int:
     if args.tensorboard:
         chosen = [(rep["name"], res) for i, (rep, res) in enumerate(zip(reports, results))
                   if i == pin.main or res.mark.ran or res.mark.candidates]
-        _write_tensorboard(args, [(label, res.to_graphdef()) for label, res in chosen])
+        _write_tensorboard(args, lambda: [(label, res.to_graphdef()) for label, res in chosen])
     doc = {"schema": "jitsim.cluster/1", "input": str(path),
            "tf_version": {"version": version, "reason": version_reason},
            "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "route": pin.route.to_dict(),
@@ -450,13 +454,13 @@ def cmd_rewrite(args) -> int:
 
     choice = _flags_choice(args, args.tf_xla_flags)
     c = _simulate(args, _options(args, choice, device=args.device, until=args.until, explain_cycles=False))
-    save(c.to_graphdef(), args.output)
+    save(c.pipeline.serialized_pieces(), args.output)
     o = c.options
     n_clusters = len(c.pipeline.cluster.clusters)
     if c.route is not None:
         print(c.route.line, file=sys.stderr)
     _wrote(args.output, f"TF's {STAGE_DUMPS[args.until]} dump of the graph, {n_clusters} clusters")
-    _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
+    _write_tensorboard(args, lambda: [(Path(args.graph).name, c.to_graphdef())])
     if args.format == "json":
         _emit_json({"schema": "jitsim.rewrite/1", "input": str(args.graph), "output": str(args.output),
                     "until": args.until, "stage_dump": STAGE_DUMPS[args.until],
@@ -887,7 +891,7 @@ def cmd_render(args) -> int:
     if args.format == "json":
         _emit_json({"schema": "jitsim.render/1", **_simulation_json(c, args),
                     **{k: info[k] for k in ("output", "format", "view", "clusters", "nodes")}}, args)
-    _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
+    _write_tensorboard(args, lambda: [(Path(args.graph).name, c.to_graphdef())])
     return 0
 
 
@@ -910,7 +914,7 @@ def cmd_report(args) -> int:
     if args.format == "json":
         _emit_json({"schema": "jitsim.report/1", **_simulation_json(c, args),
                     **{k: info[k] for k in ("output", "clusters", "nodes", "bytes", "problem")}}, args)
-    _write_tensorboard(args, [(Path(args.graph).name, c.to_graphdef())])
+    _write_tensorboard(args, lambda: [(Path(args.graph).name, c.to_graphdef())])
     return 0
 
 

@@ -96,23 +96,42 @@ class Clustering:
         self.route = None  # jitsim.frontend.resolve.Route: how the pass input was obtained (paths, TF objects)
         g = cr.graph
         self.graph = g
+        self._input_graph = input_graph
+        self._nodes: dict[str, NodeRecord] | None = None  # made on first use (rewrite never reads them)
+        self._clusters: dict[str, list[str]] | None = None
+        self.refusals: list[MergeRefusal] = list(cr.mark.refusals)
+        self.seconds = cr.seconds
+
+    @property
+    def nodes(self) -> dict[str, NodeRecord]:
+        if self._nodes is None:
+            self._make_records()
+        return self._nodes
+
+    @property
+    def clusters(self) -> dict[str, list[str]]:
+        if self._clusters is None:
+            self._make_records()
+        return self._clusters
+
+    def _make_records(self) -> None:
+        cr = self.pipeline.cluster
         later: dict[str, list[tuple[str, NodeDecision]]] = {}
         for pname in passes.LATER_PASSES:
-            res = pipeline.stage_results.get(pname)
+            res = self.pipeline.stage_results.get(pname)
             for name, d in (getattr(res, "decisions", None) or {}).items():
                 later.setdefault(name, []).append((pname, d))
         mark_labels = _mark_labels(cr.mark)
-        self.nodes: dict[str, NodeRecord] = node_records(cr, later, mark_labels)
-        self.clusters: dict[str, list[str]] = {}
-        for rec in self.nodes.values():
+        self._nodes = node_records(cr, later, mark_labels)
+        clusters: dict[str, list[str]] = {}
+        for rec in self._nodes.values():
             if rec.cluster is not None:
-                self.clusters.setdefault(rec.cluster, []).append(rec.name)
+                clusters.setdefault(rec.cluster, []).append(rec.name)
+        self._add_removed_and_created(later, mark_labels, self._input_graph)
+        self._input_graph = None  # read once, for the ops of nodes a later pass removed
         # keep TF's numbering order of clusters
-        self._add_removed_and_created(later, mark_labels, input_graph)
         order = {c: i for i, c in enumerate(cr.mark.clusters)}
-        self.clusters = {c: self.clusters[c] for c in sorted(self.clusters, key=lambda c: (order.get(c, len(order)), c))}
-        self.refusals: list[MergeRefusal] = list(cr.mark.refusals)
-        self.seconds = cr.seconds
+        self._clusters = {c: clusters[c] for c in sorted(clusters, key=lambda c: (order.get(c, len(order)), c))}
 
     def _add_removed_and_created(self, later, mark_labels, input_graph) -> None:
         """Records for nodes a later pass deleted (their last decision says why) and a

@@ -437,6 +437,14 @@ class PipelineResult:
             return enc.dump_graphdef()
         return self.graph.to_graphdef()
 
+    def serialized_pieces(self):
+        """:meth:`to_graphdef`'s deterministic serialization in pieces, for
+        :func:`~jitsim.graph.io.save` (:meth:`TfGraph.serialized_pieces`)."""
+        enc = self.stage_results.get(ENCAPSULATE_SUBGRAPHS)
+        if self.until == ENCAPSULATE and enc is not None:
+            return [enc.dump_graphdef().SerializeToString(deterministic=True)]
+        return self.graph.serialized_pieces()
+
 
 def run_pipeline(graph: Graph, options: Options, state: ProcessState | None = None) -> PipelineResult:
     """Simulate TF's auto-clustering pipeline on ``graph``: the entries of :data:`PIPELINE` up
