@@ -88,7 +88,6 @@ class _Extractions:
         self._root: Path | None = None
         self._dirs: dict[tuple, Path] = {}
         self._users: dict[tuple, int] = {}
-        self._finalizer = None
 
     @staticmethod
     def key(archive: Path) -> tuple:
@@ -101,7 +100,7 @@ class _Extractions:
             if key not in self._dirs:
                 if self._root is None:
                     self._root = Path(tempfile.mkdtemp(prefix="jitsim-fixtures-"))
-                    self._finalizer = weakref.finalize(self, shutil.rmtree, self._root, True)
+                    weakref.finalize(self, shutil.rmtree, self._root, True)  # at exit at the latest
                 d = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self._root))
                 try:
                     with tarfile.open(archive, "r:xz") as tar:
@@ -126,12 +125,17 @@ class _Extractions:
 _EXTRACTIONS = _Extractions()
 
 
+def _let_go(extracted: dict) -> None:
+    """Release the unpacked runs a corpus holds (``extracted``: run -> (key, directory))."""
+    _EXTRACTIONS.release([key for key, _ in extracted.values()])
+    extracted.clear()
+
+
 class Corpus:
     def __init__(self, root: Path | str | None = None):
         self.root = Path(root) if root else default_root()
-        self._extracted: dict[str, tuple[tuple, Path]] = {}
-        self._keys: list[tuple] = []  # what this corpus holds, released when it goes
-        self._finalizer = weakref.finalize(self, _EXTRACTIONS.release, self._keys)
+        self._extracted: dict[str, tuple[tuple, Path]] = {}  # what it holds, let go when it goes
+        weakref.finalize(self, _let_go, self._extracted)
 
     # -- manifest ------------------------------------------------------------------------
     def runs(self) -> list[Run]:
@@ -176,11 +180,9 @@ class Corpus:
         if have is not None and have[0] == _Extractions.key(archive):
             return have[1]
         key, out = _EXTRACTIONS.acquire(archive, name)
-        self._keys.append(key)
-        if have is not None:  # the archive was rebuilt since
-            self._keys.remove(have[0])
-            _EXTRACTIONS.release([have[0]])
         self._extracted[name] = (key, out)
+        if have is not None:  # the archive was rebuilt since
+            _EXTRACTIONS.release([have[0]])
         return out
 
     def index(self, name: str) -> dict:
@@ -188,9 +190,7 @@ class Corpus:
 
     def close(self) -> None:
         """Let go of the unpacked runs (removed once no other Corpus of this process uses them)."""
-        self._extracted.clear()
-        _EXTRACTIONS.release(self._keys)
-        self._keys.clear()
+        _let_go(self._extracted)
 
     # -- building ------------------------------------------------------------------------
     def build(self, names: list[str] | None = None, *, jobs: int = 2, progress=None, python: str | None = None) -> dict:

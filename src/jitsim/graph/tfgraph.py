@@ -274,19 +274,14 @@ class TfGraph:
         GraphDefs of up to ``nodes_per_piece`` consecutive nodes each, the last one with the
         versions and the library. The pieces' texts (and binary serializations), joined, are
         the whole GraphDef's (its fields are written in field-number order: nodes first)."""
-        gd = protos.GraphDef()
-        for n in self.op_nodes():
-            if len(gd.node) >= nodes_per_piece:
-                yield gd
-                gd = protos.GraphDef()
-            self._add_node_defs(gd, (n,))
-        self._add_library(gd)
-        yield gd
+        for data in self.serialized_pieces(nodes_per_piece):
+            yield protos.GraphDef.FromString(data)
 
     def serialized_pieces(self, nodes_per_piece: int = 50_000):
-        """:meth:`graphdef_pieces` as their deterministic binary serializations, made without
-        copying a node whose inputs are the ones it was read with (most of them): its NodeDef is
-        serialized as it is. The pieces, joined, are ``to_graphdef()``'s serialization."""
+        """:meth:`graphdef_pieces` as their deterministic binary serializations (what
+        :func:`~jitsim.graph.io.save` writes), made without copying a node whose inputs are the
+        ones it was read with (most of them): its NodeDef is serialized as it is. The pieces,
+        joined, are ``to_graphdef()``'s serialization."""
         nodes_out = []
         count = 0
         for n in self.op_nodes():

@@ -155,10 +155,6 @@ class ClusterResult:
         """The graph as TF's ``mark_for_compilation`` dump writes it."""
         return self.graph.to_graphdef()
 
-    def graphdef_pieces(self):
-        """:meth:`to_graphdef` in pieces (:meth:`TfGraph.graphdef_pieces`)."""
-        return self.graph.graphdef_pieces()
-
     def serialized_pieces(self):
         """:meth:`to_graphdef`'s serialization in pieces (:meth:`TfGraph.serialized_pieces`),
         for :func:`~jitsim.graph.io.save`."""
@@ -432,18 +428,21 @@ class PipelineResult:
     def to_graphdef(self):
         """The graph as TF dumps it at this stage. (TF writes ``encapsulate_subgraphs_after``
         inside the pass, before it adds ``_XlaHasReferenceVars`` to every node.)"""
-        enc = self.stage_results.get(ENCAPSULATE_SUBGRAPHS)
-        if self.until == ENCAPSULATE and enc is not None:
-            return enc.dump_graphdef()
-        return self.graph.to_graphdef()
+        enc = self._encapsulate_dump()
+        return enc.dump_graphdef() if enc is not None else self.graph.to_graphdef()
 
     def serialized_pieces(self):
         """:meth:`to_graphdef`'s deterministic serialization in pieces, for
         :func:`~jitsim.graph.io.save` (:meth:`TfGraph.serialized_pieces`)."""
-        enc = self.stage_results.get(ENCAPSULATE_SUBGRAPHS)
-        if self.until == ENCAPSULATE and enc is not None:
+        enc = self._encapsulate_dump()
+        if enc is not None:
             return [enc.dump_graphdef().SerializeToString(deterministic=True)]
         return self.graph.serialized_pieces()
+
+    def _encapsulate_dump(self):
+        """Encapsulation's result where the stage ends with its own dump (``until`` encapsulate)."""
+        enc = self.stage_results.get(ENCAPSULATE_SUBGRAPHS)
+        return enc if self.until == ENCAPSULATE else None
 
 
 def run_pipeline(graph: Graph, options: Options, state: ProcessState | None = None) -> PipelineResult:
