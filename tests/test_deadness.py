@@ -642,3 +642,129 @@ def test_large_graph_is_fast():
     assert s["w0/merge:0"] == "{#true,&,*w0/lc:0}<w0>"
     assert len(lines) == 2 * n + 1 + sum(1 for x in tg.op_nodes() if x.op in ("Switch", "Merge"))
     assert dt < 10, f"deadness analysis took {dt:.1f}s on {n} nodes"
+
+
+# -- the shortcut for graphs without control flow (all_alive) -----------------------------------
+
+
+def test_all_alive_only_without_predicate_ops():
+    # A graph of generic ops: every node alive under #true (the And of #true inputs), as the
+    # full analysis finds; one op of PREDICATE_OPS anywhere sends the graph to the analysis.
+    from jitsim.analyses.deadness import PREDICATE_OPS, all_alive
+
+    spec = [("a", "Placeholder", []), ("b", "Neg", ["a"]), ("c", "AddV2", ["a", "b"]), ("d", "NoOp", ["^c"])]
+    tg = tg_of(spec)
+    got = all_alive(tg)
+    full = deadness_analysis(tg)
+    assert got is not None
+    assert {str(p) for p in full.predicates.values()} == {"#true"}
+    for n in tg.op_nodes():
+        assert got.control_predicate(n.id).text() == full.control_predicate(n.id).text() == "#true"
+    for op in sorted(PREDICATE_OPS):
+        assert all_alive(tg_of([*spec, ("x", op, [])])) is None, op
+
+
+def test_all_alive_leaves_errors_to_the_analysis():
+    # What the full analysis refuses, the shortcut does not answer: an input naming an output
+    # its op lacks (a graph built without load-time validation), unreachable nodes.
+    from jitsim.analyses.deadness import all_alive
+
+    tg = tg_of([("a", "Placeholder", []), ("b", "Neg", ["a:1"])])  # Placeholder has one output
+    assert all_alive(tg) is None
+    with pytest.raises(GraphError, match="names output 1 of 'a'"):
+        deadness_analysis(tg)
+    tg = tg_of([("a", "Placeholder", []), ("b", "Neg", ["a"])])
+    cfi = (None, ["b"])  # as control_flow_info says of nodes _SOURCE does not reach
+    assert all_alive(tg, cfi) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_all_alive_is_the_analysis_on_random_dags(data):
+    # Random DAGs of generic ops with several outputs and control edges: where all_alive
+    # answers, every predicate the full analysis computes is #true.
+    from jitsim.analyses.deadness import all_alive
+
+    n = data.draw(st.integers(1, 25))
+    spec = []
+    for i in range(n):
+        ins = []
+        for j in data.draw(st.lists(st.integers(0, max(i - 1, 0)), max_size=3)) if i else []:
+            kind = data.draw(st.sampled_from(["data", "second", "control"]))
+            src = f"n{j}"
+            ins.append(src if kind == "data" else (f"^{src}" if kind == "control" else f"{src}:1"))
+        data_ins = [x for x in ins if not x.startswith("^")]
+        ctrl = [x for x in ins if x.startswith("^")]
+        spec.append((f"n{i}", "Unique" if not data_ins else "IdentityN", data_ins[:1] + ctrl))
+    try:
+        tg = tg_of(spec)
+    except GraphError:
+        return
+    got = all_alive(tg)
+    try:
+        full = deadness_analysis(tg)
+    except GraphError:
+        assert got is None  # what the analysis refuses, the shortcut leaves to it
+        return
+    if got is not None:
+        assert {str(p) for p in full.predicates.values()} <= {"#true"}
+        assert all(got.control_predicate(n.id) is got.true for n in tg.op_nodes())
+
+
+def _corpus_all_alive_check(corpus, monkeypatch, every: int) -> None:
+    # Every `every`-th graph of the fixtures corpus clustered with the shortcut and without it
+    # (the analysis on every graph): the same result; and wherever the shortcut answered, the
+    # full analysis of that graph gives #true to every output.
+    from conftest import corpus_graphs
+
+    from jitsim.analyses import deadness
+    from jitsim.errors import JitsimError
+    from jitsim.graph.io import read_graphdef, to_text
+    from jitsim.options import options_for
+    from jitsim.passes import mark_for_compilation as mfc
+    from jitsim.passes.pipeline import cluster_graph
+
+    options = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    answered = []
+    real = deadness.all_alive
+
+    def checked(g, control_flow=None):
+        got = real(g, control_flow)
+        if got is not None:
+            full = deadness_analysis(g, control_flow=control_flow)
+            assert {str(p) for p in full.predicates.values()} == {"#true"}
+            answered.append(g.num_node_ids)
+        return got
+
+    monkeypatch.setattr(deadness, "all_alive", checked)
+    k = 0
+    for run, g, d in corpus_graphs(corpus):
+        stage = next((s for s in ("before_clone_constants_for_better_clustering", "before_mark_for_compilation")
+                      if s in g["files"]), None)
+        if stage is None:
+            continue
+        k += 1
+        if k % every:
+            continue
+        path = d / "dumps" / g["files"][stage]
+        results = []
+        for shortcut in (True, False):
+            monkeypatch.setattr(mfc, "USE_ALL_ALIVE", shortcut)
+            try:
+                cr = cluster_graph(Graph(read_graphdef(path), source=str(path), validate=False), options)
+                m = cr.mark
+                results.append((to_text(cr.to_graphdef()), m.clusters, repr(m.decisions), repr(m.refusals),
+                                m.candidates, repr(m.graph_decision), m.groups))
+            except JitsimError as e:  # the same refusal both ways
+                results.append((type(e).__name__, str(e)))
+        assert results[0] == results[1], (run, g["id"])
+    assert len(answered) > (10 if every > 1 else 100)  # most corpus graphs have no control flow
+
+
+def test_sampled_corpus_graphs_same_without_deadness_analysis(corpus, monkeypatch):
+    _corpus_all_alive_check(corpus, monkeypatch, every=12)
+
+
+@pytest.mark.slow
+def test_every_corpus_graph_same_without_deadness_analysis(corpus, monkeypatch):
+    _corpus_all_alive_check(corpus, monkeypatch, every=1)

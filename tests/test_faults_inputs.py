@@ -412,7 +412,7 @@ def _keras_zip(path: Path) -> None:
 
 
 def test_a_keras_archive_is_known_by_content(tmp_path):
-    from jitsim.crosscheck.harvest import target_kind
+    from jitsim.crosscheck.targets import target_kind
 
     renamed = tmp_path / "model.bin"
     _keras_zip(renamed)

@@ -164,7 +164,7 @@ def test_repeated_fields_read_and_written_without_text_format(impl, monkeypatch)
         raise AssertionError("text_format was used")
 
     with _impl(impl):
-        monkeypatch.setattr(textproto.text_format, "Parse", refused)
+        monkeypatch.setattr(text_format, "Parse", refused)  # (textproto imports it where it needs it)
         monkeypatch.setattr(textproto, "_print_slow", refused)
         gd = textproto.parse(_REPEATED, protos.GraphDef())
         assert [n.name for n in gd.node] == ["a", "b"]
@@ -391,3 +391,47 @@ def test_record_cuts_refuse_out_of_order_and_broken_wire():
     assert c.record_cuts(node + node + versions, 1) == [0, 5, 10, 14]
     assert c.record_cuts(node + versions + node, 1) is None  # printer would reorder: no cuts
     assert c.record_cuts(b"\n\x09ab", 1) is None             # length past the end
+
+
+def test_map_fields_known_without_descriptor_options():
+    """The C printer's plan tells map fields from repeated messages without reading options
+    (which imports descriptor_pb2): on every message-typed field of TF's protos, the same
+    answer as ``map_entry`` in the field type's options."""
+    seen: set[str] = set()
+    maps = fields = 0
+
+    def walk(desc):
+        nonlocal maps, fields
+        if desc.full_name in seen:
+            return
+        seen.add(desc.full_name)
+        for fd in desc.fields:
+            if fd.message_type is not None:
+                fields += 1
+                want = fd.message_type.GetOptions().map_entry
+                assert textproto._is_map(fd) == want, fd.full_name
+                maps += want
+                walk(fd.message_type)
+
+    for name in ("GraphDef", "SavedModel", "MetaGraphDef", "OpList", "KernelList"):
+        walk(getattr(protos, name).DESCRIPTOR)
+    assert maps >= 20 and fields > maps  # NodeDef.attr, FunctionDef.ret, ... and plain repeated messages
+
+
+def test_descriptor_pb2_and_hashlib_not_imported_by_cluster(tmp_path):
+    """`jitsim cluster G -o OUT` (parse cache off) imports neither descriptor_pb2 nor hashlib
+    (nor the harvest machinery): each was milliseconds of every run's start."""
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    g = Path(__file__).parents[1] / "examples" / "mnist_softmax" / "before_clone_constants_for_better_clustering.pbtxt"
+    code = ("import sys; from jitsim.cli import main; rc = main(['cluster', sys.argv[1], '-o', sys.argv[2]]); "
+            "print(sorted(m for m in ('google.protobuf.descriptor_pb2', 'hashlib', 'jitsim.crosscheck.harvest') "
+            "if m in sys.modules))")
+    env = {**__import__("os").environ, "JITSIM_PARSE_CACHE": "off"}
+    r = subprocess.run([sys.executable, "-c", code, str(g), str(tmp_path / "out.pbtxt")], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"

@@ -54,7 +54,7 @@ def _progress_line(text: str) -> None:
         from rich.console import Console
         from rich.status import Status
 
-        _STATUS = Status(line, console=Console(stderr=True, highlight=False), spinner="dots")
+        _STATUS = Status(line, console=Console(stderr=True, highlight=False, emoji=False), spinner="dots")
         _STATUS.start()
     else:
         _STATUS.update(line)
@@ -75,7 +75,8 @@ def _console():
         def on_broken_pipe(self) -> None:  # rich would exit 1 ("differences found"): one rule in main()
             raise BrokenPipeError(32, "Broken pipe")
 
-    return _Console(highlight=False, soft_wrap=True)
+    # emoji off: a node named "a:smile:" is printed as it is (and rich's emoji table not loaded)
+    return _Console(highlight=False, soft_wrap=True, emoji=False)
 
 
 # keys whose values are wall-clock times of jitsim's own work (or of a TF run it started): left out
@@ -271,7 +272,6 @@ def _print_graph_report(con, rep: dict, records: dict, top: int) -> None:
 
 
 def cmd_cluster(args) -> int:
-    from jitsim.crosscheck.fidelity import recorded_flags
     from jitsim.explain.clustering import node_records
     from jitsim.frontend.resolve import pass_inputs, target_kind
     from jitsim.graph.io import save
@@ -280,7 +280,12 @@ def cmd_cluster(args) -> int:
 
     path = Path(args.graph)
     kind = target_kind(path)
-    choice = _flags_choice(args, args.tf_xla_flags, recorded=recorded_flags(path) if kind == "dump-dir" else None)
+    recorded = None
+    if kind == "dump-dir":
+        from jitsim.crosscheck.fidelity import recorded_flags
+
+        recorded = recorded_flags(path)
+    choice = _flags_choice(args, args.tf_xla_flags, recorded=recorded)
     options = _options(args, choice, device=args.device, until=MARK, explain_cycles=args.explain_cycles)
     state = ProcessState.starting(options)
 
@@ -959,7 +964,7 @@ def cmd_harvest(args) -> int:
 
     call = None
     if args.fetch or args.feed:  # a TF1 graph's sess.run, as jitsim cluster --fetch makes it
-        from jitsim.crosscheck.harvest import target_kind
+        from jitsim.crosscheck.targets import target_kind
         from jitsim.frontend.session_call import is_session_graph, session_call
         from jitsim.graph.io import load
 
@@ -972,7 +977,7 @@ def cmd_harvest(args) -> int:
         call = session_call(graph, args.fetch, args.feed).to_dict()
     shapes = ()
     if args.input_shape:  # a .keras model's call, as jitsim cluster --input-shape makes it
-        from jitsim.crosscheck.harvest import target_kind
+        from jitsim.crosscheck.targets import target_kind
         from jitsim.crosscheck.keras_call import normalize_input_shapes
 
         try:

@@ -52,6 +52,10 @@ SWITCH_OPS_2 = frozenset({"Switch", "RefSwitch"})
 SWITCH_N_OP = "_SwitchN"
 RECV_OPS = frozenset({"_Recv", "_HostRecv"})
 CONTROL_TRIGGER_OPS = frozenset({"ControlTrigger"})
+# the ops the analysis does not handle as generic nodes (dead outputs, #true control outputs,
+# symbols) or that open and close loop frames: a graph without any is alive under #true throughout
+PREDICATE_OPS = (SWITCH_OPS_2 | {SWITCH_N_OP} | MERGE_OPS | CONTROL_TRIGGER_OPS | RECV_OPS | ENTER_OPS | EXIT_OPS
+                 | NEXT_ITERATION_OPS)
 
 
 class Predicate:
@@ -844,6 +848,60 @@ class _Analysis:
         return converged
 
 
+class AllAlive:
+    """:func:`deadness_analysis`'s answer for a graph :func:`all_alive` accepts: every output
+    and control output alive under ``#true`` (the one predicate of its own factory)."""
+
+    def __init__(self) -> None:
+        self.factory = PredicateFactory()
+        self.true = self.factory.make_true()
+
+    def control_predicate(self, node_id: int) -> Predicate:
+        return self.true
+
+    def tensor_predicate(self, node_id: int, output: int) -> Predicate:
+        return self.true
+
+
+def all_alive(g: TfGraph, control_flow=None) -> AllAlive | None:
+    """:class:`AllAlive` where :func:`deadness_analysis` of ``g`` (acyclic: its cycle graph was
+    built) would give every node's outputs the predicate ``#true``, found without running it;
+    None where it might not, or would raise.
+
+    Why that is its result: with none of :data:`PREDICATE_OPS` every node is handled as a
+    generic one, whose outputs get the And of its inputs' predicates, all in the root frame;
+    a node without inputs (``_SOURCE``) gets the empty And, ``#true``, and so, in topological
+    order, does every other (the And of ``#true`` is ``#true``). What the full analysis could
+    still raise is checked here, and sends the graph to it: nodes unreachable from ``_SOURCE``,
+    an input naming an output its op lacks (a graph that skipped load-time validation).
+
+    >>> from jitsim.graph.model import Graph
+    >>> from jitsim.graph.tfgraph import TfGraph
+    >>> tg = TfGraph.from_graph(Graph.from_nodes([("a", "Const", []), ("b", "Neg", ["a"])]))
+    >>> all_alive(tg).control_predicate(tg.by_name["b"]).text()
+    '#true'
+    >>> all_alive(TfGraph.from_graph(Graph.from_nodes([("s", "Switch", ["a", "a"]), ("a", "Const", [])]))) is None
+    True
+    """
+    nodes = g.nodes
+    for n in g.op_nodes():
+        if n.op in PREDICATE_OPS:
+            return None
+    _, unreachable = control_flow or control_flow_info(g)
+    if unreachable:
+        return None
+    a = _Analysis(g)
+    num_outputs = a.num_outputs
+    for n in nodes:
+        if n is None:
+            continue
+        for e in n.in_edges.values():
+            out = e.src_output
+            if out != CONTROL_SLOT and out >= num_outputs(nodes[e.src]):
+                return None
+    return AllAlive()
+
+
 def deadness_analysis(g: TfGraph, *, enable_optimistic: bool = True, control_flow=None) -> DeadnessResult:
     """Run TF's deadness analysis on ``g`` (optimistic mode on, as MarkForCompilation does).
 
@@ -864,9 +922,12 @@ __all__ = [
     "NOT",
     "OR",
     "SYMBOL",
+    "AllAlive",
     "DeadnessResult",
+    "PREDICATE_OPS",
     "Predicate",
     "PredicateFactory",
+    "all_alive",
     "deadness_analysis",
     "num_outputs",
 ]

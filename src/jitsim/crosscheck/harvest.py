@@ -40,13 +40,12 @@ from jitsim.graph.dumps import INDEX_SCHEMA, index_dump_dir
 from jitsim.errors import HarvestError, JitsimError
 from jitsim.registry import protos
 from jitsim.graph.events import is_event_file
-from jitsim.files.input import is_regular_file, kind_of_mode, read_file, read_text
-from jitsim.graph.io import (assume_once, check_signature_name, is_saved_model_dir, keras_archive_problem,
-                             missing_reason, read_graph_file, read_graphdef,
-                             read_saved_model)
+from jitsim.files.input import read_file, read_text
+from jitsim.graph.io import check_signature_name, read_graph_file, read_graphdef, read_saved_model
 from jitsim.files.output import release, remove_tree, temporary_directory
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
 from jitsim.defs import MARK_DUMP
+from jitsim.crosscheck.targets import target_kind
 
 DEFAULT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
 VMODULE = (
@@ -357,7 +356,6 @@ _PROGRAM_STEP_RUNNER = _INPUT_GEN + textwrap.dedent(
 
 RUNNERS = {"graphdef": _GRAPHDEF_RUNNER, "saved_model": _SAVED_MODEL_RUNNER, "keras": _KERAS_RUNNER,
            "function": _FUNCTION_RUNNER}
-FUNCTION_BUNDLE = "function.json"
 
 
 _NO_TF = ("this runs real TensorFlow, which is not installed here: pip install 'jitsim[tf]' (or give --python of "
@@ -369,32 +367,6 @@ def tf_importable() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("tensorflow") is not None
-
-
-def target_kind(target: Path) -> str:
-    if target.is_dir():
-        if is_saved_model_dir(target):
-            return "saved_model"
-        if (target / FUNCTION_BUNDLE).exists():
-            return "function"
-        raise HarvestError("is a directory but not a SavedModel", target)
-    if not target.exists():
-        raise HarvestError(missing_reason(target), target)
-    if not is_regular_file(target):  # TF would read a FIFO or /dev/zero forever
-        raise HarvestError(f"is {kind_of_mode(os.stat(target).st_mode)}, not a regular file; give a program, "
-                           "GraphDef, .keras file or SavedModel directory", target)
-    if target.suffix == ".py":
-        return "program"
-    if target.suffix == ".keras":
-        problem = keras_archive_problem(target)
-        if problem is not None:
-            raise HarvestError(problem, target)
-        return "keras"
-    if target.is_file() and keras_archive_problem(target) is None:
-        assume_once("read as a .keras file: its content is a Keras archive (a zip with config.json and "
-                    "metadata.json)", target)
-        return "keras"
-    return "graphdef"
 
 
 def saved_model_signatures(target: Path) -> list[str]:

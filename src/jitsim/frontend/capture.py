@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.crosscheck import harvest as _harvest
+from jitsim.crosscheck import targets as _targets
 from jitsim.errors import HarvestError, JitsimError
 from jitsim.files.input import hash_file, os_problem, read_json
 from jitsim.files.output import remove_tree, temporary_directory
@@ -368,7 +369,7 @@ def write_function_bundle(obj, directory: Path, input_shapes=()) -> dict:
         "grappler": tf.config.optimizer.get_experimental_options(),
         "jit": _session_jit(),
     }
-    (directory / _harvest.FUNCTION_BUNDLE).write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
+    (directory / _targets.FUNCTION_BUNDLE).write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
     return spec
 
 
@@ -394,7 +395,7 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
     try:
         if isinstance(target, (str, os.PathLike)):
             path = Path(target).resolve()
-            kind = _harvest.target_kind(path)
+            kind = _targets.target_kind(path)
             session_jit = None
             if shapes and kind != "keras":
                 raise HarvestError("input shapes (--input-shape) apply to a .keras file or a live Keras model",

@@ -165,8 +165,8 @@ def target_kind(target) -> str:
     """What ``target`` is: ``dump-dir``, ``saved_model``, ``keras``, ``program``, ``graphdef``
     (a GraphDef file; whether it is a TF dump is decided from its content later), or
     ``function`` for a live TF object (or a function bundle directory)."""
-    from jitsim.crosscheck.harvest import FUNCTION_BUNDLE
-    from jitsim.crosscheck.harvest import target_kind as harvest_kind
+    from jitsim.crosscheck.targets import FUNCTION_BUNDLE
+    from jitsim.crosscheck.targets import target_kind as harvest_kind
     from jitsim.graph.io import is_saved_model_dir
 
     if not isinstance(target, (str, Path)):

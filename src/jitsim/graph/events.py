@@ -22,7 +22,6 @@ time of writing, or ``$SOURCE_DATE_EPOCH`` when set (byte-identical files for th
 from __future__ import annotations
 
 import os
-import socket
 import struct
 import time
 from dataclasses import dataclass, field
@@ -303,7 +302,10 @@ def event_file_name(when: int | None = None, host: str | None = None) -> str:
     """``events.out.tfevents.<seconds>.<host>.jitsim`` (see the module doc)."""
     if when is None:
         when = _now()
-    host = host if host is not None else (socket.gethostname() or "localhost")
+    if host is None:
+        import socket  # only to write a file (reading events is on the path of every load)
+
+        host = socket.gethostname() or "localhost"
     host = "".join(c if c.isalnum() or c in "-_" else "_" for c in host.split(".")[0]) or "localhost"
     return f"events.out.tfevents.{when:010d}.{host}.jitsim"
 

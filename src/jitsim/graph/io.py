@@ -29,7 +29,6 @@ import zlib
 from pathlib import Path
 
 from google.protobuf import message as _message
-from google.protobuf import text_format
 
 from jitsim.errors import GraphError, JitsimWarning
 from jitsim.graph import events, textproto
@@ -255,8 +254,6 @@ def _parse(msg, data: bytes, path: Path, text: bool, what: str):
             parse_cached(data, msg, lambda: textproto.parse(decoded, msg))
         else:
             msg.ParseFromString(data)
-    except text_format.ParseError as e:
-        raise GraphError(f"malformed text {what}: {e}", path) from None
     except _message.DecodeError as e:
         if ("recursion" in str(e).lower() or "depth" in str(e).lower() or "Exceeded" in str(e)
                 or _too_deep(data, msg.DESCRIPTOR)):
@@ -265,6 +262,10 @@ def _parse(msg, data: bytes, path: Path, text: bool, what: str):
         raise GraphError(f"not a valid binary {what} (truncated or corrupt: {e})", path) from None
     except RecursionError:
         raise GraphError(f"{what} is nested too deeply to parse", path) from None
+    except Exception as e:
+        if textproto.is_parse_error(e):  # text_format's, for a text outside the plain subset
+            raise GraphError(f"malformed text {what}: {e}", path) from None
+        raise
     return msg
 
 

@@ -28,7 +28,6 @@ True
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import stat
 import struct
@@ -60,6 +59,8 @@ def default_dir() -> Path | None:
 @functools.lru_cache(maxsize=None)
 def _schema_digest(descriptor) -> bytes:
     """What the key depends on besides the text: the message type and its .proto file."""
+    import hashlib  # imported here: a run with the cache off does not need it
+
     import google.protobuf
 
     h = hashlib.blake2b(digest_size=16)
@@ -71,6 +72,8 @@ def _schema_digest(descriptor) -> bytes:
 
 
 def _digest(key: str, payload) -> bytes:
+    import hashlib
+
     h = hashlib.sha256(key.encode() + b"\0")
     h.update(payload)
     return h.digest()
@@ -124,6 +127,8 @@ class ParseCache:
         self.max_total_bytes = max_total_bytes
 
     def key(self, data: bytes, message) -> str:
+        import hashlib
+
         h = hashlib.blake2b(data, digest_size=20)
         h.update(_schema_digest(message.DESCRIPTOR))
         return h.hexdigest()

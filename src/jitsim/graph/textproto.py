@@ -44,17 +44,34 @@ import struct
 from typing import Iterator
 
 from google.protobuf import descriptor as _d
-from google.protobuf import text_encoding, text_format
+from google.protobuf import message_factory
+from google.protobuf import text_encoding
 from google.protobuf.internal import type_checkers
 
 from jitsim.accel import load
 
-__all__ = ["parse", "print_message", "accelerated"]
+__all__ = ["parse", "print_message", "accelerated", "is_parse_error"]
 
 # The optional C extension (setup.py builds it where a compiler is found): the same two jobs,
 # each the C form of the Python code below, which stays the reference and the fallback.
 # JITSIM_PURE_PYTHON=1 turns it off.
 _c = load("jitsim.graph._fasttext")
+
+
+class _LazyPattern:
+    """A regular expression compiled on first use: the ones here serve the pure-Python reader
+    and the slow printer, which most runs never call (ten compilations, 3 ms at import)."""
+
+    __slots__ = ("_args", "_re")
+
+    def __init__(self, *args) -> None:
+        self._args = args
+        self._re = None
+
+    def __getattr__(self, name: str):
+        if self._re is None:
+            self._re = re.compile(*self._args)
+        return getattr(self._re, name)
 
 
 def accelerated() -> bool:
@@ -63,14 +80,14 @@ def accelerated() -> bool:
 
 # One item per match: a scalar field, a message opening, a closing brace, or anything else
 # (a single non-space character, which sends the text to text_format).
-_ITEM = re.compile(r"""
+_ITEM = _LazyPattern(r"""
     ([A-Za-z_]\w*)[ \t]*:[ \t]*("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s{}<>:\[\],;"'\#]+)[ \t]*[,;]?
   | ([A-Za-z_]\w*)[ \t]*:?[ \t]*\{
   | (\})[ \t]*[,;]?
   | (\S)
 """, re.X)
-_INT = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
-_FLOAT = re.compile(r"-?(?:inf(?:inity)?|nan|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\Z", re.I)
+_INT = _LazyPattern(r"-?(?:0|[1-9][0-9]*)\Z")
+_FLOAT = _LazyPattern(r"-?(?:inf(?:inity)?|nan|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\Z", re.I)
 _BOOLS = {"true": 1, "t": 1, "1": 1, "True": 1, "false": 0, "f": 0, "0": 0, "False": 0}
 
 
@@ -235,7 +252,7 @@ def _encode(items, desc) -> bytes:
     return bytes(buf)
 
 
-_QUOTED = {'"': re.compile(r'"(?:[^"\\\n]|\\.)*"\Z'), "'": re.compile(r"'(?:[^'\\\n]|\\.)*'\Z")}
+_QUOTED = {'"': _LazyPattern(r'"(?:[^"\\\n]|\\.)*"\Z'), "'": _LazyPattern(r"'(?:[^'\\\n]|\\.)*'\Z")}
 _CLOSE = ("", "", "", "}", "")
 
 
@@ -323,8 +340,19 @@ def parse(text: str, message):
             return message
         except Exception:  # outside the subset, or upb refused the wire (depth, bad UTF-8)
             message.Clear()
+    from google.protobuf import text_format  # only for text outside the plain subset (8 ms to import)
+
     text_format.Parse(text, message, allow_unknown_field=False)
     return message
+
+
+def is_parse_error(e: BaseException) -> bool:
+    """Whether ``e`` is ``text_format``'s ParseError (what :func:`parse` raises for a text it
+    refuses), without importing ``text_format`` where nothing did: then it cannot be one."""
+    import sys
+
+    tf = sys.modules.get("google.protobuf.text_format")
+    return tf is not None and isinstance(e, tf.ParseError)
 
 
 # ------------------------------------------------------------------------------------ printing
@@ -478,6 +506,16 @@ _C_TYPE_KIND = {
 }
 
 
+def _is_map(fd) -> bool:
+    """Whether message-typed field ``fd`` is a map: its container in a message is a mapping.
+    (``fd.message_type.GetOptions().map_entry`` says the same, but reading options imports
+    ``descriptor_pb2``, 6 ms, on the path of every command that writes text.)"""
+    if not fd.message_type.has_options:  # a map entry has options (map_entry)
+        return False
+    holder = message_factory.GetMessageClass(fd.containing_type)()
+    return hasattr(getattr(holder, fd.name), "keys")
+
+
 def _c_spec(fd) -> tuple:
     kinds = _c.PRINT_KINDS
     kind = _C_TYPE_KIND.get(fd.type)
@@ -486,7 +524,7 @@ def _c_spec(fd) -> tuple:
     sub = names = show = mapping = None
     if kind == "message":
         entry = fd.message_type
-        if entry.GetOptions().map_entry:
+        if _is_map(fd):
             kind = "map"
             mapping = (_c_spec(entry.fields_by_name["key"]), _c_spec(entry.fields_by_name["value"]),
                        fd.name in _ZERO_KEY_MAPS, fd.name in _ZERO_VALUE_MAPS)
@@ -579,19 +617,21 @@ def print_serialized_pieces(data: bytes, msg_type, piece_bytes: int = 1 << 24) -
         yield text
 
 
-_INT_KEY_MAP = re.compile(r"^(\s*)(arg_attr|resource_arg_unique_id) \{\n(?!\1  key:)", re.M)
-_UNIQUE_ID_NO_VALUE = re.compile(r"^(\s*)resource_arg_unique_id \{\n(\1  key: \d+\n)(?=\1\})", re.M)
-_FLOAT_LINE = re.compile(r"^(\s*(?:f|float_val|scomplex_val): )(\S+)$", re.M)
-_DOUBLE_LINE = re.compile(r"^(\s*(?:double_val|dcomplex_val): )(\S+)$", re.M)
+_INT_KEY_MAP = _LazyPattern(r"^(\s*)(arg_attr|resource_arg_unique_id) \{\n(?!\1  key:)", re.M)
+_UNIQUE_ID_NO_VALUE = _LazyPattern(r"^(\s*)resource_arg_unique_id \{\n(\1  key: \d+\n)(?=\1\})", re.M)
+_FLOAT_LINE = _LazyPattern(r"^(\s*(?:f|float_val|scomplex_val): )(\S+)$", re.M)
+_DOUBLE_LINE = _LazyPattern(r"^(\s*(?:double_val|dcomplex_val): )(\S+)$", re.M)
 
 
 # Raw control characters in text_format's output: 4.25's leaves them in strings
-_RAW_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_RAW_CONTROL = _LazyPattern(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def _print_slow(msg) -> str:
     """text_format's printer with TF's float digits and zero map keys patched in (and strings
     escaped as by protobuf 5.x and later, whichever protobuf is installed)."""
+    from google.protobuf import text_format
+
     text = text_format.MessageToString(msg, as_utf8=True)
     text = _RAW_CONTROL.sub(lambda m: "\\%03o" % ord(m.group()), text)
     text = _FLOAT_LINE.sub(lambda m: m.group(1) + c_float_text(m.group(2), (6, 9), True), text)
