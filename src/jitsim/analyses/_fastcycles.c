@@ -216,11 +216,36 @@ static int load_seqs(PyObject *lists, Py_ssize_t n, Vec *vecs, const char *what)
     return 0;
 }
 
+/* The ints 0..k-1 made once and shared (node ids, ranks and positions: the contraction makes
+ * and drops millions otherwise, and equal keys that are the same object compare at once). */
+#define CE_INT_CACHE_MAX ((Py_ssize_t)1 << 20)
+static PyObject **ce_ints;
+static Py_ssize_t ce_ints_n;
+
+static int ce_int_cache(Py_ssize_t n) {
+    if (n > CE_INT_CACHE_MAX) n = CE_INT_CACHE_MAX;
+    if (n <= ce_ints_n) return 0;
+    PyObject **c = PyMem_Realloc(ce_ints, n * sizeof(PyObject *));
+    if (!c) { PyErr_NoMemory(); return -1; }
+    ce_ints = c;
+    for (; ce_ints_n < n; ce_ints_n++) {
+        PyObject *x = PyLong_FromSsize_t(ce_ints_n);
+        if (!x) return -1;
+        ce_ints[ce_ints_n] = x;
+    }
+    return 0;
+}
+
+static inline PyObject *ce_int(Py_ssize_t v) {
+    if (v >= 0 && v < ce_ints_n) return Py_NewRef(ce_ints[v]);
+    return PyLong_FromSsize_t(v);
+}
+
 static PyObject *int_list(const int32_t *v, Py_ssize_t n) {
     PyObject *l = PyList_New(n);
     if (!l) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x = PyLong_FromLong(v[i]);
+        PyObject *x = ce_int(v[i]); /* node ids and ranks: the shared ints where cached */
         if (!x) { Py_DECREF(l); return NULL; }
         PyList_SET_ITEM(l, i, x);
     }
@@ -232,7 +257,7 @@ static PyObject *seq_and_index(const int32_t *v, Py_ssize_t n) {
     PyObject *l = int_list(v, n), *d = l ? PyDict_New() : NULL;
     if (!d) { Py_XDECREF(l); return NULL; }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pos = PyLong_FromSsize_t(i);
+        PyObject *pos = ce_int(i);
         if (!pos || PyDict_SetItem(d, PyList_GET_ITEM(l, i), pos) < 0) {
             Py_XDECREF(pos); Py_DECREF(l); Py_DECREF(d);
             return NULL;
@@ -396,6 +421,7 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
     }
     if (PyErr_Occurred()) goto done;
     if (!stop) stop = Py_NewRef(Py_None);
+    if (ce_int_cache(n) < 0) goto done; /* one int object per node id, shared by every set */
 
     PyObject *r = int_list(rank, n), *ol = PyList_New(n), *il = PyList_New(n);
     if (!r || !ol || !il) {
@@ -787,31 +813,6 @@ done:
  * predecessors re-attached by Pearce-Kelly insertion, its slot pushed on the free list. The
  * visited flags are this module's scratch array (GraphCycles' own stay all False, as they
  * are between calls in Python). */
-
-/* The ints 0..k-1 made once and shared (node ids, ranks and positions: the contraction makes
- * and drops millions otherwise, and equal keys that are the same object compare at once). */
-#define CE_INT_CACHE_MAX ((Py_ssize_t)1 << 20)
-static PyObject **ce_ints;
-static Py_ssize_t ce_ints_n;
-
-static int ce_int_cache(Py_ssize_t n) {
-    if (n > CE_INT_CACHE_MAX) n = CE_INT_CACHE_MAX;
-    if (n <= ce_ints_n) return 0;
-    PyObject **c = PyMem_Realloc(ce_ints, n * sizeof(PyObject *));
-    if (!c) { PyErr_NoMemory(); return -1; }
-    ce_ints = c;
-    for (; ce_ints_n < n; ce_ints_n++) {
-        PyObject *x = PyLong_FromSsize_t(ce_ints_n);
-        if (!x) return -1;
-        ce_ints[ce_ints_n] = x;
-    }
-    return 0;
-}
-
-static inline PyObject *ce_int(Py_ssize_t v) {
-    if (v >= 0 && v < ce_ints_n) return Py_NewRef(ce_ints[v]);
-    return PyLong_FromSsize_t(v);
-}
 
 static uint8_t *ce_visited;
 static Py_ssize_t ce_visited_cap;
