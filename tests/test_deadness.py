@@ -676,6 +676,12 @@ def test_all_alive_leaves_errors_to_the_analysis():
     tg = tg_of([("a", "Placeholder", []), ("b", "Neg", ["a"])])
     cfi = (None, ["b"])  # as control_flow_info says of nodes _SOURCE does not reach
     assert all_alive(tg, cfi) is None
+    # without the frames given: a node no edge reaches (no _SOURCE edge added) is unreachable
+    bare = TfGraph.from_graph(Graph.from_nodes([("a", "Placeholder", []), ("b", "Neg", ["a"])]), fixup=False)
+    assert all_alive(bare) is None
+    with pytest.raises(GraphError, match="unreachable"):
+        deadness_analysis(bare)
+    assert all_alive(tg) is not None  # (the same graph with _SOURCE's edges)
 
 
 @settings(max_examples=60, deadline=None)

@@ -874,6 +874,8 @@ def all_alive(g: TfGraph, control_flow=None) -> AllAlive | None:
     order, does every other (the And of ``#true`` is ``#true``). What the full analysis could
     still raise is checked here, and sends the graph to it: nodes unreachable from ``_SOURCE``,
     an input naming an output its op lacks (a graph that skipped load-time validation).
+    ``control_flow``: :func:`control_flow_info` of ``g`` where the caller has it (else not
+    needed: see the comment in the loop).
 
     >>> from jitsim.graph.model import Graph
     >>> from jitsim.graph.tfgraph import TfGraph
@@ -887,14 +889,17 @@ def all_alive(g: TfGraph, control_flow=None) -> AllAlive | None:
     for n in g.op_nodes():
         if n.op in PREDICATE_OPS:
             return None
-    _, unreachable = control_flow or control_flow_info(g)
-    if unreachable:
+    if control_flow is not None and control_flow[1]:
         return None
     a = _Analysis(g)
     num_outputs = a.num_outputs
     for n in nodes:
         if n is None:
             continue
+        if not n.in_edges and n.id != SOURCE_ID:
+            # (with the frames not given: in an acyclic graph where every other node has an
+            # in-edge, walking in-edges back from any node ends at _SOURCE, so none is unreachable)
+            return None
         for e in n.in_edges.values():
             out = e.src_output
             if out != CONTROL_SLOT and out >= num_outputs(nodes[e.src]):

@@ -115,8 +115,15 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
     gd = protos.GraphDef()
     gd.CopyFrom(graph.graphdef)
     gd_nodes = gd.node
-    for i in sorted((nodes[c].index for c in clones), reverse=True):
-        del gd_nodes[i]
+    # deleted run by run, from the end (one node at a time moves the rest of the list for each)
+    runs: list[list[int]] = []
+    for i in sorted(nodes[c].index for c in clones):
+        if runs and runs[-1][1] == i:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    for lo, hi in reversed(runs):
+        del gd_nodes[lo:hi]
     # the kept nodes' in-edges: the same edges where a node neither reads a clone nor repeats a
     # control input; else its inputs rewritten (a clone's name -> its original's, a repeated
     # control input dropped), in the NodeDef and in the edges alike

@@ -424,7 +424,12 @@ class MarkForCompilation:
     def build_cycles_graph(self) -> GraphCycles | None:
         g = self.g
         nodes = g.nodes
-        info, unreachable = self.control_flow = control_flow_info(g)
+        ops = [n.op if n is not None else None for n in nodes]
+        no_loops = ENTER_OPS.isdisjoint(ops) and EXIT_OPS.isdisjoint(ops) and NEXT_ITERATION_OPS.isdisjoint(ops)
+        # the frames: without loop ops every node is in the root frame, and only the deadness
+        # analysis would read the rest (the unreachable nodes), which finds them itself
+        self.control_flow = None if no_loops else control_flow_info(g)
+        info = self.control_flow[0] if self.control_flow is not None else None
         frames: dict[str, int] = {}
         first_frame = g.num_node_ids  # the cycle graph's frame nodes follow the graph's ids
 
@@ -438,8 +443,6 @@ class MarkForCompilation:
         pairs: list[tuple[int, int]] = []
         frame_edge: list[bool] = []
         edges = []
-        ops = [n.op if n is not None else None for n in nodes]
-        no_loops = ENTER_OPS.isdisjoint(ops) and EXIT_OPS.isdisjoint(ops) and NEXT_ITERATION_OPS.isdisjoint(ops)
         if no_loops:  # every edge goes in as it is
             edges = [e for e in g.edges_by_id if e is not None]
             pairs = [(e.src, e.dst) for e in edges]
