@@ -226,3 +226,31 @@ def test_tfgraph_serialized_pieces_are_the_whole_graphdef(tmp_path, with_clones,
     monkeypatch.setattr(textproto, "_c", None)
     save(tg.serialized_pieces(), tmp_path / "py.pbtxt")
     assert (tmp_path / "py.pbtxt").read_bytes() == (tmp_path / "whole.pbtxt").read_bytes()
+
+
+def test_tfgraph_node_inputs_from_edges_in_any_order():
+    """The inputs TF writes for a node from its in-edges (TfGraph._inputs, what -o writes):
+    data inputs by slot whatever order their edges were added in (a pass rewiring a node adds
+    them out of order), output 0 as the bare name, then control inputs sorted by name, edges
+    from _SOURCE left out; a slot with two edges keeps the one added last, a slot past the
+    number of data edges is left out."""
+    from jitsim.graph.tfgraph import CONTROL, SOURCE_ID, TfGraph
+
+    tg = TfGraph.from_graph(Graph.from_nodes([("a", "Placeholder", []), ("b", "Placeholder", []),
+                                              ("z", "NoOp", []), ("y", "NoOp", []), ("n", "AddV2", [])]))
+    a, b, z, y, n = (tg.by_name[k] for k in "abzyn")
+    node = tg.nodes[n]
+    assert tg._inputs(node) == []
+    tg.add_edge(b, 0, n, 1)
+    tg.add_edge(z, CONTROL, n, CONTROL)
+    tg.add_edge(a, 2, n, 0)
+    tg.add_edge(y, CONTROL, n, CONTROL)
+    assert any(e.src == SOURCE_ID for e in node.in_edges.values())  # (the fixup's edge, not written)
+    assert tg._inputs(node) == ["a:2", "b", "^y", "^z"]
+    tg.add_edge(a, 0, n, 1)  # a second edge into slot 1: the last one counts
+    assert tg._inputs(node) == ["a:2", "a", "^y", "^z"]
+    m = tg.nodes[tg.by_name["a"]]
+    tg.add_edge(b, 1, m.id, 0)
+    assert tg._inputs(m) == ["b:1"]
+    tg.add_edge(b, 0, m.id, 5)  # two data edges, slots 0 and 5: slot 5 is past them, left out
+    assert tg._inputs(m) == ["b:1"]

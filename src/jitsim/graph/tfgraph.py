@@ -76,6 +76,7 @@ def _first(pair):
 
 
 _NODE_TAG = bytes([1 << 3 | 2])
+_NODE_PREFIX: dict[int, bytes] = {}  # a serialized node's length -> the node field's tag and length
 
 
 def _varint(v: int) -> bytes:
@@ -284,6 +285,7 @@ class TfGraph:
         joined, are ``to_graphdef()``'s serialization."""
         nodes_out = []
         count = 0
+        prefixes = _NODE_PREFIX
         for n in self.op_nodes():
             if count >= nodes_per_piece:
                 yield b"".join(nodes_out)
@@ -297,7 +299,13 @@ class TfGraph:
                 del nd.input[:]
                 nd.input.extend(inputs)
             data = nd.SerializeToString(deterministic=True)
-            nodes_out.append(_NODE_TAG + _varint(len(data)))  # GraphDef.node: field 1, length-delimited
+            size = len(data)
+            prefix = prefixes.get(size)
+            if prefix is None:
+                prefix = _NODE_TAG + _varint(size)  # GraphDef.node: field 1, length-delimited
+                if size < 1 << 14:  # (the sizes of two-byte lengths: most nodes; the table stays small)
+                    prefixes[size] = prefix
+            nodes_out.append(prefix)
             nodes_out.append(data)
             count += 1
         rest = protos.GraphDef()
@@ -325,9 +333,9 @@ class TfGraph:
         """``n``'s NodeDef inputs as TF writes them from its in-edges: data inputs by slot,
         then control inputs sorted by source name (edges from _SOURCE/_SINK left out)."""
         nodes = self.nodes
-        data = []
+        inputs = []  # the data inputs while their edges come in slot order 0, 1, ... (most nodes)
+        data = None  # else (slot, ref) pairs
         ctrl = None
-        ordered = True  # data edges met in slot order 0, 1, ...
         for e in n.in_edges.values():
             slot = e.dst_input
             if slot == CONTROL:
@@ -339,12 +347,13 @@ class TfGraph:
             name = nodes[e.src].name
             if e.src_output:
                 name = f"{name}:{e.src_output}"
-            if slot != len(data):
-                ordered = False
+            if data is None:
+                if slot == len(inputs):
+                    inputs.append(name)
+                    continue
+                data = list(enumerate(inputs))
             data.append((slot, name))
-        if ordered:
-            inputs = [ref for _, ref in data]
-        else:
+        if data is not None:
             # data inputs by slot (slots outside 0..k-1 left out, the last edge of a slot kept)
             data.sort(key=_first)
             k = len(data)
