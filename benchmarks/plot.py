@@ -106,7 +106,7 @@ def markdown_table(doc: dict) -> str:
         f"(at least 5 for files under 2 MB; fastest kept). Source: `{doc.get('_path', 'benchmarks/results/full.json')}`.",
         "",
         "| case | nodes | parse s | model s | passes s | write s | in-process total s | `cluster` s "
-        "| `cluster`, cached parse s | `rewrite` s | rewrite / cluster | peak RSS MB | TF pass s | `cluster` / TF "
+        "| `cluster`, cached parse s | `rewrite` s | rewrite / cluster | peak RSS MB (`cluster` or `rewrite`, the larger) | TF pass s | `cluster` / TF "
         "| in-process / TF |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
