@@ -436,7 +436,7 @@ class _Printer:
         message, 4 map."""
         p = self._plans.get(fd)
         if p is None:
-            if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+            if fd.message_type is not None and _is_map(fd):
                 p = (4, None)
             elif fd.cpp_type == _FD.CPPTYPE_MESSAGE:
                 if fd.message_type.full_name == "google.protobuf.Any":
@@ -596,7 +596,7 @@ def print_message_pieces(msg, piece_bytes: int = 1 << 24) -> Iterator[str]:
 
 def _cuttable(msg_type) -> bool:
     return _c is not None and hasattr(_c, "record_cuts") and not any(
-        f.message_type is not None and f.message_type.GetOptions().map_entry for f in msg_type.DESCRIPTOR.fields)
+        f.message_type is not None and _is_map(f) for f in msg_type.DESCRIPTOR.fields)
 
 
 def print_serialized_pieces(data: bytes, msg_type, piece_bytes: int = 1 << 24) -> Iterator[str]:
