@@ -306,6 +306,8 @@ class MarkForCompilation:
         # registration and whether the policy compiles (both functions of those alone)
         dev_types: dict[str, str | None] = {}
         policy: dict[tuple[str | None, bool], tuple[Registration | None, bool]] = {}
+        # the candidates whose compilation is explicitly requested (build_clusters reads it)
+        explicit_ids = self.explicit_ids = set()
         for n in g.op_nodes():
             if state.fuel <= 0:
                 self.decide(n, Code.FUEL_EXHAUSTED, "Hit fuel limit; not marking any remaining ops as clusterable.")
@@ -382,6 +384,8 @@ class MarkForCompilation:
                             "including it can create dependencies between while loop condition and body computations")
                 continue
             cands.append(n)
+            if explicit:
+                explicit_ids.add(n.id)
             state.fuel -= 1
         for checker in checkers.values():
             self.result.body_errors.update(checker.instantiation_errors)
@@ -512,7 +516,7 @@ class MarkForCompilation:
         fns = self.fns
         input_types = self.input_types
         output_types = self.output_types
-        explicit = self.explicit
+        explicit_ids = self.explicit_ids
         dt_resource = optypes.DT_RESOURCE
         predicate = deadness.control_predicate if deadness is not None else None
         for n in cands:
@@ -554,7 +558,7 @@ class MarkForCompilation:
                 c.resource_set = _NONE
                 c.forbidden = _NONE
             c.deadness = predicate(nid) if predicate is not None else None
-            c.explicit = explicit(n)
+            c.explicit = nid in explicit_ids  # explicit(n), as find_candidates found it
             attrs = n.nodedef.attr
             scope = attrs[scope_key].s.decode() if scope_key in attrs else ""
             c.scope = scope or None
