@@ -14,11 +14,28 @@ from __future__ import annotations
 from typing import Callable
 
 from jitsim.graph.model import Graph
-from jitsim.graph.tfgraph import CASE_OPS, IDENTITY_OPS, IF_OPS, WHILE_OPS, TfEdge, TfGraph, not_back_edge, post_order
+from jitsim.graph.tfgraph import (CASE_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS, TfEdge, TfGraph, TfNode,
+                                  not_back_edge, post_order, topological_order)
 
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 # ops whose constant inputs const_input_indices takes from the functions they call
 _ASKS_FUNCTIONS = WHILE_OPS | IF_OPS | CASE_OPS | frozenset(_CALL_OPS)
+
+
+def walk_order(g: TfGraph) -> list[TfNode]:
+    """The order :meth:`ConstAnalysis.run` visits nodes in: TF's (the post order of a by-name DFS
+    from ``_SOURCE`` without back edges), or where the graph has no ``NextIteration`` (no back
+    edges) and :func:`~jitsim.graph.tfgraph.topological_order` has an order, that order
+    reversed, which marks the same nodes: a visit marks only ancestors of the node visited
+    (its inputs, up chains of pass-through ops), and in a DAG every reverse topological order,
+    TF's post order among them, visits every ancestor after the node. (A back edge would let
+    a Merge mark a loop input visited before it in one order and after it in another.)"""
+    if not any(n is not None and n.op in NEXT_ITERATION_OPS for n in g.nodes):
+        order = topological_order(g)
+        if order is not None:
+            order.reverse()
+            return order
+    return post_order(g, by_name=True, edge_filter=not_back_edge(g))
 
 
 def traversable(op: str) -> bool:
@@ -197,7 +214,7 @@ class ConstAnalysis:
         # TF's DFS from _SOURCE with NodeComparatorName, visiting on leave; loop back edges
         # (a NextIteration's out-edges) are not followed. A node that is not marked, has no
         # registered constant inputs and calls no function is not visited: it does nothing.
-        for n in post_order(g, by_name=True, edge_filter=not_back_edge(g)):
+        for n in walk_order(g):
             op = n.op
             if must[n.id] or op in registered or op in _ASKS_FUNCTIONS or (
                     n.nodedef is not None and COMPILE_TIME_CONST_INPUTS_ATTR in n.nodedef.attr):

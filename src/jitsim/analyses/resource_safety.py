@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from jitsim.graph.tfgraph import NEXT_ITERATION_OPS, SOURCE_ID, TfGraph, TfNode, not_back_edge, reverse_post_order
+from jitsim.graph.tfgraph import NEXT_ITERATION_OPS, TfGraph, TfNode, not_back_edge, reverse_post_order
+from jitsim.graph.tfgraph import topological_order as _topological_order  # (tests replace it by TF's walk)
 
 READ, WRITE, MODIFY = "Read", "Write", "Modify"
 VARIABLE, STACK, TENSOR_ARRAY = "Variable", "Stack", "TensorArray"
@@ -85,38 +86,6 @@ def is_edge_safe(from_kind: str, to_kind: str) -> bool:
     return from_kind == READ or to_kind == WRITE
 
 
-def _topological_order(g: TfGraph) -> list[TfNode] | None:
-    """The nodes in a topological order of the graph less its ``NextIteration`` out-edges, when
-    that graph is acyclic and every node is reachable from ``_SOURCE`` in it; else None.
-
-    TF walks the nodes in the reverse post order of a DFS from ``_SOURCE`` (by name, without
-    back edges). Where this returns a list, that walk visits every node and is a topological
-    order too, and the walk in :func:`unsafe_resource_pairs` gives the same pairs in any
-    topological order of the same nodes (each node's set is the union over its predecessors,
-    all done before it), so this cheaper order stands in for it; None (a cycle, or a node the
-    DFS would not reach) falls back to TF's walk."""
-    nodes = g.nodes
-    n = len(nodes)
-    # out-edges from a NextIteration are the back edges left out
-    ops = [v.op if v is not None else None for v in nodes]
-    indeg = [0] * n
-    for e in g.edges_by_id:
-        if e is not None and ops[e.src] not in NEXT_ITERATION_OPS:
-            indeg[e.dst] += 1
-    if indeg[SOURCE_ID]:
-        return None
-    order = [nodes[SOURCE_ID]]
-    for v in order:  # (grows while it is walked: Kahn's queue)
-        if v.op in NEXT_ITERATION_OPS:
-            continue
-        for e in v.out_edges.values():
-            d = e.dst
-            indeg[d] -= 1
-            if not indeg[d]:
-                order.append(nodes[d])
-    return order if len(order) == n - ops.count(None) else None
-
-
 def unsafe_resource_pairs(
     g: TfGraph, library_fns, ignore: Callable[[TfNode], bool] | None = None,
     calls: dict[int, bool] | None = None,
@@ -151,6 +120,8 @@ def unsafe_resource_pairs(
     pairs: set[tuple[int, int]] = set()
     empty: frozenset = frozenset()
     next_iteration = NEXT_ITERATION_OPS
+    # any topological order gives TF's pairs (each node's set is the union over its
+    # predecessors, all done before it): graph.tfgraph.topological_order where it has one
     order = _topological_order(g)
     if order is None:
         order = reverse_post_order(g, by_name=True, edge_filter=not_back_edge(g))

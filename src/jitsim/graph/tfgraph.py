@@ -733,6 +733,38 @@ def post_order(g: TfGraph, *, by_name: bool = False, edge_filter: EdgeFilter | N
     return out
 
 
+def topological_order(g: TfGraph) -> list[TfNode] | None:
+    """The nodes in a topological order of the graph less its ``NextIteration`` out-edges (Kahn's,
+    from ``_SOURCE``), when that graph is acyclic and every node is reachable from ``_SOURCE``
+    in it; else None.
+
+    Where this returns a list, TF's walks in the (reverse) post order of a by-name DFS from
+    ``_SOURCE`` without back edges visit the same nodes and are topological orders too; an
+    analysis whose answer is the same in every topological order (resource safety's unions
+    over predecessors, constant analysis's marks of ancestors) takes this cheaper one and falls
+    back to TF's walk on None (a cycle, or a node the DFS would not reach)."""
+    nodes = g.nodes
+    n = len(nodes)
+    # out-edges from a NextIteration are the back edges left out
+    ops = [v.op if v is not None else None for v in nodes]
+    indeg = [0] * n
+    for e in g.edges_by_id:
+        if e is not None and ops[e.src] not in NEXT_ITERATION_OPS:
+            indeg[e.dst] += 1
+    if indeg[SOURCE_ID]:
+        return None
+    order = [nodes[SOURCE_ID]]
+    for v in order:  # (grows while it is walked: Kahn's queue)
+        if v.op in NEXT_ITERATION_OPS:
+            continue
+        for e in v.out_edges.values():
+            d = e.dst
+            indeg[d] -= 1
+            if not indeg[d]:
+                order.append(nodes[d])
+    return order if len(order) == n - ops.count(None) else None
+
+
 def reverse_post_order(g: TfGraph, *, by_name: bool = False, edge_filter: EdgeFilter | None = None) -> list[TfNode]:
     out = post_order(g, by_name=by_name, edge_filter=edge_filter)
     out.reverse()
