@@ -154,3 +154,19 @@ def test_core_package_does_not_import_matplotlib():
     code = ("import sys, jitsim.cli, jitsim.passes.pipeline, jitsim.explain.render; "
             "assert 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_ab_runs_each_tree_in_turn_and_compares_outputs(tmp_path):
+    # benchmarks/ab.py with the same tree twice: both sides time their runs, the outputs are
+    # the same bytes; a command after `--` (here `rewrite`) replaces `cluster`
+    src = str(ROOT / "src")
+    for extra in ([], ["--", "rewrite", "{graph}", "--until", "encapsulate", "-o", "{out}"]):
+        r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ab.py"), str(MNIST), "--src", src, "--src", src,
+                            "--runs", "1", *extra], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert len(lines) == 3 and all(line.startswith(f"{src}: min ") for line in lines[:2]), r.stdout
+        assert lines[2] == "outputs: identical"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ab.py"), str(MNIST), "--src", src, "--runs", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--src at least twice" in r.stderr
