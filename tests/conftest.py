@@ -49,6 +49,23 @@ def corpus_graphs(c: Corpus):
             yield run, g, d
 
 
+def before_mark_tfgraphs(c: Corpus):
+    """(run name, dump file name, TfGraph) for every ``before_mark_for_compilation`` dump of
+    every committed fixture run (the pass's input as TF had it; not validated)."""
+    from jitsim.crosscheck.fidelity import dump_dir
+    from jitsim.defs import BEFORE_MARK_DUMP
+    from jitsim.graph.io import read_graphdef
+    from jitsim.graph.model import Graph
+    from jitsim.graph.tfgraph import TfGraph
+
+    for run in c.runs():
+        where = dump_dir(c.extract(run.name))
+        for rec in where.records():
+            if BEFORE_MARK_DUMP in rec.files:
+                f = rec.files[BEFORE_MARK_DUMP]
+                yield run.name, f, TfGraph.from_graph(Graph(read_graphdef(where.dumps / f), validate=False))
+
+
 def need_c_extension(*modules: str) -> None:
     """Skip unless the optional C extensions ``modules`` are built here (setup.py builds them
     where a C compiler is found; ``JITSIM_PURE_PYTHON=1`` hides them). In CI, which has a

@@ -16,14 +16,11 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import before_mark_tfgraphs
 from graphs import graph_of
 
 from jitsim.analyses import const_analysis
 from jitsim.analyses.const_analysis import ConstAnalysis
-from jitsim.crosscheck.fidelity import dump_dir
-from jitsim.defs import BEFORE_MARK_DUMP
-from jitsim.graph.io import read_graphdef
-from jitsim.graph.model import Graph
 from jitsim.graph.tfgraph import TfGraph, not_back_edge, post_order
 
 
@@ -45,16 +42,11 @@ def _cheap(tg: TfGraph) -> bool:
 
 def test_same_marks_on_every_committed_dump(corpus, monkeypatch):
     cheap = marked = 0
-    for run in corpus.runs():
-        where = dump_dir(corpus.extract(run.name))
-        for rec in where.records():
-            if BEFORE_MARK_DUMP not in rec.files:
-                continue
-            tg = TfGraph.from_graph(Graph(read_graphdef(where.dumps / rec.files[BEFORE_MARK_DUMP]), validate=False))
-            fast, tf_walk = _marks_both_ways(tg, monkeypatch)
-            assert fast == tf_walk, (run.name, rec.files[BEFORE_MARK_DUMP])
-            cheap += _cheap(tg)
-            marked += any(fast)
+    for run, f, tg in before_mark_tfgraphs(corpus):
+        fast, tf_walk = _marks_both_ways(tg, monkeypatch)
+        assert fast == tf_walk, (run, f)
+        cheap += _cheap(tg)
+        marked += any(fast)
     # the cheap order was taken (and differs from TF's) on many graphs, and marks were compared
     assert cheap > 100 and marked > 50
 

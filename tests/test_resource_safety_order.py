@@ -18,14 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import before_mark_tfgraphs
 from graphs import graph_of
 
 from jitsim.analyses import resource_safety
 from jitsim.analyses.resource_safety import _topological_order, unsafe_resource_pairs
-from jitsim.crosscheck.fidelity import dump_dir
-from jitsim.defs import BEFORE_MARK_DUMP
-from jitsim.graph.io import read_graphdef
-from jitsim.graph.model import Graph
 from jitsim.graph.tfgraph import TfGraph
 
 
@@ -40,16 +37,11 @@ def _pairs_both_ways(tg: TfGraph, monkeypatch):
 
 def test_same_pairs_on_every_committed_dump(corpus, monkeypatch):
     used = with_pairs = 0
-    for run in corpus.runs():
-        where = dump_dir(corpus.extract(run.name))
-        for rec in where.records():
-            if BEFORE_MARK_DUMP not in rec.files:
-                continue
-            tg = TfGraph.from_graph(Graph(read_graphdef(where.dumps / rec.files[BEFORE_MARK_DUMP]), validate=False))
-            fast, tf_walk = _pairs_both_ways(tg, monkeypatch)
-            assert fast == tf_walk, (run.name, rec.files[BEFORE_MARK_DUMP])
-            used += _topological_order(tg) is not None
-            with_pairs += bool(fast)
+    for run, f, tg in before_mark_tfgraphs(corpus):
+        fast, tf_walk = _pairs_both_ways(tg, monkeypatch)
+        assert fast == tf_walk, (run, f)
+        used += _topological_order(tg) is not None
+        with_pairs += bool(fast)
     # the cheap order is the one taken on TF's graphs (loops included), and pairs were compared
     assert used > 100 and with_pairs > 10
 
