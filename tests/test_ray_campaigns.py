@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -175,7 +177,10 @@ def test_fuzz_on_ray_equals_the_serial_run_and_resumes_after_an_interruption(tmp
 
     # interrupted after its first record, then run again
     out = tmp_path / "i"
-    env = dict(os.environ)
+    # its own temporary directory (short: Ray's sockets live under it): nothing of jitsim's may
+    # be left there, though the workers were killed mid-batch
+    tmp_root = Path(tempfile.mkdtemp(prefix="jt", dir="/tmp" if os.path.isdir("/tmp") else None))
+    env = dict(os.environ, TMPDIR=str(tmp_root))
     p = subprocess.Popen([sys.executable, "-m", "jitsim.cli", "crosscheck", "fuzz", "--examples", "8", "--seed", "11",
                           "--profile", "ci", "--batch-size", "2", "--format", "json", "-o", str(out), "--ray", "local",
                           "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -186,6 +191,9 @@ def test_fuzz_on_ray_equals_the_serial_run_and_resumes_after_an_interruption(tmp
     p.send_signal(signal.SIGTERM)  # (SIGINT: a test run started in the background ignores it)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 143 and err.decode().strip().endswith("jitsim: terminated by SIGTERM"), err[-2000:]
+    left = sorted(x.name for x in tmp_root.iterdir() if x.name.startswith("jitsim-"))
+    shutil.rmtree(tmp_root, ignore_errors=True)
+    assert not left  # (before: the killed worker's batch directory, jitsim-campaign-*)
     first = {f.name: f.read_text() for f in items.glob("batch*.json")}
     assert 1 <= len(first) < 4, sorted(first)
     again = _fuzz(out, "--ray", "local", "--workers", "2")

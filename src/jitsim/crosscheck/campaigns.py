@@ -166,9 +166,19 @@ class ItemResult:
     resumed: bool = False
 
 
-def run_task(func, args: tuple, python: str | None) -> dict:
+def run_task(func, args: tuple, python: str | None, scratch: str | None = None) -> dict:
     """What one task does wherever it runs: call ``func(*args)``; an exception becomes the
-    item's failure (with its reason) instead of the task's."""
+    item's failure (with its reason) instead of the task's. ``scratch``: the driver's directory
+    for the tasks' temporary files, where it exists on this machine (a local Ray): a worker
+    killed mid-task (the campaign interrupted, a task cancelled) cannot remove its own, the
+    driver removes this one once Ray is down."""
+    if scratch is not None and os.path.isdir(scratch):
+        saved = tempfile.tempdir
+        tempfile.tempdir = scratch  # (one task at a time per worker process)
+        try:
+            return run_task(func, args, python)
+        finally:
+            tempfile.tempdir = saved
     t0 = time.monotonic()
     python = os.environ.get(PYTHON_ENV) or python
     out = {"node": socket.gethostname(), "pid": os.getpid(), "tf_version": tf_version(python)}
@@ -309,6 +319,8 @@ def _run_on_ray(todo: list[Item], address: str, workers: int | None, item_timeou
 def _run_on_ray_quietly(todo: list[Item], address: str, workers: int | None, item_timeout: float, finish,
                         log) -> None:
     ray = start_ray(address, workers)
+    # the tasks' temporary files (see run_task), on this machine's workers
+    scratch = tempfile.mkdtemp(prefix="jitsim-campaign-") if address == "local" else None
     try:
         task = ray.remote(num_cpus=1, max_retries=0)(run_task)
         limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -318,7 +330,7 @@ def _run_on_ray_quietly(todo: list[Item], address: str, workers: int | None, ite
             while queue and len(running) < limit:
                 it, attempt = queue.pop(0)
                 opts = {"runtime_env": {"env_vars": {PYTHON_ENV: it.python}}} if it.python else {}
-                ref = task.options(**opts).remote(it.func, it.args, it.python)
+                ref = task.options(**opts).remote(it.func, it.args, it.python, scratch)
                 running[ref] = (it, attempt, time.monotonic())
             try:
                 ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
@@ -348,7 +360,9 @@ def _run_on_ray_quietly(todo: list[Item], address: str, workers: int | None, ite
                     continue
                 finish(it, res, attempt)
     finally:
-        ray.shutdown()
+        ray.shutdown()  # the workers end (killed, where a task still ran) before their files go
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 # -- fuzz: one batch (one TF process configuration) per item ------------------------------
