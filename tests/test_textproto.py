@@ -421,16 +421,16 @@ def test_map_fields_known_without_descriptor_options():
 def test_descriptor_pb2_and_hashlib_not_imported_by_cluster(tmp_path):
     """`jitsim cluster G -o OUT` (parse cache off) imports neither descriptor_pb2 nor hashlib
     (nor the harvest machinery): each was milliseconds of every run's start."""
+    import os
     import subprocess
     import sys
-
     from pathlib import Path
 
     g = Path(__file__).parents[1] / "examples" / "mnist_softmax" / "before_clone_constants_for_better_clustering.pbtxt"
     code = ("import sys; from jitsim.cli import main; rc = main(['cluster', sys.argv[1], '-o', sys.argv[2]]); "
             "print(sorted(m for m in ('google.protobuf.descriptor_pb2', 'hashlib', 'jitsim.crosscheck.harvest') "
             "if m in sys.modules))")
-    env = {**__import__("os").environ, "JITSIM_PARSE_CACHE": "off"}
+    env = {**os.environ, "JITSIM_PARSE_CACHE": "off"}
     r = subprocess.run([sys.executable, "-c", code, str(g), str(tmp_path / "out.pbtxt")], capture_output=True,
                        text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -172,13 +172,6 @@ def run_task(func, args: tuple, python: str | None, scratch: str | None = None) 
     for the tasks' temporary files, where it exists on this machine (a local Ray): a worker
     killed mid-task (the campaign interrupted, a task cancelled) cannot remove its own, the
     driver removes this one once Ray is down."""
-    if scratch is not None and os.path.isdir(scratch):
-        saved = tempfile.tempdir
-        tempfile.tempdir = scratch  # (one task at a time per worker process)
-        try:
-            return run_task(func, args, python)
-        finally:
-            tempfile.tempdir = saved
     t0 = time.monotonic()
     python = os.environ.get(PYTHON_ENV) or python
     out = {"node": socket.gethostname(), "pid": os.getpid(), "tf_version": tf_version(python)}
@@ -186,13 +179,29 @@ def run_task(func, args: tuple, python: str | None, scratch: str | None = None) 
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():
         out["ray_node"] = ray.get_runtime_context().get_node_id()[:12]
     try:
-        value, files = func(*args, python=python)
+        with _temporary_files_in(scratch):
+            value, files = func(*args, python=python)
         out.update(ok=True, value=value, files=files)
     except Exception as e:  # the item fails, not the worker (Ctrl-C and signals end the campaign)
         msg = str(e).strip().splitlines()
         out.update(ok=False, reason=f"{type(e).__name__}: {msg[0] if msg else ''}"[:500])
     out["wall_s"] = round(time.monotonic() - t0, 2)
     return out
+
+
+@contextlib.contextmanager
+def _temporary_files_in(scratch: str | None):
+    """Python's temporary files go under ``scratch`` meanwhile, where it exists on this machine
+    (one task at a time per worker process); else nothing changes."""
+    if scratch is None or not os.path.isdir(scratch):
+        yield
+        return
+    saved = tempfile.tempdir
+    tempfile.tempdir = scratch
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
 
 
 def _record(res: dict, attempts: int, label: str) -> dict:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.errors import GraphError
+from jitsim.registry.protos import decode_varint, encode_varint
 
 FILE_VERSION = b"brain.Event:2"
 _HEADER = 12  # length (8) + its masked crc (4)
@@ -79,47 +80,20 @@ def masked_crc(data: bytes) -> int:
 # -- protobuf wire format ------------------------------------------------------------------
 
 
-def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _bytes_field(number: int, data: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(data)) + data
+    return encode_varint(number << 3 | 2) + encode_varint(len(data)) + data
 
 
 def encode_event(*, wall_time: float, step: int = 0, file_version: bytes | None = None,
                  graph_def: bytes | None = None) -> bytes:
-    out = _varint(1 << 3 | 1) + struct.pack("<d", wall_time)
+    out = encode_varint(1 << 3 | 1) + struct.pack("<d", wall_time)
     if step:
-        out += _varint(2 << 3 | 0) + _varint(step)
+        out += encode_varint(2 << 3 | 0) + encode_varint(step)
     if file_version is not None:
         out += _bytes_field(3, file_version)
     if graph_def is not None:
         out += _bytes_field(4, graph_def)
     return out
-
-
-def decode_varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
-    """``(value, position after it)`` of the protobuf varint at ``pos``; value None where it runs
-    past ``end`` or over 64 bits (jitsim.graph.io's wire-format scan reads with it too)."""
-    value = shift = 0
-    while pos < end and shift < 64:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return value, pos
-    return None, pos
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:

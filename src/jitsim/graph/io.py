@@ -33,6 +33,7 @@ from google.protobuf import message as _message
 from jitsim.errors import GraphError, JitsimWarning
 from jitsim.graph import events, textproto
 from jitsim.registry import protos
+from jitsim.registry.protos import decode_varint
 from jitsim.files.input import MAX_INPUT_BYTES, read_file
 from jitsim.graph.model import Graph
 from jitsim.files.output import check_output as check_output  # re-exported: every -o is checked here
@@ -206,9 +207,6 @@ _MAX_DEPTH = 100
 _DEPTH_WALK_FIELDS = 300_000  # about 0.5 s
 
 
-_varint = events.decode_varint
-
-
 def _too_deep(data: bytes, desc) -> bool:
     """Whether binary ``data`` nests messages of type ``desc`` ``_MAX_DEPTH`` levels deep.
 
@@ -222,18 +220,18 @@ def _too_deep(data: bytes, desc) -> bool:
         by_number = d.fields_by_number
         while pos < end and budget > 0:
             budget -= 1
-            tag, pos = _varint(data, pos, end)  # the field's key
+            tag, pos = decode_varint(data, pos, end)  # the field's key
             if tag is None:
                 break
             wire = tag & 7
             if wire == 0:
-                pos = _varint(data, pos, end)[1]
+                pos = decode_varint(data, pos, end)[1]
             elif wire == 1:
                 pos += 8
             elif wire == 5:
                 pos += 4
             elif wire == 2:
-                n, pos = _varint(data, pos, end)
+                n, pos = decode_varint(data, pos, end)
                 if n is None or pos + n > end:
                     break
                 fd = by_number.get(tag >> 3)

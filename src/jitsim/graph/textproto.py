@@ -49,6 +49,7 @@ from google.protobuf import text_encoding
 from google.protobuf.internal import type_checkers
 
 from jitsim.accel import load
+from jitsim.registry.protos import encode_varint
 
 __all__ = ["parse", "print_message", "accelerated", "is_parse_error"]
 
@@ -95,17 +96,6 @@ class _Fallback(Exception):
     """The text leaves the plain subset: let text_format read (or refuse) it."""
 
 
-def _varint(v: int) -> bytes:
-    if v < 0:
-        v += 1 << 64
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 _FD = _d.FieldDescriptor
 
 
@@ -149,7 +139,7 @@ class _Field:
         if t not in _KIND_WIRE:  # groups: not in TF's protos
             raise _Fallback
         kind, wire = _KIND_WIRE[t]
-        self.tag = _varint((fd.number << 3) | wire)
+        self.tag = encode_varint((fd.number << 3) | wire)
         self.kind = kind
         self.message = fd.message_type
         self.enum = {v.name: v.number for v in fd.enum_type.values} if fd.enum_type else None
@@ -186,12 +176,12 @@ def _scalar(f: _Field, tok: str) -> bytes:
                 data.decode("utf-8")  # invalid UTF-8: text_format refuses it
         else:
             data = raw.encode("utf-8")
-        return _varint(len(data)) + data
+        return encode_varint(len(data)) + data
     if kind == _K_ENUM:
         v = f.enum.get(tok)
         if v is None:
             raise _Fallback
-        return _varint(v)
+        return encode_varint(v)
     if kind == _K_BOOL:
         v = _BOOLS.get(tok)
         if v is None:
@@ -207,9 +197,9 @@ def _scalar(f: _Field, tok: str) -> bytes:
     if not f.lo <= v < f.hi:
         raise _Fallback
     if kind == _K_INT:
-        return _varint(v)
+        return encode_varint(v)
     if kind == _K_SINT:
-        return _varint((v << 1) ^ (v >> 63))
+        return encode_varint((v << 1) ^ (v >> 63))
     return struct.pack(f.fmt, v)
 
 
@@ -226,7 +216,7 @@ def _encode(items, desc) -> bytes:
                 raise _Fallback
             parent, fields, seen, tag = stack.pop()
             parent += tag
-            parent += _varint(len(buf))
+            parent += encode_varint(len(buf))
             parent += buf
             buf = parent
             continue

@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Iterator
 
 from jitsim.errors import GraphError
 from jitsim.registry import protos
+from jitsim.registry.protos import encode_varint
 from jitsim.graph.model import CONTROL, Graph
 from jitsim.defs import XLA_MERGE_OP
 
@@ -77,15 +78,6 @@ def _first(pair):
 
 _NODE_TAG = bytes([1 << 3 | 2])
 _NODE_PREFIX: dict[int, bytes] = {}  # a serialized node's length -> the node field's tag and length
-
-
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while v > 0x7F:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 class TfNode:
@@ -302,7 +294,7 @@ class TfGraph:
             size = len(data)
             prefix = prefixes.get(size)
             if prefix is None:
-                prefix = _NODE_TAG + _varint(size)  # GraphDef.node: field 1, length-delimited
+                prefix = _NODE_TAG + encode_varint(size)  # GraphDef.node: field 1, length-delimited
                 if size < 1 << 14:  # (the sizes of two-byte lengths: most nodes; the table stays small)
                     prefixes[size] = prefix
             nodes_out.append(prefix)

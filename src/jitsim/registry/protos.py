@@ -20,6 +20,41 @@ from google.protobuf import descriptor_pool, message_factory
 DESCRIPTOR_FILE = Path(__file__).with_name("tf_protos.binpb")
 
 
+# -- the wire format's varints, for the modules that read or write protobuf bytes themselves (the
+# descriptor set below, TensorBoard event files, the text reader's encoder, a graph written node by
+# node, a wire-format scan of a refused file)
+
+
+def encode_varint(value: int) -> bytes:
+    """The varint of ``value`` (a negative one as its 64-bit two's complement, as protobuf
+    writes int32/int64).
+
+    >>> encode_varint(300), len(encode_varint(-1)), decode_varint(b"\\xac\\x02", 0, 2)
+    (b'\\xac\\x02', 10, (300, 2))
+    """
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def decode_varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
+    """``(value, position after it)`` of the varint at ``pos``; value None where it runs past
+    ``end`` or over 64 bits."""
+    value = shift = 0
+    while pos < end and shift < 64:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value, pos
+    return None, pos
+
+
 def _serialized_files(data: bytes):
     """The serialized ``FileDescriptorProto`` s of a serialized ``FileDescriptorSet``: its
     ``file`` fields (number 1, length-delimited: tag byte 0x0A), read off the wire without
@@ -32,16 +67,8 @@ def _serialized_files(data: bytes):
     while pos < end:
         if data[pos] != 0x0A:
             raise ValueError(f"{DESCRIPTOR_FILE.name}: not a FileDescriptorSet (byte {pos})")
-        pos += 1
-        size = shift = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            size |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
-        if pos + size > end:
+        size, pos = decode_varint(data, pos + 1, end)
+        if size is None or pos + size > end:
             raise ValueError(f"{DESCRIPTOR_FILE.name}: truncated")
         yield data[pos:pos + size]
         pos += size
