@@ -28,6 +28,7 @@ from pathlib import Path
 def run_once(src: str, cmd: list[str]) -> tuple[float, int, int]:
     """(wall seconds, peak RSS in KiB, exit status) of one process."""
     env = dict(os.environ, PYTHONPATH=src, JITSIM_PARSE_CACHE="off")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the warm-up writes each tree's .pyc files
     t = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(p.pid, 0)
