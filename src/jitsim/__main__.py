@@ -1,8 +1,6 @@
 """``python -m jitsim``: the ``jitsim`` command."""
 
-import sys
-
-from jitsim.cli import main
+from jitsim.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -1996,5 +1996,11 @@ def _reports_to_stderr_if_output_is_stdout(args) -> None:
         sys.stdout = sys.stderr
 
 
+def entry():
+    """The ``jitsim`` console script: :func:`main`, then the process ends without the
+    interpreter's teardown (:func:`jitsim.process.exit_process`)."""
+    process.exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -74,7 +74,13 @@ def _nodes_and_library(graph):
 def unknown_ops(graph) -> dict[str, list[str]]:
     """Op -> node names, for the graph's nodes whose op neither TF core, an active op library
     nor the graph's function library defines (function bodies included, as ``fn/node``)."""
-    nodedefs, library = _nodes_and_library(graph)
+    if hasattr(graph, "op_nodes"):  # a TfGraph: its nodes' ops are read already
+        top_ops = {n.op for n in graph.op_nodes()}
+        library = graph.library
+    else:
+        gd = getattr(graph, "graphdef", graph)
+        top_ops = {nd.op for nd in gd.node}
+        library = gd.library
     fns = {f.signature.name for f in library.function}
     known: dict[str, bool] = {}  # each op looked up once
 
@@ -85,10 +91,12 @@ def unknown_ops(graph) -> dict[str, list[str]]:
         return not k
 
     out: dict[str, list[str]] = {}
-    for nd in nodedefs:
-        op = nd.op
-        if unknown(op):
-            out.setdefault(op, []).append(nd.name)
+    if any(unknown(op) for op in top_ops):  # the nodes' names only where some op is unknown (rare)
+        nodedefs, _ = _nodes_and_library(graph)
+        for nd in nodedefs:
+            op = nd.op
+            if unknown(op):
+                out.setdefault(op, []).append(nd.name)
     for f in library.function:
         for nd in f.node_def:
             op = nd.op

@@ -38,16 +38,19 @@ RUN_METADATA_PLUGIN = "graph_run_metadata_graph"  # tf.summary.trace_export's gr
 
 # -- CRC-32C (Castagnoli) ---------------------------------------------------------------------
 
-try:  # C speed (0.2 ms per MB); the table below is ~120 ms per MB
-    import google_crc32c as _gcrc
 
-    def crc32c(data: bytes) -> int:
-        return _gcrc.value(bytes(data))
-except ImportError:  # pragma: no cover - google-crc32c is a dependency
-    _gcrc = None
-
-    def crc32c(data: bytes) -> int:
+def crc32c(data: bytes) -> int:
+    """CRC-32C of ``data``: google-crc32c's C code (0.2 ms per MB; imported on first use, by
+    the commands that read or write event files), else (and for a few bytes, such as the
+    header :func:`looks_like_event_file` checks on every graph file) the table below (~120 ms
+    per MB)."""
+    if len(data) < 64:
         return _crc32c_table(data)
+    try:
+        import google_crc32c
+    except ImportError:  # pragma: no cover - google-crc32c is a dependency
+        return _crc32c_table(data)
+    return google_crc32c.value(bytes(data))
 
 
 def _make_table() -> list[int]:

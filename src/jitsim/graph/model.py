@@ -148,10 +148,14 @@ def set_attr_value(av, value) -> None:
         raise TypeError(f"unsupported attr value {value!r}")
 
 
-def _in_edges(graphdef, names: list[str], nodes: dict, source) -> dict[str, list[Edge]]:
+def _in_edges(graphdef, names: list[str], nodes: dict, source) -> tuple[dict[str, list[Edge]], set[str]]:
     """Node name -> its in-edges (data inputs by slot, then control inputs, as in the NodeDef)
-    for the nodes of ``graphdef``, whose names are ``names`` (in order)."""
+    for the nodes of ``graphdef``, whose names are ``names`` (in order); and the names of the
+    nodes whose NodeDef ``input`` is not written as TF writes it from those edges (data inputs
+    first, ``a`` for output 0, ``a:k`` otherwise, control inputs sorted by name): ``a:0``,
+    ``a:01``, a control input out of order, a data input after a control input."""
     ins: dict[str, list[Edge]] = {}
+    unwritten: set[str] = set()
     new_edge = _new_edge
     # a ref that is a node's name is output 0 of it, unless some name itself looks like a
     # ref ("a:1", "^a": names TF refuses, read as parse_input reads them)
@@ -159,21 +163,29 @@ def _in_edges(graphdef, names: list[str], nodes: dict, source) -> dict[str, list
     for name, nd in zip(names, graphdef.node):
         slot = 0
         lst = []
+        last_control = None  # the previous control input's source, while they are in order
         for ref in nd.input:
             if ref in plain:  # the common case: output 0 of a node
                 lst.append(new_edge(Edge, (ref, name, 0, slot)))
                 slot += 1
+                if last_control is not None:
+                    unwritten.add(name)
                 continue
             src, out = parse_input(ref)
             if src not in nodes:
                 raise GraphError(f"node {name!r} has input {ref!r}, which names no node", source)
             if out == CONTROL:
                 lst.append(new_edge(Edge, (src, name, CONTROL, CONTROL)))
+                if last_control is not None and src < last_control:
+                    unwritten.add(name)
+                last_control = src
             else:
                 lst.append(new_edge(Edge, (src, name, out, slot)))
                 slot += 1
+                if last_control is not None or ref != (f"{src}:{out}" if out else src):
+                    unwritten.add(name)
         ins[name] = lst
-    return ins
+    return ins, unwritten
 
 
 class Graph:
@@ -202,7 +214,8 @@ class Graph:
             nodes[name] = Node(nd, i)
             names.append(name)
         # in-edges per node: data inputs by slot, then control inputs, as in the NodeDef
-        self._in_store: dict[str, list[Edge]] | None = _in_edges(graphdef, names, nodes, source)
+        self._in_store: dict[str, list[Edge]] | None
+        self._in_store, self._unwritten = _in_edges(graphdef, names, nodes, source)
         self._out: dict[str, list[Edge]] | None = None
         self._nx = None
         if validate:
@@ -213,14 +226,23 @@ class Graph:
         """Node name -> in-edges; rebuilt from the NodeDefs after :meth:`release_edges`."""
         got = self._in_store
         if got is None:
-            got = self._in_store = _in_edges(self.graphdef, list(self.nodes), self.nodes, self.source)
+            got, self._unwritten = _in_edges(self.graphdef, list(self.nodes), self.nodes, self.source)
+            self._in_store = got
         return got
+
+    @property
+    def unwritten_inputs(self) -> set[str]:
+        """The nodes whose NodeDef ``input`` differs from what TF would write for their in-edges
+        (:func:`_in_edges`): where a writer must rebuild it even if the edges did not change."""
+        self._in  # (made with the edge index)
+        return self._unwritten
 
     def release_edges(self) -> None:
         """Drop the edge index (and the views made from it) until it is asked for again: a
         caller that has read the topology into another model (a TfGraph of 1M nodes) does not
         keep two copies of it alive. The next query rebuilds it from the NodeDefs."""
         self._in_store = None
+        self._unwritten = None
         self._out = None
         self._nx = None
 
@@ -234,12 +256,13 @@ class Graph:
         return cls(gd, source=source, validate=validate)
 
     @classmethod
-    def derived(cls, graphdef, names: list[str], in_edges: dict[str, list[Edge]], *,
+    def derived(cls, graphdef, names: list[str], in_edges: dict[str, list[Edge]], unwritten: set[str], *,
                 source: str | None = None) -> "Graph":
         """A graph over ``graphdef`` whose nodes are named ``names`` (in its order) and whose
         in-edges are ``in_edges`` (node name -> edges, as :meth:`in_edges` gives them), known
         already from the graph it was derived from: what ``Graph(graphdef, validate=False)``
-        would build, without reading every input again."""
+        would build, without reading every input again. ``unwritten``: its
+        :attr:`unwritten_inputs` (a superset will do: those nodes are only checked again)."""
         g = cls.__new__(cls)
         g.graphdef = graphdef
         g.source = source
@@ -247,6 +270,7 @@ class Graph:
         g.signature_io = None
         g.nodes = {name: Node(nd, i) for i, (name, nd) in enumerate(zip(names, graphdef.node))}
         g._in_store = in_edges
+        g._unwritten = unwritten
         g._out = None
         g._nx = None
         return g

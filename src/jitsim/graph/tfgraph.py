@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator
 
 from jitsim.errors import GraphError
@@ -118,6 +119,11 @@ class TfGraph:
         self.edges_by_id: list[TfEdge | None] = []
         self.by_name: dict[str, int] = {}
         self._name_rank: tuple[int, list[int]] | None = None  # dfs's name order (_name_ranks)
+        # (edge count, node ids) where the graph was read from NodeDefs (from_graph): the edges
+        # with smaller ids came from the nodes' ``input`` lists, which are as TF writes them but
+        # for the listed nodes; see rewired()
+        self._as_read: tuple[int, set[int]] | None = None
+        self._removed_into: set[int] = set()  # the destinations of removed edges
         self.library = library if library is not None else protos.FunctionDefLibrary()
         self.versions = versions
         self._add(TfNode(SOURCE_ID, "_SOURCE", "NoOp", None))
@@ -151,6 +157,7 @@ class TfGraph:
         del self.nodes[e.src].out_edges[e.id]
         del self.nodes[e.dst].in_edges[e.id]
         self.edges_by_id[e.id] = None
+        self._removed_into.add(e.dst)
 
     def remove_node(self, nid: int) -> None:
         n = self.nodes[nid]
@@ -213,6 +220,8 @@ class TfGraph:
                 edges.append(te)
                 src_node.out_edges[eid] = te
                 dst_in[eid] = te
+        unwritten = graph.unwritten_inputs
+        tg._as_read = (len(edges), {by_name[name] for name in unwritten} if unwritten else set())
         for src, out, dst, slot in back:
             tg.add_edge(src, out, dst, slot)
         if fixup:
@@ -253,6 +262,23 @@ class TfGraph:
                 return e
         return None
 
+    def rewired(self) -> set[int] | None:
+        """The ids of the nodes whose NodeDef ``input`` may differ from what :meth:`_inputs`
+        writes from their in-edges now; None: unknown (every node may). Known for a graph read
+        from NodeDefs (:meth:`from_graph`): the nodes whose ``input`` TF would write otherwise
+        (:attr:`~jitsim.graph.model.Graph.unwritten_inputs`) and those whose in-edges changed
+        since: an edge added (every new edge has a new, larger id; edges from ``_SOURCE`` and
+        ``_SINK`` are not written) or removed (:meth:`remove_edge`). A pass that rewrites a
+        NodeDef's ``input`` itself does so on a graph it built (encapsulation), not read."""
+        if self._as_read is None:
+            return None
+        count, out = self._as_read
+        out = out | self._removed_into
+        for e in self.edges_by_id[count:]:
+            if e is not None and e.dst > SINK_ID and (e.dst_input != CONTROL or e.src > SINK_ID):
+                out.add(e.dst)
+        return out
+
     # -- output ---------------------------------------------------------------------------
     def to_graphdef(self):
         """A GraphDef as TF's ``Graph::ToGraphDef`` writes it (what TF's dumps contain):
@@ -278,18 +304,20 @@ class TfGraph:
         nodes_out = []
         count = 0
         prefixes = _NODE_PREFIX
+        rewired = self.rewired()  # (the other nodes' inputs are written as they were read)
         for n in self.op_nodes():
             if count >= nodes_per_piece:
                 yield b"".join(nodes_out)
                 nodes_out = []
                 count = 0
             nd = n.nodedef
-            inputs = self._inputs(n)
-            if inputs != nd.input:
-                nd = protos.NodeDef()
-                nd.CopyFrom(n.nodedef)
-                del nd.input[:]
-                nd.input.extend(inputs)
+            if rewired is None or n.id in rewired:
+                inputs = self._inputs(n)
+                if inputs != nd.input:
+                    nd = protos.NodeDef()
+                    nd.CopyFrom(n.nodedef)
+                    del nd.input[:]
+                    nd.input.extend(inputs)
             data = nd.SerializeToString(deterministic=True)
             size = len(data)
             prefix = prefixes.get(size)
@@ -313,9 +341,12 @@ class TfGraph:
 
     def _add_node_defs(self, gd, op_nodes) -> None:
         add = gd.node.add
+        rewired = self.rewired()
         for n in op_nodes:
             nd = add()
             nd.CopyFrom(n.nodedef)
+            if rewired is not None and n.id not in rewired:
+                continue
             inputs = self._inputs(n)
             if inputs != nd.input:  # most nodes keep the inputs they were read with
                 del nd.input[:]
@@ -725,7 +756,7 @@ def post_order(g: TfGraph, *, by_name: bool = False, edge_filter: EdgeFilter | N
     return out
 
 
-def topological_order(g: TfGraph) -> list[TfNode] | None:
+def _topological_order(g: TfGraph) -> list[TfNode] | None:
     """The nodes in a topological order of the graph less its ``NextIteration`` out-edges (Kahn's,
     from ``_SOURCE``), when that graph is acyclic and every node is reachable from ``_SOURCE``
     in it; else None.
@@ -755,6 +786,37 @@ def topological_order(g: TfGraph) -> list[TfNode] | None:
             if not indeg[d]:
                 order.append(nodes[d])
     return order if len(order) == n - ops.count(None) else None
+
+
+_KEPT_ORDERS: dict[int, list] = {}  # id(graph) -> [graph, its order], inside topological_order_kept(graph)
+_NOT_YET = object()
+
+
+@contextmanager
+def topological_order_kept(g: TfGraph):
+    """Within this block, :func:`topological_order` of ``g`` is computed once and each call gets
+    a copy of it: for a pass whose analyses each ask for it while ``g``'s nodes and edges do not
+    change (mark-for-compilation's constant and resource analyses; it sets attrs only). No node
+    or edge of ``g`` may be added or removed inside."""
+    key = id(g)
+    outer = _KEPT_ORDERS.get(key)
+    if outer is None:
+        _KEPT_ORDERS[key] = [g, _NOT_YET]
+    try:
+        yield
+    finally:
+        if outer is None:
+            _KEPT_ORDERS.pop(key, None)
+
+
+def topological_order(g: TfGraph) -> list[TfNode] | None:
+    """:func:`_topological_order` of ``g``, computed once inside :func:`topological_order_kept`."""
+    kept = _KEPT_ORDERS.get(id(g))
+    if kept is None or kept[0] is not g:
+        return _topological_order(g)
+    if kept[1] is _NOT_YET:
+        kept[1] = _topological_order(g)
+    return None if kept[1] is None else list(kept[1])
 
 
 def reverse_post_order(g: TfGraph, *, by_name: bool = False, edge_filter: EdgeFilter | None = None) -> list[TfNode]:

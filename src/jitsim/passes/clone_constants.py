@@ -130,6 +130,7 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
     ins = graph._in
     kept = [name for name in nodes if name not in clones]  # the model keeps its nodes in index order
     new_in: dict[str, list] = {}
+    unwritten = {name for name in graph.unwritten_inputs if name not in clones}  # (+ the inputs rewritten below)
     for i, name in enumerate(kept):
         lst = ins[name]
         control = 0
@@ -158,6 +159,7 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
         if new_inputs != inputs:
             del nd.input[:]
             nd.input.extend(new_inputs)
+            unwritten.add(name)
         edges, seen = [], set()
         for e in lst:
             src = clones.get(e.src, e.src)
@@ -167,5 +169,5 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
                 seen.add(src)
             edges.append(e if src == e.src else Edge(src, e.dst, e.src_output, e.dst_input))
         new_in[name] = edges
-    return Graph.derived(gd, kept, new_in, source=graph.source), sorted(clones)
+    return Graph.derived(gd, kept, new_in, unwritten, source=graph.source), sorted(clones)
 

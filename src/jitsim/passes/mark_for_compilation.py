@@ -28,7 +28,7 @@ from jitsim.options import Options, SessionConfig
 from jitsim.analyses.graphcycles import GraphCycles
 from jitsim.records import MergeRefusal, NodeDecision
 from jitsim.analyses.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
-from jitsim.graph.tfgraph import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID, SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info
+from jitsim.graph.tfgraph import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID, SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info, topological_order_kept
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import ALREADY_CLUSTERED_ATTR, CLUSTER_ATTR, COMPILE_ATTR, INTERNAL_SCOPE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR
@@ -900,6 +900,12 @@ class MarkForCompilation:
                 self.result.graph_decision = NodeDecision(Code.GRAPH_ALREADY_CLUSTERED, f"{n.name} ({n.op})",
                                                           {"node": n.name})
                 return self.result
+        # the pass adds and removes no node or edge (it sets attrs): the constant and the
+        # resource analyses share one topological order of the graph
+        with topological_order_kept(g):
+            return self._run(g)
+
+    def _run(self, g: TfGraph) -> MarkResult:
         cands = self.find_candidates()
         self.result.candidates = [n.name for n in cands]
         if not cands:

@@ -1,0 +1,172 @@
+"""Writing a graph rebuilds a NodeDef's ``input`` only where it may have changed (issue 25).
+
+:meth:`TfGraph.serialized_pieces` writes each node's inputs as TF writes them from its in-edges
+(data inputs by slot, ``a`` for output 0, control inputs sorted by name). A node whose in-edges
+are the ones read from its NodeDef, and whose NodeDef already lists them that way, is written as
+it was read, without rebuilding the list (:meth:`TfGraph.rewired` names the others:
+:attr:`Graph.unwritten_inputs`, and every node an edge was added to or removed from since). These
+tests check the sets on hand-made cases, and that the output is the same as with every node
+rebuilt (``_as_read = None``) on generated graphs under random edits and on the fixtures corpus.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphs import const, graph_of, op
+
+from jitsim.graph.model import CONTROL, Graph
+from jitsim.graph.tfgraph import TfGraph
+
+
+def _graph(spec) -> Graph:
+    return Graph.from_nodes(spec)
+
+
+def _written_both_ways(tg: TfGraph) -> tuple[bytes, bytes]:
+    fast = b"".join(tg.serialized_pieces())
+    saved = tg._as_read
+    tg._as_read = None  # every node's inputs rebuilt from its edges and compared
+    try:
+        full = b"".join(tg.serialized_pieces())
+        assert tg.to_graphdef().SerializeToString(deterministic=True) == full
+    finally:
+        tg._as_read = saved
+    return fast, full
+
+
+# -- which NodeDefs are not written as TF writes them -------------------------------------
+
+
+@pytest.mark.parametrize("inputs, unwritten", [
+    (["a", "b:1", "^c", "^d"], False),  # TF's own form
+    (["a", "^d", "^c"], True),  # control inputs out of name order (TF sorts them)
+    (["a:0"], True),  # TF writes output 0 as the bare name
+    (["b:01"], True),  # read as output 1, written b:1
+    (["^c", "a"], True),  # a data input after a control input
+    (["^c", "^c"], False),  # a repeated control input: TF writes both edges (sorted is sorted)
+    ([], False),
+])
+def test_unwritten_inputs(inputs, unwritten):
+    g = _graph([("a", "Const", []), ("b", "Unique", ["a"]), ("c", "NoOp", []), ("d", "NoOp", []),
+                ("x", "IdentityN", inputs)])
+    assert ("x" in g.unwritten_inputs) is unwritten
+    assert g.unwritten_inputs <= {"x"}
+
+
+def test_unwritten_inputs_come_back_after_release_edges():
+    g = _graph([("a", "Const", []), ("x", "Identity", ["a:0"])])
+    g.release_edges()
+    assert g.unwritten_inputs == {"x"}
+
+
+def test_rewired_names_the_changed_nodes():
+    # a -> x, b -> y, c -> z (ids 2..7 in file order); z's NodeDef lists "c:0"
+    g = _graph([("a", "Const", []), ("b", "Const", []), ("c", "Const", []),
+                ("x", "Identity", ["a"]), ("y", "Identity", ["b"]), ("z", "Identity", ["c:0"])])
+    tg = TfGraph.from_graph(g)
+    ids = tg.by_name
+    assert tg.rewired() == {ids["z"]}  # fixup's _SOURCE/_SINK control edges are not written
+    e = next(iter(tg.nodes[ids["y"]].in_edges.values()))
+    tg.remove_edge(e)
+    tg.add_edge(ids["a"], 0, ids["y"], 0)  # y now reads a
+    tg.add_control_edge(ids["c"], ids["x"])
+    assert tg.rewired() == {ids["z"], ids["y"], ids["x"]}
+    fast, full = _written_both_ways(tg)
+    assert fast == full
+    assert [list(nd.input) for nd in tg.to_graphdef().node] == [[], [], [], ["a", "^c"], ["a"], ["c"]]
+
+
+def test_a_graph_not_read_from_nodedefs_is_checked_everywhere():
+    tg = TfGraph()
+    assert tg.rewired() is None
+
+
+# -- the same output as rebuilding every node --------------------------------------------
+
+
+@st.composite
+def _edited_graphs(draw):
+    """A random DAG whose NodeDefs list inputs in any of the forms TF reads (``a:0``, control
+    inputs in any order, repeated), then random edits: edges removed and added, small constants
+    cloned (TF's clone pass)."""
+    from jitsim.passes.clone_constants import clone_constants_for_better_clustering
+
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    n = draw(st.integers(2, 14))
+    spec = []
+    for i in range(n):
+        data, ctrl = [], []
+        for j in rng.sample(range(i), min(i, rng.randint(0, 3))):
+            kind = rng.random()
+            if kind < 0.5:
+                data.append(f"n{j}" if rng.random() < 0.7 else f"n{j}:0")
+            else:
+                ctrl.append(f"^n{j}")
+        rng.shuffle(ctrl)
+        if ctrl and rng.random() < 0.2:
+            ctrl.append(ctrl[0])  # a repeated control input
+        spec.append(op(f"n{i}", "AddN", *(data + ctrl)) if data else const(f"n{i}", inputs=ctrl))
+    tg = TfGraph.from_graph(graph_of(spec))
+    if draw(st.booleans()):
+        clone_constants_for_better_clustering(tg)
+    for _ in range(draw(st.integers(0, 4))):
+        live = [e for e in tg.edges() if e.src > 1 and e.dst > 1]
+        if live and rng.random() < 0.5:
+            tg.remove_edge(rng.choice(live))
+        else:
+            a, b = sorted(rng.sample(range(2, tg.num_node_ids), 2))
+            if tg.nodes[a] is not None and tg.nodes[b] is not None:
+                tg.add_edge(a, CONTROL, b, CONTROL)
+    return tg
+
+
+@settings(max_examples=300, deadline=None)
+@given(_edited_graphs())
+def test_same_output_as_rebuilding_every_node(tg):
+    fast, full = _written_both_ways(tg)
+    assert fast == full
+
+
+def _corpus_check(corpus, every: int) -> None:
+    from conftest import corpus_graphs
+
+    from jitsim.errors import JitsimError
+    from jitsim.graph.io import read_graphdef
+    from jitsim.options import options_for
+    from jitsim.passes.pipeline import cluster_graph
+
+    options = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    k = checked = 0
+    for run, g, d in corpus_graphs(corpus):
+        stage = next((s for s in ("before_clone_constants_for_better_clustering", "before_mark_for_compilation")
+                      if s in g["files"]), None)
+        if stage is None:
+            continue
+        k += 1
+        if k % every:
+            continue
+        path = d / "dumps" / g["files"][stage]
+        try:
+            cr = cluster_graph(Graph(read_graphdef(path), source=str(path), validate=False), options)
+        except JitsimError:
+            continue
+        if cr.graph.rewired() is None:
+            continue
+        fast, full = _written_both_ways(cr.graph)
+        assert fast == full, (run, g["id"])
+        checked += 1
+    assert checked > (10 if every > 1 else 100)
+
+
+def test_sampled_corpus_graphs_written_as_when_every_node_is_rebuilt(corpus):
+    _corpus_check(corpus, every=12)
+
+
+@pytest.mark.slow
+def test_every_corpus_graph_written_as_when_every_node_is_rebuilt(corpus):
+    _corpus_check(corpus, every=1)
