@@ -83,6 +83,33 @@ def test_uncloned_derives_the_model_a_fresh_parse_would_build():
     assert list(g.graphdef.node[5].input) == ["c/clone_1", "x", "^c", "^c/clone_1"]  # the input is untouched
 
 
+def _model(g: Graph) -> tuple:
+    nodes = [(name, n.index, n.nodedef.SerializeToString(deterministic=True)) for name, n in g.nodes.items()]
+    return g.graphdef.SerializeToString(deterministic=True), nodes, g._in, g.unwritten_inputs
+
+
+_CLONED = [ROOT / "fixtures" / "versions" / "fft64" / "tf2.21" / "dumps" / "mark_for_compilation_1.pbtxt",
+           ROOT / "tests" / "data" / "deadness" / "two_whiles.pbtxt", ROOT / "tests" / "data" / "profile" /
+           "mark_for_compilation.pbtxt"]
+
+
+@pytest.mark.parametrize("make", [_with_clones] + [lambda p=p: _load(p) for p in _CLONED])
+def test_uncloned_in_place_is_the_copy(make):
+    # the CLI's route (cluster_graph(own=True)): the graph itself becomes the uncloned one
+    copy, removed = uncloned(make())
+    assert removed  # (TF's mark dumps hold its clones)
+    g = make()
+    for released in (False, True):
+        if released:  # (its edge index rebuilt from the NodeDefs before they change)
+            g = make()
+            g.release_edges()
+        same, removed_too = uncloned(g, in_place=True)
+        assert same is g and removed_too == removed
+        assert _model(same) == _model(copy)
+        fresh = Graph(same.graphdef, validate=False)
+        assert list(same.nodes) == list(fresh.nodes) and same._in == fresh._in
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem if "deadness" in str(p) else p.parts[-4])
 def test_uncloned_and_release_edges_on_dumps(path):
     g = _load(path)

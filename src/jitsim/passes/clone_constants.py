@@ -94,11 +94,12 @@ def clone_constants_for_better_clustering(g: TfGraph) -> list[str]:
     return made
 
 
-def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
+def uncloned(graph: Graph, *, in_place: bool = False) -> tuple[Graph, list[str]]:
     """Fold ``X/clone_k`` constants of a post-clone dump back into ``X``.
 
     Returns the graph as it was before TF's cloning pass and the removed clone names.
-    """
+    ``in_place``: ``graph`` itself becomes that graph (its GraphDef and nodes changed, not
+    copied), for a caller that has no other use for it."""
     nodes = graph.nodes
     clones = {}
     for name in nodes:
@@ -110,10 +111,15 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
             clones[name] = m.group(1)
     if not clones:
         return graph, []
-    # the GraphDef without the clones: one copy of the whole proto, the clones deleted (each
-    # node of the model is the GraphDef's node at its index)
-    gd = protos.GraphDef()
-    gd.CopyFrom(graph.graphdef)
+    ins = graph._in  # (read before the GraphDef changes: it is rebuilt from it where released)
+    unwritten = {name for name in graph.unwritten_inputs if name not in clones}  # (+ the inputs rewritten below)
+    # the GraphDef without the clones: one copy of the whole proto (or the graph's own), the
+    # clones deleted (each node of the model is the GraphDef's node at its index)
+    if in_place:
+        gd = graph.graphdef
+    else:
+        gd = protos.GraphDef()
+        gd.CopyFrom(graph.graphdef)
     gd_nodes = gd.node
     # deleted run by run, from the end (one node at a time moves the rest of the list for each)
     runs: list[list[int]] = []
@@ -127,10 +133,8 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
     # the kept nodes' in-edges: the same edges where a node neither reads a clone nor repeats a
     # control input; else its inputs rewritten (a clone's name -> its original's, a repeated
     # control input dropped), in the NodeDef and in the edges alike
-    ins = graph._in
     kept = [name for name in nodes if name not in clones]  # the model keeps its nodes in index order
     new_in: dict[str, list] = {}
-    unwritten = {name for name in graph.unwritten_inputs if name not in clones}  # (+ the inputs rewritten below)
     for i, name in enumerate(kept):
         lst = ins[name]
         control = 0
@@ -169,5 +173,16 @@ def uncloned(graph: Graph) -> tuple[Graph, list[str]]:
                 seen.add(src)
             edges.append(e if src == e.src else Edge(src, e.dst, e.src_output, e.dst_input))
         new_in[name] = edges
+    if in_place:
+        # the same Node objects (their NodeDefs are still the GraphDef's), re-indexed after the
+        # first clone removed
+        first = runs[0][0]
+        for name in clones:
+            del nodes[name]
+        for i in range(first, len(kept)):
+            nodes[kept[i]].index = i
+        graph.release_edges()
+        graph._in_store, graph._unwritten = new_in, unwritten
+        return graph, sorted(clones)
     return Graph.derived(gd, kept, new_in, unwritten, source=graph.source), sorted(clones)
 

@@ -161,7 +161,8 @@ class ClusterResult:
         return self.graph.serialized_pieces()
 
 
-def cluster_graph(graph: Graph, options: Options, state: ProcessState | None = None) -> ClusterResult:
+def cluster_graph(graph: Graph, options: Options, state: ProcessState | None = None, *,
+                  own: bool = False) -> ClusterResult:
     """Simulate the stage ``mark`` on ``graph``: clone-constants, cluster-scoping and
     mark-for-compilation (the first entries of :data:`PIPELINE`), with ``options`` (the same
     object every pass reads) in the TF process ``state`` (default: a fresh one,
@@ -173,7 +174,8 @@ def cluster_graph(graph: Graph, options: Options, state: ProcessState | None = N
     would treat them: ops without an XLA kernel. ``options.timings``: a dict that gets each
     step's wall time in seconds (benchmarks). ``options.tf_version``: the TensorFlow release
     to simulate (``"2.16"``; None: the active one, :func:`~jitsim.registry.using_tf_version`,
-    else 2.21); :mod:`jitsim.registry.versions` picks one for a graph."""
+    else 2.21); :mod:`jitsim.registry.versions` picks one for a graph. ``own``: the caller gives
+    ``graph`` away (it has no other use for it, as the CLI): it may be changed instead of copied."""
     t0 = time.perf_counter()
     timed = _timer(options.timings)
     state = state if state is not None else ProcessState.starting(options)
@@ -183,7 +185,7 @@ def cluster_graph(graph: Graph, options: Options, state: ProcessState | None = N
             inferred = infer_op_library(graph)
         libraries = given + ((inferred.library,) if inferred else ())
         with using_op_libraries(*libraries[len(given):]), _naming(graph):
-            res = _cluster_graph(graph, options, state, timed)
+            res = _cluster_graph(graph, options, state, timed, own)
         res.tf_version = current_tf_version()
     res.op_libraries = libraries
     if inferred:
@@ -192,13 +194,13 @@ def cluster_graph(graph: Graph, options: Options, state: ProcessState | None = N
     return res
 
 
-def _cluster_graph(graph: Graph, options: Options, state: ProcessState, timed) -> ClusterResult:
+def _cluster_graph(graph: Graph, options: Options, state: ProcessState, timed, own: bool = False) -> ClusterResult:
     stage = options.input_stage or detect_input_stage(graph)
     notes: list[str] = []
     g = graph
     if stage == BEFORE_MARK:
         with timed("uncloned"):
-            g, removed = uncloned(graph)
+            g, removed = uncloned(graph, in_place=own)
         if removed:
             notes.append(f"folded {len(removed)} constant clones back to re-run TF's cloning with its ids")
     # TF's edge ids, including edges TF created after building the graph (session feeds and
