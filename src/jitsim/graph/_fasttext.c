@@ -597,8 +597,38 @@ static int parse_int(const char *s, Py_ssize_t n, long long *out) {
     return 0;
 }
 
+/* The field entries (and enum values) found so far in this encode() call, by (table, name): a
+ * text names the same few fields and enum values on most of its lines, and each dict lookup by
+ * name makes a str and hashes it. The tables (and what they hold) stay alive and unchanged for
+ * the call. */
+#define MEMO_SLOTS 512
+#define MEMO_NAME 32
+typedef struct {
+    PyObject *table;
+    Py_ssize_t n;
+    PyObject *value;
+    char name[MEMO_NAME];
+} Memo;
+
+static inline Memo *memo_slot(Memo *memo, PyObject *table, const char *name, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ull ^ ((uintptr_t)table >> 4);
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)name[i]) * 1099511628211ull;
+    return &memo[(h ^ (h >> 29)) & (MEMO_SLOTS - 1)];
+}
+
+static inline PyObject *memo_get(Memo *m, PyObject *table, const char *name, Py_ssize_t n) {
+    return (m->table == table && m->n == n && !memcmp(m->name, name, n)) ? m->value : NULL;
+}
+
+static inline void memo_put(Memo *m, PyObject *table, const char *name, Py_ssize_t n, PyObject *value) {
+    m->table = table;
+    m->n = n;
+    m->value = value;
+    memcpy(m->name, name, n);
+}
+
 static int encode_scalar(Buf *b, PyObject *f, int kind, const char *tok, Py_ssize_t n,
-                         PyObject *scalar) {
+                         PyObject *scalar, Memo *memo) {
     int quoted = tok[0] == '"' || tok[0] == '\'';
     if (kind == K_STRING || kind == K_BYTES) {
         if (!quoted) return FALLBACK;
@@ -610,11 +640,16 @@ static int encode_scalar(Buf *b, PyObject *f, int kind, const char *tok, Py_ssiz
         return FALLBACK;
     } else if (kind == K_ENUM) {
         PyObject *en = PyTuple_GET_ITEM(f, 3);
-        PyObject *key = PyUnicode_DecodeUTF8(tok, n, "strict");
-        if (!key) { PyErr_Clear(); return FALLBACK; }
-        PyObject *num = PyDict_GetItemWithError(en, key);
-        Py_DECREF(key);
-        if (!num) return PyErr_Occurred() ? ERROR : FALLBACK;
+        Memo *m = n <= MEMO_NAME ? memo_slot(memo, en, tok, n) : NULL;
+        PyObject *num = m ? memo_get(m, en, tok, n) : NULL;
+        if (!num) {
+            PyObject *key = PyUnicode_DecodeUTF8(tok, n, "strict");
+            if (!key) { PyErr_Clear(); return FALLBACK; }
+            num = PyDict_GetItemWithError(en, key);
+            Py_DECREF(key);
+            if (!num) return PyErr_Occurred() ? ERROR : FALLBACK;
+            if (m) memo_put(m, en, tok, n, num);
+        }
         long long v = PyLong_AsLongLong(num);
         if (v == -1 && PyErr_Occurred()) return ERROR;
         return put_varint(b, (uint64_t)v);
@@ -668,10 +703,22 @@ static PyObject *lookup_field(PyObject *fields, const char *name, Py_ssize_t n, 
     return f;
 }
 
+static PyObject *lookup_field_memo(Memo *memo, PyObject *fields, const char *name, Py_ssize_t n, int *r) {
+    if (n > MEMO_NAME) return lookup_field(fields, name, n, r);
+    Memo *m = memo_slot(memo, fields, name, n);
+    PyObject *f = memo_get(m, fields, name, n);
+    if (f) return f;
+    f = lookup_field(fields, name, n, r);
+    if (f) memo_put(m, fields, name, n, f);
+    return f;
+}
+
 static int encode(Buf *b, const char *text, Py_ssize_t len, PyObject *fields, PyObject *scalar) {
     Py_ssize_t cap = 16, depth = 0;
     Level *st = PyMem_Malloc(cap * sizeof(Level));
     if (!st) { PyErr_NoMemory(); return ERROR; }
+    Memo *memo = PyMem_Calloc(MEMO_SLOTS, sizeof(Memo));
+    if (!memo) { PyMem_Free(st); PyErr_NoMemory(); return ERROR; }
     memset(&st[0], 0, sizeof(Level));
     st[0].fields = fields;
     st[0].start = 0;
@@ -690,7 +737,7 @@ static int encode(Buf *b, const char *text, Py_ssize_t len, PyObject *fields, Py
         if (e[-1] == '{') { /* "name {" */
             const char *ne = e - 1;
             while (ne > s && is_py_space((unsigned char)ne[-1])) ne--;
-            PyObject *f = lookup_field(lv->fields, s, ne - s, &r);
+            PyObject *f = lookup_field_memo(memo, lv->fields, s, ne - s, &r);
             if (!f) goto done;
             if (PyLong_AsLong(PyTuple_GET_ITEM(f, 1)) != K_MSG) { r = FALLBACK; goto done; }
             if ((r = mark_seen(lv, PyLong_AsLong(PyTuple_GET_ITEM(f, 6)), PyLong_AsLong(PyTuple_GET_ITEM(f, 7)))) < 0)
@@ -745,18 +792,19 @@ static int encode(Buf *b, const char *text, Py_ssize_t len, PyObject *fields, Py
                 if (x != v + vn - 1) { r = FALLBACK; goto done; }
             }
         }
-        PyObject *f = lookup_field(lv->fields, s, sep - s, &r);
+        PyObject *f = lookup_field_memo(memo, lv->fields, s, sep - s, &r);
         if (!f) goto done;
         int kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(f, 1));
         if (kind == K_MSG) { r = FALLBACK; goto done; }
         if ((r = mark_seen(lv, PyLong_AsLong(PyTuple_GET_ITEM(f, 6)), PyLong_AsLong(PyTuple_GET_ITEM(f, 7)))) < 0)
             goto done;
         if (buf_put_bytesobj(b, PyTuple_GET_ITEM(f, 0)) < 0) { r = ERROR; goto done; }
-        if ((r = encode_scalar(b, f, kind, v, vn, scalar)) < 0) goto done;
+        if ((r = encode_scalar(b, f, kind, v, vn, scalar, memo)) < 0) goto done;
     }
     r = depth ? FALLBACK : 0;
 done:
     PyMem_Free(st);
+    PyMem_Free(memo);
     return r;
 }
 
