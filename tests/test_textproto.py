@@ -435,3 +435,19 @@ def test_descriptor_pb2_and_hashlib_not_imported_by_cluster(tmp_path):
                        text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("text", ["ascii", "caf\u00e9 \u2192 \u00fc"])
+def test_serialized_pieces_as_bytes_are_the_texts_utf8(text):
+    # what jitsim.graph.io.save writes: the printer's bytes, without a str in between where the
+    # text is ASCII (issue 25); the same bytes as encoding the text, non-ASCII strings included
+    from jitsim.graph.textproto import print_serialized_pieces
+
+    gd = protos.GraphDef()
+    nd = gd.node.add(name="a", op="Const", device=text)  # (a string field: printed as UTF-8)
+    nd.attr["b"].s = b"\xff\x00raw"  # a bytes value that is no UTF-8: escaped
+    data = gd.SerializeToString(deterministic=True)
+    texts = list(print_serialized_pieces(data, protos.GraphDef))
+    raw = list(print_serialized_pieces(data, protos.GraphDef, as_bytes=True))
+    assert all(isinstance(t, bytes) for t in raw) and [t.encode() for t in texts] == raw
+    assert text in "".join(texts)

@@ -21,18 +21,19 @@ from graphs import const, graph_of, op
 
 from jitsim.graph.model import CONTROL, Graph
 from jitsim.graph.tfgraph import TfGraph
+from jitsim.registry import protos
 
 
 def _graph(spec) -> Graph:
     return Graph.from_nodes(spec)
 
 
-def _written_both_ways(tg: TfGraph) -> tuple[bytes, bytes]:
-    fast = b"".join(tg.serialized_pieces())
+def _written_both_ways(tg: TfGraph, nodes_per_piece: int = 50_000) -> tuple[bytes, bytes]:
+    fast = b"".join(tg.serialized_pieces(nodes_per_piece))
     saved = tg._as_read
-    tg._as_read = None  # every node's inputs rebuilt from its edges and compared
+    tg._as_read = None  # every node's inputs rebuilt from its edges and compared, node by node
     try:
-        full = b"".join(tg.serialized_pieces())
+        full = b"".join(tg.serialized_pieces(nodes_per_piece))
         assert tg.to_graphdef().SerializeToString(deterministic=True) == full
     finally:
         tg._as_read = saved
@@ -116,7 +117,11 @@ def _edited_graphs(draw):
         clone_constants_for_better_clustering(tg)
     for _ in range(draw(st.integers(0, 4))):
         live = [e for e in tg.edges() if e.src > 1 and e.dst > 1]
-        if live and rng.random() < 0.5:
+        if rng.random() < 0.1:
+            victim = rng.randrange(2, tg.num_node_ids)
+            if tg.nodes[victim] is not None:
+                tg.remove_node(victim)  # (the graph is no longer the GraphDef it was read from)
+        elif live and rng.random() < 0.5:
             tg.remove_edge(rng.choice(live))
         else:
             a, b = sorted(rng.sample(range(2, tg.num_node_ids), 2))
@@ -126,10 +131,29 @@ def _edited_graphs(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(_edited_graphs())
-def test_same_output_as_rebuilding_every_node(tg):
-    fast, full = _written_both_ways(tg)
+@given(_edited_graphs(), st.sampled_from([1, 3, 50_000]))
+def test_same_output_as_rebuilding_every_node(tg, nodes_per_piece):
+    fast, full = _written_both_ways(tg, nodes_per_piece)
     assert fast == full
+    # (pieces of any size join to the same bytes, and hold at most nodes_per_piece nodes each)
+    assert fast == b"".join(tg.serialized_pieces())
+    assert all(len(protos.GraphDef.FromString(p).node) <= nodes_per_piece for p in tg.serialized_pieces(nodes_per_piece))
+
+
+def test_records_cut_from_the_graphdef_as_read():
+    # the nodes still as read are written from one serialization of the GraphDef they came
+    # from; a removed node, or a GraphDef changed since, sends every node down the node-by-node
+    # route (checked by the same output above)
+    g = _graph([("a", "Const", []), ("b", "Const", []), ("x", "AddN", ["a", "b"]), ("y", "AddN", ["x:0"])])
+    tg = TfGraph.from_graph(g)
+    end, whole, offsets = tg._records_as_read(tg.rewired())
+    assert end == 6 and whole == g.graphdef.SerializeToString(deterministic=True)
+    assert [protos.NodeDef.FromString(whole[offsets[i] + 2:offsets[i + 1]]).name for i in range(4)] == list("abxy")
+    tg.remove_node(tg.by_name["y"])
+    assert tg._records_as_read(tg.rewired()) is None
+    tg = TfGraph.from_graph(g)
+    g.graphdef.node.add(name="late", op="NoOp")
+    assert tg._records_as_read(tg.rewired()) is None
 
 
 def _corpus_check(corpus, every: int) -> None:

@@ -506,17 +506,37 @@ static int print_msg(Buf *b, const unsigned char *p, const unsigned char *end, P
     return 0;
 }
 
+static int all_ascii(const char *p, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        if (w & 0x8080808080808080ull) return 0;
+    }
+    for (; i < n; i++)
+        if ((unsigned char)p[i] >= 0x80) return 0;
+    return 1;
+}
+
+/* print_wire(data, plan[, as_bytes]) -> the text (str; as_bytes: its UTF-8 bytes), or None
+ * where Python must print it (a field the plan leaves out, text that is not UTF-8) */
 static PyObject *print_wire(PyObject *self, PyObject *args) {
     Py_buffer data;
     PyObject *plan;
-    if (!PyArg_ParseTuple(args, "y*O:print_wire", &data, &plan)) return NULL;
+    int as_bytes = 0;
+    if (!PyArg_ParseTuple(args, "y*O|p:print_wire", &data, &plan, &as_bytes)) return NULL;
     Buf b = {NULL, 0, 0};
     const unsigned char *p = data.buf;
     int r = print_msg(&b, p, p + data.len, plan, 0);
     PyBuffer_Release(&data);
     PyObject *out = NULL;
-    if (r == 0) {
+    if (r == 0 && as_bytes && all_ascii(b.p ? b.p : "", b.n)) { /* (ASCII is valid UTF-8: no str needed) */
+        out = PyBytes_FromStringAndSize(b.p ? b.p : "", b.n);
+    } else if (r == 0) {
         out = PyUnicode_DecodeUTF8(b.p ? b.p : "", b.n, "strict");
+        if (out && as_bytes) {
+            Py_SETREF(out, PyUnicode_AsUTF8String(out));
+        }
         if (!out && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
             PyErr_Clear();
             out = Py_NewRef(Py_None);

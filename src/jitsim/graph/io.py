@@ -549,9 +549,10 @@ def save(graph: Graph | object, path: Path | str) -> Path:
     gz = path.name.lower().endswith(".gz")
     if is_text_path(path) or is_stdout(path):  # standard output: text, TF's dump format
         # piece by piece: a big graph's text is several times its size in memory
-        data = (text.encode() for piece in pieces
-                for text in (textproto.print_serialized_pieces(piece, protos.GraphDef) if isinstance(piece, bytes)
-                             else textproto.print_message_pieces(piece)))
+        data = (text for piece in pieces
+                for text in (textproto.print_serialized_pieces(piece, protos.GraphDef, as_bytes=True)
+                             if isinstance(piece, bytes)
+                             else (t.encode() for t in textproto.print_message_pieces(piece))))
     else:
         data = (piece if isinstance(piece, bytes) else piece.SerializeToString(deterministic=True)
                 for piece in pieces)

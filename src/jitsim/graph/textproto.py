@@ -589,21 +589,25 @@ def _cuttable(msg_type) -> bool:
         f.message_type is not None and _is_map(f) for f in msg_type.DESCRIPTOR.fields)
 
 
-def print_serialized_pieces(data: bytes, msg_type, piece_bytes: int = 1 << 24) -> Iterator[str]:
+def print_serialized_pieces(data: bytes, msg_type, piece_bytes: int = 1 << 24, *,
+                            as_bytes: bool = False) -> Iterator[str] | Iterator[bytes]:
     """:func:`print_message_pieces` of the ``msg_type`` message serialized as ``data``: the
     text of ``msg_type.FromString(data)``, in pieces, printed from the bytes where the C
-    printer can (without parsing them into a message first)."""
+    printer can (without parsing them into a message first). ``as_bytes``: each piece as its
+    UTF-8 bytes (what a file gets)."""
     cuts = _c.record_cuts(data, piece_bytes) if len(data) > piece_bytes and _cuttable(msg_type) else None
     plan = _c_plan(msg_type.DESCRIPTOR) if _c is not None else None
     if cuts is None:
         cuts = [0, len(data)]
     view = memoryview(data)
     for lo, hi in zip(cuts, cuts[1:]):
-        text = _c.print_wire(view[lo:hi], plan) if plan is not None else None
+        text = _c.print_wire(view[lo:hi], plan, as_bytes) if plan is not None else None
         if text is None:  # a piece the C printer leaves to Python
             part = msg_type()
             part.ParseFromString(view[lo:hi])
             text = print_message(part)
+            if as_bytes:
+                text = text.encode()
         yield text
 
 

@@ -35,6 +35,7 @@ from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.registry.protos import encode_varint
 from jitsim.graph.model import CONTROL, Graph
+from jitsim.accel import load as _load_accel
 from jitsim.defs import XLA_MERGE_OP
 
 SOURCE_ID = 0
@@ -79,6 +80,7 @@ def _first(pair):
 
 _NODE_TAG = bytes([1 << 3 | 2])
 _NODE_PREFIX: dict[int, bytes] = {}  # a serialized node's length -> the node field's tag and length
+_text_c = _load_accel("jitsim.graph._fasttext")  # (its record_cuts; None: written node by node)
 
 
 class TfNode:
@@ -124,6 +126,7 @@ class TfGraph:
         # for the listed nodes; see rewired()
         self._as_read: tuple[int, set[int]] | None = None
         self._removed_into: set[int] = set()  # the destinations of removed edges
+        self._read_from = None  # (GraphDef, node count) from_graph read the nodes from, in id order
         self.library = library if library is not None else protos.FunctionDefLibrary()
         self.versions = versions
         self._add(TfNode(SOURCE_ID, "_SOURCE", "NoOp", None))
@@ -222,6 +225,7 @@ class TfGraph:
                 dst_in[eid] = te
         unwritten = graph.unwritten_inputs
         tg._as_read = (len(edges), {by_name[name] for name in unwritten} if unwritten else set())
+        tg._read_from = (graph.graphdef, len(order))
         for src, out, dst, slot in back:
             tg.add_edge(src, out, dst, slot)
         if fixup:
@@ -299,17 +303,40 @@ class TfGraph:
     def serialized_pieces(self, nodes_per_piece: int = 50_000):
         """:meth:`graphdef_pieces` as their deterministic binary serializations (what
         :func:`~jitsim.graph.io.save` writes), made without copying a node whose inputs are the
-        ones it was read with (most of them): its NodeDef is serialized as it is. The pieces,
-        joined, are ``to_graphdef()``'s serialization."""
-        nodes_out = []
+        ones it was read with (most of them): its NodeDef is serialized as it is, and where the
+        graph's first nodes are still those of the GraphDef it was read from (:meth:`from_graph`),
+        that GraphDef is serialized in one call and their records are cut from it
+        (:meth:`_records_as_read`). The pieces, joined, are ``to_graphdef()``'s serialization."""
+        rewired = self.rewired()  # (the other nodes' inputs are written as they were read)
+        read = self._records_as_read(rewired)
+        if read is not None:
+            read_end, whole, offsets = read
+            ahead = sorted(r for r in rewired if r < read_end)  # the rewired nodes among them, in id order
+            ahead.append(read_end)
+            a = 0
+        nodes = self.nodes
+        nodes_out: list = []
         count = 0
         prefixes = _NODE_PREFIX
-        rewired = self.rewired()  # (the other nodes' inputs are written as they were read)
-        for n in self.op_nodes():
+        nid, total = 2, len(nodes)
+        while nid < total:
             if count >= nodes_per_piece:
                 yield b"".join(nodes_out)
                 nodes_out = []
                 count = 0
+            if read is not None and nid < read_end:
+                while ahead[a] < nid:
+                    a += 1
+                if ahead[a] > nid:  # a run of records as read, up to the next rewired node
+                    stop = min(ahead[a], nid + nodes_per_piece - count)
+                    nodes_out.append(whole[offsets[nid - 2]:offsets[stop - 2]])
+                    count += stop - nid
+                    nid = stop
+                    continue
+            n = nodes[nid]
+            nid += 1
+            if n is None:
+                continue
             nd = n.nodedef
             if rewired is None or n.id in rewired:
                 inputs = self._inputs(n)
@@ -332,6 +359,29 @@ class TfGraph:
         self._add_library(rest)
         nodes_out.append(rest.SerializeToString(deterministic=True))  # library (2), versions (4): after the nodes
         yield b"".join(nodes_out)
+
+    # graphs up to this many nodes read from a GraphDef are written from its one serialization
+    # (bigger ones node by node: the serialization of a whole 1M-node GraphDef is 200 MB more)
+    WHOLE_SERIALIZATION_MAX_NODES = 250_000
+
+    def _records_as_read(self, rewired: set[int] | None) -> tuple[int, bytes, list[int]] | None:
+        """``(end, data, offsets)`` where the nodes with ids 2..end-1 are, in order, those of the
+        GraphDef the graph was read from (:meth:`from_graph`, none removed since) and ``rewired``
+        is known: ``data`` is that GraphDef's deterministic serialization, whose node records
+        start at ``offsets[id - 2]`` (the last one ends at ``offsets[end - 2]``); else None."""
+        if rewired is None or self._read_from is None or _text_c is None:
+            return None
+        gd, k = self._read_from
+        nodes = self.nodes
+        if k == 0 or k > self.WHOLE_SERIALIZATION_MAX_NODES or len(gd.node) != k or len(nodes) < k + 2:
+            return None
+        if not all(n is not None and n.nodedef is nd for n, nd in zip(nodes[2:k + 2], gd.node)):
+            return None
+        whole = gd.SerializeToString(deterministic=True)
+        offsets = _text_c.record_cuts(whole, 1)
+        if offsets is None or len(offsets) < k + 1:
+            return None
+        return k + 2, whole, offsets
 
     def _add_library(self, gd) -> None:
         if self.versions is not None:

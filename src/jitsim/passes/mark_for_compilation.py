@@ -516,6 +516,8 @@ class MarkForCompilation:
         fns = self.fns
         input_types = self.input_types
         output_types = self.output_types
+        node_keys = self._node_keys
+        resource_by_key: dict[tuple, bool] = {}  # node key -> a resource input or output
         explicit_ids = self.explicit_ids
         dt_resource = optypes.DT_RESOURCE
         predicate = deadness.control_predicate if deadness is not None else None
@@ -530,14 +532,19 @@ class MarkForCompilation:
             if per_op is None:
                 per_op = sizes[op] = (effective_size((op,)), op in WHILE_OPS or op in IF_OPS)
             c.effective_size, c.has_functional_control_flow = per_op
-            is_resource = dt_resource in input_types(n) or dt_resource in output_types(n)
-            per_dev = per_device.get((n.nodedef.device, is_resource))
+            key = node_keys.get(nid)  # (dtypes are a function of it: _op_types)
+            is_resource = resource_by_key.get(key) if key is not None else None
+            if is_resource is None:
+                is_resource = dt_resource in input_types(n) or dt_resource in output_types(n)
+                if key is not None:
+                    resource_by_key[key] = is_resource
+            device = n.nodedef.device
+            per_dev = per_device.get((device, is_resource))
             if per_dev is None:
-                dev = self.device_id(n.nodedef.device)
+                dev = self.device_id(device)
                 c.devices = [dev]
                 c.resource_op_device = dev if is_resource else None
-                per_dev = per_device[(n.nodedef.device, is_resource)] = (c.devices, c.resource_op_device,
-                                                                         self._device_key(c))
+                per_dev = per_device[(device, is_resource)] = (c.devices, c.resource_op_device, self._device_key(c))
             c.devices, c.resource_op_device, c.dkey = per_dev
             if is_resource:
                 calls_fn = True
