@@ -893,6 +893,51 @@ static PyObject *record_cuts(PyObject *self, PyObject *args) {
     return cuts;
 }
 
+/* node_keys(data) -> list[bytes] | None: for a serialized GraphDef, per node (field 1) in order,
+ * its record less the fields that name this node and its neighbours (name 1, input 3, device 4,
+ * experimental_debug_info 6): the op, the attrs and any other field, as they are on the wire.
+ * Two nodes with equal keys have the same op and attrs (as serialized). None: not well-formed. */
+static PyObject *node_keys(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*:node_keys", &data)) return NULL;
+    const unsigned char *p = data.buf, *end = p + data.len;
+    PyObject *out = PyList_New(0);
+    Buf b = {NULL, 0, 0};
+    int bad = out ? 0 : -1;
+    while (!bad && p < end) {
+        uint64_t tag, len;
+        if (read_varint(&p, end, &tag) < 0) { bad = 1; break; }
+        if (tag != ((1 << 3) | 2)) {
+            if (skip_field(&p, end, (int)(tag & 7)) < 0) bad = 1;
+            continue;
+        }
+        if (read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p)) { bad = 1; break; }
+        const unsigned char *q = p, *qe = p + len;
+        p = qe;
+        b.n = 0;
+        while (q < qe) {
+            const unsigned char *field = q;
+            uint64_t t;
+            if (read_varint(&q, qe, &t) < 0 || skip_field(&q, qe, (int)(t & 7)) < 0) { bad = 1; break; }
+            uint64_t fn = t >> 3;
+            if (fn == 1 || fn == 3 || fn == 4 || fn == 6) continue;
+            if (buf_put(&b, (const char *)field, q - field) < 0) { bad = -1; break; }
+        }
+        if (bad) break;
+        PyObject *key = PyBytes_FromStringAndSize(b.p ? b.p : "", b.n);
+        if (!key || PyList_Append(out, key) < 0) bad = -1;
+        Py_XDECREF(key);
+    }
+    PyBuffer_Release(&data);
+    PyMem_Free(b.p);
+    if (bad) {
+        Py_XDECREF(out);
+        if (bad < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 /* ----------------------------------------------------------------------------- module */
 
 static PyMethodDef methods[] = {
@@ -900,6 +945,8 @@ static PyMethodDef methods[] = {
      "print_wire(data, plan) -> str | None: the text format of a message's wire bytes."},
     {"record_cuts", record_cuts, METH_VARARGS,
      "record_cuts(data, target) -> list[int] | None: offsets cutting wire bytes into runs of whole records."},
+    {"node_keys", node_keys, METH_VARARGS,
+     "node_keys(data) -> list[bytes] | None: per node of a serialized GraphDef, its op and attrs as on the wire."},
     {"encode_lines", encode_lines, METH_VARARGS,
      "encode_lines(text, fields, scalar) -> bytes | None: wire bytes of one-item-a-line text."},
     {NULL, NULL, 0, NULL}};
