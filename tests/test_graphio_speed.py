@@ -315,3 +315,37 @@ def test_the_model_keeps_its_nodes_in_index_order(make):
     for model in (g, uncloned(g)[0]):
         assert [n.index for n in model.nodes.values()] == list(range(len(model.nodes)))
         assert [n.name for n in model.nodes.values()] == [nd.name for nd in model.graphdef.node]
+
+
+@pytest.mark.parametrize("path", FIXTURES + _CLONED, ids=lambda p: p.stem if "deadness" in str(p) else p.parts[-4])
+def test_node_facts_read_in_c_build_the_same_model(path):
+    # load()'s route for a user's file (issue 25): names and inputs read from one serialization
+    # of the GraphDef, not node by node; the same model, the same keys check_nodes would make
+    from jitsim.graph import validate
+    from jitsim.graph.model import read_node_facts
+
+    from conftest import need_c_extension
+
+    need_c_extension("jitsim.graph._fasttext")
+    gd = _load(path).graphdef
+    facts = read_node_facts(gd)
+    assert facts.names == [nd.name for nd in gd.node]
+    assert facts.inputs == [list(nd.input) for nd in gd.node]
+    assert facts.keys == validate._attr_keys(gd)
+    g, fresh = Graph(gd, validate=False, facts=facts), Graph(gd, validate=False)
+    assert list(g.nodes) == list(fresh.nodes) and g._in == fresh._in and g.unwritten_inputs == fresh.unwritten_inputs
+
+
+def test_node_facts_refuse_names_as_the_model_does():
+    import re
+
+    from jitsim.errors import GraphError
+    from jitsim.graph.model import read_node_facts
+
+    for names, error in ((["a", ""], "node #1 (NoOp) has an empty name"), (["a", "a"], "duplicate node name 'a'")):
+        gd = protos.GraphDef()
+        for n in names:
+            gd.node.add(name=n, op="NoOp")
+        for facts in (None, read_node_facts(gd)):
+            with pytest.raises(GraphError, match=re.escape(error)):
+                Graph(gd, facts=facts)

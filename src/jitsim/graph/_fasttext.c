@@ -938,6 +938,66 @@ static PyObject *node_keys(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* wire_nodes(data) -> (names, inputs) | None: for a serialized GraphDef, per node (field 1) in
+ * order, its name (field 1: the last one, as protobuf reads it) and its inputs (field 3), as str.
+ * What reading ``node.name`` and ``node.input`` of each node of the parsed message gives, without
+ * making a message object per node. None: not well-formed, or a string that is not UTF-8. */
+static PyObject *wire_nodes(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*:wire_nodes", &data)) return NULL;
+    const unsigned char *p = data.buf, *end = p + data.len;
+    PyObject *names = PyList_New(0), *inputs = PyList_New(0), *out = NULL;
+    int bad = (names && inputs) ? 0 : -1;
+    while (!bad && p < end) {
+        uint64_t tag, len;
+        if (read_varint(&p, end, &tag) < 0) { bad = 1; break; }
+        if (tag != ((1 << 3) | 2)) {
+            if (skip_field(&p, end, (int)(tag & 7)) < 0) bad = 1;
+            continue;
+        }
+        if (read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p)) { bad = 1; break; }
+        const unsigned char *q = p, *qe = p + len;
+        p = qe;
+        PyObject *name = NULL, *ins = PyList_New(0);
+        if (!ins) { bad = -1; break; }
+        while (q < qe) {
+            uint64_t t, n;
+            if (read_varint(&q, qe, &t) < 0) { bad = 1; break; }
+            uint64_t fn = t >> 3;
+            if ((fn == 1 || fn == 3) && (t & 7) == 2) {
+                if (read_varint(&q, qe, &n) < 0 || n > (uint64_t)(qe - q)) { bad = 1; break; }
+                PyObject *str = PyUnicode_DecodeUTF8((const char *)q, (Py_ssize_t)n, "strict");
+                q += n;
+                if (!str) {
+                    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) { PyErr_Clear(); bad = 1; }
+                    else bad = -1;
+                    break;
+                }
+                if (fn == 1) {
+                    Py_XSETREF(name, str);
+                } else {
+                    int r = PyList_Append(ins, str);
+                    Py_DECREF(str);
+                    if (r < 0) { bad = -1; break; }
+                }
+            } else if (skip_field(&q, qe, (int)(t & 7)) < 0) {
+                bad = 1;
+                break;
+            }
+        }
+        if (!bad && !name) name = PyUnicode_FromStringAndSize("", 0);
+        if (!bad && (!name || PyList_Append(names, name) < 0 || PyList_Append(inputs, ins) < 0)) bad = -1;
+        Py_XDECREF(name);
+        Py_DECREF(ins);
+    }
+    PyBuffer_Release(&data);
+    if (!bad) out = PyTuple_Pack(2, names, inputs);
+    Py_XDECREF(names);
+    Py_XDECREF(inputs);
+    if (bad > 0) Py_RETURN_NONE;
+    return out;
+}
+
 /* ----------------------------------------------------------------------------- module */
 
 static PyMethodDef methods[] = {
@@ -945,6 +1005,8 @@ static PyMethodDef methods[] = {
      "print_wire(data, plan) -> str | None: the text format of a message's wire bytes."},
     {"record_cuts", record_cuts, METH_VARARGS,
      "record_cuts(data, target) -> list[int] | None: offsets cutting wire bytes into runs of whole records."},
+    {"wire_nodes", wire_nodes, METH_VARARGS,
+     "wire_nodes(data) -> (names, inputs) | None: per node of a serialized GraphDef, its name and inputs."},
     {"node_keys", node_keys, METH_VARARGS,
      "node_keys(data) -> list[bytes] | None: per node of a serialized GraphDef, its op and attrs as on the wire."},
     {"encode_lines", encode_lines, METH_VARARGS,

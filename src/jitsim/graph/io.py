@@ -34,7 +34,7 @@ from jitsim.graph import events, textproto
 from jitsim.registry import protos
 from jitsim.registry.protos import decode_varint
 from jitsim.files.input import MAX_INPUT_BYTES, read_file
-from jitsim.graph.model import Graph
+from jitsim.graph.model import Graph, read_node_facts
 from jitsim.files.output import check_output as check_output  # re-exported: every -o is checked here
 from jitsim.files.output import is_stdout, write_atomic
 from jitsim.graph.parse_cache import parse_cached
@@ -480,10 +480,12 @@ def load(path: Path | str, *, signature: str | None = None, validate: bool = Tru
             return load_saved_model(path.parent, signature=signature, validate=validate, check_ops=check_ops)
         assume_once("named like a SavedModel's file but holds a graph: read as a GraphDef", path)
     gd, meta = read_graph_file(path)
-    graph = Graph(gd, source=str(path), validate=validate)
+    # each node's name, inputs and op-and-attrs key, read at once for the model and its checks
+    facts = read_node_facts(gd) if validate and check_ops else None
+    graph = Graph(gd, source=str(path), validate=validate, facts=facts)
     if meta is not None:
         graph.collections = collections_of(meta)
-    return _checked(graph, validate, check_ops)
+    return _checked(graph, validate, check_ops, facts)
 
 
 def collections_of(meta) -> dict[str, list[str]]:
@@ -727,11 +729,11 @@ def signature_call_node(gd, sig):
     return found
 
 
-def _checked(graph: Graph, validate: bool, check_ops: bool) -> Graph:
+def _checked(graph: Graph, validate: bool, check_ops: bool, facts=None) -> Graph:
     if validate and not graph.nodes:
         raise GraphError("the graph has no nodes: nothing to cluster", graph.source)
     if validate and check_ops:
         from jitsim.graph.validate import check_nodes
 
-        check_nodes(graph)
+        check_nodes(graph, facts=facts)
     return graph

@@ -23,12 +23,13 @@ True
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
 from jitsim.defs import CLUSTER_ATTR
 
 if TYPE_CHECKING:  # networkx costs ~0.15 s to import: only the paths that use it load it
     import networkx as nx
 
+from jitsim.accel import load as _load_accel
 from jitsim.errors import GraphError
 from jitsim.registry import protos
 
@@ -148,23 +149,31 @@ def set_attr_value(av, value) -> None:
         raise TypeError(f"unsupported attr value {value!r}")
 
 
-def _in_edges(graphdef, names: list[str], nodes: dict, source) -> tuple[dict[str, list[Edge]], set[str]]:
+def _refuse_name(name: str, i: int, nd, source):
+    if not name:
+        raise GraphError(f"node #{i} ({nd.op or 'no op'}) has an empty name", source)
+    raise GraphError(f"duplicate node name {name!r}", source)
+
+
+def _in_edges(graphdef, names: list[str], nodes: dict, source,
+              inputs_of: list[list[str]] | None = None) -> tuple[dict[str, list[Edge]], set[str]]:
     """Node name -> its in-edges (data inputs by slot, then control inputs, as in the NodeDef)
     for the nodes of ``graphdef``, whose names are ``names`` (in order); and the names of the
     nodes whose NodeDef ``input`` is not written as TF writes it from those edges (data inputs
     first, ``a`` for output 0, ``a:k`` otherwise, control inputs sorted by name): ``a:0``,
-    ``a:01``, a control input out of order, a data input after a control input."""
+    ``a:01``, a control input out of order, a data input after a control input. ``inputs_of``:
+    each node's ``input`` list, read already (:func:`read_node_facts`)."""
     ins: dict[str, list[Edge]] = {}
     unwritten: set[str] = set()
     new_edge = _new_edge
     # a ref that is a node's name is output 0 of it, unless some name itself looks like a
     # ref ("a:1", "^a": names TF refuses, read as parse_input reads them)
     plain = nodes if not any(":" in n or n.startswith("^") for n in names) else {}
-    for name, nd in zip(names, graphdef.node):
+    for name, refs in zip(names, inputs_of if inputs_of is not None else (nd.input for nd in graphdef.node)):
         slot = 0
         lst = []
         last_control = None  # the previous control input's source, while they are in order
-        for ref in nd.input:
+        for ref in refs:
             if ref in plain:  # the common case: output 0 of a node
                 lst.append(new_edge(Edge, (ref, name, 0, slot)))
                 slot += 1
@@ -188,6 +197,37 @@ def _in_edges(graphdef, names: list[str], nodes: dict, source) -> tuple[dict[str
     return ins, unwritten
 
 
+_text_c = _load_accel("jitsim.graph._fasttext")  # (wire_nodes, node_keys; None: read node by node)
+
+
+class NodeFacts(NamedTuple):
+    """Per node of a GraphDef, in order, what reading the whole graph needs of it: its name, its
+    ``input`` list, and its op and attrs as serialized (``key``: equal for two nodes exactly when
+    their op and attrs serialize alike; :func:`jitsim.graph.validate.check_nodes` checks those once
+    per key)."""
+
+    names: list[str]
+    inputs: list[list[str]]
+    keys: list[bytes]
+
+
+def read_node_facts(graphdef) -> NodeFacts | None:
+    """:class:`NodeFacts` of ``graphdef``, read in C from one serialization of it (reading the
+    fields node by node from the message makes a Python object per node and per string); None
+    without the C extension, or where the GraphDef does not serialize (over 2 GiB)."""
+    if _text_c is None:
+        return None
+    try:
+        data = graphdef.SerializeToString(deterministic=True)
+    except Exception:
+        return None
+    read = _text_c.wire_nodes(data)
+    keys = _text_c.node_keys(data)
+    if read is None or keys is None or len(keys) != len(graphdef.node) or len(read[0]) != len(keys):
+        return None
+    return NodeFacts(read[0], read[1], keys)
+
+
 class Graph:
     """A TensorFlow graph: nodes (``NodeDef``s in file order), edges, function library.
 
@@ -195,7 +235,8 @@ class Graph:
     with :meth:`to_graphdef` / :func:`jitsim.graph.save`.
     """
 
-    def __init__(self, graphdef, *, source: str | None = None, validate: bool = True):
+    def __init__(self, graphdef, *, source: str | None = None, validate: bool = True,
+                 facts: NodeFacts | None = None):
         self.graphdef = graphdef  # the proto; node list is regenerated on write
         self.source = source
         # a MetaGraphDef's collections naming graph elements (e.g. "train_op"), when loaded from one
@@ -204,18 +245,24 @@ class Graph:
         self.signature_io: tuple[list[str], list[str]] | None = None
         self.nodes: dict[str, Node] = {}
         nodes = self.nodes
-        names = []  # each name read from the proto once (every read makes a new str)
-        for i, nd in enumerate(graphdef.node):
-            name = nd.name
-            if not name:
-                raise GraphError(f"node #{i} ({nd.op or 'no op'}) has an empty name", source)
-            if name in nodes:
-                raise GraphError(f"duplicate node name {name!r}", source)
-            nodes[name] = Node(nd, i)
-            names.append(name)
+        if facts is not None:  # (read_node_facts of this GraphDef: names and inputs read in C)
+            names = facts.names
+            for i, (name, nd) in enumerate(zip(names, graphdef.node)):
+                if not name or name in nodes:
+                    _refuse_name(name, i, nd, source)
+                nodes[name] = Node(nd, i)
+        else:
+            names = []  # each name read from the proto once (every read makes a new str)
+            for i, nd in enumerate(graphdef.node):
+                name = nd.name
+                if not name or name in nodes:
+                    _refuse_name(name, i, nd, source)
+                nodes[name] = Node(nd, i)
+                names.append(name)
         # in-edges per node: data inputs by slot, then control inputs, as in the NodeDef
         self._in_store: dict[str, list[Edge]] | None
-        self._in_store, self._unwritten = _in_edges(graphdef, names, nodes, source)
+        self._in_store, self._unwritten = _in_edges(graphdef, names, nodes, source,
+                                                    facts.inputs if facts is not None else None)
         self._out: dict[str, list[Edge]] | None = None
         self._nx = None
         if validate:

@@ -52,8 +52,9 @@ def _where(nd) -> str:
     return f"node {nd.name!r} ({nd.op or 'no op'})"
 
 
-def check_nodes(graph, source=None) -> None:
-    """Raise :class:`GraphError` (naming node, op and field) on the first node TF would refuse."""
+def check_nodes(graph, source=None, facts=None) -> None:
+    """Raise :class:`GraphError` (naming node, op and field) on the first node TF would refuse.
+    ``facts``: :func:`~jitsim.graph.model.read_node_facts` of its GraphDef, where read already."""
     from jitsim.graph.device_names import parse_device_name
 
     source = source if source is not None else graph.source
@@ -77,10 +78,13 @@ def check_nodes(graph, source=None) -> None:
     indexed = []  # (node, data input naming an output index), in node and input order
     # per node, its op and attrs as serialized (None: no C extension): the checks that read only
     # those are made once per distinct pair (a graph has a few hundred among thousands of nodes)
-    keys = _attr_keys(gd)
+    keys = facts.keys if facts is not None else _attr_keys(gd)
+    names_read = facts.names if facts is not None else None
+    inputs_read = facts.inputs if facts is not None else None
     passed: dict[bytes, tuple] = {}  # key -> (op has a signature, its input count, its output count)
     for i, nd in enumerate(gd.node):
-        name, op = nd.name, nd.op
+        name = names_read[i] if names_read is not None else nd.name
+        op = nd.op
         if not name:
             raise GraphError(f"node #{i} ({op or 'no op'}) has an empty name", source)
         if not fullmatch(name):
@@ -90,7 +94,7 @@ def check_nodes(graph, source=None) -> None:
             raise GraphError(f"node {name!r} has no op", source)
         control = False
         have = 0  # data inputs
-        for ref in nd.input:
+        for ref in (inputs_read[i] if inputs_read is not None else nd.input):
             if ref[:1] == "^":
                 control = True
             elif control:
