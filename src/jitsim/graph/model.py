@@ -263,6 +263,9 @@ class Graph:
         self._in_store: dict[str, list[Edge]] | None
         self._in_store, self._unwritten = _in_edges(graphdef, names, nodes, source,
                                                     facts.inputs if facts is not None else None)
+        # per node index, its op and attrs as read (NodeFacts.keys; None: not read that way):
+        # TfGraph.from_graph hands them to the passes (mark memoizes per key what reads only those)
+        self.attr_keys: list[bytes] | None = facts.keys if facts is not None else None
         self._out: dict[str, list[Edge]] | None = None
         self._nx = None
         if validate:
@@ -318,6 +321,7 @@ class Graph:
         g.nodes = {name: Node(nd, i) for i, (name, nd) in enumerate(zip(names, graphdef.node))}
         g._in_store = in_edges
         g._unwritten = unwritten
+        g.attr_keys = None
         g._out = None
         g._nx = None
         return g

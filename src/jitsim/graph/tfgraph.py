@@ -127,6 +127,11 @@ class TfGraph:
         self._as_read: tuple[int, set[int]] | None = None
         self._removed_into: set[int] = set()  # the destinations of removed edges
         self._read_from = None  # (GraphDef, node count) from_graph read the nodes from, in id order
+        # per op node id - 2 of the nodes read from a GraphDef, their op and attrs as read
+        # (Graph.attr_keys, set by the pipeline for a graph load() read for it): mark memoizes
+        # per key what reads only the op and attrs; a pass that changes attrs before it sets this
+        # to None
+        self.read_attr_keys: list[bytes] | None = None
         self.library = library if library is not None else protos.FunctionDefLibrary()
         self.versions = versions
         self._add(TfNode(SOURCE_ID, "_SOURCE", "NoOp", None))

@@ -177,6 +177,9 @@ def uncloned(graph: Graph, *, in_place: bool = False) -> tuple[Graph, list[str]]
         # the same Node objects (their NodeDefs are still the GraphDef's), re-indexed after the
         # first clone removed
         first = runs[0][0]
+        keys = graph.attr_keys
+        if keys is not None:  # (the kept nodes' keys, by their new index)
+            graph.attr_keys = keys[:first] + [keys[nodes[name].index] for name in kept[first:]]
         for name in clones:
             del nodes[name]
         for i in range(first, len(kept)):

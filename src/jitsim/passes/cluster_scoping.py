@@ -33,4 +33,6 @@ def cluster_scoping(g: TfGraph) -> int:
                 a[SCOPE_ATTR].s = suffix.encode()
 
         dfs(g, tag, None, by_name=True, start=[n.id], reverse=(n.op == "Stage"))
+    if k:
+        g.read_attr_keys = None  # (attrs changed: no longer as read)
     return k

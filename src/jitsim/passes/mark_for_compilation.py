@@ -308,6 +308,11 @@ class MarkForCompilation:
         policy: dict[tuple[str | None, bool], tuple[Registration | None, bool]] = {}
         # the candidates whose compilation is explicitly requested (build_clusters reads it)
         explicit_ids = self.explicit_ids = set()
+        # the nodes' op-and-attrs keys as read (TfGraph.read_attr_keys): node_key (a function of
+        # the op and attrs) made once per key and device type
+        read_keys = g.read_attr_keys
+        n_read = len(read_keys) + 2 if read_keys is not None else 0
+        by_fact: dict[tuple, tuple] = {}
         for n in g.op_nodes():
             if state.fuel <= 0:
                 self.decide(n, Code.FUEL_EXHAUSTED, "Hit fuel limit; not marking any remaining ops as clusterable.")
@@ -352,7 +357,14 @@ class MarkForCompilation:
             if op in _NEVER_AT_TOP_LEVEL:  # refused before anything node-specific is read
                 fail = checker.check_node(nodedef, 1)
             else:
-                key = (reg.jit_device, checker.node_key(nodedef))
+                fact = read_keys[n.id - 2] if read_keys is not None and n.id < n_read else None
+                if fact is not None:  # (one node_key per op-and-attrs as read)
+                    nk = by_fact.get((dtype, fact))
+                    if nk is None:
+                        nk = by_fact[(dtype, fact)] = checker.node_key(nodedef)
+                else:
+                    nk = checker.node_key(nodedef)
+                key = (reg.jit_device, nk)
                 key = node_keys[n.id] = signatures.setdefault(key, key)  # one tuple per signature
                 fail = checker.check_top_level(nodedef, key, n, input_types_of=self.input_types,
                                                producer_types_of=self.producer_types,

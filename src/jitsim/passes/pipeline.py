@@ -209,6 +209,10 @@ def _cluster_graph(graph: Graph, options: Options, state: ProcessState, timed, o
         rebuilt = is_rebuilt_graph(g)
     with timed("tfgraph_from_dump"):
         tg = tfgraph_from_dump(g, rebuilt=rebuilt)
+    keys = g.attr_keys
+    if own and keys is not None and tg._read_from is not None and tg._read_from[1] == len(keys):
+        # the caller's own graph, as load() read it: each node's op-and-attrs key still holds
+        tg.read_attr_keys = keys
     # the passes read the TfGraph only: the Graph models' edge indexes (rebuilt if asked for
     # again) and the unclone copy's model need not stay alive beside it
     g.release_edges()
