@@ -311,6 +311,7 @@ class MarkForCompilation:
         # the nodes' op-and-attrs keys as read (TfGraph.read_attr_keys): node_key (a function of
         # the op and attrs) made once per key and device type
         read_keys = g.read_attr_keys
+        g.read_attr_keys = None  # (read once; create_clusters changes attrs)
         n_read = len(read_keys) + 2 if read_keys is not None else 0
         by_fact: dict[tuple, tuple] = {}
         for n in g.op_nodes():

@@ -210,9 +210,12 @@ def _cluster_graph(graph: Graph, options: Options, state: ProcessState, timed, o
     with timed("tfgraph_from_dump"):
         tg = tfgraph_from_dump(g, rebuilt=rebuilt)
     keys = g.attr_keys
-    if own and keys is not None and tg._read_from is not None and tg._read_from[1] == len(keys):
+    if own and keys is not None:
         # the caller's own graph, as load() read it: each node's op-and-attrs key still holds
-        tg.read_attr_keys = keys
+        # (the TfGraph holds them for mark, which drops them)
+        if tg._read_from is not None and tg._read_from[1] == len(keys):
+            tg.read_attr_keys = keys
+        g.attr_keys = None
     # the passes read the TfGraph only: the Graph models' edge indexes (rebuilt if asked for
     # again) and the unclone copy's model need not stay alive beside it
     g.release_edges()
