@@ -5,7 +5,8 @@ decides, on every graph of the fixtures corpus, to compare two versions of the c
     python benchmarks/golden.py cmp A.json B.json                  # "N differ"; exit 1 if any
 
 Per graph (every corpus run's ``before_clone…`` and ``before_mark…`` dumps, each run with its
-own flags and session, one TF process per run and stage, as ``verify`` simulates them): the
+own flags and session, one TF process per run and stage, as ``verify`` simulates them; each
+also as the command line reads it: ``load()`` with its checks, the graph handed over): the
 marked graph's text, every decision (code, detail, evidence), the refusals, clusters, groups,
 the graph decision and the notes, each as a short hash. ``--extra DIR``: also every ``*.pbtxt``
 of DIR with the benchmark's flags, and its ``rewrite --until build-xla-ops`` graph. ``--quick``:
@@ -44,6 +45,17 @@ def digest(cr) -> dict:
             "notes": _h(json.dumps(cr.notes))}
 
 
+def _cluster_own(graph, options, state):
+    """``cluster_graph`` as the CLI calls it: the graph handed over (``own``, where the code has it)."""
+    import inspect
+
+    from jitsim.passes.pipeline import cluster_graph
+
+    if "own" in inspect.signature(cluster_graph).parameters:
+        return cluster_graph(graph, options, state, own=True)
+    return cluster_graph(graph, options, state)
+
+
 def compare(a_path: str, b_path: str) -> int:
     a, b = json.loads(Path(a_path).read_text()), json.loads(Path(b_path).read_text())
     bad = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
@@ -57,7 +69,7 @@ def make(out: str, quick: bool, extra: Path | None) -> None:
     from jitsim.crosscheck.corpus import Corpus
     from jitsim.crosscheck.fidelity import dump_dir
     from jitsim.defs import BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP
-    from jitsim.graph.io import read_graphdef, to_text
+    from jitsim.graph.io import load, read_graphdef, to_text
     from jitsim.graph.model import Graph
     from jitsim.options import options_for
     from jitsim.passes.mark_for_compilation import ProcessState
@@ -72,6 +84,7 @@ def make(out: str, quick: bool, extra: Path | None) -> None:
         for stage in (BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP):
             options = options_for(spec.flags, input_stage=stage, session=spec.session())
             state = ProcessState.starting(options)
+            cli_state = ProcessState.starting(options)
             for rec in where.records():
                 if stage not in rec.files:
                     continue
@@ -82,6 +95,11 @@ def make(out: str, quick: bool, extra: Path | None) -> None:
                                                      state))
                 except Exception as e:  # noqa: BLE001 (a refusal is part of the behaviour compared)
                     got[key] = {"error": f"{type(e).__name__}: {e}"}
+                # the command line's route: the file load()ed and checked, the graph handed over
+                try:
+                    got[f"{key}/cli"] = digest(_cluster_own(load(f, validate=True, check_ops=True), options, cli_state))
+                except Exception as e:  # noqa: BLE001
+                    got[f"{key}/cli"] = {"error": f"{type(e).__name__}: {e}"}
     for f in sorted(extra.glob("*.pbtxt")) if extra else ():
         if quick and f.stat().st_size > 20_000_000:
             continue
