@@ -156,20 +156,24 @@ def _refuse_name(name: str, i: int, nd, source):
 
 
 def _in_edges(graphdef, names: list[str], nodes: dict, source,
-              inputs_of: list[list[str]] | None = None) -> tuple[dict[str, list[Edge]], set[str]]:
+              inputs_of: list[list[str]] | None = None) -> tuple[dict[str, list[Edge]], set[str], list]:
     """Node name -> its in-edges (data inputs by slot, then control inputs, as in the NodeDef)
     for the nodes of ``graphdef``, whose names are ``names`` (in order); and the names of the
     nodes whose NodeDef ``input`` is not written as TF writes it from those edges (data inputs
     first, ``a`` for output 0, ``a:k`` otherwise, control inputs sorted by name): ``a:0``,
-    ``a:01``, a control input out of order, a data input after a control input. ``inputs_of``:
-    each node's ``input`` list, read already (:func:`read_node_facts`)."""
+    ``a:01``, a control input out of order, a data input after a control input; and the edges
+    ``(src, dst)`` that do not go down the file (a source at or after its destination: what
+    :meth:`Graph.check_acyclic` looks at first). ``inputs_of``: each node's ``input`` list, read
+    already (:func:`read_node_facts`)."""
     ins: dict[str, list[Edge]] = {}
     unwritten: set[str] = set()
+    upward: list[tuple[str, str]] = []
     new_edge = _new_edge
     # a ref that is a node's name is output 0 of it, unless some name itself looks like a
     # ref ("a:1", "^a": names TF refuses, read as parse_input reads them)
     plain = nodes if not any(":" in n or n.startswith("^") for n in names) else {}
-    for name, refs in zip(names, inputs_of if inputs_of is not None else (nd.input for nd in graphdef.node)):
+    for i, (name, refs) in enumerate(zip(names, inputs_of if inputs_of is not None
+                                         else (nd.input for nd in graphdef.node))):
         slot = 0
         lst = []
         last_control = None  # the previous control input's source, while they are in order
@@ -179,10 +183,14 @@ def _in_edges(graphdef, names: list[str], nodes: dict, source,
                 slot += 1
                 if last_control is not None:
                     unwritten.add(name)
+                if nodes[ref].index >= i:
+                    upward.append((ref, name))
                 continue
             src, out = parse_input(ref)
             if src not in nodes:
                 raise GraphError(f"node {name!r} has input {ref!r}, which names no node", source)
+            if nodes[src].index >= i:
+                upward.append((src, name))
             if out == CONTROL:
                 lst.append(new_edge(Edge, (src, name, CONTROL, CONTROL)))
                 if last_control is not None and src < last_control:
@@ -194,7 +202,7 @@ def _in_edges(graphdef, names: list[str], nodes: dict, source,
                 if last_control is not None or ref != (f"{src}:{out}" if out else src):
                     unwritten.add(name)
         ins[name] = lst
-    return ins, unwritten
+    return ins, unwritten, upward
 
 
 _text_c = _load_accel("jitsim.graph._fasttext")  # (wire_nodes, node_keys; None: read node by node)
@@ -261,8 +269,8 @@ class Graph:
                 names.append(name)
         # in-edges per node: data inputs by slot, then control inputs, as in the NodeDef
         self._in_store: dict[str, list[Edge]] | None
-        self._in_store, self._unwritten = _in_edges(graphdef, names, nodes, source,
-                                                    facts.inputs if facts is not None else None)
+        self._in_store, self._unwritten, self._upward = _in_edges(graphdef, names, nodes, source,
+                                                                  facts.inputs if facts is not None else None)
         # per node index, its op and attrs as read (NodeFacts.keys; None: not read that way):
         # TfGraph.from_graph hands them to the passes (mark memoizes per key what reads only those)
         self.attr_keys: list[bytes] | None = facts.keys if facts is not None else None
@@ -276,7 +284,7 @@ class Graph:
         """Node name -> in-edges; rebuilt from the NodeDefs after :meth:`release_edges`."""
         got = self._in_store
         if got is None:
-            got, self._unwritten = _in_edges(self.graphdef, list(self.nodes), self.nodes, self.source)
+            got, self._unwritten, self._upward = _in_edges(self.graphdef, list(self.nodes), self.nodes, self.source)
             self._in_store = got
         return got
 
@@ -293,6 +301,7 @@ class Graph:
         keep two copies of it alive. The next query rebuilds it from the NodeDefs."""
         self._in_store = None
         self._unwritten = None
+        self._upward = None
         self._out = None
         self._nx = None
 
@@ -321,6 +330,7 @@ class Graph:
         g.nodes = {name: Node(nd, i) for i, (name, nd) in enumerate(zip(names, graphdef.node))}
         g._in_store = in_edges
         g._unwritten = unwritten
+        g._upward = None  # (not known: check_acyclic looks at every edge)
         g.attr_keys = None
         g._out = None
         g._nx = None
@@ -416,14 +426,21 @@ class Graph:
         TensorFlow v1 loops legitimately close a cycle with ``NextIteration -> Merge``;
         any other cycle makes the GraphDef unexecutable.
         """
-        nexts = {name for name, n in self.nodes.items() if n.nodedef.op in NEXT_ITERATION_OPS}
         # the common case first: every edge goes down the file but a loop's back edge or one
         # from a node without inputs (a constant TF cloned and appended: no cycle passes through
         # a node nothing enters), so the edges a cycle could use all go down the file: no cycle
-        pos = {name: n.index for name, n in self.nodes.items()}
         ins = self._in
-        if all(pos[e.src] < pos[dst] or e.src in nexts or not ins[e.src] for dst, lst in ins.items() for e in lst):
-            return
+        nodes = self.nodes
+        upward = self._upward  # (the edges that do not go down the file, found with the edges)
+        if upward is not None:
+            if all(not ins[src] or nodes[src].nodedef.op in NEXT_ITERATION_OPS for src, _ in upward):
+                return
+            nexts = {name for name, n in nodes.items() if n.nodedef.op in NEXT_ITERATION_OPS}
+        else:
+            nexts = {name for name, n in nodes.items() if n.nodedef.op in NEXT_ITERATION_OPS}
+            pos = {name: n.index for name, n in nodes.items()}
+            if all(pos[e.src] < pos[dst] or e.src in nexts or not ins[e.src] for dst, lst in ins.items() for e in lst):
+                return
         indeg = dict.fromkeys(self.nodes, 0)
         succ: dict[str, list[str]] = {n: [] for n in self.nodes}
         for dst, lst in self._in.items():  # the edges in self.edges() order, each op read once
