@@ -155,19 +155,30 @@ def _refuse_name(name: str, i: int, nd, source):
     raise GraphError(f"duplicate node name {name!r}", source)
 
 
+class _EdgeIndex(NamedTuple):
+    """What :func:`_in_edges` reads off the nodes' inputs (see there)."""
+
+    ins: dict[str, list[Edge]]
+    unwritten: set[str]
+    upward: list[tuple[str, str]]
+    multi_control: set[str]
+
+
 def _in_edges(graphdef, names: list[str], nodes: dict, source,
-              inputs_of: list[list[str]] | None = None) -> tuple[dict[str, list[Edge]], set[str], list]:
+              inputs_of: list[list[str]] | None = None) -> _EdgeIndex:
     """Node name -> its in-edges (data inputs by slot, then control inputs, as in the NodeDef)
     for the nodes of ``graphdef``, whose names are ``names`` (in order); and the names of the
     nodes whose NodeDef ``input`` is not written as TF writes it from those edges (data inputs
     first, ``a`` for output 0, ``a:k`` otherwise, control inputs sorted by name): ``a:0``,
     ``a:01``, a control input out of order, a data input after a control input; and the edges
     ``(src, dst)`` that do not go down the file (a source at or after its destination: what
-    :meth:`Graph.check_acyclic` looks at first). ``inputs_of``: each node's ``input`` list, read
+    :meth:`Graph.check_acyclic` and :func:`~jitsim.graph.tfgraph.is_rebuilt_graph` look at); and
+    the nodes with two control inputs or more. ``inputs_of``: each node's ``input`` list, read
     already (:func:`read_node_facts`)."""
     ins: dict[str, list[Edge]] = {}
     unwritten: set[str] = set()
     upward: list[tuple[str, str]] = []
+    multi_control: set[str] = set()
     new_edge = _new_edge
     # a ref that is a node's name is output 0 of it, unless some name itself looks like a
     # ref ("a:1", "^a": names TF refuses, read as parse_input reads them)
@@ -193,8 +204,10 @@ def _in_edges(graphdef, names: list[str], nodes: dict, source,
                 upward.append((src, name))
             if out == CONTROL:
                 lst.append(new_edge(Edge, (src, name, CONTROL, CONTROL)))
-                if last_control is not None and src < last_control:
-                    unwritten.add(name)
+                if last_control is not None:
+                    multi_control.add(name)
+                    if src < last_control:
+                        unwritten.add(name)
                 last_control = src
             else:
                 lst.append(new_edge(Edge, (src, name, out, slot)))
@@ -202,7 +215,7 @@ def _in_edges(graphdef, names: list[str], nodes: dict, source,
                 if last_control is not None or ref != (f"{src}:{out}" if out else src):
                     unwritten.add(name)
         ins[name] = lst
-    return ins, unwritten, upward
+    return _EdgeIndex(ins, unwritten, upward, multi_control)
 
 
 _text_c = _load_accel("jitsim.graph._fasttext")  # (wire_nodes, node_keys; None: read node by node)
@@ -268,9 +281,7 @@ class Graph:
                 nodes[name] = Node(nd, i)
                 names.append(name)
         # in-edges per node: data inputs by slot, then control inputs, as in the NodeDef
-        self._in_store: dict[str, list[Edge]] | None
-        self._in_store, self._unwritten, self._upward = _in_edges(graphdef, names, nodes, source,
-                                                                  facts.inputs if facts is not None else None)
+        self._index(_in_edges(graphdef, names, nodes, source, facts.inputs if facts is not None else None))
         # per node index, its op and attrs as read (NodeFacts.keys; None: not read that way):
         # TfGraph.from_graph hands them to the passes (mark memoizes per key what reads only those)
         self.attr_keys: list[bytes] | None = facts.keys if facts is not None else None
@@ -284,9 +295,16 @@ class Graph:
         """Node name -> in-edges; rebuilt from the NodeDefs after :meth:`release_edges`."""
         got = self._in_store
         if got is None:
-            got, self._unwritten, self._upward = _in_edges(self.graphdef, list(self.nodes), self.nodes, self.source)
-            self._in_store = got
+            self._index(_in_edges(self.graphdef, list(self.nodes), self.nodes, self.source))
+            got = self._in_store
         return got
+
+    def _index(self, index: _EdgeIndex | None) -> None:
+        """Keep the edge index (None: none until asked for again)."""
+        if index is None:
+            self._in_store = self._unwritten = self._upward = self._multi_control = None
+        else:
+            self._in_store, self._unwritten, self._upward, self._multi_control = index
 
     @property
     def unwritten_inputs(self) -> set[str]:
@@ -299,9 +317,7 @@ class Graph:
         """Drop the edge index (and the views made from it) until it is asked for again: a
         caller that has read the topology into another model (a TfGraph of 1M nodes) does not
         keep two copies of it alive. The next query rebuilds it from the NodeDefs."""
-        self._in_store = None
-        self._unwritten = None
-        self._upward = None
+        self._index(None)
         self._out = None
         self._nx = None
 
@@ -316,21 +332,20 @@ class Graph:
 
     @classmethod
     def derived(cls, graphdef, names: list[str], in_edges: dict[str, list[Edge]], unwritten: set[str], *,
-                source: str | None = None) -> "Graph":
+                source: str | None = None, upward: list[tuple[str, str]] | None = None) -> "Graph":
         """A graph over ``graphdef`` whose nodes are named ``names`` (in its order) and whose
         in-edges are ``in_edges`` (node name -> edges, as :meth:`in_edges` gives them), known
         already from the graph it was derived from: what ``Graph(graphdef, validate=False)``
         would build, without reading every input again. ``unwritten``: its
-        :attr:`unwritten_inputs` (a superset will do: those nodes are only checked again)."""
+        :attr:`unwritten_inputs` (a superset will do: those nodes are only checked again);
+        ``upward``: its edges that do not go down the file, where known."""
         g = cls.__new__(cls)
         g.graphdef = graphdef
         g.source = source
         g.collections = {}
         g.signature_io = None
         g.nodes = {name: Node(nd, i) for i, (name, nd) in enumerate(zip(names, graphdef.node))}
-        g._in_store = in_edges
-        g._unwritten = unwritten
-        g._upward = None  # (not known: check_acyclic looks at every edge)
+        g._index(_EdgeIndex(in_edges, unwritten, upward, None))  # (upward None: not known, read all)
         g.attr_keys = None
         g._out = None
         g._nx = None

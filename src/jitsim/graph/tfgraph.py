@@ -508,11 +508,14 @@ def is_rebuilt_graph(graph: Graph) -> bool:
             got = later[name] = _added_after_construction(nodes[name].op, name, nodes)
         return got
 
-    for e in graph.edges():
-        src = nodes[e.src]
-        if src.index <= nodes[e.dst].index:
+    graph._in  # (the edge index, with the edges up the file where its builder noted them)
+    upward = graph._upward
+    pairs = upward if upward is not None else ((e.src, e.dst) for e in graph.edges())
+    for s, d in pairs:
+        src = nodes[s]
+        if src.index <= nodes[d].index:
             continue
-        if src.op in NEXT_ITERATION_OPS or added_later(e.src) or added_later(e.dst):
+        if src.op in NEXT_ITERATION_OPS or added_later(s) or added_later(d):
             continue
         return False
     return True

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from jitsim.errors import GraphError
 from jitsim.registry import protos
-from jitsim.graph.model import CONTROL, Edge, Graph, parse_input
+from jitsim.graph.model import CONTROL, Edge, Graph, _EdgeIndex, parse_input
 from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfEdge, TfGraph, TfNode
 
 INPLACE_OPS = ("InplaceUpdate", "InplaceAdd", "InplaceSub")
@@ -134,19 +134,31 @@ def uncloned(graph: Graph, *, in_place: bool = False) -> tuple[Graph, list[str]]
     # control input; else its inputs rewritten (a clone's name -> its original's, a repeated
     # control input dropped), in the NodeDef and in the edges alike
     kept = [name for name in nodes if name not in clones]  # the model keeps its nodes in index order
-    new_in: dict[str, list] = {}
-    for i, name in enumerate(kept):
+    upward, multi = graph._upward, graph._multi_control
+    if upward is not None and multi is not None and len(runs) == 1 and runs[0][1] == len(nodes):
+        # the clones are the last nodes (as TF appends them), so every edge from one goes up the
+        # file: the nodes that read a clone are among the upward edges' ends; with those that
+        # have two control inputs or more, they are the nodes the scan below would rewrite
+        touched = ({d for s, d in upward if s in clones} | multi).difference(clones)
+        new_in: dict[str, list] = {name: ins[name] for name in kept}
+        todo = sorted((nodes[name].index, name) for name in touched)  # (their index: before the clones)
+    else:
+        touched = None
+        new_in = {}
+        todo = enumerate(kept)
+    for i, name in todo:
         lst = ins[name]
-        control = 0
-        for e in lst:
-            if e.src in clones:
-                break
-            if e.dst_input == CONTROL:
-                control += 1
-        else:
-            if control < 2:
-                new_in[name] = lst
-                continue
+        if touched is None:  # a node neither reading a clone nor repeating a control input: as it is
+            control = 0
+            for e in lst:
+                if e.src in clones:
+                    break
+                if e.dst_input == CONTROL:
+                    control += 1
+            else:
+                if control < 2:
+                    new_in[name] = lst
+                    continue
         nd = gd_nodes[i]
         inputs = list(nd.input)
         new_inputs, seen_ctrl = [], set()
@@ -173,6 +185,12 @@ def uncloned(graph: Graph, *, in_place: bool = False) -> tuple[Graph, list[str]]
                 seen.add(src)
             edges.append(e if src == e.src else Edge(src, e.dst, e.src_output, e.dst_input))
         new_in[name] = edges
+    if touched is not None:  # the edges up the file now (the kept nodes keep their index)
+        index = {name: nodes[name].index for name in touched}
+        new_upward = [(s, d) for s, d in upward if s not in clones and d not in index]
+        new_upward += [(e.src, d) for d, i in index.items() for e in new_in[d] if nodes[e.src].index >= i]
+    else:
+        new_upward = None
     if in_place:
         # the same Node objects (their NodeDefs are still the GraphDef's), re-indexed after the
         # first clone removed
@@ -185,7 +203,7 @@ def uncloned(graph: Graph, *, in_place: bool = False) -> tuple[Graph, list[str]]
         for i in range(first, len(kept)):
             nodes[kept[i]].index = i
         graph.release_edges()
-        graph._in_store, graph._unwritten = new_in, unwritten
+        graph._index(_EdgeIndex(new_in, unwritten, new_upward, None))
         return graph, sorted(clones)
-    return Graph.derived(gd, kept, new_in, unwritten, source=graph.source), sorted(clones)
+    return Graph.derived(gd, kept, new_in, unwritten, source=graph.source, upward=new_upward), sorted(clones)
 
