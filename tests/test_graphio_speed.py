@@ -108,6 +108,12 @@ def test_uncloned_in_place_is_the_copy(make):
         assert _model(same) == _model(copy)
         fresh = Graph(same.graphdef, validate=False)
         assert list(same.nodes) == list(fresh.nodes) and same._in == fresh._in
+        # the edges up the file it keeps are those a fresh read notes
+        assert same._upward is None or sorted(same._upward) == sorted(fresh._upward)
+    # the nodes to rewrite found from the upward edges, or by reading every node: the same
+    g = make()
+    g._upward = None
+    assert _model(uncloned(g)[0]) == _model(copy)
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem if "deadness" in str(p) else p.parts[-4])
