@@ -44,6 +44,17 @@ def _with_clones() -> Graph:
     ])
 
 
+def _with_clones_last() -> Graph:
+    """:func:`_with_clones` with the clones after every other node, where TF appends them (the
+    nodes to rewrite are then found from the edges up the file)."""
+    g = _with_clones()
+    order = [n for n in g.nodes if "/clone_" not in n] + [n for n in g.nodes if "/clone_" in n]
+    gd = protos.GraphDef()
+    for name in order:
+        gd.node.add().CopyFrom(g.nodes[name].nodedef)
+    return Graph(gd)
+
+
 def _reference_in_edges(graph: Graph) -> dict[str, list[tuple]]:
     """The edges parsed from the NodeDefs, one at a time (what Graph.__init__ always did)."""
     out = {}
@@ -93,7 +104,7 @@ _CLONED = [ROOT / "fixtures" / "versions" / "fft64" / "tf2.21" / "dumps" / "mark
            "mark_for_compilation.pbtxt"]
 
 
-@pytest.mark.parametrize("make", [_with_clones] + [lambda p=p: _load(p) for p in _CLONED])
+@pytest.mark.parametrize("make", [_with_clones, _with_clones_last] + [lambda p=p: _load(p) for p in _CLONED])
 def test_uncloned_in_place_is_the_copy(make):
     # the CLI's route (cluster_graph(own=True)): the graph itself becomes the uncloned one
     copy, removed = uncloned(make())
