@@ -194,3 +194,18 @@ def test_sampled_corpus_graphs_written_as_when_every_node_is_rebuilt(corpus):
 @pytest.mark.slow
 def test_every_corpus_graph_written_as_when_every_node_is_rebuilt(corpus):
     _corpus_check(corpus, every=1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_edited_graphs())
+def test_a_second_fixup_adds_the_edges_a_full_one_adds(tg):
+    # fixup_source_and_sink_edges looks only at the nodes that can have lost their last in- or
+    # out-edge since the last call (issue 25): the same edges, in the same order, as a full pass
+    import copy
+
+    a, b = copy.deepcopy(tg), copy.deepcopy(tg)
+    b._since_fixup = None  # (every node looked at)
+    a.fixup_source_and_sink_edges()
+    b.fixup_source_and_sink_edges()
+    assert [(e.id, e.src, e.src_output, e.dst, e.dst_input) for e in a.edges()] == \
+        [(e.id, e.src, e.src_output, e.dst, e.dst_input) for e in b.edges()]

@@ -126,6 +126,9 @@ class TfGraph:
         # for the listed nodes; see rewired()
         self._as_read: tuple[int, set[int]] | None = None
         self._removed_into: set[int] = set()  # the destinations of removed edges
+        # after fixup_source_and_sink_edges: (node count then, the ends of the edges removed since)
+        self._fixup_nodes = 0
+        self._since_fixup: list[int] | None = None
         self._read_from = None  # (GraphDef, node count) from_graph read the nodes from, in id order
         # per op node id - 2 of the nodes read from a GraphDef, their op and attrs as read
         # (Graph.attr_keys, set by the pipeline for a graph load() read for it): mark memoizes
@@ -166,6 +169,9 @@ class TfGraph:
         del self.nodes[e.dst].in_edges[e.id]
         self.edges_by_id[e.id] = None
         self._removed_into.add(e.dst)
+        if self._since_fixup is not None:
+            self._since_fixup.append(e.src)
+            self._since_fixup.append(e.dst)
 
     def remove_node(self, nid: int) -> None:
         n = self.nodes[nid]
@@ -175,11 +181,22 @@ class TfGraph:
         self.nodes[nid] = None
 
     def fixup_source_and_sink_edges(self) -> None:
-        """Link every parentless node to ``_SOURCE`` and every childless node to ``_SINK``."""
+        """Link every parentless node to ``_SOURCE`` and every childless node to ``_SINK``.
+
+        After a first call, the next looks at the nodes that can have lost their last in- or
+        out-edge since (the ends of the edges removed since, the nodes added since), in id
+        order: every other node still has the edges the first call left it, so the edges made
+        are the same, in the same order."""
         nodes = self.nodes
         edges = self.edges_by_id
         source, sink = nodes[SOURCE_ID], nodes[SINK_ID]
-        for n in list(nodes):
+        since = self._since_fixup
+        if since is None:
+            todo = list(nodes)
+        else:
+            todo = [nodes[i] for i in sorted(set(since).union(range(self._fixup_nodes, len(nodes))))]
+        self._fixup_nodes, self._since_fixup = len(nodes), []
+        for n in todo:
             if n is None:
                 continue
             nid = n.id
