@@ -291,11 +291,19 @@ def node_records(cr, later=None, mark_labels=None) -> dict[str, NodeRecord]:
         mark_labels = _mark_labels(mark)
     out: dict[str, NodeRecord] = {}
     decisions, groups = mark.decisions, mark.groups
+    names: dict[bytes, str] = {}  # each cluster name decoded once
     for n in cr.graph.op_nodes():
         name, nd = n.name, n.nodedef
         av = nd.attr.get(CLUSTER_ATTR)  # (get: no entry added)
-        out[name] = NodeRecord(name, n.op, nd.device, None if av is None else av.s.decode(), mark_labels.get(name),
-                               decisions.get(name, gd), later.get(name, []), groups.get(name))
+        if av is not None:
+            raw = av.s
+            cluster = names.get(raw)
+            if cluster is None:
+                cluster = names[raw] = raw.decode()
+        else:
+            cluster = None
+        out[name] = NodeRecord(name, n.op, nd.device, cluster, mark_labels.get(name), decisions.get(name, gd),
+                               later.get(name, []), groups.get(name))
     return out
 
 

@@ -148,11 +148,14 @@ class TfGraph:
             self.by_name[node.name] = node.id
         return node
 
-    def add_node(self, nodedef) -> TfNode:
-        """Add a node for ``nodedef`` (not its inputs) with the next id."""
-        if nodedef.name in self.by_name:
-            raise GraphError(f"duplicate node name {nodedef.name!r}")
-        return self._add(TfNode(len(self.nodes), nodedef.name, nodedef.op, nodedef))
+    def add_node(self, nodedef, name: str | None = None, op: str | None = None) -> TfNode:
+        """Add a node for ``nodedef`` (not its inputs) with the next id. ``name``, ``op``: the
+        NodeDef's, where the caller has them already."""
+        if name is None:
+            name = nodedef.name
+        if name in self.by_name:
+            raise GraphError(f"duplicate node name {name!r}")
+        return self._add(TfNode(len(self.nodes), name, nodedef.op if op is None else op, nodedef))
 
     def add_edge(self, src: int, src_output: int, dst: int, dst_input: int) -> TfEdge:
         e = TfEdge(len(self.edges_by_id), src, src_output, dst, dst_input)

@@ -68,7 +68,7 @@ def clone_constants_for_better_clustering(g: TfGraph) -> list[str]:
             nd = protos.NodeDef()
             nd.CopyFrom(template)
             nd.name = name
-            clone = g.add_node(nd)
+            clone = g.add_node(nd, name, c.op)
             cid = clone.id
             # the clone's edges as g.add_edge makes them (inlined: thousands of clones)
             clone_in = clone.in_edges

@@ -839,11 +839,17 @@ class MarkForCompilation:
         nodes = self.g.nodes
         cluster_for = self.cluster_for
         cl = self.clusters_of
-        forwarded = self._forwarded
-        of = []  # each candidate's cluster after contraction (cluster_for, inlined)
+        of = []  # each candidate's cluster after contraction (cluster_for and _forwarded, inlined)
         for n in cands:
             c = cl[n.id]
-            of.append(c if c.fwd is None else forwarded(n.id))
+            if c.fwd is not None:
+                root = c.fwd
+                while root.fwd is not None:
+                    root = root.fwd
+                while c.fwd is not None and c.fwd is not root:  # (path compression, as _forwarded)
+                    c.fwd, c = root, c.fwd
+                cl[n.id] = c = root
+            of.append(c)
         declustered = set()
         for n, c in zip(cands, of):
             if n.op != "Fill":
