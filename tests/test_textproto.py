@@ -451,3 +451,22 @@ def test_serialized_pieces_as_bytes_are_the_texts_utf8(text):
     raw = list(print_serialized_pieces(data, protos.GraphDef, as_bytes=True))
     assert all(isinstance(t, bytes) for t in raw) and [t.encode() for t in texts] == raw
     assert text in "".join(texts)
+
+
+@pytest.mark.parametrize("text", [
+    'node {\n  name: "a"\n  op: "Const"\n}\n',  # the plain subset: the C reader
+    'node { name: "a" op: "Const" }  # one line, a comment: the Python readers',
+    'node {\n  name: "a"\n  op: Const\n}\n',  # not text format: text_format's error
+])
+def test_ascii_bytes_read_as_their_text(text):
+    # load() hands an ASCII file's bytes to the reader without decoding them (issue 25): the
+    # same message, or the same error, as its text
+    def outcome(t):
+        msg = protos.GraphDef()
+        try:
+            textproto.parse(t, msg)
+        except Exception as e:  # noqa: BLE001
+            return type(e).__name__, str(e)
+        return msg.SerializeToString(deterministic=True)
+
+    assert outcome(text.encode()) == outcome(text)

@@ -830,12 +830,21 @@ done:
 
 static PyObject *encode_lines(PyObject *self, PyObject *args) {
     PyObject *text, *fields, *scalar;
-    if (!PyArg_ParseTuple(args, "UO!O:encode_lines", &text, &PyDict_Type, &fields, &scalar)) return NULL;
+    if (!PyArg_ParseTuple(args, "OO!O:encode_lines", &text, &PyDict_Type, &fields, &scalar)) return NULL;
     Py_ssize_t n;
-    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
-    if (!s) { /* lone surrogates: Python's readers decide */
-        PyErr_Clear();
-        Py_RETURN_NONE;
+    const char *s;
+    if (PyBytes_Check(text)) { /* UTF-8 text as read from a file (the caller checked it) */
+        s = PyBytes_AS_STRING(text);
+        n = PyBytes_GET_SIZE(text);
+    } else if (PyUnicode_Check(text)) {
+        s = PyUnicode_AsUTF8AndSize(text, &n);
+        if (!s) { /* lone surrogates: Python's readers decide */
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    } else {
+        PyErr_SetString(PyExc_TypeError, "encode_lines: text must be str or bytes");
+        return NULL;
     }
     Buf b = {NULL, 0, 0};
     int r = encode(&b, s, n, fields, scalar);

@@ -249,7 +249,8 @@ def _too_deep(data: bytes, desc) -> bool:
 def _parse(msg, data: bytes, path: Path, text: bool, what: str):
     try:
         if text:
-            decoded = _decode_text(data, path, what)
+            # plain ASCII without NULs (most dumps) is its own text: read without decoding it
+            decoded = data if data.isascii() and b"\0" not in data else _decode_text(data, path, what)
             parse_cached(data, msg, lambda: textproto.parse(decoded, msg))
         else:
             msg.ParseFromString(data)

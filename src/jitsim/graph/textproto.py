@@ -300,7 +300,7 @@ def _c_fields(desc) -> dict | None:
     return table
 
 
-def _parse_c(text: str, message) -> bool:
+def _parse_c(text: str | bytes, message) -> bool:
     """The C reader; False when it hands the text back (nothing is left in ``message``)."""
     table = _c_fields(message.DESCRIPTOR)
     if table is None:
@@ -316,14 +316,17 @@ def _parse_c(text: str, message) -> bool:
     return True
 
 
-def parse(text: str, message):
-    """Fill ``message`` (a fresh message) from its text format; returns it.
+def parse(text: str | bytes, message):
+    """Fill ``message`` (a fresh message) from its text format; returns it. ``text`` may be
+    ASCII bytes (a file's content, read by the C reader without decoding it first).
 
     Text outside the plain subset TF writes is read by ``text_format.Parse`` instead, so the
     result (or the ``text_format.ParseError``) is always what ``text_format`` gives.
     """
     if _c is not None and _parse_c(text, message):
         return message
+    if isinstance(text, bytes):
+        text = text.decode("ascii")
     for items in (_line_items, _ITEM.findall):
         try:
             message.MergeFromString(_encode(items(text), message.DESCRIPTOR))
