@@ -49,6 +49,21 @@ def corpus_graphs(c: Corpus):
             yield run, g, d
 
 
+def clustering_inputs(c: Corpus, every: int = 1):
+    """(run, graph record, dump path) of every ``every``-th graph of the committed fixture runs
+    that has a clustering input dump (``before_clone…``, else ``before_mark…``)."""
+    k = 0
+    for run, g, d in corpus_graphs(c):
+        stage = next((s for s in ("before_clone_constants_for_better_clustering", "before_mark_for_compilation")
+                      if s in g["files"]), None)
+        if stage is None:
+            continue
+        k += 1
+        if k % every:
+            continue
+        yield run, g, d / "dumps" / g["files"][stage]
+
+
 def before_mark_tfgraphs(c: Corpus):
     """(run name, dump file name, TfGraph) for every ``before_mark_for_compilation`` dump of
     every committed fixture run (the pass's input as TF had it; not validated)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import corpus_graphs, need_c_extension
+from conftest import clustering_inputs, need_c_extension
 
 from jitsim.graph.io import read_graphdef, to_text
 from jitsim.graph.model import Graph, read_node_facts
@@ -45,16 +45,8 @@ def _result(path, keys: bool):
 
 def _corpus_check(corpus, every: int) -> None:
     need_c_extension("jitsim.graph._fasttext")
-    k = used = 0
-    for run, g, d in corpus_graphs(corpus):
-        stage = next((s for s in ("before_clone_constants_for_better_clustering", "before_mark_for_compilation")
-                      if s in g["files"]), None)
-        if stage is None:
-            continue
-        k += 1
-        if k % every:
-            continue
-        path = d / "dumps" / g["files"][stage]
+    used = 0
+    for run, g, path in clustering_inputs(corpus, every):
         with_keys, had_keys = _result(path, True)
         without, had_none = _result(path, False)
         assert with_keys == without, (run, g["id"])

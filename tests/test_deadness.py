@@ -721,7 +721,7 @@ def _corpus_all_alive_check(corpus, monkeypatch, every: int) -> None:
     # Every `every`-th graph of the fixtures corpus clustered with the shortcut and without it
     # (the analysis on every graph): the same result; and wherever the shortcut answered, the
     # full analysis of that graph gives #true to every output.
-    from conftest import corpus_graphs
+    from conftest import clustering_inputs
 
     from jitsim.analyses import deadness
     from jitsim.errors import JitsimError
@@ -743,16 +743,7 @@ def _corpus_all_alive_check(corpus, monkeypatch, every: int) -> None:
         return got
 
     monkeypatch.setattr(deadness, "all_alive", checked)
-    k = 0
-    for run, g, d in corpus_graphs(corpus):
-        stage = next((s for s in ("before_clone_constants_for_better_clustering", "before_mark_for_compilation")
-                      if s in g["files"]), None)
-        if stage is None:
-            continue
-        k += 1
-        if k % every:
-            continue
-        path = d / "dumps" / g["files"][stage]
+    for run, g, path in clustering_inputs(corpus, every):
         results = []
         for shortcut in (True, False):
             monkeypatch.setattr(mfc, "USE_ALL_ALIVE", shortcut)

@@ -157,7 +157,7 @@ def test_records_cut_from_the_graphdef_as_read():
 
 
 def _corpus_check(corpus, every: int) -> None:
-    from conftest import corpus_graphs
+    from conftest import clustering_inputs
 
     from jitsim.errors import JitsimError
     from jitsim.graph.io import read_graphdef
@@ -165,16 +165,8 @@ def _corpus_check(corpus, every: int) -> None:
     from jitsim.passes.pipeline import cluster_graph
 
     options = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
-    k = checked = 0
-    for run, g, d in corpus_graphs(corpus):
-        stage = next((s for s in ("before_clone_constants_for_better_clustering", "before_mark_for_compilation")
-                      if s in g["files"]), None)
-        if stage is None:
-            continue
-        k += 1
-        if k % every:
-            continue
-        path = d / "dumps" / g["files"][stage]
+    checked = 0
+    for run, g, path in clustering_inputs(corpus, every):
         try:
             cr = cluster_graph(Graph(read_graphdef(path), source=str(path), validate=False), options)
         except JitsimError:

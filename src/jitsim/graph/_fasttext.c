@@ -902,17 +902,24 @@ static PyObject *record_cuts(PyObject *self, PyObject *args) {
     return cuts;
 }
 
-/* node_keys(data) -> list[bytes] | None: for a serialized GraphDef, per node (field 1) in order,
- * its record less the fields that name this node and its neighbours (name 1, input 3, device 4,
- * experimental_debug_info 6): the op, the attrs and any other field, as they are on the wire.
- * Two nodes with equal keys have the same op and attrs (as serialized). None: not well-formed. */
-static PyObject *node_keys(PyObject *self, PyObject *args) {
+/* node_facts(data, names_and_inputs) -> (names, inputs, keys) | None: for a serialized GraphDef,
+ * per node (field 1) in order: its name (field 1: the last one, as protobuf reads it) and its
+ * inputs (field 3), as str (None for both unless names_and_inputs); and its key, the record less
+ * the fields that name the node and its neighbours (name 1, input 3, device 4,
+ * experimental_debug_info 6): the op, the attrs and any other field, as on the wire. What reading
+ * ``name`` and ``input`` of each node of the parsed message gives, without making an object per
+ * node; two nodes with equal keys have the same op and attrs (as serialized). None: not
+ * well-formed, or a string that is not UTF-8. */
+static PyObject *node_facts(PyObject *self, PyObject *args) {
     Py_buffer data;
-    if (!PyArg_ParseTuple(args, "y*:node_keys", &data)) return NULL;
+    int want_strings = 1;
+    if (!PyArg_ParseTuple(args, "y*|p:node_facts", &data, &want_strings)) return NULL;
     const unsigned char *p = data.buf, *end = p + data.len;
-    PyObject *out = PyList_New(0);
+    PyObject *names = want_strings ? PyList_New(0) : Py_NewRef(Py_None);
+    PyObject *inputs = want_strings ? PyList_New(0) : Py_NewRef(Py_None);
+    PyObject *keys = PyList_New(0), *out = NULL;
     Buf b = {NULL, 0, 0};
-    int bad = out ? 0 : -1;
+    int bad = (names && inputs && keys) ? 0 : -1;
     while (!bad && p < end) {
         uint64_t tag, len;
         if (read_varint(&p, end, &tag) < 0) { bad = 1; break; }
@@ -923,57 +930,15 @@ static PyObject *node_keys(PyObject *self, PyObject *args) {
         if (read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p)) { bad = 1; break; }
         const unsigned char *q = p, *qe = p + len;
         p = qe;
+        PyObject *name = NULL, *ins = want_strings ? PyList_New(0) : NULL;
+        if (want_strings && !ins) { bad = -1; break; }
         b.n = 0;
         while (q < qe) {
             const unsigned char *field = q;
-            uint64_t t;
-            if (read_varint(&q, qe, &t) < 0 || skip_field(&q, qe, (int)(t & 7)) < 0) { bad = 1; break; }
-            uint64_t fn = t >> 3;
-            if (fn == 1 || fn == 3 || fn == 4 || fn == 6) continue;
-            if (buf_put(&b, (const char *)field, q - field) < 0) { bad = -1; break; }
-        }
-        if (bad) break;
-        PyObject *key = PyBytes_FromStringAndSize(b.p ? b.p : "", b.n);
-        if (!key || PyList_Append(out, key) < 0) bad = -1;
-        Py_XDECREF(key);
-    }
-    PyBuffer_Release(&data);
-    PyMem_Free(b.p);
-    if (bad) {
-        Py_XDECREF(out);
-        if (bad < 0) return NULL;
-        Py_RETURN_NONE;
-    }
-    return out;
-}
-
-/* wire_nodes(data) -> (names, inputs) | None: for a serialized GraphDef, per node (field 1) in
- * order, its name (field 1: the last one, as protobuf reads it) and its inputs (field 3), as str.
- * What reading ``node.name`` and ``node.input`` of each node of the parsed message gives, without
- * making a message object per node. None: not well-formed, or a string that is not UTF-8. */
-static PyObject *wire_nodes(PyObject *self, PyObject *args) {
-    Py_buffer data;
-    if (!PyArg_ParseTuple(args, "y*:wire_nodes", &data)) return NULL;
-    const unsigned char *p = data.buf, *end = p + data.len;
-    PyObject *names = PyList_New(0), *inputs = PyList_New(0), *out = NULL;
-    int bad = (names && inputs) ? 0 : -1;
-    while (!bad && p < end) {
-        uint64_t tag, len;
-        if (read_varint(&p, end, &tag) < 0) { bad = 1; break; }
-        if (tag != ((1 << 3) | 2)) {
-            if (skip_field(&p, end, (int)(tag & 7)) < 0) bad = 1;
-            continue;
-        }
-        if (read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p)) { bad = 1; break; }
-        const unsigned char *q = p, *qe = p + len;
-        p = qe;
-        PyObject *name = NULL, *ins = PyList_New(0);
-        if (!ins) { bad = -1; break; }
-        while (q < qe) {
             uint64_t t, n;
             if (read_varint(&q, qe, &t) < 0) { bad = 1; break; }
             uint64_t fn = t >> 3;
-            if ((fn == 1 || fn == 3) && (t & 7) == 2) {
+            if (want_strings && (fn == 1 || fn == 3) && (t & 7) == 2) {
                 if (read_varint(&q, qe, &n) < 0 || n > (uint64_t)(qe - q)) { bad = 1; break; }
                 PyObject *str = PyUnicode_DecodeUTF8((const char *)q, (Py_ssize_t)n, "strict");
                 q += n;
@@ -989,20 +954,30 @@ static PyObject *wire_nodes(PyObject *self, PyObject *args) {
                     Py_DECREF(str);
                     if (r < 0) { bad = -1; break; }
                 }
-            } else if (skip_field(&q, qe, (int)(t & 7)) < 0) {
-                bad = 1;
-                break;
+                continue;
             }
+            if (skip_field(&q, qe, (int)(t & 7)) < 0) { bad = 1; break; }
+            if (fn == 1 || fn == 3 || fn == 4 || fn == 6) continue;
+            if (buf_put(&b, (const char *)field, q - field) < 0) { bad = -1; break; }
         }
-        if (!bad && !name) name = PyUnicode_FromStringAndSize("", 0);
-        if (!bad && (!name || PyList_Append(names, name) < 0 || PyList_Append(inputs, ins) < 0)) bad = -1;
+        if (!bad && want_strings) {
+            if (!name) name = PyUnicode_FromStringAndSize("", 0);
+            if (!name || PyList_Append(names, name) < 0 || PyList_Append(inputs, ins) < 0) bad = -1;
+        }
         Py_XDECREF(name);
-        Py_DECREF(ins);
+        Py_XDECREF(ins);
+        if (!bad) {
+            PyObject *key = PyBytes_FromStringAndSize(b.p ? b.p : "", b.n);
+            if (!key || PyList_Append(keys, key) < 0) bad = -1;
+            Py_XDECREF(key);
+        }
     }
     PyBuffer_Release(&data);
-    if (!bad) out = PyTuple_Pack(2, names, inputs);
+    PyMem_Free(b.p);
+    if (!bad) out = PyTuple_Pack(3, names, inputs, keys);
     Py_XDECREF(names);
     Py_XDECREF(inputs);
+    Py_XDECREF(keys);
     if (bad > 0) Py_RETURN_NONE;
     return out;
 }
@@ -1014,10 +989,8 @@ static PyMethodDef methods[] = {
      "print_wire(data, plan) -> str | None: the text format of a message's wire bytes."},
     {"record_cuts", record_cuts, METH_VARARGS,
      "record_cuts(data, target) -> list[int] | None: offsets cutting wire bytes into runs of whole records."},
-    {"wire_nodes", wire_nodes, METH_VARARGS,
-     "wire_nodes(data) -> (names, inputs) | None: per node of a serialized GraphDef, its name and inputs."},
-    {"node_keys", node_keys, METH_VARARGS,
-     "node_keys(data) -> list[bytes] | None: per node of a serialized GraphDef, its op and attrs as on the wire."},
+    {"node_facts", node_facts, METH_VARARGS,
+     "node_facts(data[, names_and_inputs]) -> (names, inputs, keys) | None: per node of a serialized GraphDef."},
     {"encode_lines", encode_lines, METH_VARARGS,
      "encode_lines(text, fields, scalar) -> bytes | None: wire bytes of one-item-a-line text."},
     {NULL, NULL, 0, NULL}};

@@ -218,7 +218,7 @@ def _in_edges(graphdef, names: list[str], nodes: dict, source,
     return _EdgeIndex(ins, unwritten, upward, multi_control)
 
 
-_text_c = _load_accel("jitsim.graph._fasttext")  # (wire_nodes, node_keys; None: read node by node)
+_text_c = _load_accel("jitsim.graph._fasttext")  # (its node_facts; None: read node by node)
 
 
 class NodeFacts(NamedTuple):
@@ -242,11 +242,10 @@ def read_node_facts(graphdef) -> NodeFacts | None:
         data = graphdef.SerializeToString(deterministic=True)
     except Exception:
         return None
-    read = _text_c.wire_nodes(data)
-    keys = _text_c.node_keys(data)
-    if read is None or keys is None or len(keys) != len(graphdef.node) or len(read[0]) != len(keys):
+    read = _text_c.node_facts(data)
+    if read is None or len(read[2]) != len(graphdef.node):
         return None
-    return NodeFacts(read[0], read[1], keys)
+    return NodeFacts(*read)
 
 
 class Graph:

@@ -195,15 +195,15 @@ _text_c = load_accel("jitsim.graph._fasttext")
 def _attr_keys(gd) -> list[bytes] | None:
     """Per node of ``gd``, in order, its op and attrs as serialized (deterministically: map
     entries by key), the fields that name it and its neighbours left out (C extension's
-    ``node_keys``); None without the extension, or for a GraphDef over protobuf's 2 GiB."""
+    ``node_facts``); None without the extension, or for a GraphDef over protobuf's 2 GiB."""
     if _text_c is None:
         return None
     try:
         data = gd.SerializeToString(deterministic=True)
     except Exception:  # (too big to serialize: no keys, every node checked)
         return None
-    keys = _text_c.node_keys(data)
-    return keys if keys is not None and len(keys) == len(gd.node) else None
+    read = _text_c.node_facts(data, False)
+    return read[2] if read is not None and len(read[2]) == len(gd.node) else None
 
 
 def _declared_attrs(op: str, fns: dict, op_def, cache: dict) -> dict[str, tuple]:
