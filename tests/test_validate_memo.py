@@ -1,7 +1,7 @@
 """check_nodes makes the checks that read only a node's op and attrs once per distinct pair
 (issue 25: a ResNet-50 step has 898 of them among 12.6k nodes). The checks of a node's own name,
 inputs and device still run for every node, so a graph is refused with the same line, naming the
-same node, as when every node is checked in full (``validate._text_c = None``: the route without
+same node, as when every node is checked in full (``model._text_c = None``: the route without
 the C extension)."""
 
 from __future__ import annotations
@@ -16,22 +16,22 @@ from conftest import need_c_extension
 from graphs import graph_of
 
 from jitsim.errors import GraphError
-from jitsim.graph import validate
+from jitsim.graph import model, validate
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 F32, I32 = 1, 3
 
 
 def _outcome(g, memo: bool) -> str:
-    saved = validate._text_c
+    saved = model._text_c
     if not memo:
-        validate._text_c = None
+        model._text_c = None
     try:
         validate.check_nodes(g, "g.pbtxt")
     except GraphError as e:
         return str(e)
     finally:
-        validate._text_c = saved
+        model._text_c = saved
     return "ok"
 
 

@@ -232,17 +232,18 @@ class NodeFacts(NamedTuple):
     keys: list[bytes]
 
 
-def read_node_facts(graphdef) -> NodeFacts | None:
+def read_node_facts(graphdef, *, keys_only: bool = False) -> NodeFacts | None:
     """:class:`NodeFacts` of ``graphdef``, read in C from one serialization of it (reading the
     fields node by node from the message makes a Python object per node and per string); None
-    without the C extension, or where the GraphDef does not serialize (over 2 GiB)."""
+    without the C extension, or where the GraphDef does not serialize (over 2 GiB).
+    ``keys_only``: the keys alone (names and inputs None)."""
     if _text_c is None:
         return None
     try:
         data = graphdef.SerializeToString(deterministic=True)
     except Exception:
         return None
-    read = _text_c.node_facts(data)
+    read = _text_c.node_facts(data, not keys_only)
     if read is None or len(read[2]) != len(graphdef.node):
         return None
     return NodeFacts(*read)
@@ -305,12 +306,33 @@ class Graph:
         else:
             self._in_store, self._unwritten, self._upward, self._multi_control = index
 
+    def set_edge_index(self, in_edges: dict[str, list[Edge]], unwritten: set[str],
+                       upward: list[tuple[str, str]] | None = None) -> None:
+        """Take ``in_edges`` (node name -> edges, as :meth:`in_edges` gives them) as the edge
+        index, known already by a caller that changed the graph (:meth:`derived`'s arguments)."""
+        self._index(_EdgeIndex(in_edges, unwritten, upward, None))
+        self._out = None
+        self._nx = None
+
     @property
     def unwritten_inputs(self) -> set[str]:
         """The nodes whose NodeDef ``input`` differs from what TF would write for their in-edges
         (:func:`_in_edges`): where a writer must rebuild it even if the edges did not change."""
         self._in  # (made with the edge index)
         return self._unwritten
+
+    @property
+    def upward_edges(self) -> list[tuple[str, str]] | None:
+        """The edges ``(src, dst)`` whose source is not above its destination in the file, where
+        the edge index noted them (None: not known, every edge must be read)."""
+        self._in  # (made with the edge index)
+        return self._upward
+
+    @property
+    def multi_control(self) -> set[str] | None:
+        """The nodes with two control inputs or more, where the edge index noted them."""
+        self._in
+        return self._multi_control
 
     def release_edges(self) -> None:
         """Drop the edge index (and the views made from it) until it is asked for again: a
@@ -344,10 +366,8 @@ class Graph:
         g.collections = {}
         g.signature_io = None
         g.nodes = {name: Node(nd, i) for i, (name, nd) in enumerate(zip(names, graphdef.node))}
-        g._index(_EdgeIndex(in_edges, unwritten, upward, None))  # (upward None: not known, read all)
+        g.set_edge_index(in_edges, unwritten, upward)
         g.attr_keys = None
-        g._out = None
-        g._nx = None
         return g
 
     @classmethod
@@ -445,16 +465,12 @@ class Graph:
         # a node nothing enters), so the edges a cycle could use all go down the file: no cycle
         ins = self._in
         nodes = self.nodes
-        upward = self._upward  # (the edges that do not go down the file, found with the edges)
-        if upward is not None:
-            if all(not ins[src] or nodes[src].nodedef.op in NEXT_ITERATION_OPS for src, _ in upward):
-                return
-            nexts = {name for name, n in nodes.items() if n.nodedef.op in NEXT_ITERATION_OPS}
-        else:
-            nexts = {name for name, n in nodes.items() if n.nodedef.op in NEXT_ITERATION_OPS}
-            pos = {name: n.index for name, n in nodes.items()}
-            if all(pos[e.src] < pos[dst] or e.src in nexts or not ins[e.src] for dst, lst in ins.items() for e in lst):
-                return
+        upward = self.upward_edges
+        if upward is None:  # (not noted with the edges: found now)
+            upward = [(e.src, dst) for dst, lst in ins.items() for e in lst if nodes[e.src].index >= nodes[dst].index]
+        if all(not ins[src] or nodes[src].nodedef.op in NEXT_ITERATION_OPS for src, _ in upward):
+            return
+        nexts = {name for name, n in nodes.items() if n.nodedef.op in NEXT_ITERATION_OPS}
         indeg = dict.fromkeys(self.nodes, 0)
         succ: dict[str, list[str]] = {n: [] for n in self.nodes}
         for dst, lst in self._in.items():  # the edges in self.edges() order, each op read once

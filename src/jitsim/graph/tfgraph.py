@@ -291,6 +291,11 @@ class TfGraph:
                 return e
         return None
 
+    @property
+    def nodes_read(self) -> int:
+        """How many of the first op nodes were read from a GraphDef's nodes (:meth:`from_graph`), in order."""
+        return self._read_from[1] if self._read_from is not None else 0
+
     def rewired(self) -> set[int] | None:
         """The ids of the nodes whose NodeDef ``input`` may differ from what :meth:`_inputs`
         writes from their in-edges now; None: unknown (every node may). Known for a graph read
@@ -528,8 +533,7 @@ def is_rebuilt_graph(graph: Graph) -> bool:
             got = later[name] = _added_after_construction(nodes[name].op, name, nodes)
         return got
 
-    graph._in  # (the edge index, with the edges up the file where its builder noted them)
-    upward = graph._upward
+    upward = graph.upward_edges
     pairs = upward if upward is not None else ((e.src, e.dst) for e in graph.edges())
     for s, d in pairs:
         src = nodes[s]

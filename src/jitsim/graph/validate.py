@@ -21,11 +21,10 @@ from __future__ import annotations
 import re
 import warnings
 
-from jitsim.accel import load as load_accel
 from jitsim.errors import GraphError, JitsimWarning
 from jitsim.registry import current_tf_version, op_def, op_defs, protos
 from jitsim.graph.functions import called_functions
-from jitsim.graph.model import CONTROL, parse_input
+from jitsim.graph.model import CONTROL, parse_input, read_node_facts
 
 # graph_constructor.cc's IsValidNodeName: a first character of [A-Za-z0-9.] ('_' too where
 # internal ops are allowed, as in function graphs and TF's own dumps), then
@@ -78,8 +77,10 @@ def check_nodes(graph, source=None, facts=None) -> None:
     indexed = []  # (node, data input naming an output index), in node and input order
     # per node, its op and attrs as serialized (None: no C extension): the checks that read only
     # those are made once per distinct pair (a graph has a few hundred among thousands of nodes)
-    keys = facts.keys if facts is not None else _attr_keys(gd)
-    names_read = facts.names if facts is not None else None
+    if facts is None:
+        facts = read_node_facts(gd, keys_only=True)
+    keys = facts.keys if facts is not None else None
+    names_read = facts.names if facts is not None else None  # (None: read from the NodeDefs)
     inputs_read = facts.inputs if facts is not None else None
     passed: dict[bytes, tuple] = {}  # key -> (op has a signature, its input count, its output count)
     for i, nd in enumerate(gd.node):
@@ -105,69 +106,57 @@ def check_nodes(graph, source=None, facts=None) -> None:
                 if ":" in ref:
                     indexed.append((nd, ref))
         key = keys[i] if keys is not None else None
+        # a node with the op and attrs of one that passed: the checks that read only those are
+        # not made again (the checks of its own inputs and device are, in the same order)
         seen = passed.get(key) if key is not None else None
-        if seen is not None:
-            # a node with this op and these attrs passed every check that reads only them: the
-            # checks of this node's own inputs and device remain, in the same order
-            has_sig, n_in, count = seen
-            if op in _CALL_OPS:
-                callee = _called_fn(nd, fns)
-                if callee is not None:
-                    _check_call_counts(nd, fns[callee], source)
-            elif op in _IF_OPS:
-                _check_branch_counts(nd, fns, source)
-            device = nd.device
-            if device and device not in good_devices:
-                if parse_device_name(device) is None:
-                    raise GraphError(f"{_where(nd)}: malformed device {device!r} ({_DEVICE_EXAMPLE})", source)
-                good_devices.add(device)
-            if has_sig:
-                if n_in is not None and have != n_in:
-                    raise GraphError(f"{_where(nd)}: {have} data input{'s' if have != 1 else ''} given, but the op "
-                                     f"takes {n_in} with these attrs", source)
-                n_out[name] = count
-            continue
-        decl = declared.get(op)
-        if decl is None:
-            decl = _declared_attrs(op, fns, op_def, declared)
-        attrs = nd.attr
-        check_attrs(nd, decl, _where, source)
-        if not internal and "_class" in attrs:
-            for loc in attrs["_class"].list.s:
-                if loc.startswith(b"loc:@") and loc[5:].decode(errors="replace") not in names:
-                    raise GraphError(f"{_where(nd)}: attr '_class' colocates it with {loc[5:].decode(errors='replace')!r}"
-                                     ", which the graph does not have", source)
+        if seen is None:
+            decl = declared.get(op)
+            if decl is None:
+                decl = _declared_attrs(op, fns, op_def, declared)
+            attrs = nd.attr
+            check_attrs(nd, decl, _where, source)
+            if not internal and "_class" in attrs:
+                for loc in attrs["_class"].list.s:
+                    if loc.startswith(b"loc:@") and loc[5:].decode(errors="replace") not in names:
+                        raise GraphError(f"{_where(nd)}: attr '_class' colocates it with "
+                                         f"{loc[5:].decode(errors='replace')!r}, which the graph does not have", source)
         callee = _called_fn(nd, fns) if op in _CALL_OPS else None
         if callee is not None:
             _check_call_counts(nd, fns[callee], source)
         elif op in _IF_OPS:
             _check_branch_counts(nd, fns, source)
-        elif op in _CONST_OPS:
+        elif op in _CONST_OPS and seen is None:
             _check_const_dtype(nd, source)
         device = nd.device
         if device and device not in good_devices:
             if parse_device_name(device) is None:
                 raise GraphError(f"{_where(nd)}: malformed device {device!r} ({_DEVICE_EXAMPLE})", source)
             good_devices.add(device)
-        facts = ops.get(op)
-        if facts is None:
-            facts = ops[op] = _op_facts(op, fns, op_def)
-        od, sig, required, fixed_in, fixed_out = facts
-        if required:
-            for a in required:
-                if a not in attrs:
-                    raise GraphError(f"{_where(nd)}: missing attr {a!r}, which the op requires (no default)",
-                                     source)
-        n_in = count = None
-        if sig is not None:
-            n_in = fixed_in if fixed_in is not None else _arg_count(nd, sig.input_arg, od, "input", source)
+        if seen is None:
+            facts_of = ops.get(op)
+            if facts_of is None:
+                facts_of = ops[op] = _op_facts(op, fns, op_def)
+            od, sig, required, fixed_in, fixed_out = facts_of
+            if required:
+                for a in required:
+                    if a not in attrs:
+                        raise GraphError(f"{_where(nd)}: missing attr {a!r}, which the op requires (no default)",
+                                         source)
+            has_sig = sig is not None
+            n_in = count = None
+            if has_sig:
+                n_in = fixed_in if fixed_in is not None else _arg_count(nd, sig.input_arg, od, "input", source)
+        else:
+            has_sig, n_in, count = seen
+        if has_sig:
             if n_in is not None and have != n_in:
                 raise GraphError(f"{_where(nd)}: {have} data input{'s' if have != 1 else ''} given, but the op takes "
                                  f"{n_in} with these attrs", source)
-            count = n_out[name] = fixed_out if fixed_out is not None else _arg_count(nd, sig.output_arg, od,
-                                                                                      "output", source)
-        if key is not None:
-            passed[key] = (sig is not None, n_in, count)
+            if seen is None:
+                count = fixed_out if fixed_out is not None else _arg_count(nd, sig.output_arg, od, "output", source)
+            n_out[name] = count
+        if seen is None and key is not None:
+            passed[key] = (has_sig, n_in, count)
     _check_recursion(fns, source)
     _check_called_bodies(gd, fns, op_def, declared, source)
     # an input naming an output the op lacks; a plain name is output 0, refused only by an op
@@ -187,23 +176,6 @@ def check_nodes(graph, source=None, facts=None) -> None:
             has = "no outputs" if count == 0 else f"{count} output{'s' if count != 1 else ''} (0..{count - 1})"
             raise GraphError(f"{_where(nd)}: input {ref!r} names output {slot} of {src!r}, but {op} has "
                              f"{has}", source)
-
-
-_text_c = load_accel("jitsim.graph._fasttext")
-
-
-def _attr_keys(gd) -> list[bytes] | None:
-    """Per node of ``gd``, in order, its op and attrs as serialized (deterministically: map
-    entries by key), the fields that name it and its neighbours left out (C extension's
-    ``node_facts``); None without the extension, or for a GraphDef over protobuf's 2 GiB."""
-    if _text_c is None:
-        return None
-    try:
-        data = gd.SerializeToString(deterministic=True)
-    except Exception:  # (too big to serialize: no keys, every node checked)
-        return None
-    read = _text_c.node_facts(data, False)
-    return read[2] if read is not None and len(read[2]) == len(gd.node) else None
 
 
 def _declared_attrs(op: str, fns: dict, op_def, cache: dict) -> dict[str, tuple]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from jitsim.errors import GraphError
 from jitsim.registry import protos
-from jitsim.graph.model import CONTROL, Edge, Graph, _EdgeIndex, parse_input
+from jitsim.graph.model import CONTROL, Edge, Graph, parse_input
 from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfEdge, TfGraph, TfNode
 
 INPLACE_OPS = ("InplaceUpdate", "InplaceAdd", "InplaceSub")
@@ -134,7 +134,7 @@ def uncloned(graph: Graph, *, in_place: bool = False) -> tuple[Graph, list[str]]
     # control input; else its inputs rewritten (a clone's name -> its original's, a repeated
     # control input dropped), in the NodeDef and in the edges alike
     kept = [name for name in nodes if name not in clones]  # the model keeps its nodes in index order
-    upward, multi = graph._upward, graph._multi_control
+    upward, multi = graph.upward_edges, graph.multi_control
     if upward is not None and multi is not None and len(runs) == 1 and runs[0][1] == len(nodes):
         # the clones are the last nodes (as TF appends them), so every edge from one goes up the
         # file: the nodes that read a clone are among the upward edges' ends; with those that
@@ -202,8 +202,7 @@ def uncloned(graph: Graph, *, in_place: bool = False) -> tuple[Graph, list[str]]
             del nodes[name]
         for i in range(first, len(kept)):
             nodes[kept[i]].index = i
-        graph.release_edges()
-        graph._index(_EdgeIndex(new_in, unwritten, new_upward, None))
+        graph.set_edge_index(new_in, unwritten, new_upward)
         return graph, sorted(clones)
     return Graph.derived(gd, kept, new_in, unwritten, source=graph.source, upward=new_upward), sorted(clones)
 

@@ -839,17 +839,11 @@ class MarkForCompilation:
         nodes = self.g.nodes
         cluster_for = self.cluster_for
         cl = self.clusters_of
-        of = []  # each candidate's cluster after contraction (cluster_for and _forwarded, inlined)
+        forwarded = self._forwarded
+        of = []  # each candidate's cluster after contraction (cluster_for, inlined)
         for n in cands:
             c = cl[n.id]
-            if c.fwd is not None:
-                root = c.fwd
-                while root.fwd is not None:
-                    root = root.fwd
-                while c.fwd is not None and c.fwd is not root:  # (path compression, as _forwarded)
-                    c.fwd, c = root, c.fwd
-                cl[n.id] = c = root
-            of.append(c)
+            of.append(c if c.fwd is None else forwarded(n.id))
         declustered = set()
         for n, c in zip(cands, of):
             if n.op != "Fill":

@@ -213,7 +213,7 @@ def _cluster_graph(graph: Graph, options: Options, state: ProcessState, timed, o
     if own and keys is not None:
         # the caller's own graph, as load() read it: each node's op-and-attrs key still holds
         # (the TfGraph holds them for mark, which drops them)
-        if tg._read_from is not None and tg._read_from[1] == len(keys):
+        if tg.nodes_read == len(keys):
             tg.read_attr_keys = keys
         g.attr_keys = None
     # the passes read the TfGraph only: the Graph models' edge indexes (rebuilt if asked for
