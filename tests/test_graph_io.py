@@ -1,5 +1,7 @@
 """Graph model and readers/writers: round trips, and one clear error per kind of bad input."""
 
+from pathlib import Path
+
 import pytest
 from google.protobuf import text_format
 
@@ -254,3 +256,81 @@ def test_tfgraph_node_inputs_from_edges_in_any_order():
     assert tg._inputs(m) == ["b:1"]
     tg.add_edge(b, 0, m.id, 5)  # two data edges, slots 0 and 5: slot 5 is past them, left out
     assert tg._inputs(m) == ["b:1"]
+
+
+# -- writing beside the report (issue 25) -----------------------------------------------------
+
+def _in_background(monkeypatch):
+    """start_write's thread, also where this process may use only one CPU."""
+    from jitsim.files import output
+
+    monkeypatch.setattr(output, "several_cpus", lambda: True)
+
+
+def test_started_write_goes_in_place_at_finish(tmp_path, monkeypatch):
+    from jitsim.files.output import start_write
+
+    _in_background(monkeypatch)
+    out = tmp_path / "out.pbtxt"
+    out.write_bytes(b"old\n")
+    w = start_write(out, iter([b"node {\n", b"}\n"]), background=True)
+    assert w._writing.in_thread  # (the path under test)
+    w._writing.wait()
+    assert out.read_bytes() == b"old\n"  # written, not in place yet
+    w.finish()
+    assert out.read_bytes() == b"node {\n}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.pbtxt"]
+
+
+def test_started_write_discarded_or_failed_leaves_the_old_file(tmp_path, monkeypatch):
+    from jitsim.errors import JitsimError
+    from jitsim.files.output import start_write
+
+    _in_background(monkeypatch)
+    out = tmp_path / "out.pbtxt"
+    out.write_bytes(b"old\n")
+    w = start_write(out, iter([b"new\n"]), background=True)
+    w.discard()
+    w.finish()  # (nothing after discard)
+    assert out.read_bytes() == b"old\n"
+
+    def broken():
+        yield b"node {\n"
+        raise RuntimeError("printer failed")
+
+    w = start_write(out, broken(), background=True)
+    with pytest.raises(RuntimeError, match="printer failed"):
+        w.finish()
+    assert out.read_bytes() == b"old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.pbtxt"]
+    # a path that cannot be written is refused at the start, before any work
+    with pytest.raises(JitsimError, match="missing"):
+        start_write(tmp_path / "missing" / "out.pbtxt", iter([b"x"]), background=True)
+
+
+def test_cluster_that_fails_after_its_write_began_writes_nothing(tmp_path, monkeypatch):
+    # `cluster -o` starts writing the marked graph before it builds its report; when the
+    # report fails, the output is not put in place and no temporary file stays behind.
+    from jitsim import cli
+    from jitsim.explain import clustering
+    from jitsim.graph import io
+
+    _in_background(monkeypatch)
+    begun = []
+    real_start = io.save_started
+    monkeypatch.setattr(io, "save_started", lambda *a: begun.append(real_start(*a)) or begun[-1])
+    graph = Path(__file__).resolve().parents[1] / "examples" / "mnist_softmax" / \
+        "before_clone_constants_for_better_clustering.pbtxt"
+
+    def broken(res):
+        raise RuntimeError("report failed")
+
+    monkeypatch.setattr(clustering, "node_records", broken)
+    with pytest.raises(RuntimeError, match="report failed"):
+        cli.cmd_cluster(cli.build_parser("cluster").parse_args(["cluster", str(graph), "-o", str(tmp_path / "o.pbtxt")]))
+    assert list(tmp_path.iterdir()) == []
+    assert len(begun) == 1 and begun[0]._done  # it had begun (and was discarded)
+    monkeypatch.undo()
+    _in_background(monkeypatch)
+    cli.cmd_cluster(cli.build_parser("cluster").parse_args(["cluster", str(graph), "-o", str(tmp_path / "o.pbtxt")]))
+    assert [p.name for p in tmp_path.iterdir()] == ["o.pbtxt"]

@@ -520,3 +520,56 @@ def test_c_insertion_matches_python_on_wide_windows(seed):
         results.append((stop, _state(g)))
     assert results[0][0] == len(edges) - 1
     assert results[0] == results[1]
+
+
+# -- the insertion beside the caller's Python (issue 25) -------------------------------------
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_edge_sequences())
+def test_started_insertion_is_with_edges(seq):
+    # with_edges_started runs the C insertion in another thread (here on graphs of any size):
+    # the same ranks, sequences and stopping edge as with_edges.
+    n, edges = seq
+    want_g, want_stop = GraphCycles.with_edges(n, edges)
+    saved = (GraphCycles.BACKGROUND_MIN_EDGES, graphcycles.several_cpus)
+    GraphCycles.BACKGROUND_MIN_EDGES = 0
+    graphcycles.several_cpus = lambda: True
+    try:
+        started = GraphCycles.with_edges_started(n, edges)
+    finally:
+        GraphCycles.BACKGROUND_MIN_EDGES, graphcycles.several_cpus = saved
+    if graphcycles._c is not None:
+        assert started.in_thread  # (the path under test)
+    got_g, got_stop = started.result()
+    assert got_stop == want_stop
+    assert _state(got_g) == _state(want_g)
+
+
+def test_started_insertion_hands_on_the_threads_error(monkeypatch):
+    def broken(cls, n, edges):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(GraphCycles, "BACKGROUND_MIN_EDGES", 0)
+    monkeypatch.setattr(graphcycles, "several_cpus", lambda: True)
+    monkeypatch.setattr(GraphCycles, "with_edges", classmethod(broken))
+    started = GraphCycles.with_edges_started(3, [(0, 1)])
+    started.wait()  # (waits, raises nothing)
+    with pytest.raises(MemoryError, match="no room"):
+        started.result()
+
+
+def test_c_insertion_reads_a_malformed_edge_only_when_it_gets_there():
+    # The C insertion reads every edge before it inserts any (then without the GIL); a
+    # malformed edge still fails only where edge-by-edge insertion would meet it: after an
+    # edge that closes a cycle, nothing is read any more.
+    need_c_extension("jitsim.analyses._fastcycles")
+    c = graphcycles._c
+    fresh = lambda n: ([*range(n)], [[] for _ in range(n)], [[] for _ in range(n)])  # noqa: E731
+    stop, rank, _, _ = c.insert_edges(*fresh(3), [(0, 1), (1, 0), (7, 1)])
+    assert stop == 1 and rank == [0, 1, 2]
+    stop, _, _, _ = c.insert_edges(*fresh(3), [(0, 1), (2, 2), "not an edge"])
+    assert stop == 1
+    with pytest.raises(IndexError):
+        c.insert_edges(*fresh(3), [(0, 1), (1, 2), (7, 1)])
+    with pytest.raises(TypeError):
+        c.insert_edges(*fresh(3), [(0, 1), (1,)])

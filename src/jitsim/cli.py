@@ -271,10 +271,15 @@ def _print_graph_report(con, rep: dict, records: dict, top: int) -> None:
         con.print(t)
 
 
+# `cluster -o` writes graphs of up to this many nodes in another thread while it makes its report
+# (their binary pieces held meanwhile; bigger ones are written after, a piece at a time)
+BACKGROUND_WRITE_MAX_NODES = 250_000
+
+
 def cmd_cluster(args) -> int:
     from jitsim.explain.clustering import node_records
     from jitsim.frontend.resolve import pass_inputs, target_kind
-    from jitsim.graph.io import save
+    from jitsim.graph.io import save, save_started
     from jitsim.passes.mark_for_compilation import ProcessState
     from jitsim.passes.pipeline import cluster_graph
 
@@ -292,6 +297,7 @@ def cmd_cluster(args) -> int:
     def capture_progress(elapsed, ndumps):
         _progress_line(f"TensorFlow running the call (fuel 0): {elapsed:.0f} s, {ndumps} dump files")
 
+    one_file = None  # the marked graph's write, begun as soon as its graph is clustered
     try:
         pin = pass_inputs(path, flags=choice.flags.text, tf=args.tf, signature=args.signature, device=args.device,
                           input_stage=args.input_stage, progress=capture_progress, fetch=args.fetch, feed=args.feed,
@@ -299,6 +305,8 @@ def cmd_cluster(args) -> int:
         version, version_reason = _tf_version_choice(args, pin.main_graph, path)
         options = replace(options, tf_version=version, tf_version_reason=version_reason,
                           op_libraries=tuple(pin.op_libraries))
+        out = Path(args.output) if args.output is not None else None
+        writes_one = out is not None and not _is_dir(out) and (len(pin.graphs) == 1 or pin.route.method == "tf-capture")
         reports = []
         results = []
         records_of = []
@@ -308,18 +316,25 @@ def cmd_cluster(args) -> int:
             res = cluster_graph(g, replace(options, input_stage=stage), state, own=True)
             if i == pin.main:
                 res.notes[:0] = pin.notes
+                if writes_one and len(res.graph.nodes) <= BACKGROUND_WRITE_MAX_NODES:
+                    # its pieces made here, then printed and written beside the reports
+                    one_file = save_started(list(res.serialized_pieces()), out)
             records = node_records(res)
             reports.append(_graph_report(label + (" (the call)" if i == pin.main and len(pin.graphs) > 1 else ""), res,
                                          records, nodes=args.format == "json"))
             results.append(res)
             records_of.append(records)
+        if one_file is not None:
+            one_file.finish()
+        elif writes_one:  # a big graph: written piece by piece (not all its pieces held at once)
+            save(results[pin.main].serialized_pieces(), out)
     finally:
+        if one_file is not None:
+            one_file.discard()  # (nothing after finish(): kept where the command failed before)
         _progress_done()
     written = []
     if args.output is not None:
-        out = Path(args.output)
-        if not _is_dir(out) and (len(results) == 1 or pin.route.method == "tf-capture"):
-            save(results[pin.main].serialized_pieces(), out)
+        if writes_one:
             n = len(results[pin.main].clusters)
             written.append((out, f"the marked graph, {n} cluster{'' if n == 1 else 's'}"))
         else:

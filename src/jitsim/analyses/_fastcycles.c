@@ -31,18 +31,28 @@ typedef struct {
     Py_ssize_t n, cap;
 } Vec;
 
-static int vec_push(Vec *a, int32_t x) {
+/* Every buffer of this module comes from the raw allocator: the insertion loop of insert_edges
+ * runs without the GIL (another thread's Python goes on meanwhile). */
+
+/* Append x; -1 when out of memory, without a Python error (callable without the GIL). */
+static inline int vec_push_nogil(Vec *a, int32_t x) {
     if (a->n == a->cap) {
         Py_ssize_t cap = a->cap ? 2 * a->cap : 4;
-        int32_t *v = PyMem_Realloc(a->v, cap * sizeof(int32_t));
-        if (!v) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        int32_t *v = PyMem_RawRealloc(a->v, cap * sizeof(int32_t));
+        if (!v) return -1;
         a->v = v;
         a->cap = cap;
     }
     a->v[a->n++] = x;
+    return 0;
+}
+
+/* vec_push_nogil with MemoryError set on failure (the GIL held). */
+static int vec_push(Vec *a, int32_t x) {
+    if (vec_push_nogil(a, x) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
     return 0;
 }
 
@@ -107,11 +117,8 @@ static inline size_t edge_hash(uint64_t k) {
 static int es_init(EdgeSet *s, size_t expected) {
     size_t cap = 64;
     while (cap < expected * 2) cap <<= 1;
-    s->slot = PyMem_Calloc(cap, sizeof(uint64_t));
-    if (!s->slot) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    s->slot = PyMem_RawCalloc(cap, sizeof(uint64_t));
+    if (!s->slot) return -1; /* (no Python error: see vec_push_nogil) */
     s->mask = cap - 1;
     s->used = 0;
     return 0;
@@ -124,7 +131,7 @@ static int es_grow(EdgeSet *s) {
     if (es_init(&t, (s->mask + 1)) < 0) return -1;
     for (size_t i = 0; i <= s->mask; i++)
         if (s->slot[i]) es_add(&t, s->slot[i]);
-    PyMem_Free(s->slot);
+    PyMem_RawFree(s->slot);
     *s = t;
     return 0;
 }
@@ -144,17 +151,17 @@ static int es_add(EdgeSet *s, uint64_t k) {
 /* ----------------------------------------------------------------- sorting by rank */
 
 /* Sort nodes by rank (ranks are distinct). Keys (rank << 32 | node), radix-sorted on the rank
- * bits for long runs, insertion sort for short ones. */
+ * bits for long runs, insertion sort for short ones. -1: out of memory (no Python error set). */
 static int sort_by_rank(int32_t *nodes, Py_ssize_t k, const int32_t *rank, int rank_bits,
                         uint64_t **tmp_a, uint64_t **tmp_b, Py_ssize_t *tmp_cap) {
     if (k < 2) return 0;
     if (*tmp_cap < k) {
         Py_ssize_t cap = k * 2;
-        uint64_t *a = PyMem_Realloc(*tmp_a, cap * sizeof(uint64_t));
-        if (!a) { PyErr_NoMemory(); return -1; }
+        uint64_t *a = PyMem_RawRealloc(*tmp_a, cap * sizeof(uint64_t));
+        if (!a) return -1; /* (no Python error: see vec_push_nogil) */
         *tmp_a = a;
-        uint64_t *b = PyMem_Realloc(*tmp_b, cap * sizeof(uint64_t));
-        if (!b) { PyErr_NoMemory(); return -1; }
+        uint64_t *b = PyMem_RawRealloc(*tmp_b, cap * sizeof(uint64_t));
+        if (!b) return -1;
         *tmp_b = b;
         *tmp_cap = cap;
     }
@@ -169,7 +176,7 @@ static int sort_by_rank(int32_t *nodes, Py_ssize_t k, const int32_t *rank, int r
         }
     } else {
         enum { BITS = 11, RADIX = 1 << BITS };
-        static Py_ssize_t count[RADIX];
+        Py_ssize_t count[RADIX]; /* (not static: two threads may sort at once) */
         for (int shift = 32; shift < 32 + rank_bits; shift += BITS) {
             memset(count, 0, sizeof count);
             for (Py_ssize_t i = 0; i < k; i++) count[(a[i] >> shift) & (RADIX - 1)]++;
@@ -225,7 +232,7 @@ static Py_ssize_t ce_ints_n;
 static int ce_int_cache(Py_ssize_t n) {
     if (n > CE_INT_CACHE_MAX) n = CE_INT_CACHE_MAX;
     if (n <= ce_ints_n) return 0;
-    PyObject **c = PyMem_Realloc(ce_ints, n * sizeof(PyObject *));
+    PyObject **c = PyMem_RawRealloc(ce_ints, n * sizeof(PyObject *));
     if (!c) { PyErr_NoMemory(); return -1; }
     ce_ints = c;
     for (; ce_ints_n < n; ce_ints_n++) {
@@ -292,16 +299,17 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
     if (!edges) return NULL;
 
     PyObject *result = NULL, *stop = NULL;
-    int32_t *rank = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
-    uint8_t *visited = PyMem_Calloc(n ? n : 1, 1);
-    Vec *outs = PyMem_Calloc(n ? n : 1, sizeof(Vec));
-    Vec *ins = PyMem_Calloc(n ? n : 1, sizeof(Vec));
+    int32_t *rank = PyMem_RawMalloc((n ? n : 1) * sizeof(int32_t));
+    uint8_t *visited = PyMem_RawCalloc(n ? n : 1, 1);
+    Vec *outs = PyMem_RawCalloc(n ? n : 1, sizeof(Vec));
+    Vec *ins = PyMem_RawCalloc(n ? n : 1, sizeof(Vec));
     Vec stack = {0}, deltaf = {0}, deltab = {0};
     int32_t *merged = NULL;
     Py_ssize_t merged_cap = 0;
     uint64_t *ta = NULL, *tb = NULL;
     Py_ssize_t tcap = 0;
     EdgeSet es = {0};
+    int32_t *ex = NULL, *ey = NULL;
     if (!rank || !visited || !outs || !ins) {
         PyErr_NoMemory();
         goto done;
@@ -314,11 +322,17 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
 
     Py_ssize_t m = PySequence_Fast_GET_SIZE(edges), existing = 0;
     for (Py_ssize_t v = 0; v < n; v++) existing += outs[v].n;
-    if (es_init(&es, (size_t)(existing + m + 16)) < 0) goto done;
+    if (es_init(&es, (size_t)(existing + m + 16)) < 0) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t v = 0; v < n; v++)
         for (Py_ssize_t i = 0; i < outs[v].n; i++)
-            if (es_add(&es, edge_key((int32_t)v, outs[v].v[i])) < 0) goto done;
+            if (es_add(&es, edge_key((int32_t)v, outs[v].v[i])) < 0) { PyErr_NoMemory(); goto done; }
 
+    /* the edges as C ints, read under the GIL; a malformed edge at index `limit` raises its
+     * error only if the insertion gets there (as when each edge was read in its turn) */
+    ex = PyMem_RawMalloc((m ? m : 1) * sizeof(int32_t));
+    ey = PyMem_RawMalloc((m ? m : 1) * sizeof(int32_t));
+    if (!ex || !ey) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t limit = m;
     PyObject **items = PySequence_Fast_ITEMS(edges);
     for (Py_ssize_t i = 0; i < m; i++) {
         PyObject *pair = items[i];
@@ -331,75 +345,92 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
             py = PyList_GET_ITEM(pair, 1);
         } else {
             PyErr_SetString(PyExc_TypeError, "insert_edges: an edge must be an (x, y) pair");
-            goto done;
+            limit = i;
+            break;
         }
         long xl = PyLong_AsLong(px), yl = PyLong_AsLong(py);
-        if (PyErr_Occurred()) goto done;
+        if (PyErr_Occurred()) { limit = i; break; }
         if (xl < 0 || xl >= n || yl < 0 || yl >= n) {
             PyErr_SetString(PyExc_IndexError, "insert_edges: node id out of range");
-            goto done;
+            limit = i;
+            break;
         }
-        int32_t x = (int32_t)xl, y = (int32_t)yl;
+        ex[i] = (int32_t)xl;
+        ey[i] = (int32_t)yl;
+    }
+    PyObject *pending_type = NULL, *pending_value = NULL, *pending_tb = NULL;
+    if (limit < m) PyErr_Fetch(&pending_type, &pending_value, &pending_tb);
+
+    /* the insertion itself touches no Python object: other threads run meanwhile */
+    Py_ssize_t stopped = limit; /* the edge that stopped it (limit: none did); -1: no memory */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < limit; i++) {
+        int32_t x = ex[i], y = ey[i];
         if (x == y) {
-            stop = PyLong_FromSsize_t(i);
+            stopped = i;
             break;
         }
         int added = es_add(&es, edge_key(x, y));
-        if (added < 0) goto done;
+        if (added < 0) { stopped = -1; break; }
         if (!added) continue; /* already there */
-        if (vec_push(&outs[x], y) < 0 || vec_push(&ins[y], x) < 0) goto done;
+        if (vec_push_nogil(&outs[x], y) < 0 || vec_push_nogil(&ins[y], x) < 0) { stopped = -1; break; }
         int32_t rx = rank[x], ry = rank[y];
         if (rx <= ry) continue;
 
         /* forward: from y through ranks < rx; meeting x closes a cycle */
-        int cycle = 0;
+        int cycle = 0, nomem = 0;
         deltaf.n = 0;
         stack.n = 0;
-        if (vec_push(&stack, y) < 0) goto done;
+        if (vec_push_nogil(&stack, y) < 0) { stopped = -1; break; }
         while (stack.n) {
             int32_t u = stack.v[--stack.n];
             if (visited[u]) continue;
             visited[u] = 1;
-            if (vec_push(&deltaf, u) < 0) goto done;
+            if (vec_push_nogil(&deltaf, u) < 0) { nomem = 1; break; }
             const Vec *o = &outs[u];
             for (Py_ssize_t j = 0; j < o->n; j++) {
                 int32_t w = o->v[j];
                 if (w == x) { cycle = 1; break; }
-                if (rank[w] < rx && !visited[w] && vec_push(&stack, w) < 0) goto done;
+                if (rank[w] < rx && !visited[w] && vec_push_nogil(&stack, w) < 0) { nomem = 1; break; }
             }
-            if (cycle) break;
+            if (cycle || nomem) break;
         }
+        if (nomem) { stopped = -1; break; }
         if (cycle) {
             for (Py_ssize_t j = 0; j < deltaf.n; j++) visited[deltaf.v[j]] = 0;
             outs[x].n--; /* the edge was appended last to both sequences */
             ins[y].n--;
-            stop = PyLong_FromSsize_t(i);
+            stopped = i;
             break;
         }
         /* backward: from x through ranks > ry, skipping what the forward search marked */
         deltab.n = 0;
         stack.n = 0;
-        if (vec_push(&stack, x) < 0) goto done;
+        if (vec_push_nogil(&stack, x) < 0) { stopped = -1; break; }
         while (stack.n) {
             int32_t u = stack.v[--stack.n];
             if (visited[u]) continue;
             visited[u] = 1;
-            if (vec_push(&deltab, u) < 0) goto done;
+            if (vec_push_nogil(&deltab, u) < 0) { nomem = 1; break; }
             const Vec *in = &ins[u];
             for (Py_ssize_t j = 0; j < in->n; j++) {
                 int32_t w = in->v[j];
-                if (rank[w] > ry && !visited[w] && vec_push(&stack, w) < 0) goto done;
+                if (rank[w] > ry && !visited[w] && vec_push_nogil(&stack, w) < 0) { nomem = 1; break; }
             }
+            if (nomem) break;
         }
+        if (nomem) { stopped = -1; break; }
         /* re-deal: deltab then deltaf, each in old-rank order, take the sorted union of ranks */
         if (sort_by_rank(deltab.v, deltab.n, rank, rank_bits, &ta, &tb, &tcap) < 0 ||
-            sort_by_rank(deltaf.v, deltaf.n, rank, rank_bits, &ta, &tb, &tcap) < 0)
-            goto done;
+            sort_by_rank(deltaf.v, deltaf.n, rank, rank_bits, &ta, &tb, &tcap) < 0) {
+            stopped = -1;
+            break;
+        }
         Py_ssize_t kb = deltab.n, kf = deltaf.n, k = kb + kf;
         if (merged_cap < k) {
             Py_ssize_t cap = 2 * k;
-            int32_t *nm = PyMem_Realloc(merged, cap * sizeof(int32_t));
-            if (!nm) { PyErr_NoMemory(); goto done; }
+            int32_t *nm = PyMem_RawRealloc(merged, cap * sizeof(int32_t));
+            if (!nm) { stopped = -1; break; }
             merged = nm;
             merged_cap = cap;
         }
@@ -418,6 +449,21 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
             visited[deltaf.v[j]] = 0;
             rank[deltaf.v[j]] = merged[kb + j];
         }
+    }
+    Py_END_ALLOW_THREADS
+    if (stopped < 0) {
+        Py_XDECREF(pending_type); Py_XDECREF(pending_value); Py_XDECREF(pending_tb);
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (stopped == limit && limit < m) { /* it got to the malformed edge */
+        PyErr_Restore(pending_type, pending_value, pending_tb);
+        goto done;
+    }
+    Py_XDECREF(pending_type); Py_XDECREF(pending_value); Py_XDECREF(pending_tb);
+    if (stopped < m) {
+        stop = PyLong_FromSsize_t(stopped);
+        if (!stop) goto done;
     }
     if (PyErr_Occurred()) goto done;
     if (!stop) stop = Py_NewRef(Py_None);
@@ -451,19 +497,21 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
 done:
     Py_XDECREF(stop);
     Py_DECREF(edges);
-    if (outs) for (Py_ssize_t v = 0; v < n; v++) PyMem_Free(outs[v].v);
-    if (ins) for (Py_ssize_t v = 0; v < n; v++) PyMem_Free(ins[v].v);
-    PyMem_Free(outs);
-    PyMem_Free(ins);
-    PyMem_Free(rank);
-    PyMem_Free(visited);
-    PyMem_Free(stack.v);
-    PyMem_Free(deltaf.v);
-    PyMem_Free(deltab.v);
-    PyMem_Free(merged);
-    PyMem_Free(ta);
-    PyMem_Free(tb);
-    PyMem_Free(es.slot);
+    if (outs) for (Py_ssize_t v = 0; v < n; v++) PyMem_RawFree(outs[v].v);
+    if (ins) for (Py_ssize_t v = 0; v < n; v++) PyMem_RawFree(ins[v].v);
+    PyMem_RawFree(outs);
+    PyMem_RawFree(ins);
+    PyMem_RawFree(rank);
+    PyMem_RawFree(visited);
+    PyMem_RawFree(stack.v);
+    PyMem_RawFree(deltaf.v);
+    PyMem_RawFree(deltab.v);
+    PyMem_RawFree(merged);
+    PyMem_RawFree(ta);
+    PyMem_RawFree(tb);
+    PyMem_RawFree(es.slot);
+    PyMem_RawFree(ex);
+    PyMem_RawFree(ey);
     return result;
 }
 
@@ -491,7 +539,7 @@ static int csr_load(PyObject *lists, Py_ssize_t n, Csr *c) {
         PyErr_SetString(PyExc_ValueError, "clone_batch: one sequence per node expected");
         return -1;
     }
-    c->off = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
+    c->off = PyMem_RawMalloc((n + 1) * sizeof(Py_ssize_t));
     if (!c->off) { PyErr_NoMemory(); return -1; }
     c->off[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -499,7 +547,7 @@ static int csr_load(PyObject *lists, Py_ssize_t n, Csr *c) {
         if (!PyList_Check(l)) { PyErr_SetString(PyExc_TypeError, "clone_batch: sequences are lists"); return -1; }
         c->off[i + 1] = c->off[i] + PyList_GET_SIZE(l);
     }
-    c->val = PyMem_Malloc((c->off[n] ? c->off[n] : 1) * sizeof(int32_t));
+    c->val = PyMem_RawMalloc((c->off[n] ? c->off[n] : 1) * sizeof(int32_t));
     if (!c->val) { PyErr_NoMemory(); return -1; }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *l = PyList_GET_ITEM(lists, i);
@@ -566,19 +614,19 @@ static PyObject *clone_batch(PyObject *self, PyObject *args) {
     Vec stack = {NULL, 0, 0}, heap = {NULL, 0, 0}, runs = {NULL, 0, 0};
     Py_ssize_t done = 0;
 
-    R = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
-    tx = PyMem_Malloc((T ? T : 1) * sizeof(int32_t));
-    ty = PyMem_Malloc((T ? T : 1) * sizeof(int32_t));
-    pos = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
-    node_at = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
-    seq = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
-    fen = PyMem_Calloc(n + 1, sizeof(int32_t));
-    latest = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
-    maxpred = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
-    placed = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
-    nond = PyMem_Calloc(n ? n : 1, sizeof(int32_t));
-    isclone = PyMem_Calloc(n ? n : 1, 1);
-    held = PyMem_Calloc(n ? n : 1, 1);
+    R = PyMem_RawMalloc((n ? n : 1) * sizeof(int32_t));
+    tx = PyMem_RawMalloc((T ? T : 1) * sizeof(int32_t));
+    ty = PyMem_RawMalloc((T ? T : 1) * sizeof(int32_t));
+    pos = PyMem_RawMalloc((n ? n : 1) * sizeof(int32_t));
+    node_at = PyMem_RawMalloc((n ? n : 1) * sizeof(int32_t));
+    seq = PyMem_RawMalloc((n ? n : 1) * sizeof(int32_t));
+    fen = PyMem_RawCalloc(n + 1, sizeof(int32_t));
+    latest = PyMem_RawMalloc((n ? n : 1) * sizeof(int32_t));
+    maxpred = PyMem_RawMalloc((n ? n : 1) * sizeof(int32_t));
+    placed = PyMem_RawMalloc((n ? n : 1) * sizeof(int32_t));
+    nond = PyMem_RawCalloc(n ? n : 1, sizeof(int32_t));
+    isclone = PyMem_RawCalloc(n ? n : 1, 1);
+    held = PyMem_RawCalloc(n ? n : 1, 1);
     if (!R || !tx || !ty || !pos || !node_at || !seq || !fen || !latest || !maxpred || !placed || !nond || !isclone ||
         !held) {
         PyErr_NoMemory();
@@ -661,8 +709,8 @@ static PyObject *clone_batch(PyObject *self, PyObject *args) {
                 if (R[in.val[j]] > maxpred[v]) maxpred[v] = R[in.val[j]];
     Py_ssize_t size = 1;
     while (size < (k ? k : 1)) size *= 2;
-    tree = PyMem_Malloc(2 * size * sizeof(int32_t));
-    seen = PyMem_Calloc(size, sizeof(int32_t));
+    tree = PyMem_RawMalloc(2 * size * sizeof(int32_t));
+    seen = PyMem_RawCalloc(size, sizeof(int32_t));
     if (!tree || !seen) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; i < size; i++) tree[size + i] = i < k ? latest[seq[i]] : INT32_MAX;
     for (Py_ssize_t i = size - 1; i > 0; i--) tree[i] = tree[2 * i] < tree[2 * i + 1] ? tree[2 * i] : tree[2 * i + 1];
@@ -792,11 +840,11 @@ static PyObject *clone_batch(PyObject *self, PyObject *args) {
         }
     }
 done:
-    PyMem_Free(out.off); PyMem_Free(out.val); PyMem_Free(in.off); PyMem_Free(in.val);
-    PyMem_Free(R); PyMem_Free(tx); PyMem_Free(ty); PyMem_Free(pos); PyMem_Free(node_at); PyMem_Free(seq);
-    PyMem_Free(fen); PyMem_Free(latest); PyMem_Free(tree); PyMem_Free(maxpred); PyMem_Free(placed);
-    PyMem_Free(seen); PyMem_Free(nond); PyMem_Free(isclone); PyMem_Free(held);
-    PyMem_Free(stack.v); PyMem_Free(heap.v); PyMem_Free(runs.v);
+    PyMem_RawFree(out.off); PyMem_RawFree(out.val); PyMem_RawFree(in.off); PyMem_RawFree(in.val);
+    PyMem_RawFree(R); PyMem_RawFree(tx); PyMem_RawFree(ty); PyMem_RawFree(pos); PyMem_RawFree(node_at); PyMem_RawFree(seq);
+    PyMem_RawFree(fen); PyMem_RawFree(latest); PyMem_RawFree(tree); PyMem_RawFree(maxpred); PyMem_RawFree(placed);
+    PyMem_RawFree(seen); PyMem_RawFree(nond); PyMem_RawFree(isclone); PyMem_RawFree(held);
+    PyMem_RawFree(stack.v); PyMem_RawFree(heap.v); PyMem_RawFree(runs.v);
     return result;
 }
 
@@ -927,7 +975,7 @@ static int os_erase(PyObject *seq, PyObject *idx, int32_t v) {
 
 static int ce_reserve(Py_ssize_t n) {
     if (ce_visited_cap < n) {
-        uint8_t *v = PyMem_Realloc(ce_visited, n);
+        uint8_t *v = PyMem_RawRealloc(ce_visited, n);
         if (!v) { PyErr_NoMemory(); return -1; }
         memset(v + ce_visited_cap, 0, n - ce_visited_cap);
         ce_visited = v;
@@ -1004,7 +1052,7 @@ static int cmp_u64(const void *a, const void *b) {
 static int sort_nodes_by_rank(const CState *st, Vec *v, uint64_t **tmp, Py_ssize_t *cap) {
     if (v->n < 2) return 0;
     if (*cap < v->n) {
-        uint64_t *t = PyMem_Realloc(*tmp, v->n * 2 * sizeof(uint64_t));
+        uint64_t *t = PyMem_RawRealloc(*tmp, v->n * 2 * sizeof(uint64_t));
         if (!t) { PyErr_NoMemory(); return -1; }
         *tmp = t;
         *cap = v->n * 2;
@@ -1059,7 +1107,7 @@ static int insert_edge_c(const CState *st, int32_t x, int32_t y) {
         return -1;
     Py_ssize_t kb = ce_deltab.n, kf = ce_deltaf.n, k = kb + kf;
     if (ce_merged_cap < k) {
-        int32_t *m = PyMem_Realloc(ce_merged, 2 * k * sizeof(int32_t));
+        int32_t *m = PyMem_RawRealloc(ce_merged, 2 * k * sizeof(int32_t));
         if (!m) { PyErr_NoMemory(); return -1; }
         ce_merged = m;
         ce_merged_cap = 2 * k;

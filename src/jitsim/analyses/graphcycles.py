@@ -73,6 +73,7 @@ import itertools
 from typing import Any, Iterator
 
 from jitsim.accel import load
+from jitsim.beside import Started, several_cpus
 
 __all__ = ["OrderedSet", "GraphCycles", "UnionFind"]
 
@@ -168,6 +169,18 @@ class GraphCycles:
         g._visited = [False] * num_nodes
         g._out = g._in = None  # no sets yet: the first C insertion makes them
         return g, g.insert_edges(edges)
+
+    @classmethod
+    def with_edges_started(cls, num_nodes: int, edges) -> Started:
+        """:meth:`with_edges` begun: its result comes from the returned object's ``result()``.
+
+        Where the C extension inserts the edges and this process may run on more than one CPU,
+        the insertion runs in another thread: its edge-by-edge search holds no Python lock, so
+        the caller's Python goes on beside it (the mark pass finds its candidates meanwhile).
+        The result is :meth:`with_edges`' in every respect: the thread works on a graph of its
+        own and on ``edges`` (which the caller must not change until ``result()``)."""
+        thread = _c is not None and len(edges) >= cls.BACKGROUND_MIN_EDGES and several_cpus()
+        return Started(lambda: cls.with_edges(num_nodes, edges), thread=thread)
 
     # ------------------------------------------------------------------ nodes
 
@@ -367,6 +380,9 @@ class GraphCycles:
     CLONE_BATCH_COST_C = 16
     CLONE_BATCH_COST_PYTHON = 1  # (0: never give up on this ground)
     CLONE_BATCH_COST_C_BATCH = 1  # the C batch against the C edge-by-edge insertion
+    # :meth:`with_edges_started` uses another thread from this many edges on (below, the
+    # thread's start costs more than what runs beside it)
+    BACKGROUND_MIN_EDGES = 2048
 
     def insert_edges(self, edges) -> int | None:
         """``insert_edge`` on each ``(x, y)`` of ``edges`` in order, stopping at the first edge

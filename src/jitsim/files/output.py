@@ -41,9 +41,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from jitsim.beside import Started, several_cpus
 from jitsim.errors import JitsimError
 
-__all__ = ["check_output", "write_atomic", "destination", "output_directory", "temporary_directory", "cleanup",
+__all__ = ["check_output", "write_atomic", "start_write", "StartedWrite", "destination", "output_directory", "temporary_directory", "cleanup",
            "STDOUT_NAMES", "Destination", "wrote_line"]
 
 # names that mean "standard output" to jitsim (not a file to replace)
@@ -296,28 +297,52 @@ def write_atomic(path: Path | str, data: bytes | Iterable[bytes], *, durable: bo
     :class:`JitsimError` naming ``path``. ``data`` may come in pieces (an iterable of bytes,
     e.g. a big graph's text made piece by piece): a file gets them one at a time, standard
     output once all are made."""
-    dest = destination(path)
-    if not isinstance(data, (bytes, bytearray, memoryview)) and dest.kind in ("stdout", "null"):
-        data = b"".join(data)
-    if dest.kind == "stdout":
-        write_stdout(data)
-        return
-    if dest.kind == "null":
+    start_write(path, data, durable=durable).finish()
+
+
+def start_write(path: Path | str, data: bytes | Iterable[bytes], *, durable: bool = True,
+                background: bool = False) -> "StartedWrite":
+    """:func:`write_atomic` in two steps: the data goes to the temporary file now, and into
+    place at :meth:`StartedWrite.finish` (standard output and ``/dev/null`` get it then).
+
+    ``background``: a file's data is written by another thread, where this process may run on
+    more than one CPU, while the caller goes on (what pays where making the data gives up the
+    GIL: the C text printer does). ``data``'s pieces are then made in that thread: they must
+    not depend on what the caller changes meanwhile. A bad ``path`` is refused here, at once;
+    the writing's own failure comes from ``finish()``. A caller that fails before ``finish()``
+    calls :meth:`StartedWrite.discard` (``path`` stays as it was)."""
+    return StartedWrite(path, data, durable, background)
+
+
+class StartedWrite:
+    """A write begun by :func:`start_write`: :meth:`finish` puts it in place (or raises what
+    writing it raised), :meth:`discard` drops it; each waits for the writing thread, if any."""
+
+    def __init__(self, path: Path | str, data, durable: bool, background: bool) -> None:
+        self.path = path
+        self._dest = dest = destination(path)
+        self._data = data
+        self._tmp: str | None = None
+        self._writing: Started | None = None
+        self._done = False
+        if dest.kind in ("stdout", "null"):
+            return  # written at finish()
+        real = dest.real
         try:
-            with open(_DEV_NULL, "wb") as f:
-                f.write(data)
+            with _signals_deferred():
+                fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(real.name), dir=real.parent)
+                _register(tmp, False)
         except OSError as e:
             raise JitsimError(f"cannot write: {_problem(e)}", path) from None
-        return
-    real = dest.real
-    mode = dest.mode if dest.mode is not None else 0o666 & ~_umask()
-    try:
-        with _signals_deferred():
-            fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(real.name), dir=real.parent)
-            _register(tmp, False)
-    except OSError as e:
-        raise JitsimError(f"cannot write: {_problem(e)}", path) from None
-    try:
+        self._tmp = tmp
+        self._data = None
+        # (read here: reading the umask sets it for a moment, which another thread must not see)
+        mode = dest.mode if dest.mode is not None else 0o666 & ~_umask()
+        self._writing = Started(lambda: self._write(fd, data, durable, mode), thread=background and several_cpus())
+
+    def _write(self, fd: int, data, durable: bool, mode: int) -> None:
+        """The temporary file's contents."""
+        dest = self._dest
         with os.fdopen(fd, "wb") as f:
             if isinstance(data, (bytes, bytearray, memoryview)):
                 f.write(data)
@@ -333,17 +358,64 @@ def write_atomic(path: Path | str, data: bytes | Iterable[bytes], *, durable: bo
             os.fchmod(f.fileno(), mode)
             if durable:
                 os.fsync(f.fileno())
-        os.replace(tmp, real)
-        _forget(tmp)
-    except BaseException as e:
+
+    def finish(self) -> None:
+        """Put the data in place: the rename of the temporary file (or standard output's or
+        /dev/null's write); one :class:`JitsimError` naming the path when that or the writing
+        failed (the temporary file is then removed)."""
+        if self._done:
+            return
+        self._done = True
+        dest, path = self._dest, self.path
+        if dest.kind == "stdout":
+            data = self._data
+            self._data = None
+            write_stdout(data if isinstance(data, (bytes, bytearray, memoryview)) else b"".join(data))
+            return
+        if dest.kind == "null":
+            data = self._data
+            self._data = None
+            try:
+                with open(_DEV_NULL, "wb") as f:
+                    if isinstance(data, (bytes, bytearray, memoryview)):
+                        f.write(data)
+                    else:
+                        f.write(b"".join(data))
+            except OSError as e:
+                raise JitsimError(f"cannot write: {_problem(e)}", path) from None
+            return
+        tmp = self._tmp
+        try:
+            self._writing.result()
+            os.replace(tmp, dest.real)
+            _forget(tmp)
+        except BaseException as e:
+            self._remove_temp()
+            if isinstance(e, OSError):
+                raise JitsimError(f"cannot write: {_problem(e)}", path) from None
+            raise
+
+    def discard(self) -> None:
+        """Drop the write (after a failure elsewhere): the temporary file is removed once the
+        writing thread, if any, has ended; nothing happens after :meth:`finish`."""
+        if self._done:
+            return
+        self._done = True
+        self._data = None
+        if self._writing is not None:
+            self._writing.wait()
+        self._remove_temp()
+
+    def _remove_temp(self) -> None:
+        tmp = self._tmp
+        if tmp is None:
+            return
+        self._tmp = None
         try:
             os.unlink(tmp)
         except OSError:
             pass
         _forget(tmp)
-        if isinstance(e, OSError):
-            raise JitsimError(f"cannot write: {_problem(e)}", path) from None
-        raise
 
 
 @contextlib.contextmanager

@@ -32,20 +32,36 @@
 
 /* ----------------------------------------------------------------------------- buffer */
 
+/* A float or double the printer met without the GIL: its digits (from the plan's Python
+ * printer) go in at byte `at` of the text once the GIL is back. */
+typedef struct {
+    Py_ssize_t at;
+    double d;
+    PyObject *show; /* borrowed from the plan */
+} LateFloat;
+
 typedef struct {
     char *p;
     Py_ssize_t n, cap;
+    PyThreadState *released; /* the printer's thread state while it runs without the GIL */
+    int nomem;               /* out of memory without the GIL: MemoryError once it is taken again */
+    LateFloat *late;         /* (while released) the floats to print afterwards, in text order */
+    Py_ssize_t n_late, cap_late;
 } Buf;
+
+/* ERROR for "out of memory": MemoryError set, or noted where the GIL is not held. */
+static int buf_nomem(Buf *b) {
+    if (b->released) b->nomem = 1;
+    else PyErr_NoMemory();
+    return ERROR;
+}
 
 static int buf_reserve(Buf *b, Py_ssize_t extra) {
     if (b->n + extra <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 4096;
     while (cap < b->n + extra) cap *= 2;
-    char *p = PyMem_Realloc(b->p, cap);
-    if (!p) {
-        PyErr_NoMemory();
-        return ERROR;
-    }
+    char *p = PyMem_RawRealloc(b->p, cap); /* (raw: callable without the GIL) */
+    if (!p) return buf_nomem(b);
     b->p = p;
     b->cap = cap;
     return 0;
@@ -63,13 +79,6 @@ static inline int buf_indent(Buf *b, int depth) {
     memset(b->p + b->n, ' ', 2 * depth);
     b->n += 2 * depth;
     return 0;
-}
-
-static int buf_put_str(Buf *b, PyObject *s) { /* a Python str, as UTF-8 */
-    Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (!u) return ERROR;
-    return buf_put(b, u, n);
 }
 
 static int buf_put_bytesobj(Buf *b, PyObject *s) {
@@ -127,16 +136,56 @@ static const char *const print_kind_names[P_COUNT] = {
     "string", "bytes", "enum", "bool", "int32", "int64", "uint32", "uint64", "sint32",
     "sint64", "fixed32", "fixed64", "sfixed32", "sfixed64", "float", "double", "message", "map"};
 
-/* A field's spec: (name: bytes, kind: int, sub: list | None, names: dict | None,
- *                  show: callable | None, map: (key_spec, value_spec, zero_key, zero_value) | None) */
+/* A field's spec in a plan: (name: bytes, kind: int, sub: list | None, names: dict | None,
+ *                            show: callable | None, map: (key_spec, value_spec, zero_key, zero_value) | None).
+ * A plan (a list: the spec of field number i at i, None for no field) is compiled once into
+ * the C structs below (compiled_plan), so that the printer reads no Python object: it runs
+ * without the GIL, taking it back only to call a float's printer. */
+typedef struct CPlan CPlan;
+
 typedef struct {
-    const char *name;
+    long long number;
+    const char *name; /* UTF-8 of the plan's str (alive as long as the plan) */
+    Py_ssize_t len;
+} CEnum;
+
+typedef struct CSpec {
+    const char *name; /* the plan's bytes */
     Py_ssize_t name_len;
     int kind;
-    PyObject *sub, *names, *show, *map;
-} Spec;
+    int python_sub;         /* P_MSG: a message type Python prints (sub is None) */
+    CPlan *sub;             /* P_MSG: the message's plan */
+    CEnum *enums;           /* P_ENUM: the value names, sorted by number (NULL: numbers) */
+    Py_ssize_t n_enums;
+    PyObject *show;         /* P_FLOAT, P_DOUBLE: the printer (borrowed: the plan holds it) */
+    struct CSpec *key, *value; /* P_MAP */
+    int zero_key, zero_value, map_printable;
+} CSpec;
 
-static int spec_of(PyObject *t, Spec *s) {
+struct CPlan {
+    Py_ssize_t n;
+    CSpec **specs; /* NULL: no field of that number */
+    int ok;        /* compiled completely (0: its compilation failed, or is under way) */
+};
+
+/* compiled plans, kept for the life of the process with a reference to their plan (textproto
+ * makes one plan per message type and keeps it) */
+typedef struct {
+    PyObject *plan;
+    CPlan *c;
+} PlanEntry;
+static PlanEntry *plan_cache;
+static Py_ssize_t plan_cache_n, plan_cache_cap;
+
+static CPlan *compile_plan(PyObject *plan);
+
+static int enum_cmp(const void *a, const void *b) {
+    long long x = ((const CEnum *)a)->number, y = ((const CEnum *)b)->number;
+    return (x > y) - (x < y);
+}
+
+static int compile_spec(PyObject *t, CSpec *s) {
+    memset(s, 0, sizeof *s);
     if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 6) {
         PyErr_SetString(PyExc_TypeError, "print plan: a field spec must be a 6-tuple");
         return ERROR;
@@ -153,11 +202,109 @@ static int spec_of(PyObject *t, Spec *s) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "print plan: bad field kind");
         return ERROR;
     }
-    s->sub = PyTuple_GET_ITEM(t, 2);
-    s->names = PyTuple_GET_ITEM(t, 3);
-    s->show = PyTuple_GET_ITEM(t, 4);
-    s->map = PyTuple_GET_ITEM(t, 5);
+    PyObject *sub = PyTuple_GET_ITEM(t, 2), *names = PyTuple_GET_ITEM(t, 3);
+    PyObject *show = PyTuple_GET_ITEM(t, 4), *map = PyTuple_GET_ITEM(t, 5);
+    if (s->kind == P_MSG) {
+        if (sub == Py_None) {
+            s->python_sub = 1;
+        } else if (!(s->sub = compile_plan(sub))) {
+            return ERROR;
+        }
+    }
+    if (s->kind == P_ENUM && names != Py_None) {
+        if (!PyDict_Check(names)) {
+            PyErr_SetString(PyExc_TypeError, "print plan: enum names must be a dict");
+            return ERROR;
+        }
+        Py_ssize_t k = PyDict_GET_SIZE(names), pos = 0, i = 0;
+        s->enums = PyMem_RawMalloc((k ? k : 1) * sizeof(CEnum));
+        if (!s->enums) { PyErr_NoMemory(); return ERROR; }
+        PyObject *num, *nm;
+        while (PyDict_Next(names, &pos, &num, &nm)) {
+            if (!PyLong_Check(num) || !PyUnicode_Check(nm)) {
+                PyErr_SetString(PyExc_TypeError, "print plan: enum names must map int to str");
+                return ERROR;
+            }
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
+            if (overflow) continue; /* never read from a 32-bit enum field */
+            const char *u = PyUnicode_AsUTF8AndSize(nm, &s->enums[i].len);
+            if (!u) return ERROR;
+            s->enums[i].number = v;
+            s->enums[i].name = u;
+            i++;
+        }
+        s->n_enums = i;
+        qsort(s->enums, i, sizeof(CEnum), enum_cmp);
+    }
+    if (s->kind == P_FLOAT || s->kind == P_DOUBLE) s->show = show;
+    if (s->kind == P_MAP) {
+        if (!PyTuple_Check(map) || PyTuple_GET_SIZE(map) != 4) {
+            PyErr_SetString(PyExc_TypeError, "print plan: bad map spec");
+            return ERROR;
+        }
+        s->key = PyMem_RawCalloc(2, sizeof(CSpec));
+        if (!s->key) { PyErr_NoMemory(); return ERROR; }
+        s->value = s->key + 1;
+        if (compile_spec(PyTuple_GET_ITEM(map, 0), s->key) < 0 || compile_spec(PyTuple_GET_ITEM(map, 1), s->value) < 0)
+            return ERROR;
+        int zk = PyObject_IsTrue(PyTuple_GET_ITEM(map, 2)), zv = PyObject_IsTrue(PyTuple_GET_ITEM(map, 3));
+        if (zk < 0 || zv < 0) return ERROR;
+        s->zero_key = zk;
+        s->zero_value = zv;
+        int kk = s->key->kind, vk = s->value->kind;
+        s->map_printable = !(kk == P_MSG || kk == P_MAP || kk == P_FLOAT || kk == P_DOUBLE || vk == P_MAP);
+    }
     return 0;
+}
+
+/* The compiled form of plan (a list), made once; NULL with an exception set where the plan is
+ * malformed (a half-made plan stays cached: it is never used, as the error reaches the
+ * caller first). */
+static int compiling; /* compile_plan calls under way (the GIL is held) */
+
+static CPlan *compile_plan(PyObject *plan) {
+    for (Py_ssize_t i = 0; i < plan_cache_n; i++) {
+        if (plan_cache[i].plan != plan) continue;
+        if (!plan_cache[i].c->ok && !compiling) {
+            PyErr_SetString(PyExc_TypeError, "print plan: malformed (see the first error)");
+            return NULL;
+        }
+        return plan_cache[i].c;
+    }
+    if (!PyList_Check(plan)) {
+        PyErr_SetString(PyExc_TypeError, "print plan: a message plan must be a list");
+        return NULL;
+    }
+    if (plan_cache_n == plan_cache_cap) {
+        Py_ssize_t cap = plan_cache_cap ? 2 * plan_cache_cap : 16;
+        PlanEntry *e = PyMem_RawRealloc(plan_cache, cap * sizeof(PlanEntry));
+        if (!e) { PyErr_NoMemory(); return NULL; }
+        plan_cache = e;
+        plan_cache_cap = cap;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(plan);
+    CPlan *c = PyMem_RawCalloc(1, sizeof(CPlan));
+    CSpec **specs = c ? PyMem_RawCalloc(n ? n : 1, sizeof(CSpec *)) : NULL;
+    if (!specs) { PyMem_RawFree(c); PyErr_NoMemory(); return NULL; }
+    c->n = n;
+    c->specs = specs;
+    /* cached before its fields: message types nest themselves */
+    plan_cache[plan_cache_n].plan = Py_NewRef(plan);
+    plan_cache[plan_cache_n].c = c;
+    plan_cache_n++;
+    compiling++;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(plan, i);
+        if (t == Py_None) continue;
+        CSpec *sp = PyMem_RawMalloc(sizeof(CSpec));
+        if (!sp) { PyErr_NoMemory(); compiling--; return NULL; }
+        specs[i] = sp;
+        if (compile_spec(t, sp) < 0) { compiling--; return NULL; }
+    }
+    compiling--;
+    c->ok = 1;
+    return c;
 }
 
 static int wire_type_of(int kind) {
@@ -264,34 +411,76 @@ static int val_nonzero(int kind, const Val *v) {
     }
 }
 
-static int put_value(Buf *b, const Spec *s, const Val *v) {
+/* d as the plan's printer `show` writes it (the GIL held); FALLBACK where it gives no str */
+static int put_float(Buf *b, PyObject *show, double d) {
+    PyObject *f = PyFloat_FromDouble(d);
+    PyObject *t = f ? PyObject_CallOneArg(show, f) : NULL;
+    Py_XDECREF(f);
+    if (!t) return ERROR;
+    int r = FALLBACK;
+    if (PyUnicode_Check(t)) {
+        Py_ssize_t len;
+        const char *u = PyUnicode_AsUTF8AndSize(t, &len);
+        r = u ? buf_put(b, u, len) : ERROR;
+    }
+    Py_DECREF(t);
+    return r;
+}
+
+/* The text of a print made without the GIL, with its noted floats put in (the GIL held). */
+static int put_late_floats(Buf *b) {
+    if (!b->n_late) return 0;
+    Buf out = {NULL, 0, 0};
+    Py_ssize_t from = 0;
+    int r = 0;
+    for (Py_ssize_t i = 0; i < b->n_late && r == 0; i++) {
+        const LateFloat *l = &b->late[i];
+        if ((r = buf_put(&out, b->p + from, l->at - from)) == 0) r = put_float(&out, l->show, l->d);
+        from = l->at;
+    }
+    if (r == 0) r = buf_put(&out, b->p + from, b->n - from);
+    if (r != 0) {
+        PyMem_RawFree(out.p);
+        return r;
+    }
+    PyMem_RawFree(b->p);
+    b->p = out.p;
+    b->n = out.n;
+    b->cap = out.cap;
+    return 0;
+}
+
+static int put_value(Buf *b, const CSpec *s, const Val *v) {
     char tmp[32];
     int n;
     switch (s->kind) {
     case P_STRING: return put_escaped(b, v->s, v->len, 0);
     case P_BYTES: return put_escaped(b, v->s, v->len, 1);
     case P_BOOL: return v->u ? buf_put(b, "true", 4) : buf_put(b, "false", 5);
-    case P_FLOAT: case P_DOUBLE: {
-        PyObject *f = PyFloat_FromDouble(v->d);
-        if (!f) return ERROR;
-        PyObject *t = PyObject_CallOneArg(s->show, f);
-        Py_DECREF(f);
-        if (!t) return ERROR;
-        int r = PyUnicode_Check(t) ? buf_put_str(b, t) : FALLBACK;
-        Py_DECREF(t);
-        return r;
+    case P_FLOAT: case P_DOUBLE: { /* the plan's Python printer's digits */
+        if (b->released) { /* no GIL to call it: noted, and put in once the GIL is back */
+            if (b->n_late == b->cap_late) {
+                Py_ssize_t cap = b->cap_late ? 2 * b->cap_late : 64;
+                LateFloat *l = PyMem_RawRealloc(b->late, cap * sizeof(LateFloat));
+                if (!l) return buf_nomem(b);
+                b->late = l;
+                b->cap_late = cap;
+            }
+            b->late[b->n_late].at = b->n;
+            b->late[b->n_late].d = v->d;
+            b->late[b->n_late].show = s->show;
+            b->n_late++;
+            return 0;
+        }
+        return put_float(b, s->show, v->d);
     }
-    case P_ENUM: {
-        if (s->names != Py_None) {
-            PyObject *k = PyLong_FromLongLong(v->i);
-            if (!k) return ERROR;
-            PyObject *name = PyDict_GetItemWithError(s->names, k);
-            Py_DECREF(k);
-            if (name) return buf_put_str(b, name);
-            if (PyErr_Occurred()) return ERROR;
+    case P_ENUM:
+        if (s->enums) {
+            CEnum key = {v->i, NULL, 0};
+            const CEnum *hit = bsearch(&key, s->enums, s->n_enums, sizeof(CEnum), enum_cmp);
+            if (hit) return buf_put(b, hit->name, hit->len);
         }
         break;
-    }
     default: break;
     }
     if (v->is_unsigned) n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v->u);
@@ -299,10 +488,10 @@ static int put_value(Buf *b, const Spec *s, const Val *v) {
     return buf_put(b, tmp, n);
 }
 
-static int print_msg(Buf *b, const unsigned char *p, const unsigned char *end, PyObject *plan,
+static int print_msg(Buf *b, const unsigned char *p, const unsigned char *end, const CPlan *plan,
                      int depth);
 
-static int put_line_value(Buf *b, int depth, const Spec *s, const Val *v) {
+static int put_line_value(Buf *b, int depth, const CSpec *s, const Val *v) {
     if (buf_indent(b, depth) < 0 || buf_put(b, s->name, s->name_len) < 0 || buf_put(b, ": ", 2) < 0)
         return ERROR;
     int r = put_value(b, s, v);
@@ -322,16 +511,16 @@ static int close_block(Buf *b, int depth) {
 
 typedef struct {
     Val key;
+    int key_kind;
     const unsigned char *value; /* the value's bytes (a message, or a scalar's encoding) */
     const unsigned char *value_end;
     int has_value;
 } Entry;
 
-static int key_kind_for_sort; /* set around qsort (one thread: the GIL is held) */
-
 static int entry_cmp(const void *a, const void *b) {
-    const Val *x = &((const Entry *)a)->key, *y = &((const Entry *)b)->key;
-    if (key_kind_for_sort == P_STRING || key_kind_for_sort == P_BYTES) {
+    const Entry *ea = a;
+    const Val *x = &ea->key, *y = &((const Entry *)b)->key;
+    if (ea->key_kind == P_STRING || ea->key_kind == P_BYTES) {
         Py_ssize_t n = x->len < y->len ? x->len : y->len;
         int c = memcmp(x->s, y->s, n);
         if (c) return c;
@@ -342,26 +531,15 @@ static int entry_cmp(const void *a, const void *b) {
 }
 
 /* Print the run of map entries of one field starting at *pp (entries are contiguous). */
-static int print_map(Buf *b, const unsigned char **pp, const unsigned char *end, const Spec *s,
+static int print_map(Buf *b, const unsigned char **pp, const unsigned char *end, const CSpec *s,
                      uint64_t tag, int depth) {
-    PyObject *m = s->map;
-    if (!PyTuple_Check(m) || PyTuple_GET_SIZE(m) != 4) {
-        PyErr_SetString(PyExc_TypeError, "print plan: bad map spec");
-        return ERROR;
-    }
-    Spec ks, vs;
-    if (spec_of(PyTuple_GET_ITEM(m, 0), &ks) < 0 || spec_of(PyTuple_GET_ITEM(m, 1), &vs) < 0)
-        return ERROR;
-    int zero_key = PyObject_IsTrue(PyTuple_GET_ITEM(m, 2));
-    int zero_value = PyObject_IsTrue(PyTuple_GET_ITEM(m, 3));
-    if (ks.kind == P_MSG || ks.kind == P_MAP || ks.kind == P_FLOAT || ks.kind == P_DOUBLE ||
-        vs.kind == P_MAP)
-        return FALLBACK;
-    int kwt = wire_type_of(ks.kind), vwt = wire_type_of(vs.kind);
+    if (!s->map_printable) return FALLBACK;
+    const CSpec *ks = s->key, *vs = s->value;
+    int kwt = wire_type_of(ks->kind), vwt = wire_type_of(vs->kind);
 
     Py_ssize_t cap = 16, n = 0;
-    Entry *es = PyMem_Malloc(cap * sizeof(Entry));
-    if (!es) { PyErr_NoMemory(); return ERROR; }
+    Entry *es = PyMem_RawMalloc(cap * sizeof(Entry));
+    if (!es) return buf_nomem(b);
     int r = 0;
     const unsigned char *p = *pp;
     for (;;) {
@@ -372,14 +550,15 @@ static int print_map(Buf *b, const unsigned char **pp, const unsigned char *end,
         p = qe;
         if (n == cap) {
             cap *= 2;
-            Entry *ne = PyMem_Realloc(es, cap * sizeof(Entry));
-            if (!ne) { PyErr_NoMemory(); r = ERROR; goto done; }
+            Entry *ne = PyMem_RawRealloc(es, cap * sizeof(Entry));
+            if (!ne) { r = buf_nomem(b); goto done; }
             es = ne;
         }
         Entry *e = &es[n++];
         memset(e, 0, sizeof *e);
-        e->key.is_unsigned = ks.kind == P_UINT32 || ks.kind == P_UINT64 || ks.kind == P_FIXED32 ||
-                             ks.kind == P_FIXED64 || ks.kind == P_BOOL;
+        e->key_kind = ks->kind;
+        e->key.is_unsigned = ks->kind == P_UINT32 || ks->kind == P_UINT64 || ks->kind == P_FIXED32 ||
+                             ks->kind == P_FIXED64 || ks->kind == P_BOOL;
         e->key.s = (const unsigned char *)"";
         while (q < qe) {
             uint64_t t;
@@ -387,17 +566,17 @@ static int print_map(Buf *b, const unsigned char **pp, const unsigned char *end,
             int fn = (int)(t >> 3), wt = (int)(t & 7);
             if (t >> 3 > 2) fn = 3;
             if (fn == 1 && wt == kwt) {
-                if (read_scalar(&q, qe, ks.kind, &e->key) < 0) { r = FALLBACK; goto done; }
+                if (read_scalar(&q, qe, ks->kind, &e->key) < 0) { r = FALLBACK; goto done; }
             } else if (fn == 2 && wt == vwt) {
                 const unsigned char *vstart = q;
-                if (vs.kind == P_MSG) {
+                if (vs->kind == P_MSG) {
                     uint64_t vl;
                     if (read_varint(&q, qe, &vl) < 0 || vl > (uint64_t)(qe - q)) { r = FALLBACK; goto done; }
                     vstart = q;
                     q += vl;
                 } else {
                     Val tmp;
-                    if (read_scalar(&q, qe, vs.kind, &tmp) < 0) { r = FALLBACK; goto done; }
+                    if (read_scalar(&q, qe, vs->kind, &tmp) < 0) { r = FALLBACK; goto done; }
                 }
                 e->value = vstart;
                 e->value_end = q;
@@ -414,19 +593,19 @@ static int print_map(Buf *b, const unsigned char **pp, const unsigned char *end,
         p = look;
     }
     *pp = p;
-    key_kind_for_sort = ks.kind;
     qsort(es, n, sizeof(Entry), entry_cmp);
     for (Py_ssize_t i = 1; i < n; i++) /* before printing: values may hold maps of their own */
         if (entry_cmp(&es[i - 1], &es[i]) == 0) { r = FALLBACK; goto done; } /* a duplicate key */
     for (Py_ssize_t i = 0; i < n; i++) {
         Entry *e = &es[i];
         if (open_block(b, depth, s->name, s->name_len) < 0) { r = ERROR; goto done; }
-        if (zero_key || val_nonzero(ks.kind, &e->key)) {
-            if ((r = put_line_value(b, depth + 1, &ks, &e->key)) < 0) goto done;
+        if (s->zero_key || val_nonzero(ks->kind, &e->key)) {
+            if ((r = put_line_value(b, depth + 1, ks, &e->key)) < 0) goto done;
         }
-        if (vs.kind == P_MSG) {
+        if (vs->kind == P_MSG) {
             if (open_block(b, depth + 1, "value", 5) < 0) { r = ERROR; goto done; }
-            if (e->has_value && (r = print_msg(b, e->value, e->value_end, vs.sub, depth + 2)) < 0) goto done;
+            if (e->has_value && (r = print_msg(b, e->value, e->value_end, vs->python_sub ? NULL : vs->sub, depth + 2)) < 0)
+                goto done;
             if (close_block(b, depth + 1) < 0) { r = ERROR; goto done; }
         } else {
             Val v;
@@ -434,31 +613,28 @@ static int print_map(Buf *b, const unsigned char **pp, const unsigned char *end,
             v.s = (const unsigned char *)"";
             if (e->has_value) {
                 const unsigned char *q = e->value;
-                if (read_scalar(&q, e->value_end, vs.kind, &v) < 0) { r = FALLBACK; goto done; }
+                if (read_scalar(&q, e->value_end, vs->kind, &v) < 0) { r = FALLBACK; goto done; }
             } else {
-                v.is_unsigned = vs.kind == P_UINT32 || vs.kind == P_UINT64 || vs.kind == P_FIXED32 ||
-                                vs.kind == P_FIXED64 || vs.kind == P_BOOL;
+                v.is_unsigned = vs->kind == P_UINT32 || vs->kind == P_UINT64 || vs->kind == P_FIXED32 ||
+                                vs->kind == P_FIXED64 || vs->kind == P_BOOL;
             }
-            if (zero_value || val_nonzero(vs.kind, &v)) {
-                if ((r = put_line_value(b, depth + 1, &vs, &v)) < 0) goto done;
+            if (s->zero_value || val_nonzero(vs->kind, &v)) {
+                if ((r = put_line_value(b, depth + 1, vs, &v)) < 0) goto done;
             }
         }
         if (close_block(b, depth) < 0) { r = ERROR; goto done; }
     }
     r = 0;
 done:
-    PyMem_Free(es);
+    PyMem_RawFree(es);
     return r;
 }
 
-static int print_msg(Buf *b, const unsigned char *p, const unsigned char *end, PyObject *plan,
+/* plan NULL: a message type Python prints */
+static int print_msg(Buf *b, const unsigned char *p, const unsigned char *end, const CPlan *plan,
                      int depth) {
-    if (depth > MAX_DEPTH || plan == Py_None) return FALLBACK; /* None: a type Python prints */
-    if (!PyList_Check(plan)) {
-        PyErr_SetString(PyExc_TypeError, "print plan: a message plan must be a list");
-        return ERROR;
-    }
-    Py_ssize_t nspecs = PyList_GET_SIZE(plan);
+    if (depth > MAX_DEPTH || plan == NULL) return FALLBACK;
+    Py_ssize_t nspecs = plan->n;
     uint64_t last = 0;
     while (p < end) {
         uint64_t tag;
@@ -467,28 +643,26 @@ static int print_msg(Buf *b, const unsigned char *p, const unsigned char *end, P
         int wt = (int)(tag & 7);
         if (fn < last) return FALLBACK; /* not in field-number order: let Python sort it out */
         last = fn;
-        PyObject *st = fn < (uint64_t)nspecs ? PyList_GET_ITEM(plan, (Py_ssize_t)fn) : Py_None;
-        if (st == Py_None) { /* unknown field: ListFields leaves it out */
+        const CSpec *s = fn < (uint64_t)nspecs ? plan->specs[fn] : NULL;
+        if (s == NULL) { /* unknown field: ListFields leaves it out */
             if (skip_field(&p, end, wt) < 0) return FALLBACK;
             continue;
         }
-        Spec s;
-        if (spec_of(st, &s) < 0) return ERROR;
-        int want = wire_type_of(s.kind), r;
-        if (s.kind == P_MAP) {
+        int want = wire_type_of(s->kind), r;
+        if (s->kind == P_MAP) {
             if (wt != 2) return FALLBACK;
-            if ((r = print_map(b, &p, end, &s, tag, depth)) < 0) return r;
-        } else if (s.kind == P_MSG) {
+            if ((r = print_map(b, &p, end, s, tag, depth)) < 0) return r;
+        } else if (s->kind == P_MSG) {
             uint64_t len;
             if (wt != 2 || read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p)) return FALLBACK;
-            if (open_block(b, depth, s.name, s.name_len) < 0) return ERROR;
-            if ((r = print_msg(b, p, p + len, s.sub, depth + 1)) < 0) return r;
+            if (open_block(b, depth, s->name, s->name_len) < 0) return ERROR;
+            if ((r = print_msg(b, p, p + len, s->python_sub ? NULL : s->sub, depth + 1)) < 0) return r;
             if (close_block(b, depth) < 0) return ERROR;
             p += len;
         } else if (wt == want) {
             Val v;
-            if (read_scalar(&p, end, s.kind, &v) < 0) return FALLBACK;
-            if ((r = put_line_value(b, depth, &s, &v)) < 0) return r;
+            if (read_scalar(&p, end, s->kind, &v) < 0) return FALLBACK;
+            if ((r = put_line_value(b, depth, s, &v)) < 0) return r;
         } else if (wt == 2 && want != 2) { /* packed */
             uint64_t len;
             if (read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p)) return FALLBACK;
@@ -496,8 +670,8 @@ static int print_msg(Buf *b, const unsigned char *p, const unsigned char *end, P
             p = qe;
             while (q < qe) {
                 Val v;
-                if (read_scalar(&q, qe, s.kind, &v) < 0) return FALLBACK;
-                if ((r = put_line_value(b, depth, &s, &v)) < 0) return r;
+                if (read_scalar(&q, qe, s->kind, &v) < 0) return FALLBACK;
+                if ((r = put_line_value(b, depth, s, &v)) < 0) return r;
             }
         } else {
             return FALLBACK;
@@ -518,6 +692,10 @@ static int all_ascii(const char *p, Py_ssize_t n) {
     return 1;
 }
 
+/* from this size on, print_wire gives up the GIL while it prints (below, that costs more than
+ * it lets other threads do) */
+#define PRINT_WITHOUT_GIL_BYTES (64 * 1024)
+
 /* print_wire(data, plan[, as_bytes]) -> the text (str; as_bytes: its UTF-8 bytes), or None
  * where Python must print it (a field the plan leaves out, text that is not UTF-8) */
 static PyObject *print_wire(PyObject *self, PyObject *args) {
@@ -527,7 +705,22 @@ static PyObject *print_wire(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*O|p:print_wire", &data, &plan, &as_bytes)) return NULL;
     Buf b = {NULL, 0, 0};
     const unsigned char *p = data.buf;
-    int r = print_msg(&b, p, p + data.len, plan, 0);
+    int r;
+    CPlan *c = plan == Py_None ? NULL : compile_plan(plan);
+    if (plan != Py_None && c == NULL) {
+        r = ERROR;
+    } else if (data.len >= PRINT_WITHOUT_GIL_BYTES && data.readonly) {
+        /* the bytes cannot change meanwhile; other threads run while it prints */
+        b.released = PyEval_SaveThread();
+        r = print_msg(&b, p, p + data.len, c, 0);
+        PyEval_RestoreThread(b.released);
+        b.released = NULL;
+        if (r == ERROR && b.nomem) PyErr_NoMemory();
+        if (r == 0) r = put_late_floats(&b);
+        PyMem_RawFree(b.late);
+    } else {
+        r = print_msg(&b, p, p + data.len, c, 0);
+    }
     PyBuffer_Release(&data);
     PyObject *out = NULL;
     if (r == 0 && as_bytes && all_ascii(b.p ? b.p : "", b.n)) { /* (ASCII is valid UTF-8: no str needed) */
@@ -544,7 +737,7 @@ static PyObject *print_wire(PyObject *self, PyObject *args) {
     } else if (r == FALLBACK) {
         out = Py_NewRef(Py_None);
     }
-    PyMem_Free(b.p);
+    PyMem_RawFree(b.p);
     return out;
 }
 
@@ -851,7 +1044,7 @@ static PyObject *encode_lines(PyObject *self, PyObject *args) {
     PyObject *out = NULL;
     if (r == 0) out = PyBytes_FromStringAndSize(b.p ? b.p : "", b.n);
     else if (r == FALLBACK) out = Py_NewRef(Py_None);
-    PyMem_Free(b.p);
+    PyMem_RawFree(b.p);
     return out;
 }
 
@@ -973,7 +1166,7 @@ static PyObject *node_facts(PyObject *self, PyObject *args) {
         }
     }
     PyBuffer_Release(&data);
-    PyMem_Free(b.p);
+    PyMem_RawFree(b.p);
     if (!bad) out = PyTuple_Pack(3, names, inputs, keys);
     Py_XDECREF(names);
     Py_XDECREF(inputs);

@@ -36,7 +36,7 @@ from jitsim.registry.protos import decode_varint
 from jitsim.files.input import MAX_INPUT_BYTES, read_file
 from jitsim.graph.model import Graph, read_node_facts
 from jitsim.files.output import check_output as check_output  # re-exported: every -o is checked here
-from jitsim.files.output import is_stdout, write_atomic
+from jitsim.files.output import StartedWrite, is_stdout, start_write, write_atomic
 from jitsim.graph.parse_cache import parse_cached
 from jitsim.files.paths import missing_reason as missing_reason  # re-exported: the inputs' one wording
 
@@ -546,6 +546,22 @@ def save(graph: Graph | object, path: Path | str) -> Path:
     The file is written to a temporary name in the same directory and renamed, so a
     failure never leaves a half-written output.
     """
+    start_write(path, _file_data(graph, path)).finish()
+    return Path(path)
+
+
+def save_started(graph: Graph | object, path: Path | str) -> StartedWrite:
+    """:func:`save` begun: the text is printed and written by another thread (where this process
+    may use another CPU: the C printer gives up the GIL while it prints) while the caller goes
+    on; the file is put in place by the returned object's ``finish()`` (``discard()``: not at
+    all). ``graph`` must not change until then: pieces given as an iterable are read in that
+    thread."""
+    return start_write(path, _file_data(graph, path), background=True)
+
+
+def _file_data(graph: Graph | object, path: Path | str):
+    """What :func:`save` writes to ``path`` for ``graph``: its bytes, or an iterable of pieces of
+    them (made as they are read)."""
     path = Path(path)
     gd = graph.to_graphdef() if isinstance(graph, Graph) else graph
     pieces = [gd] if hasattr(gd, "SerializeToString") else gd
@@ -563,8 +579,7 @@ def save(graph: Graph | object, path: Path | str) -> Path:
         import gzip
 
         data = gzip.compress(b"".join(data), mtime=0)
-    write_atomic(path, data)
-    return path
+    return data
 
 
 def to_text(msg) -> str:

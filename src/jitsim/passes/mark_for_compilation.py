@@ -26,6 +26,7 @@ from jitsim.graph.device_names import device_type
 from jitsim.flags import OFF, DEFAULT, XlaFlags, allow_where_op, ops_allowlist
 from jitsim.options import Options, SessionConfig
 from jitsim.analyses.graphcycles import GraphCycles
+from jitsim.beside import Started
 from jitsim.records import MergeRefusal, NodeDecision
 from jitsim.analyses.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
 from jitsim.graph.tfgraph import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID, SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info, topological_order_kept
@@ -438,7 +439,10 @@ class MarkForCompilation:
         return sorted({self.g.nodes[e.dst].name for e in n.out_edges.values() if not e.is_control})
 
     # -- cycle graph -------------------------------------------------------------------------------
-    def build_cycles_graph(self) -> GraphCycles | None:
+    def _cycles_input(self) -> tuple[int, list[tuple[int, int]], list, list[bool]]:
+        """What the cycle graph is built from: its node count, TF's edge order as ``(src, dst)``
+        pairs, the graph's edge for each pair and whether the pair goes to or from a frame's
+        node. Sets ``self.control_flow`` and ``self.frame_nodes``."""
         g = self.g
         nodes = g.nodes
         ops = [n.op if n is not None else None for n in nodes]
@@ -480,11 +484,35 @@ class MarkForCompilation:
             else:
                 continue
             edges.append(e)
-        cycles, bad = GraphCycles.with_edges(first_frame + len(frames), pairs)
+        return first_frame + len(frames), pairs, edges, frame_edge
+
+    def start_cycles_graph(self) -> tuple[tuple, Started] | None:
+        """:meth:`build_cycles_graph` begun before :meth:`find_candidates` (which reads neither
+        what it reads nor what it sets): the cycle graph's edges go in beside the candidates'
+        search, in another thread where that pays (:meth:`GraphCycles.with_edges_started`).
+        None where the graph has loop ops: the frames are found after the candidates, as
+        before (the order in which a malformed graph's problems are met stays the same)."""
+        ops = {n.op for n in self.g.nodes if n is not None}
+        if not (ENTER_OPS.isdisjoint(ops) and EXIT_OPS.isdisjoint(ops) and NEXT_ITERATION_OPS.isdisjoint(ops)):
+            return None
+        got = self._cycles_input()
+        return got, GraphCycles.with_edges_started(got[0], got[1])
+
+    def build_cycles_graph(self, started: tuple[tuple, Started] | None = None) -> GraphCycles | None:
+        """TF's cycle graph of the graph (None: an edge through a frame's node closes a cycle);
+        ``started``: what :meth:`start_cycles_graph` began."""
+        if started is None:
+            got = self._cycles_input()
+            cycles, bad = GraphCycles.with_edges(got[0], got[1])
+        else:
+            got, pending = started
+            cycles, bad = pending.result()
+        _, _, edges, frame_edge = got
         if bad is not None:
             if frame_edge[bad]:
                 return None
             e = edges[bad]
+            g = self.g
             raise GraphError("Found cycle in graph without control flow operator during XLA compilation: "
                              + cycle_description(cycles, g, e.src, e.dst))
         return cycles
@@ -926,12 +954,20 @@ class MarkForCompilation:
             return self._run(g)
 
     def _run(self, g: TfGraph) -> MarkResult:
-        cands = self.find_candidates()
+        started = self.start_cycles_graph()
+        try:
+            cands = self.find_candidates()
+        except BaseException:
+            if started is not None:
+                started[1].wait()  # (nothing left running)
+            raise
         self.result.candidates = [n.name for n in cands]
         if not cands:
+            if started is not None:
+                started[1].wait()
             self.result.graph_decision = NodeDecision(Code.GRAPH_NO_CANDIDATES, "No compilable candidates")
             return self.result
-        cycles = self.build_cycles_graph()
+        cycles = self.build_cycles_graph(started)
         if cycles is None:
             self.result.graph_decision = NodeDecision(Code.GRAPH_CYCLE_GRAPH_FAILED, "Could not form cycle detection graph")
             for n in cands:
