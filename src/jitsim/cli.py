@@ -298,6 +298,7 @@ def cmd_cluster(args) -> int:
         _progress_line(f"TensorFlow running the call (fuel 0): {elapsed:.0f} s, {ndumps} dump files")
 
     one_file = None  # the marked graph's write, begun as soon as its graph is clustered
+    text = None  # the text report, when made before that write ended
     try:
         pin = pass_inputs(path, flags=choice.flags.text, tf=args.tf, signature=args.signature, device=args.device,
                           input_stage=args.input_stage, progress=capture_progress, fetch=args.fetch, feed=args.feed,
@@ -325,6 +326,11 @@ def cmd_cluster(args) -> int:
             results.append(res)
             records_of.append(records)
         if one_file is not None:
+            if args.format != "json":  # the report made while the file is written, shown after its line
+                con = _console()
+                with con.capture() as capture:
+                    _print_cluster_report(con, args, pin, choice, version, version_reason, reports, records_of)
+                text = capture.get()
             one_file.finish()
         elif writes_one:  # a big graph: written piece by piece (not all its pieces held at once)
             save(results[pin.main].serialized_pieces(), out)
@@ -362,7 +368,16 @@ def cmd_cluster(args) -> int:
     if args.format == "json":
         _emit_json(doc, args)
         return 0
-    con = _console()
+    if text is not None:
+        con.file.write(text)
+        con.file.flush()
+    else:
+        _print_cluster_report(_console(), args, pin, choice, version, version_reason, reports, records_of)
+    return 0
+
+
+def _print_cluster_report(con, args, pin, choice, version, version_reason, reports, records_of) -> None:
+    """`cluster`'s text report: what was simulated and how, then each graph's clusters."""
     con.print(f"jitsim simulating TensorFlow {version} ({version_reason}) auto-clustering with {choice.describe()}")
     con.print(pin.route.line + pin.route.cost, markup=False)
     shown = [i for i, r in enumerate(reports) if args.all or len(reports) == 1 or i == pin.main or r["clusters"]
@@ -374,7 +389,6 @@ def cmd_cluster(args) -> int:
         con.print(f"{len(reports)} graphs, {n_cl} clusters" +
                   (f" ({len(reports) - len(shown)} small graphs without clusters hidden; --all shows them)"
                    if len(shown) < len(reports) else ""))
-    return 0
 
 
 FLAGS_RULE = ("added on top of the base flags (a harvest's recorded flags, else $TF_XLA_FLAGS, else jitsim's "
