@@ -44,11 +44,10 @@ import struct
 from typing import Iterator
 
 from google.protobuf import descriptor as _d
-from google.protobuf import message_factory
 from google.protobuf import text_encoding
-from google.protobuf.internal import type_checkers
 
 from jitsim.accel import load
+from jitsim.registry import protos
 from jitsim.registry.protos import encode_varint
 
 __all__ = ["parse", "print_message", "accelerated", "is_parse_error"]
@@ -413,7 +412,7 @@ def _value_printer(fd):
             # TF's digits depend only on the float32 value, which ``v`` already is (protobuf's
             # shortest-repr step of text_format changes nothing here)
             return lambda v: _c_float(v, (6, 9), True)
-        return lambda v: str(v) if v != v else str(type_checkers.ToShortestFloat(v))
+        return lambda v: str(v) if v != v else str(_shortest_float(v))
     if cpp == _FD.CPPTYPE_DOUBLE and fd.name in _DOUBLE_FIELDS:
         return lambda v: _c_float(v, (15, 17), False)
     return str
@@ -499,13 +498,21 @@ _C_TYPE_KIND = {
 }
 
 
+def _shortest_float(v: float) -> float:
+    """protobuf's shortest float32 digits for ``v`` (its type_checkers module, 3 ms to import, is
+    loaded only for the rare float field that TF prints this way)."""
+    from google.protobuf.internal import type_checkers
+
+    return type_checkers.ToShortestFloat(v)
+
+
 def _is_map(fd) -> bool:
     """Whether message-typed field ``fd`` is a map: its container in a message is a mapping.
     (``fd.message_type.GetOptions().map_entry`` says the same, but reading options imports
     ``descriptor_pb2``, 6 ms, on the path of every command that writes text.)"""
     if not fd.message_type.has_options:  # a map entry has options (map_entry)
         return False
-    holder = message_factory.GetMessageClass(fd.containing_type)()
+    holder = protos.class_of(fd.containing_type)()
     return hasattr(getattr(holder, fd.name), "keys")
 
 

@@ -15,7 +15,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from google.protobuf import descriptor_pool, message_factory
+from google.protobuf import message as _message_base
+from google.protobuf.internal import api_implementation
+
+# protobuf's upb runtime (every wheel since 4.21): the pool and the classes are made with it
+# directly; protobuf's descriptor_pool and message_factory modules import its pure-Python
+# message implementation and text_format (about 8 ms, on the path of every command)
+_upb = None  # (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python: protobuf's own modules make them)
+if api_implementation.Type() == "upb":
+    from google._upb import _message as _upb
+
+    if not (hasattr(_upb, "MessageMeta") and hasattr(_upb, "DescriptorPool") and hasattr(_upb, "Descriptor")):
+        _upb = None
 
 DESCRIPTOR_FILE = Path(__file__).with_name("tf_protos.binpb")
 
@@ -74,8 +85,13 @@ def _serialized_files(data: bytes):
         pos += size
 
 
-def _load_pool() -> descriptor_pool.DescriptorPool:
-    pool = descriptor_pool.DescriptorPool()
+def _load_pool():
+    if _upb is not None:
+        pool = _upb.DescriptorPool()
+    else:
+        from google.protobuf import descriptor_pool
+
+        pool = descriptor_pool.DescriptorPool()
     for f in _serialized_files(DESCRIPTOR_FILE.read_bytes()):
         pool.AddSerializedFile(f)
     return pool
@@ -84,9 +100,36 @@ def _load_pool() -> descriptor_pool.DescriptorPool:
 POOL = _load_pool()
 
 
+def class_of(descriptor):
+    """The message class of a message ``descriptor``: ``message_factory.GetMessageClass``'s
+    (the same class object), made on upb as that function makes it there (a class per
+    descriptor, then one for each message-typed field's descriptor) without importing it."""
+    if _upb is None or not isinstance(descriptor, _upb.Descriptor):
+        from google.protobuf import message_factory
+
+        return message_factory.GetMessageClass(descriptor)
+    made = _made_class(descriptor)
+    if made is not None:
+        return made
+    cls = _upb.MessageMeta(descriptor.name, (_message_base.Message,), {"DESCRIPTOR": descriptor, "__module__": None})
+    for field in descriptor.fields:
+        if field.message_type is not None:
+            class_of(field.message_type)
+    return cls
+
+
+def _made_class(descriptor):
+    """The class upb holds for ``descriptor`` (None: none made yet; upb's ``_concrete_class``
+    then fails with a SystemError)."""
+    try:
+        return descriptor._concrete_class
+    except (SystemError, AttributeError):
+        return None
+
+
 def message_class(full_name: str):
     """The message class for a fully qualified proto name, e.g. ``tensorflow.GraphDef``."""
-    return message_factory.GetMessageClass(POOL.FindMessageTypeByName(full_name))
+    return class_of(POOL.FindMessageTypeByName(full_name))
 
 
 GraphDef = message_class("tensorflow.GraphDef")
