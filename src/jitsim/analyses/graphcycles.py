@@ -174,12 +174,14 @@ class GraphCycles:
     def with_edges_started(cls, num_nodes: int, edges) -> Started:
         """:meth:`with_edges` begun: its result comes from the returned object's ``result()``.
 
-        Where the C extension inserts the edges and this process may run on more than one CPU,
+        Where the C extension inserts the edges, this process may run on more than one CPU and
+        the graph is not too small or too big (``BACKGROUND_MIN_EDGES``, ``BACKGROUND_MAX_NODES``),
         the insertion runs in another thread: its edge-by-edge search holds no Python lock, so
         the caller's Python goes on beside it (the mark pass finds its candidates meanwhile).
         The result is :meth:`with_edges`' in every respect: the thread works on a graph of its
         own and on ``edges`` (which the caller must not change until ``result()``)."""
-        thread = _c is not None and len(edges) >= cls.BACKGROUND_MIN_EDGES and several_cpus()
+        thread = (_c is not None and cls.BACKGROUND_MIN_EDGES <= len(edges) and num_nodes <= cls.BACKGROUND_MAX_NODES
+                  and several_cpus())
         return Started(lambda: cls.with_edges(num_nodes, edges), thread=thread)
 
     # ------------------------------------------------------------------ nodes
@@ -381,8 +383,10 @@ class GraphCycles:
     CLONE_BATCH_COST_PYTHON = 1  # (0: never give up on this ground)
     CLONE_BATCH_COST_C_BATCH = 1  # the C batch against the C edge-by-edge insertion
     # :meth:`with_edges_started` uses another thread from this many edges on (below, the
-    # thread's start costs more than what runs beside it)
+    # thread's start costs more than what runs beside it), up to this many nodes (above, the
+    # peak memory of the insertion and of what runs beside it would add up: +108 MiB at 1M)
     BACKGROUND_MIN_EDGES = 2048
+    BACKGROUND_MAX_NODES = 250_000
 
     def insert_edges(self, edges) -> int | None:
         """``insert_edge`` on each ``(x, y)`` of ``edges`` in order, stopping at the first edge
