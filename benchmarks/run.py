@@ -26,8 +26,9 @@ Per case, two kinds of figure:
   so modules load from ``.pyc`` files as in an installed package.
 
 The TF figure is ``MarkForCompilationPassImpl::Run`` as TF logs it, measured in the same
-benchmark run on the same machine (``--tf-runs``, default 3, median kept) by running each issue
-program with only the logging that prints that line (``TF_CPP_VMODULE=mark_for_compilation_pass=1``)
+benchmark run on the same machine (``--tf-runs``, default 3, median kept; each TF run just before
+one of the timed ``jitsim cluster`` runs of the same graph, so that both sides see the same
+minutes of the machine) by running each issue program with only the logging that prints that line (``TF_CPP_VMODULE=mark_for_compilation_pass=1``)
 and **no dump flags**: with ``TF_DUMP_GRAPH_PREFIX`` and ``--tf_xla_clustering_debug`` TF writes
 its dumps inside the timed region (0.56 s becomes 0.9-1.0 s on the ResNet-50 step). The harvests
 (``--prepare``), which do dump, give jitsim its input graphs; their pass times are kept in
@@ -96,6 +97,8 @@ class Case:
     tf_source: str | None = None
     tf_fair: bool = False  # tf_pass_s measured without dump flags, in this run (a ratio is shown)
     tf_runs: list | None = None
+    # (program, runs, timeout, harvest dir, stage): TF's no-dump runs to make in measure()
+    tf_program: tuple | None = None
     note: str = ""
     commands: bool = False  # also time explain / whatif / diff / render / report
 
@@ -166,13 +169,9 @@ def build_cases(sizes: list[str], *, quick: bool, corpus, measured_tf: dict | No
         if prog == "resnet50_train":
             resnet_mark = path
         case = Case(f"issue:{prog}", "issue", path, note=stage, commands=prog == "resnet50_train")
-        if tf_runs and keep(case.name):
-            t = tf_pass_nodump(prog, tf_runs, timeout, harvest_dir, stage)
-            if t:
-                case.tf_pass_s, case.tf_runs, case.tf_fair = t["median_s"], t["runs_s"], True
-                case.tf_source = (f"TF {t['tf_version'] or '?'}, no dump flags, median of {len(t['runs_s'])} runs in "
-                                  f"this benchmark run ({', '.join(f'{x:.3f}' for x in t['runs_s'])} s)")
-        if case.tf_pass_s is None and rec:
+        if tf_runs and keep(case.name):  # TF's runs are made by measure(), between jitsim's
+            case.tf_program = (prog, tf_runs, timeout, harvest_dir, stage)
+        if case.tf_pass_s is None and rec:  # (until measure() has TF's own figure)
             case.tf_pass_s = rec["tf_pass_s"]
             case.tf_source = src + ", with dump flags (inside TF's timed region)"
         cases.append(case)
@@ -257,6 +256,34 @@ def whole_process(cmd: list[str], repeat: int, timeout: float, *, parse_cache: s
             "peak_rss_mb": rss}
 
 
+def cluster_beside_tf(case: Case, cluster_cmd: list[str], repeat: int, timeout: float) -> dict:
+    """:func:`whole_process` of ``cluster_cmd`` with TF's no-dump pass runs of ``case``'s program
+    in between (a TF run, then a ``cluster`` run, and so on): the ratio's two sides measured
+    over the same minutes, so that the machine's drift (10-20 % within minutes on the 2-CPU
+    development VM) falls on both. Sets ``case``'s TF figure (the median of its runs), or
+    leaves the recorded one where TF cannot run here."""
+    prog, tf_runs, tf_timeout, harvest_dir, stage = case.tf_program
+    walls, rss, tf_times, version = [], 0.0, [], None
+    for i in range(max(repeat, tf_runs)):
+        if i < tf_runs and tf_times is not None:
+            t = tf_pass_nodump(prog, 1, tf_timeout, harvest_dir, stage)
+            if t is None:
+                tf_times = None  # (said why already: no ratio for this case)
+            else:
+                tf_times += t["runs_s"]
+                version = t["tf_version"]
+        if i < repeat:
+            r = _run_wait4(cluster_cmd, timeout)
+            walls.append(r["wall_s"])
+            rss = max(rss, r["peak_rss_mb"])
+    if tf_times:
+        case.tf_pass_s, case.tf_runs, case.tf_fair = statistics.median(tf_times), tf_times, True
+        case.tf_source = (f"TF {version or '?'}, no dump flags, median of {len(tf_times)} runs in this benchmark run, "
+                          f"each just before one of the timed `cluster` runs ({', '.join(f'{x:.3f}' for x in tf_times)} s)")
+    return {"wall_s": min(walls), "wall_s_median": statistics.median(walls), "runs": len(walls),
+            "peak_rss_mb": rss}
+
+
 # Linux's ru_maxrss of a child started with vfork (Python's subprocess does) starts at the
 # parent's high-water mark, so the runner's own size would leak into the figure. GNU time
 # forks the measured command from its own small process; without it, a peak below the
@@ -327,7 +354,8 @@ def measure(case: Case, repeat: int, timeout: float) -> dict:
                        "--until", "build-xla-ops", "-o", str(tmp / "rewrite.pbtxt")]
         if rep > 1:  # untimed: writes the .pyc files, warms the page cache
             _run_wait4(cluster_cmd, timeout)
-        cl = whole_process(cluster_cmd, rep, timeout)
+        cl = cluster_beside_tf(case, cluster_cmd, rep, timeout) if case.tf_program else \
+            whole_process(cluster_cmd, rep, timeout)
         rw = whole_process(rewrite_cmd, rep, timeout)
         # a second read of the same text file: served by the parsed-text cache (after one
         # untimed run that fills it)

@@ -44,8 +44,8 @@ from pathlib import Path
 from jitsim.beside import Started, several_cpus
 from jitsim.errors import JitsimError
 
-__all__ = ["check_output", "write_atomic", "start_write", "StartedWrite", "destination", "output_directory", "temporary_directory", "cleanup",
-           "STDOUT_NAMES", "Destination", "wrote_line"]
+__all__ = ["check_output", "write_atomic", "start_write", "StartedWrite", "destination", "output_directory",
+           "temporary_directory", "cleanup", "STDOUT_NAMES", "Destination", "wrote_line"]
 
 # names that mean "standard output" to jitsim (not a file to replace)
 STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
@@ -338,7 +338,12 @@ class StartedWrite:
         self._data = None
         # (read here: reading the umask sets it for a moment, which another thread must not see)
         mode = dest.mode if dest.mode is not None else 0o666 & ~_umask()
-        self._writing = Started(lambda: self._write(fd, data, durable, mode), thread=background and several_cpus())
+        try:
+            self._writing = Started(lambda: self._write(fd, data, durable, mode), thread=background and several_cpus())
+        except BaseException:  # (no thread to be had: nothing written, nothing left behind)
+            os.close(fd)
+            self._remove_temp()
+            raise
 
     def _write(self, fd: int, data, durable: bool, mode: int) -> None:
         """The temporary file's contents."""

@@ -427,27 +427,34 @@ static int put_float(Buf *b, PyObject *show, double d) {
     return r;
 }
 
-/* The text of a print made without the GIL, with its noted floats put in (the GIL held). */
+/* The text of a print made without the GIL, with its noted floats put in (the GIL held): their
+ * digits are printed into a side buffer, then the text is widened in place, from its end (a
+ * second copy of a big piece's text would double its memory). */
 static int put_late_floats(Buf *b) {
     if (!b->n_late) return 0;
-    Buf out = {NULL, 0, 0};
-    Py_ssize_t from = 0;
+    Buf digits = {NULL, 0, 0};
+    Py_ssize_t *ends = PyMem_RawMalloc(b->n_late * sizeof(Py_ssize_t)); /* each float's end in digits */
+    if (!ends) return buf_nomem(b);
     int r = 0;
     for (Py_ssize_t i = 0; i < b->n_late && r == 0; i++) {
-        const LateFloat *l = &b->late[i];
-        if ((r = buf_put(&out, b->p + from, l->at - from)) == 0) r = put_float(&out, l->show, l->d);
-        from = l->at;
+        r = put_float(&digits, b->late[i].show, b->late[i].d);
+        ends[i] = digits.n;
     }
-    if (r == 0) r = buf_put(&out, b->p + from, b->n - from);
-    if (r != 0) {
-        PyMem_RawFree(out.p);
-        return r;
+    if (r == 0) r = buf_reserve(b, digits.n);
+    if (r == 0) {
+        Py_ssize_t tail = b->n; /* the end of the text not yet moved */
+        for (Py_ssize_t i = b->n_late - 1; i >= 0; i--) {
+            Py_ssize_t at = b->late[i].at, start = i ? ends[i - 1] : 0, len = ends[i] - start;
+            Py_ssize_t shift = ends[i]; /* the digits of floats 0..i go in before what follows `at` */
+            memmove(b->p + at + shift, b->p + at, tail - at);
+            memcpy(b->p + at + shift - len, digits.p + start, len);
+            tail = at;
+        }
+        b->n += digits.n;
     }
-    PyMem_RawFree(b->p);
-    b->p = out.p;
-    b->n = out.n;
-    b->cap = out.cap;
-    return 0;
+    PyMem_RawFree(digits.p);
+    PyMem_RawFree(ends);
+    return r;
 }
 
 static int put_value(Buf *b, const CSpec *s, const Val *v) {
