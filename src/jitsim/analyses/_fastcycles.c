@@ -203,6 +203,28 @@ static int read_int_list(PyObject *list, Py_ssize_t i, int32_t n, int32_t *out) 
     return 0;
 }
 
+/* *off: n + 1 counts, the first 0, then each node's sequence length in `lists` (checked to be
+ * a list of n lists); -1 with an exception set. */
+static int seq_sizes(PyObject *lists, Py_ssize_t n, const char *what, Py_ssize_t **off) {
+    if (!PyList_Check(lists) || PyList_GET_SIZE(lists) != n) {
+        PyErr_Format(PyExc_TypeError, "insert_edges: %s must be a list of %zd lists", what, n);
+        return -1;
+    }
+    Py_ssize_t *o = PyMem_RawCalloc(n + 1, sizeof(Py_ssize_t));
+    if (!o) { PyErr_NoMemory(); return -1; }
+    *off = o;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        PyObject *seq = PyList_GET_ITEM(lists, v);
+        if (!PyList_Check(seq)) {
+            PyErr_Format(PyExc_TypeError, "insert_edges: %s must be a list of lists", what);
+            return -1;
+        }
+        o[v + 1] = PyList_GET_SIZE(seq);
+    }
+    return 0;
+}
+
+/* Each node's sequence from `lists` into `vecs`, whose room seq_sizes made. */
 static int load_seqs(PyObject *lists, Py_ssize_t n, Vec *vecs, const char *what) {
     if (!PyList_Check(lists) || PyList_GET_SIZE(lists) != n) {
         PyErr_Format(PyExc_TypeError, "insert_edges: %s must be a list of %zd lists", what, n);
@@ -215,9 +237,14 @@ static int load_seqs(PyObject *lists, Py_ssize_t n, Vec *vecs, const char *what)
             return -1;
         }
         Py_ssize_t k = PyList_GET_SIZE(seq);
-        for (Py_ssize_t i = 0; i < k; i++) {
+        for (Py_ssize_t i = 0; i < k && i < PyList_GET_SIZE(seq); i++) {
             int32_t w;
-            if (read_int_list(seq, i, (int32_t)n, &w) < 0 || vec_push(&vecs[v], w) < 0) return -1;
+            if (read_int_list(seq, i, (int32_t)n, &w) < 0) return -1;
+            if (vecs[v].n == vecs[v].cap) { /* (room made by seq_sizes: only a list changed meanwhile) */
+                PyErr_Format(PyExc_RuntimeError, "insert_edges: %s changed while it was read", what);
+                return -1;
+            }
+            vecs[v].v[vecs[v].n++] = w;
         }
     }
     return 0;
@@ -309,23 +336,18 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
     uint64_t *ta = NULL, *tb = NULL;
     Py_ssize_t tcap = 0;
     EdgeSet es = {0};
-    int32_t *ex = NULL, *ey = NULL;
+    int32_t *ex = NULL, *ey = NULL, *out_all = NULL, *in_all = NULL;
+    Py_ssize_t *out_off = NULL, *in_off = NULL;
     if (!rank || !visited || !outs || !ins) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t v = 0; v < n; v++)
         if (read_int_list(rank_l, v, (int32_t)n, &rank[v]) < 0) goto done;
-    if (load_seqs(outs_l, n, outs, "outs") < 0 || load_seqs(ins_l, n, ins, "ins") < 0) goto done;
     int rank_bits = 1;
     while (rank_bits < 31 && ((Py_ssize_t)1 << rank_bits) < n) rank_bits++;
 
     Py_ssize_t m = PySequence_Fast_GET_SIZE(edges), existing = 0;
-    for (Py_ssize_t v = 0; v < n; v++) existing += outs[v].n;
-    if (es_init(&es, (size_t)(existing + m + 16)) < 0) { PyErr_NoMemory(); goto done; }
-    for (Py_ssize_t v = 0; v < n; v++)
-        for (Py_ssize_t i = 0; i < outs[v].n; i++)
-            if (es_add(&es, edge_key((int32_t)v, outs[v].v[i])) < 0) { PyErr_NoMemory(); goto done; }
 
     /* the edges as C ints, read under the GIL; a malformed edge at index `limit` raises its
      * error only if the insertion gets there (as when each edge was read in its turn) */
@@ -361,6 +383,34 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
     PyObject *pending_type = NULL, *pending_value = NULL, *pending_tb = NULL;
     if (limit < m) PyErr_Fetch(&pending_type, &pending_value, &pending_tb);
 
+    /* every node's sequences in two arrays, each sized for what it holds plus the edges it may
+     * get (a vector per node from the allocator cost 2-3 reallocations and its overhead each:
+     * about 100 MB at 1M nodes) */
+    if (seq_sizes(outs_l, n, "outs", &out_off) < 0 || seq_sizes(ins_l, n, "ins", &in_off) < 0) goto pending;
+    for (Py_ssize_t i = 0; i < limit; i++) {
+        out_off[ex[i] + 1]++;
+        in_off[ey[i] + 1]++;
+    }
+    for (Py_ssize_t v = 0; v < n; v++) {
+        out_off[v + 1] += out_off[v];
+        in_off[v + 1] += in_off[v];
+    }
+    out_all = PyMem_RawMalloc((out_off[n] ? out_off[n] : 1) * sizeof(int32_t));
+    in_all = PyMem_RawMalloc((in_off[n] ? in_off[n] : 1) * sizeof(int32_t));
+    if (!out_all || !in_all) { PyErr_NoMemory(); goto pending; }
+    for (Py_ssize_t v = 0; v < n; v++) {
+        outs[v].v = out_all + out_off[v];
+        outs[v].cap = out_off[v + 1] - out_off[v];
+        ins[v].v = in_all + in_off[v];
+        ins[v].cap = in_off[v + 1] - in_off[v];
+    }
+    if (load_seqs(outs_l, n, outs, "outs") < 0 || load_seqs(ins_l, n, ins, "ins") < 0) goto pending;
+    for (Py_ssize_t v = 0; v < n; v++) existing += outs[v].n;
+    if (es_init(&es, (size_t)(existing + m + 16)) < 0) { PyErr_NoMemory(); goto pending; }
+    for (Py_ssize_t v = 0; v < n; v++)
+        for (Py_ssize_t i = 0; i < outs[v].n; i++)
+            if (es_add(&es, edge_key((int32_t)v, outs[v].v[i])) < 0) { PyErr_NoMemory(); goto pending; }
+
     /* the insertion itself touches no Python object: other threads run meanwhile */
     Py_ssize_t stopped = limit; /* the edge that stopped it (limit: none did); -1: no memory */
     Py_BEGIN_ALLOW_THREADS
@@ -373,7 +423,8 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
         int added = es_add(&es, edge_key(x, y));
         if (added < 0) { stopped = -1; break; }
         if (!added) continue; /* already there */
-        if (vec_push_nogil(&outs[x], y) < 0 || vec_push_nogil(&ins[y], x) < 0) { stopped = -1; break; }
+        outs[x].v[outs[x].n++] = y; /* (room made for it above) */
+        ins[y].v[ins[y].n++] = x;
         int32_t rx = rank[x], ry = rank[y];
         if (rx <= ry) continue;
 
@@ -451,6 +502,11 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
+    if (0) {
+    pending: /* failed before the insertion: the malformed edge's error is not the one raised */
+        Py_XDECREF(pending_type); Py_XDECREF(pending_value); Py_XDECREF(pending_tb);
+        goto done;
+    }
     if (stopped < 0) {
         Py_XDECREF(pending_type); Py_XDECREF(pending_value); Py_XDECREF(pending_tb);
         PyErr_NoMemory();
@@ -497,8 +553,10 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
 done:
     Py_XDECREF(stop);
     Py_DECREF(edges);
-    if (outs) for (Py_ssize_t v = 0; v < n; v++) PyMem_RawFree(outs[v].v);
-    if (ins) for (Py_ssize_t v = 0; v < n; v++) PyMem_RawFree(ins[v].v);
+    PyMem_RawFree(out_all); /* (every node's sequence lives in these two) */
+    PyMem_RawFree(in_all);
+    PyMem_RawFree(out_off);
+    PyMem_RawFree(in_off);
     PyMem_RawFree(outs);
     PyMem_RawFree(ins);
     PyMem_RawFree(rank);

@@ -180,9 +180,14 @@ class GraphCycles:
         the caller's Python goes on beside it (the mark pass finds its candidates meanwhile).
         The result is :meth:`with_edges`' in every respect: the thread works on a graph of its
         own and on ``edges`` (which the caller must not change until ``result()``)."""
-        thread = (_c is not None and cls.BACKGROUND_MIN_EDGES <= len(edges) and num_nodes <= cls.BACKGROUND_MAX_NODES
-                  and several_cpus())
-        return Started(lambda: cls.with_edges(num_nodes, edges), thread=thread)
+        return Started(lambda: cls.with_edges(num_nodes, edges), thread=cls.built_beside(num_nodes, len(edges)))
+
+    @classmethod
+    def built_beside(cls, num_nodes: int, num_edges: int) -> bool:
+        """Whether :meth:`with_edges_started` inserts this many edges in another thread (else
+        it inserts them at once, in the caller's)."""
+        return (_c is not None and cls.BACKGROUND_MIN_EDGES <= num_edges and num_nodes <= cls.BACKGROUND_MAX_NODES
+                and several_cpus())
 
     # ------------------------------------------------------------------ nodes
 
