@@ -252,8 +252,12 @@ def whole_process(cmd: list[str], repeat: int, timeout: float, *, parse_cache: s
         r = _run_wait4(cmd, timeout, parse_cache=parse_cache, ok_codes=ok_codes)
         walls.append(r["wall_s"])
         rss = max(rss, r["peak_rss_mb"])
+    return _runs_summary(walls, rss)
+
+
+def _runs_summary(walls: list[float], peak_rss_mb: float) -> dict:
     return {"wall_s": min(walls), "wall_s_median": statistics.median(walls), "runs": len(walls),
-            "peak_rss_mb": rss}
+            "peak_rss_mb": peak_rss_mb}
 
 
 def cluster_beside_tf(case: Case, cluster_cmd: list[str], repeat: int, timeout: float) -> dict:
@@ -280,8 +284,7 @@ def cluster_beside_tf(case: Case, cluster_cmd: list[str], repeat: int, timeout: 
         case.tf_pass_s, case.tf_runs, case.tf_fair = statistics.median(tf_times), tf_times, True
         case.tf_source = (f"TF {version or '?'}, no dump flags, median of {len(tf_times)} runs in this benchmark run, "
                           f"each just before one of the timed `cluster` runs ({', '.join(f'{x:.3f}' for x in tf_times)} s)")
-    return {"wall_s": min(walls), "wall_s_median": statistics.median(walls), "runs": len(walls),
-            "peak_rss_mb": rss}
+    return _runs_summary(walls, rss)
 
 
 # Linux's ru_maxrss of a child started with vfork (Python's subprocess does) starts at the

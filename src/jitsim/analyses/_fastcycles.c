@@ -224,27 +224,20 @@ static int seq_sizes(PyObject *lists, Py_ssize_t n, const char *what, Py_ssize_t
     return 0;
 }
 
-/* Each node's sequence from `lists` into `vecs`, whose room seq_sizes made. */
+/* Each node's sequence from `lists` (shape checked by seq_sizes) into `vecs`, whose room
+ * seq_sizes made. */
 static int load_seqs(PyObject *lists, Py_ssize_t n, Vec *vecs, const char *what) {
-    if (!PyList_Check(lists) || PyList_GET_SIZE(lists) != n) {
-        PyErr_Format(PyExc_TypeError, "insert_edges: %s must be a list of %zd lists", what, n);
-        return -1;
-    }
     for (Py_ssize_t v = 0; v < n; v++) {
-        PyObject *seq = PyList_GET_ITEM(lists, v);
-        if (!PyList_Check(seq)) {
-            PyErr_Format(PyExc_TypeError, "insert_edges: %s must be a list of lists", what);
-            return -1;
-        }
-        Py_ssize_t k = PyList_GET_SIZE(seq);
-        for (Py_ssize_t i = 0; i < k && i < PyList_GET_SIZE(seq); i++) {
+        PyObject *seq = PyList_GET_SIZE(lists) == n ? PyList_GET_ITEM(lists, v) : NULL;
+        for (Py_ssize_t i = 0; seq && PyList_Check(seq) && i < PyList_GET_SIZE(seq); i++) {
             int32_t w;
             if (read_int_list(seq, i, (int32_t)n, &w) < 0) return -1;
-            if (vecs[v].n == vecs[v].cap) { /* (room made by seq_sizes: only a list changed meanwhile) */
-                PyErr_Format(PyExc_RuntimeError, "insert_edges: %s changed while it was read", what);
-                return -1;
-            }
+            if (vecs[v].n == vecs[v].cap) break; /* (room made by seq_sizes: a list grew meanwhile) */
             vecs[v].v[vecs[v].n++] = w;
+        }
+        if (!seq || !PyList_Check(seq) || vecs[v].n != PyList_GET_SIZE(seq)) {
+            PyErr_Format(PyExc_RuntimeError, "insert_edges: %s changed while it was read", what);
+            return -1;
         }
     }
     return 0;
@@ -338,6 +331,7 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
     EdgeSet es = {0};
     int32_t *ex = NULL, *ey = NULL, *out_all = NULL, *in_all = NULL;
     Py_ssize_t *out_off = NULL, *in_off = NULL;
+    PyObject *pending_type = NULL, *pending_value = NULL, *pending_tb = NULL; /* a malformed edge's error */
     if (!rank || !visited || !outs || !ins) {
         PyErr_NoMemory();
         goto done;
@@ -380,13 +374,12 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
         ex[i] = (int32_t)xl;
         ey[i] = (int32_t)yl;
     }
-    PyObject *pending_type = NULL, *pending_value = NULL, *pending_tb = NULL;
     if (limit < m) PyErr_Fetch(&pending_type, &pending_value, &pending_tb);
 
     /* every node's sequences in two arrays, each sized for what it holds plus the edges it may
      * get (a vector per node from the allocator cost 2-3 reallocations and its overhead each:
      * about 100 MB at 1M nodes) */
-    if (seq_sizes(outs_l, n, "outs", &out_off) < 0 || seq_sizes(ins_l, n, "ins", &in_off) < 0) goto pending;
+    if (seq_sizes(outs_l, n, "outs", &out_off) < 0 || seq_sizes(ins_l, n, "ins", &in_off) < 0) goto done;
     for (Py_ssize_t i = 0; i < limit; i++) {
         out_off[ex[i] + 1]++;
         in_off[ey[i] + 1]++;
@@ -397,19 +390,19 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
     }
     out_all = PyMem_RawMalloc((out_off[n] ? out_off[n] : 1) * sizeof(int32_t));
     in_all = PyMem_RawMalloc((in_off[n] ? in_off[n] : 1) * sizeof(int32_t));
-    if (!out_all || !in_all) { PyErr_NoMemory(); goto pending; }
+    if (!out_all || !in_all) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t v = 0; v < n; v++) {
         outs[v].v = out_all + out_off[v];
         outs[v].cap = out_off[v + 1] - out_off[v];
         ins[v].v = in_all + in_off[v];
         ins[v].cap = in_off[v + 1] - in_off[v];
     }
-    if (load_seqs(outs_l, n, outs, "outs") < 0 || load_seqs(ins_l, n, ins, "ins") < 0) goto pending;
+    if (load_seqs(outs_l, n, outs, "outs") < 0 || load_seqs(ins_l, n, ins, "ins") < 0) goto done;
     for (Py_ssize_t v = 0; v < n; v++) existing += outs[v].n;
-    if (es_init(&es, (size_t)(existing + m + 16)) < 0) { PyErr_NoMemory(); goto pending; }
+    if (es_init(&es, (size_t)(existing + m + 16)) < 0) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t v = 0; v < n; v++)
         for (Py_ssize_t i = 0; i < outs[v].n; i++)
-            if (es_add(&es, edge_key((int32_t)v, outs[v].v[i])) < 0) { PyErr_NoMemory(); goto pending; }
+            if (es_add(&es, edge_key((int32_t)v, outs[v].v[i])) < 0) { PyErr_NoMemory(); goto done; }
 
     /* the insertion itself touches no Python object: other threads run meanwhile */
     Py_ssize_t stopped = limit; /* the edge that stopped it (limit: none did); -1: no memory */
@@ -502,21 +495,15 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    if (0) {
-    pending: /* failed before the insertion: the malformed edge's error is not the one raised */
-        Py_XDECREF(pending_type); Py_XDECREF(pending_value); Py_XDECREF(pending_tb);
-        goto done;
-    }
     if (stopped < 0) {
-        Py_XDECREF(pending_type); Py_XDECREF(pending_value); Py_XDECREF(pending_tb);
         PyErr_NoMemory();
         goto done;
     }
-    if (stopped == limit && limit < m) { /* it got to the malformed edge */
+    if (stopped == limit && limit < m) { /* it got to the malformed edge: its error (the references given) */
         PyErr_Restore(pending_type, pending_value, pending_tb);
+        pending_type = pending_value = pending_tb = NULL;
         goto done;
     }
-    Py_XDECREF(pending_type); Py_XDECREF(pending_value); Py_XDECREF(pending_tb);
     if (stopped < m) {
         stop = PyLong_FromSsize_t(stopped);
         if (!stop) goto done;
@@ -553,6 +540,9 @@ static PyObject *insert_edges(PyObject *self, PyObject *args) {
 done:
     Py_XDECREF(stop);
     Py_DECREF(edges);
+    Py_XDECREF(pending_type); /* (not raised: a failure before it, or an edge that stopped earlier) */
+    Py_XDECREF(pending_value);
+    Py_XDECREF(pending_tb);
     PyMem_RawFree(out_all); /* (every node's sequence lives in these two) */
     PyMem_RawFree(in_all);
     PyMem_RawFree(out_off);

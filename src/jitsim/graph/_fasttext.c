@@ -139,8 +139,8 @@ static const char *const print_kind_names[P_COUNT] = {
 /* A field's spec in a plan: (name: bytes, kind: int, sub: list | None, names: dict | None,
  *                            show: callable | None, map: (key_spec, value_spec, zero_key, zero_value) | None).
  * A plan (a list: the spec of field number i at i, None for no field) is compiled once into
- * the C structs below (compiled_plan), so that the printer reads no Python object: it runs
- * without the GIL, taking it back only to call a float's printer. */
+ * the C structs below (compile_plan), so that the printer reads no Python object and can run
+ * without the GIL (a float's digits, which come from Python, are put in afterwards). */
 typedef struct CPlan CPlan;
 
 typedef struct {
@@ -153,8 +153,7 @@ typedef struct CSpec {
     const char *name; /* the plan's bytes */
     Py_ssize_t name_len;
     int kind;
-    int python_sub;         /* P_MSG: a message type Python prints (sub is None) */
-    CPlan *sub;             /* P_MSG: the message's plan */
+    CPlan *sub;             /* P_MSG: the message's plan (NULL: a type Python prints, sub None) */
     CEnum *enums;           /* P_ENUM: the value names, sorted by number (NULL: numbers) */
     Py_ssize_t n_enums;
     PyObject *show;         /* P_FLOAT, P_DOUBLE: the printer (borrowed: the plan holds it) */
@@ -205,11 +204,7 @@ static int compile_spec(PyObject *t, CSpec *s) {
     PyObject *sub = PyTuple_GET_ITEM(t, 2), *names = PyTuple_GET_ITEM(t, 3);
     PyObject *show = PyTuple_GET_ITEM(t, 4), *map = PyTuple_GET_ITEM(t, 5);
     if (s->kind == P_MSG) {
-        if (sub == Py_None) {
-            s->python_sub = 1;
-        } else if (!(s->sub = compile_plan(sub))) {
-            return ERROR;
-        }
+        if (sub != Py_None && !(s->sub = compile_plan(sub))) return ERROR;
     }
     if (s->kind == P_ENUM && names != Py_None) {
         if (!PyDict_Check(names)) {
@@ -259,8 +254,7 @@ static int compile_spec(PyObject *t, CSpec *s) {
 }
 
 /* The compiled form of plan (a list), made once; NULL with an exception set where the plan is
- * malformed (a half-made plan stays cached: it is never used, as the error reaches the
- * caller first). */
+ * malformed (its half-made form stays cached, marked not ok: asked for again, it fails again). */
 static int compiling; /* compile_plan calls under way (the GIL is held) */
 
 static CPlan *compile_plan(PyObject *plan) {
@@ -611,7 +605,7 @@ static int print_map(Buf *b, const unsigned char **pp, const unsigned char *end,
         }
         if (vs->kind == P_MSG) {
             if (open_block(b, depth + 1, "value", 5) < 0) { r = ERROR; goto done; }
-            if (e->has_value && (r = print_msg(b, e->value, e->value_end, vs->python_sub ? NULL : vs->sub, depth + 2)) < 0)
+            if (e->has_value && (r = print_msg(b, e->value, e->value_end, vs->sub, depth + 2)) < 0)
                 goto done;
             if (close_block(b, depth + 1) < 0) { r = ERROR; goto done; }
         } else {
@@ -663,7 +657,7 @@ static int print_msg(Buf *b, const unsigned char *p, const unsigned char *end, c
             uint64_t len;
             if (wt != 2 || read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p)) return FALLBACK;
             if (open_block(b, depth, s->name, s->name_len) < 0) return ERROR;
-            if ((r = print_msg(b, p, p + len, s->python_sub ? NULL : s->sub, depth + 1)) < 0) return r;
+            if ((r = print_msg(b, p, p + len, s->sub, depth + 1)) < 0) return r;
             if (close_block(b, depth) < 0) return ERROR;
             p += len;
         } else if (wt == want) {

@@ -446,7 +446,7 @@ class MarkForCompilation:
         g = self.g
         nodes = g.nodes
         ops = [n.op if n is not None else None for n in nodes]
-        no_loops = ENTER_OPS.isdisjoint(ops) and EXIT_OPS.isdisjoint(ops) and NEXT_ITERATION_OPS.isdisjoint(ops)
+        no_loops = _without_loops(ops)
         # the frames: without loop ops every node is in the root frame, and only the deadness
         # analysis would read the rest (the unreachable nodes), which finds them itself
         self.control_flow = None if no_loops else control_flow_info(g)
@@ -497,8 +497,7 @@ class MarkForCompilation:
         g = self.g
         if not GraphCycles.built_beside(g.num_node_ids, len(g.edges_by_id)):
             return None
-        ops = {n.op for n in g.nodes if n is not None}
-        if not (ENTER_OPS.isdisjoint(ops) and EXIT_OPS.isdisjoint(ops) and NEXT_ITERATION_OPS.isdisjoint(ops)):
+        if not _without_loops({n.op for n in g.nodes if n is not None}):
             return None
         got = self._cycles_input()
         return got, GraphCycles.with_edges_started(got[0], got[1])
@@ -993,6 +992,12 @@ class MarkForCompilation:
         self.contract()
         self.create_clusters(cands)
         return self.result
+
+
+def _without_loops(ops) -> bool:
+    """Whether none of ``ops`` is a loop op (Enter, Exit, NextIteration): the cycle graph then
+    has no frame nodes."""
+    return ENTER_OPS.isdisjoint(ops) and EXIT_OPS.isdisjoint(ops) and NEXT_ITERATION_OPS.isdisjoint(ops)
 
 
 def _is_integer(dtype: int) -> bool:
