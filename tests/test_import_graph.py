@@ -156,7 +156,7 @@ LAYERS = [
     ("jitsim.codes",),                       # the decision codes (the catalogue)
     ("jitsim.records",),                     # the decision records, for every pass, analysis, rewrite
     ("jitsim.files",),                       # reading and writing files
-    ("jitsim.registry", "jitsim.process"),   # TF's registries as data; the command's process
+    ("jitsim.registry", "jitsim.process", "jitsim.tfprocess"),  # TF registries as data; the command process; TF processes
     ("jitsim.graph", "jitsim.flags"),        # graph models and their I/O; TF_XLA_FLAGS
     ("jitsim.options",),                     # what one simulation runs with (flags, release, session...)
     ("jitsim.analyses",),                    # what TF's passes consult

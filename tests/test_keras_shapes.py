@@ -109,7 +109,8 @@ def test_input_shape_errors_are_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
     assert r.stderr.startswith(f"jitsim: {stub}: --input-shape 'x=2,?': a shape must be concrete")
     r = run_cli("explain", MNIST, "MatMul", "--input-shape", "x=2,3")
-    assert r.returncode == 2 and "applies to a .keras file or a Keras model, not to a" in r.stderr, r.stderr
+    assert r.returncode == 2 and "applies to a .keras file, a Keras model or such a graph, not to a" in r.stderr, \
+        r.stderr
     r = run_cli("crosscheck", "harvest", MNIST, "-o", tmp_path / "h", "--input-shape", "x=2,3")
     assert r.returncode == 2 and "applies to a .keras file" in r.stderr, r.stderr
     with pytest.raises(JitsimError, match="give the .keras path or the Keras model"):

@@ -229,34 +229,3 @@ def test_tf1_session_graph_with_fetch_is_exact_and_matches_tf(tmp_path):
                    for _, g, stage in pin.graphs]
         d = compare_partitions(results[pin.main].labels(), truth)
         assert d.identical and d.same_names, (target, d)
-
-
-@pytest.mark.tf
-def test_an_exported_graphdef_with_a_variable_takes_the_tf_route(tmp_path):
-    """``cf.graph.as_graph_def()`` with a captured variable: TF runs it (the variable bound to a
-    VarHandleOp) instead of failing on the resource feed; the result is checked against a real
-    TF run of the same call with the normal flags."""
-    from jitsim.crosscheck.compare import compare_partitions
-    from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest
-    from jitsim.crosscheck.scoring import labels_of_file
-    from jitsim.explain.clustering import cluster
-
-    make = tmp_path / "make.py"
-    make.write_text(
-        "import sys, tensorflow as tf\n"
-        "v = tf.Variable(tf.ones([4, 3]))\n"
-        "@tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])\n"
-        "def f(x):\n"
-        "    h = tf.nn.relu(tf.matmul(x, v) * 2.0 + 1.0)\n"
-        "    return tf.reduce_sum(tf.tanh(h) * h, axis=1)\n"
-        "tf.io.write_graph(f.get_concrete_function().graph.as_graph_def(), sys.argv[1], 'f.pbtxt')\n")
-    subprocess.run([sys.executable, str(make), str(tmp_path)], check=True, capture_output=True)
-    target = tmp_path / "f.pbtxt"
-    c = cluster(target, flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit", until="mark", tf="always")
-    assert c.route.method == "tf-capture" and c.route.exact, c.route.line
-    assert "variables for MatMul/ReadVariableOp/resource" in c.route.line
-    idx = harvest(target, tmp_path / "truth", flags=DEFAULT_FLAGS, call=c.route.call.to_dict())
-    main_graph = next(g for g in idx["graphs"] if g["id"] == idx["main_graph"])
-    truth = labels_of_file(tmp_path / "truth" / "dumps" / main_graph["files"]["mark_for_compilation"])
-    d = compare_partitions(c.labels(), truth)
-    assert d.identical and any(truth.values()), d

@@ -29,10 +29,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -46,318 +46,17 @@ from jitsim.files.output import release, remove_tree, temporary_directory
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
 from jitsim.defs import MARK_DUMP
 from jitsim.crosscheck.targets import target_kind
+from jitsim.tfprocess import sandbox
+from jitsim.tfprocess.runners import (  # noqa: F401 - the runner's names, re-exported
+    BOOTSTRAP, CALL_MARK, CALL_ONCE, INPUT_ERROR_MARK, KERAS_CALL_MARK, NOTE_MARK, PROGRAM_STEP, REFUSED_MARK,
+    RUNNERS, STEP_FUNCTION, VERSION_MARK,
+)
 
 DEFAULT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug"
 VMODULE = (
     "mark_for_compilation_pass=1,encapsulate_subgraphs_pass=1,build_xla_ops_pass=1,"
     "clone_constants_for_better_clustering=1"
 )
-_VERSION_MARK = "JITSIM_TF_VERSION="
-
-# Runs the user's program as __main__ and reports the TF version it used, at exit.
-_BOOTSTRAP = textwrap.dedent(
-    """
-    import atexit, os, runpy, sys
-    def _report():
-        tf = sys.modules.get("tensorflow")
-        print("%s" + (getattr(tf, "__version__", "") if tf else ""), file=sys.stderr, flush=True)
-        out = os.environ.get("JITSIM_OP_DEFS_OUT")
-        if tf is not None and out:  # every op this process registered (op libraries included)
-            try:
-                from tensorflow.python.client import pywrap_tf_session as c
-                with open(out, "wb") as f:
-                    f.write(c.TF_GetBuffer(c.TF_GetAllOpList()))
-            except Exception:
-                pass
-    atexit.register(_report)
-    prog = sys.argv[1]
-    sys.argv = sys.argv[1:]
-    sys.path.insert(0, __import__("os").path.dirname(prog))
-    runpy.run_path(prog, run_name="__main__")
-    """
-    % _VERSION_MARK
-)
-
-CALL_MARK = "JITSIM_CALL_BEGIN"
-
-# Shared by every runner: generated inputs (seeded: floats N(0,1), ints in {0,1}, bools,
-# b"jitsim" strings; unknown dims = 2), the call marker, and the imports of op libraries the
-# target needs (tensorflow_text's ops are not in TF core) named in JITSIM_RUNNER_IMPORTS.
-_INPUT_GEN = textwrap.dedent(
-    """
-    import os, importlib
-    import numpy as np
-    import tensorflow as tf
-    for _m in filter(None, os.environ.get("JITSIM_RUNNER_IMPORTS", "").split(",")):
-        importlib.import_module(_m)
-    _rng = np.random.default_rng(0)
-    def _gen(dtype, shape):
-        shape = [2 if d is None or d < 0 else d for d in shape]
-        dtype = tf.as_dtype(dtype)
-        if dtype == tf.string:
-            return np.full(shape, b"jitsim", dtype=object)
-        if dtype == tf.bool:
-            return _rng.random(shape) < 0.5
-        if dtype.is_integer:
-            return _rng.integers(0, 2, size=shape).astype(dtype.as_numpy_dtype)
-        if dtype.is_complex:
-            return (_rng.standard_normal(shape) + 1j * _rng.standard_normal(shape)).astype(dtype.as_numpy_dtype)
-        return _rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
-    def _mark_call():
-        import sys
-        sys.stdout.flush()
-        print("%s", file=sys.stderr, flush=True)
-    """
-    % CALL_MARK
-)
-
-# A GraphDef or MetaGraphDef run in a tf.compat.v1.Session. With a call file (argv[2], JSON:
-# jitsim.frontend.session_call.SessionCall.to_dict()) it makes exactly that sess.run: those
-# fetches, targets and feeds, each resource placeholder bound to a fresh variable (a VarHandleOp
-# of the same name, as jitsim.frontend.session_call.bound_to_variables makes it); without one,
-# every placeholder fed and every sink fetched. A given call that fails at run time (after TF
-# built, and dumped, the graph of the call) is reported as a note, not fatal.
-_GRAPHDEF_RUNNER = _INPUT_GEN + textwrap.dedent(
-    """
-    import json, sys
-    from google.protobuf import text_format
-    path = sys.argv[1]
-    call = json.load(open(sys.argv[2])) if len(sys.argv) > 2 and sys.argv[2] else None
-    data = open(path, "rb").read()
-    if data[:2] == b"\\x1f\\x8b":
-        import gzip
-        data = gzip.decompress(data)
-    def _parse(msg):
-        try:
-            msg.ParseFromString(data)
-        except Exception:
-            msg.Clear()
-            text_format.Parse(data.decode("utf-8-sig"), msg)
-        return msg
-    meta = None
-    try:
-        gd = _parse(tf.compat.v1.GraphDef())
-        if not gd.node:
-            raise ValueError("no nodes")
-    except Exception:
-        meta = _parse(tf.compat.v1.MetaGraphDef())
-        gd = meta.graph_def
-    variables = set(call["variables"]) if call else set()
-    for n in gd.node:
-        if n.name not in variables:
-            continue
-        dt = n.attr["_handle_dtypes"].list.type[0] if n.attr["_handle_dtypes"].list.type else 0
-        if not dt:
-            dt = next((m.attr["dtype"].type for m in gd.node if m.attr["dtype"].type and
-                       any(i == n.name or i.startswith(n.name + ":") for i in m.input)), 1)
-        hs = list(n.attr["_handle_shapes"].list.shape)
-        for k in list(n.attr):
-            del n.attr[k]
-        n.op = "VarHandleOp"
-        n.attr["dtype"].type = dt
-        if hs:
-            n.attr["shape"].shape.CopyFrom(hs[0])
-        else:
-            n.attr["shape"].shape.unknown_rank = True
-        n.attr["shared_name"].s = n.name.encode()
-        n.attr["container"].s = b""
-        n.attr["allowed_devices"].list.SetInParent()
-    g = tf.Graph()
-    with g.as_default():
-        if meta is not None:
-            tf.compat.v1.train.import_meta_graph(meta)
-        else:
-            tf.graph_util.import_graph_def(gd, name="")
-    feeds, fetches = {}, []
-    if call is not None:
-        shapes = call.get("feed_shapes", {})
-        for name in call["feeds"]:
-            t = g.get_tensor_by_name(name)
-            dims = shapes.get(name)
-            if dims is None:
-                dims = t.shape.as_list() if t.shape.rank is not None else [2]
-            feeds[t] = _gen(t.dtype, dims)
-        fetches = list(call["fetches"]) + list(call["targets"])
-    else:
-        for op in g.get_operations():
-            if op.type == "Placeholder":
-                t = op.outputs[0]
-                if t.dtype in (tf.variant, tf.resource) and not t.consumers():
-                    continue  # e.g. a frozen while loop's unused_control_flow_input: nothing to feed
-                dims = t.shape.as_list() if t.shape.rank is not None else [2]
-                feeds[t] = _gen(t.dtype, dims)
-            elif not any(c for o in op.outputs for c in o.consumers()) and not op._control_outputs:
-                fetches.extend(op.outputs or [op])
-    sess = tf.compat.v1.Session(graph=g)
-    init = [op for op in g.get_operations() if op.name == "init"]
-    if not init and call is not None:
-        # a TF1 program runs its variables' initializer before the call (and TF instantiates that
-        # run's graph first, which moves the process-wide cluster counter): the graph's own init
-        # op, else global_variables_initializer() of a MetaGraph's variables, else the
-        # initializers of a GraphDef's variables (their <variable>/Assign ops), grouped as "init"
-        with g.as_default():
-            if tf.compat.v1.global_variables():
-                init = [tf.compat.v1.variables_initializer(tf.compat.v1.global_variables(), name="init")]
-            else:
-                kinds = ("VariableV2", "Variable", "VarHandleOp")
-                names = {op.name for op in g.get_operations() if op.type in kinds}
-                assigns = [op for op in g.get_operations() if op.type in ("Assign", "AssignVariableOp")
-                           and op.name.endswith("/Assign") and op.name[:-len("/Assign")] in names]
-                if assigns:
-                    init = [tf.group(*assigns, name="init")]
-    if init:
-        try:
-            sess.run(init, feed_dict=feeds)
-        except tf.errors.OpError as e:
-            if call is None:
-                raise
-            print("JITSIM_NOTE: the init op failed: %s" % str(e).splitlines()[0], file=sys.stderr)
-    assigns = []  # fresh values for the variables the call binds, written in one run
-    for name in sorted(variables):
-        op = g.get_operation_by_name(name)
-        shape = tf.TensorShape(op.get_attr("shape"))
-        dims = [2 if d is None else d for d in shape.as_list()] if shape.rank is not None else [2]
-        try:
-            with g.as_default():
-                assigns.append(tf.raw_ops.AssignVariableOp(resource=op.outputs[0],
-                                                           value=tf.constant(_gen(op.get_attr("dtype"), dims))))
-        except Exception as e:
-            print("JITSIM_NOTE: variable %s left uninitialised: %s" % (name, str(e).splitlines()[0]),
-                  file=sys.stderr)
-    if assigns:
-        try:
-            sess.run(assigns)
-        except tf.errors.OpError as e:
-            print("JITSIM_NOTE: the variables were left uninitialised: %s" % str(e).splitlines()[0],
-                  file=sys.stderr)
-    def _step():
-        if call is None:
-            return sess.run(fetches, feed_dict=feeds)
-        try:
-            return sess.run(fetches, feed_dict=feeds)
-        except tf.errors.OpError as e:
-            print("JITSIM_NOTE: the call failed at run time, after TF built its graph: %s"
-                  % str(e).splitlines()[0], file=sys.stderr)
-    """
-)
-
-_SAVED_MODEL_RUNNER = _INPUT_GEN + textwrap.dedent(
-    """
-    import sys
-    m = tf.saved_model.load(sys.argv[1])
-    sig = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else "serving_default"
-    if sig not in m.signatures:
-        raise SystemExit("JITSIM_ERROR: the SavedModel has no signature %r; its signatures: %s"
-                         % (sig, ", ".join(sorted(m.signatures)) or "none"))
-    f = m.signatures[sig]
-    _, kwargs = f.structured_input_signature
-    args = {k: tf.constant(_gen(s.dtype, s.shape.as_list() if s.shape.rank is not None else [2]))
-            for k, s in kwargs.items()}
-    def _step():
-        return f(**args)
-    """
-)
-
-# "The call" of a .keras file: jitsim.crosscheck.keras_call.keras_call with the stated shapes
-# (argv[2], JSON: {"input_shapes": [[name or position, dims], ...]}), unknown dims not given set
-# to 2. It reports the inputs it used (KERAS_CALL_MARK, JSON) and a stated shape the model
-# cannot take (INPUT_ERROR_MARK: a user's error, said as it is).
-KERAS_CALL_MARK = "JITSIM_KERAS_CALL: "
-INPUT_ERROR_MARK = "JITSIM_INPUT_ERROR: "
-_KERAS_RUNNER = _INPUT_GEN + textwrap.dedent(
-    """
-    import json, sys
-    import keras
-    from jitsim.errors import JitsimError
-    from jitsim.crosscheck.keras_call import keras_call, keras_inputs
-    model = keras.models.load_model(sys.argv[1], compile=False)
-    _shapes = json.load(open(sys.argv[2]))["input_shapes"] if len(sys.argv) > 2 and sys.argv[2] else []
-    try:
-        specs, _inputs = keras_inputs(model, _shapes)
-    except JitsimError as e:
-        print("%s" + e.message, file=sys.stderr, flush=True)
-        raise SystemExit(3)
-    print("%s" + json.dumps(_inputs), file=sys.stderr, flush=True)
-    fn, specs = keras_call(model, specs)
-    args = [tf.constant(_gen(s.dtype, s.shape.as_list())) for s in specs]
-    fn.get_concrete_function()
-    def _step():
-        return fn(*args)
-    """
-    % (INPUT_ERROR_MARK, KERAS_CALL_MARK)
-)
-
-# A function bundle (jitsim.frontend.capture.write_function_bundle): register the library in
-# the eager context and call the function by name, as a ConcreteFunction call does
-# (function-as-op eager execution), with the caller's Grappler options and jit setting.
-_FUNCTION_RUNNER = _INPUT_GEN + textwrap.dedent(
-    """
-    import json, sys
-    from tensorflow.core.framework import function_pb2, tensor_pb2
-    from tensorflow.python.eager import context
-    d = sys.argv[1]
-    spec = json.load(open(os.path.join(d, "function.json")))
-    if spec.get("grappler"):
-        tf.config.optimizer.set_experimental_options(spec["grappler"])
-    if spec.get("jit") is not None:
-        tf.config.optimizer.set_jit("autoclustering" if spec["jit"] else False)
-    lib = function_pb2.FunctionDefLibrary()
-    lib.ParseFromString(open(os.path.join(d, "library.pb"), "rb").read())
-    ctx = context.context()
-    ctx.ensure_initialized()
-    for fdef in lib.function:
-        ctx.add_function_def(fdef)
-    keep, args = [], []
-    for i, a in enumerate(spec["inputs"]):
-        if a["kind"] == "tensor":
-            args.append(tf.constant(_gen(a["dtype"], a["shape"])))
-        elif a["kind"] == "value":
-            tp = tensor_pb2.TensorProto()
-            tp.ParseFromString(open(os.path.join(d, a["file"]), "rb").read())
-            args.append(tf.constant(tf.make_ndarray(tp)))
-        elif a["kind"] == "variable":
-            v = tf.Variable(tf.zeros([1 if x is None or x < 0 else x for x in a["shape"]], a["dtype"]))
-            keep.append(v)
-            args.append(v.handle)
-        elif a["kind"] == "table":
-            t = tf.lookup.experimental.MutableHashTable(a["key_dtype"], a["value_dtype"],
-                                                        tf.zeros([], a["value_dtype"]))
-            keep.append(t)
-            args.append(t.resource_handle)
-        else:
-            raise SystemExit("JITSIM_ERROR: unsupported input kind %r" % a["kind"])
-    def _step():
-        return ctx.call_function(spec["name"].encode(), args, spec["num_outputs"])
-    """
-)
-
-# Every runner above defines ``_step()``, *the call*; a harvest makes it once, after the mark.
-# ``harvest(..., tail=CODE)`` appends CODE instead (``jitsim profile`` times and profiles it).
-CALL_ONCE = "_mark_call()\n_step()\n"
-
-# A program as a step function (``harvest(..., tail=...)`` only): the program is run under
-# the name ``__jitsim_step__`` (its ``if __name__ == "__main__":`` block is skipped) and must
-# define ``jitsim_step()``, one step of its workload.
-STEP_FUNCTION = "jitsim_step"
-_PROGRAM_STEP_RUNNER = _INPUT_GEN + textwrap.dedent(
-    """
-    import runpy, sys
-    _prog = os.environ["JITSIM_PROGRAM"]
-    sys.path.insert(0, os.path.dirname(_prog))
-    sys.argv = [_prog]
-    _ns = runpy.run_path(_prog, run_name="__jitsim_step__")
-    _step = _ns.get("%s")
-    if not callable(_step):
-        raise SystemExit("JITSIM_ERROR: the program defines no %s() function (one step of its workload, "
-                         "called by jitsim profile; see docs/cli.md)")
-    """
-    % (STEP_FUNCTION, STEP_FUNCTION)
-)
-
-RUNNERS = {"graphdef": _GRAPHDEF_RUNNER, "saved_model": _SAVED_MODEL_RUNNER, "keras": _KERAS_RUNNER,
-           "function": _FUNCTION_RUNNER}
-
-
 _NO_TF = ("this runs real TensorFlow, which is not installed here: pip install 'jitsim[tf]' (or give --python of "
           "an environment that has it)")
 
@@ -439,11 +138,11 @@ def runner_imports(target: Path, kind: str) -> list[str]:
 def _command(target: Path, kind: str, signature: str | None, python: str, workdir: Path,
              tail: str | None = None, call: dict | None = None, input_shapes=()) -> list[str]:
     boot = workdir / "_jitsim_bootstrap.py"
-    boot.write_text(_BOOTSTRAP)
+    boot.write_text(BOOTSTRAP)
     if kind == "program" and tail is None:
         return [python, str(boot), str(target)]
     runner = workdir / f"_jitsim_{kind}_runner.py"
-    body = _PROGRAM_STEP_RUNNER if kind == "program" else RUNNERS[kind]
+    body = PROGRAM_STEP if kind == "program" else RUNNERS[kind]
     runner.write_text(body + (CALL_ONCE if tail is None else tail))
     if kind == "keras" and target.suffix != ".keras":  # Keras loads archives by their .keras name only
         link = workdir / "model.keras"
@@ -540,6 +239,8 @@ def harvest(
     require_dumps: bool = True,
     call: dict | None = None,
     input_shapes=(),
+    dry_run: bool = False,
+    isolate: bool = False,
 ) -> dict:
     """Run ``target`` under real TF with the dump flags; write ``out/`` and return its index.
 
@@ -551,9 +252,17 @@ def harvest(
     define ``jitsim_step()``, see :data:`STEP_FUNCTION`). ``require_dumps=False``: a run
     that dumped no graph (auto-clustering off) is no error. ``call``: for a GraphDef or
     MetaGraphDef, the ``sess.run`` to make (:meth:`jitsim.frontend.session_call.SessionCall.
-    to_dict`); default: every placeholder fed and every sink fetched. ``input_shapes``: for a
-    ``.keras`` file, the stated input shapes (:func:`jitsim.crosscheck.keras_call.
-    normalize_input_shapes`); the inputs the call used are in the index's ``keras_call``.
+    to_dict`) or the exported function to call (:meth:`jitsim.frontend.exported_function.
+    ExportedFunction.to_dict`); default: every placeholder fed and every sink fetched.
+    ``input_shapes``: for a ``.keras`` file, the stated input shapes
+    (:func:`jitsim.crosscheck.keras_call.normalize_input_shapes`); the inputs the call used are
+    in the index's ``keras_call``.
+
+    ``dry_run``: TF builds the call's graph and dumps it but runs nothing of the model
+    (:mod:`jitsim.tfprocess.runners`; a program still runs). ``isolate``: the process gets the
+    sandbox's environment (no secrets, its own home, no network where the system allows it,
+    :mod:`jitsim.tfprocess.sandbox`). Every run dies with jitsim and at ``timeout`` (its own
+    alarm), and a reaper removes its files if jitsim is killed.
     """
     if input_shapes:
         from jitsim.crosscheck.keras_call import as_pairs
@@ -571,20 +280,31 @@ def harvest(
     if python is None and not tf_importable():  # said before anything is made or started
         raise HarvestError(_NO_TF, target)
     kind, work = checked_target_and_output(target, out, signature, overwrite)
-    runtmp = None
+    runtmp = reaper = None
     try:
         dumps = work / "dumps"
         dumps.mkdir()
         runtmp = temporary_directory(prefix="jitsim-run-")
+        # started before TF: if jitsim is killed, it kills TF's process group and removes both
+        reaper = sandbox.Reaper([runtmp, work], timeout)
         cmd = _command(target, kind, signature, python or sys.executable, runtmp, tail, call, input_shapes)
-        env = harvest_env(dumps, flags)
-        env.update(env_extra or {})
         # TF's and Keras' own temporary files (a .keras file's weights unpacked) go under runtmp,
         # which is removed whatever happens
-        (runtmp / "tmp").mkdir()
-        env["TMPDIR"] = str(runtmp / "tmp")
+        if isolate:
+            env = harvest_env(dumps, flags, sandbox.environment(dict(os.environ), runtmp))
+        else:
+            env = harvest_env(dumps, flags)
+            (runtmp / "tmp").mkdir()
+            env["TMPDIR"] = str(runtmp / "tmp")
+        env.update(env_extra or {})
+        env.update(sandbox.sandbox_variables(os.getpid(), timeout, network=isolate))
+        if dry_run:
+            env["JITSIM_DRY_RUN"] = "1"
         if kind == "program" and tail is not None:
             env["JITSIM_PROGRAM"] = str(target)
+        deps = runtmp / "deps.json"
+        if kind == "program":
+            env["JITSIM_DEPS_OUT"] = str(deps)
         imports = runner_imports(target, kind)
         if imports:
             env["JITSIM_RUNNER_IMPORTS"] = ",".join(imports)
@@ -598,7 +318,9 @@ def harvest(
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 cmd, cwd=runtmp, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                process_group=0,
             )
+            reaper.watch(proc.pid)
             try:
                 while True:
                     try:
@@ -607,26 +329,34 @@ def harvest(
                     except subprocess.TimeoutExpired:
                         elapsed = time.monotonic() - t0
                         if elapsed > timeout:
-                            proc.kill()
-                            proc.wait()
                             raise HarvestError(f"TensorFlow run timed out after {timeout:.0f} s", target)
                         if progress:
                             progress(elapsed, sum(1 for _ in dumps.iterdir()))
-            except BaseException:  # Ctrl-C, a signal, an error: TF's process ends with jitsim
-                proc.kill()
-                proc.wait()
-                raise
+            finally:  # Ctrl-C, a signal, an error, the time limit: TF's process group ends with jitsim
+                _kill_group(proc)
         wall = time.monotonic() - t0
         library_ops = _library_op_defs(all_ops, work / OP_LIBRARY_FILE)
         log_text = read_text(log_path, what="TF's log")
+        notes = [ln[len(NOTE_MARK):].strip() for ln in log_text.splitlines() if ln.startswith(NOTE_MARK)]
+        graphs = None
         if proc.returncode != 0:
-            bad = [ln[len(INPUT_ERROR_MARK):].strip() for ln in log_text.splitlines() if ln.startswith(INPUT_ERROR_MARK)]
+            lines = log_text.splitlines()
+            bad = [ln[len(INPUT_ERROR_MARK):].strip() for ln in lines if ln.startswith(INPUT_ERROR_MARK)]
             if bad:  # the stated call does not fit the model: the user's error, in its own words
                 raise HarvestError(bad[-1], target)
+            refused = [ln[len(REFUSED_MARK):].strip() for ln in lines if ln.startswith(REFUSED_MARK)]
+            if refused:
+                raise HarvestError(refused[-1], target)
             last = last_error_line(log_text)
             if "No module named 'tensorflow'" in last:  # the --python given has none
                 raise HarvestError(f"{_NO_TF} ({python or sys.executable} cannot import it)", target)
-            raise HarvestError(f"TensorFlow run failed (exit {proc.returncode}): {last}", target)
+            if proc.returncode in (-14, 142):  # its own alarm (SIGALRM): the deadline
+                raise HarvestError(f"TensorFlow run timed out after {timeout:.0f} s", target)
+            graphs = index_dump_dir(dumps, log_text) if keep_failed_call(kind, tail) and any(dumps.iterdir()) else []
+            if main_graph_id(graphs, log_text) is None:
+                raise HarvestError(f"TensorFlow run failed (exit {proc.returncode}): {last}", target)
+            # the call failed after TF built (and dumped) its graph: what TF built is kept
+            notes.append(f"the call failed after TensorFlow built its graph{failed_op(log_text)}: {last}")
         if require_dumps and not any(dumps.iterdir()):
             raise HarvestError("TensorFlow ran but wrote no graph dumps: no function or session graph reached its "
                                "optimization passes (does the program call a tf.function or run a session?)", target)
@@ -639,7 +369,9 @@ def harvest(
             "tf_xla_flags": flags,
             "tf_cpp_vmodule": VMODULE,
             "wall_s": round(wall, 3),
-            "graphs": index_dump_dir(dumps, log_text),
+            "graphs": graphs if graphs is not None else index_dump_dir(dumps, log_text),
+            "run": {"dry_run": dry_run and kind != "program", "isolated": isolate,
+                    "network": sandbox.network_note(log_text) or "not isolated"},
         }
         if call is not None:
             index["call"] = call
@@ -647,13 +379,14 @@ def harvest(
         if keras_lines:
             index["keras_call"] = {"inputs": json.loads(keras_lines[-1]),
                                    "input_shapes": [[k, list(v)] for k, v in input_shapes]}
-        notes = [ln[len("JITSIM_NOTE: "):].strip() for ln in log_text.splitlines() if ln.startswith("JITSIM_NOTE: ")]
         if notes:
             index["run_notes"] = notes
         if imports:
             index["runner_imports"] = imports
         if library_ops:
             index["op_library_ops"] = library_ops
+        if kind == "program":
+            index["program_files"] = program_files(deps, target)
         index["totals"] = totals(index["graphs"])
         index["main_graph"] = main_graph_id(index["graphs"], log_text)
         index.update(extra or {})
@@ -669,6 +402,68 @@ def harvest(
             remove_tree(runtmp)
         if work.exists():
             remove_tree(work)
+        if reaper is not None:
+            reaper.done()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """End TF's process and everything it started (its process group), and reap it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+    else:
+        try:  # what the process started and left running
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.wait()
+
+
+def keep_failed_call(kind: str, tail: str | None) -> bool:
+    """Whether a run that failed after TF dumped the call's graph keeps what TF built: the one
+    call of a runner or a program (not a profile's timed loop, which must run)."""
+    return tail is None
+
+
+_FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
+
+
+def failed_op(log_text: str) -> str:
+    """`` (at node X)`` for the node TF's error names, else ``""``."""
+    found = _FAILED_NODE.findall(log_text)
+    return f" (at node {found[-1]})" if found else ""
+
+
+def program_files(deps: Path, target: Path) -> list[dict]:
+    """What a program's run read beyond its own file (the files of its own modules, the files
+    it opened, as the run's bootstrap listed them): path and SHA-256 each, so that a cached
+    capture of it is used only while they are unchanged."""
+    try:
+        paths = json.loads(read_text(deps, what="the program's files"))
+    except (JitsimError, ValueError):
+        return []
+    out = []
+    for p in sorted(set(paths) - {str(target)}):
+        digest = file_digest(Path(p))
+        if digest is not None:
+            out.append({"path": p, "sha256": digest})
+    return out
+
+
+def file_digest(path: Path) -> str | None:
+    """The SHA-256 of a regular file (None: not one, or unreadable)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+    except OSError:
+        return None
 
 
 CHECKSUMS_FILE = "checksums.sha256"
@@ -750,13 +545,13 @@ def totals(graphs: list[dict]) -> dict:
 
 def _tf_version(log_text: str) -> str | None:
     for line in reversed(log_text.splitlines()):
-        if line.startswith(_VERSION_MARK):
-            return line[len(_VERSION_MARK):].strip() or None
+        if line.startswith(VERSION_MARK):
+            return line[len(VERSION_MARK):].strip() or None
     return None
 
 
 def last_error_line(log_text: str) -> str:
-    lines = [l.strip() for l in log_text.splitlines() if l.strip() and not l.startswith(_VERSION_MARK)]
+    lines = [l.strip() for l in log_text.splitlines() if l.strip() and not l.startswith(VERSION_MARK)]
     for l in reversed(lines):
         if l.startswith("JITSIM_ERROR: "):
             return l[len("JITSIM_ERROR: "):][:500]

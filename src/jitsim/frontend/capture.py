@@ -52,7 +52,7 @@ from jitsim.files.input import hash_file, os_problem, read_json
 from jitsim.files.output import remove_tree, temporary_directory
 from jitsim.defs import BEFORE_CLONE_DUMP
 
-RUNNER_VERSION = "capture/7"  # bump when a runner's behaviour changes: old cache entries go stale
+RUNNER_VERSION = "capture/8"  # bump when a runner's behaviour changes: old cache entries go stale
 CAPTURE_FLAGS = "--tf_xla_clustering_debug --tf_xla_clustering_fuel=0"
 KINDS = ("saved_model", "keras", "graphdef", "function", "program")
 
@@ -434,7 +434,7 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
         try:
             idx = _harvest.harvest(path, out, flags=tf_flags, signature=signature, timeout=timeout,
                                    progress=progress, extra=extra, call=call_dict,
-                                   input_shapes=shapes if kind == "keras" else ())
+                                   input_shapes=shapes if kind == "keras" else (), dry_run=True, isolate=True)
         except HarvestError as e:
             if (out / "index.json").exists():  # another process finished the same capture
                 idx = _cached_index(out)

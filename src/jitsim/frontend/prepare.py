@@ -170,7 +170,8 @@ def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
 
 
 def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ...] = (),
-                       onednn: bool = True, infer_shapes: bool = True, fetch=None) -> Prepared:
+                       onednn: bool = True, infer_shapes: bool = True, fetch=None,
+                       fetchable: bool = False) -> Prepared:
     """Simulate what TF 2.21 does to ``graph`` between instantiating it as a function and
     clustering it (module docstring). ``graph`` is not modified. ``skip`` names steps of
     :data:`STEPS` to leave out (to measure what each is worth). ``onednn``: TF's default on
@@ -180,7 +181,10 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     :mod:`jitsim.analyses.shape_inference` infers, as Grappler's read ``GraphProperties``; a graph
     that records shapes is read as recorded either way. ``fetch``: ``(fetch node names, nodes
     to preserve)`` Grappler is given (a session call's, :func:`jitsim.frontend.session_call.
-    grappler_fetch_nodes`); default: :func:`fetches_of` the graph."""
+    grappler_fetch_nodes`); default: :func:`fetches_of` the graph. ``fetchable``: a session
+    graph's (TF lowers and inlines the whole graph before the call's feed/fetch rewrite, so an
+    inlined call or a lowered op keeps its name as an ``IdentityN`` of its outputs, which a
+    fetch of ``call:0`` reads); a function's are kept as a ``NoOp`` (targetable)."""
     from jitsim.rewrites.lower_functional_ops import lower_and_inline
     from jitsim.rewrites.placement import place
     from jitsim.analyses.shape_inference import ShapeView, records_shapes
@@ -193,7 +197,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     eg = EditGraph.from_graph(graph)
 
     if "inline_and_lower" not in skip:
-        lr = lower_and_inline(eg, fetchable=False)
+        lr = lower_and_inline(eg, fetchable=fetchable)
         c = lr.counts()
         out.records["inline_and_lower"] = lr
         out.steps.append(Step(Code.INLINE_AND_LOWER, c["inlined_calls"] + c["lowered"],

@@ -102,7 +102,8 @@ class Route:
         if self.call is not None:
             text += f"; the call: {self.call.describe()}"
             if not self.call.exact:
-                text += " (name the call's fetches with --fetch for an exact answer)"
+                hint = getattr(self.call, "hint", None) or "name the call's fetches with --fetch"
+                text += f" ({hint} for an exact answer)"
         if self.inputs is not None:
             from jitsim.crosscheck.keras_call import ASSUMED_DIM, HOW_TO_SET, describe_inputs
 
@@ -211,7 +212,8 @@ def check_route_options(kind: str, *, signature=None, fetch=(), feed=(), input_s
                           f"tf.compat.v1.Session runs, not to {words}")
     if input_shapes and kind not in ("keras", "function"):
         hint = " (a SavedModel signature's shapes are the signature's)" if kind == "saved_model" else ""
-        raise JitsimError(f"--input-shape states a Keras model's call: it applies to a .keras file or a Keras model, "
+        raise JitsimError(f"--input-shape states a Keras model's call (or the shape of a variable an exported "
+                          f"tf.function graph captured): it applies to a .keras file, a Keras model or such a graph, "
                           f"not to {words}{hint}")
 
 
@@ -238,7 +240,8 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
     else:
         kind_for_shapes = kind
     check_route_options(kind, signature=signature, fetch=fetch, feed=feed)
-    check_route_options(kind_for_shapes, input_shapes=input_shapes, what=what)
+    if kind != "graphdef":  # a GraphDef's is checked once it is read (an exported function takes them)
+        check_route_options(kind_for_shapes, input_shapes=input_shapes, what=what)
     if kind == "saved_model":  # one rule for both routes, before either starts (never TF's init entry)
         from jitsim.crosscheck.harvest import saved_model_signatures
         from jitsim.graph.io import check_signature_name
@@ -258,7 +261,13 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
                          op_libraries=_recorded_libraries(target))
     graph = call = None
     if kind == "graphdef":
+        from jitsim.frontend.exported_function import exported_function, is_function_export
+        from jitsim.frontend.session_call import is_session_graph, session_call
+
         graph = load(target, validate=True, check_ops=True)
+        export = is_function_export(graph)
+        if not export:  # only an exported function's call takes --input-shape (its variables' shapes)
+            check_route_options(kind, input_shapes=input_shapes)
         if input_stage is not None and (fetch or feed):
             raise JitsimError("--fetch/--feed make a session call of the graph; --input-stage takes the graph as "
                               "it is: give one or the other")
@@ -275,9 +284,12 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
                                   "(its feeds and fetches are already _Arg/_Retval nodes)")
             return PassInput(Route("dump-file", "dump", True, f"TF's own graph ({stage}; {words}TF's node and edge ids "
                                    "reconstructed)"), [(Path(target).name, graph, stage)])
-        from jitsim.frontend.session_call import is_session_graph, session_call
-
-        if is_session_graph(graph):
+        if export:
+            if fetch or feed:
+                raise JitsimError("--fetch/--feed name a session call, but this graph is a tf.function's graph "
+                                  "(cf.graph.as_graph_def()): its call is the function's")
+            call = exported_function(graph, input_shapes)
+        elif is_session_graph(graph):
             call = session_call(graph, fetch, feed)
         elif fetch or feed:
             raise JitsimError("--fetch/--feed name a session call, but this graph is a function body (it has "
@@ -349,8 +361,22 @@ _TF_FAILURES = (
 )
 
 
+def what_ran(kind: str, run: dict, sig: str = "") -> str:
+    """The route line's words for what a capture ran (``run``: the capture index's ``run``)."""
+    if run.get("dry_run"):
+        return (f"TensorFlow built the call's graph{sig} and its pass input, and ran none of it (a dry run: no op of "
+                "the model executed, nothing compiled)")
+    network = "no network" if run.get("network") == "isolated" else "network not isolated (the system refused it)"
+    if kind == "program":
+        return (f"TensorFlow ran the program in a sandbox ({network}, its own home and temporary directory, no "
+                "credentials in its environment), compiling nothing (--tf_xla_clustering_fuel=0)")
+    return f"TensorFlow built the pass input{sig} in one run of the call that compiled nothing (--tf_xla_clustering_fuel=0)"
+
+
 def why_tf_failed(message: str) -> str:
     """A failed TF run's error in words (no raw exception text), with what to do where known."""
+    if "jitsim does not run" in message:  # the dry run refused to run a function of the model
+        return _short(message, 200)
     for needle, words in _TF_FAILURES:
         if needle in message:
             return words
@@ -364,7 +390,7 @@ def _captured(target, kind: str, flags: str, signature, cache_dir, progress, cal
     from jitsim.graph.io import load_dump_dir
 
     cap = capture(target, flags=flags, signature=signature, cache_dir=cache_dir, progress=progress, call=call,
-                  input_shapes=input_shapes)
+                  input_shapes=input_shapes if kind in ("keras", "function") else ())  # an export's are in its call
     pairs = load_dump_dir(cap.dump_dir, validate=False)
     # the graphs are files of jitsim's cache: messages, tables and pictures name the user's target
     where = _target_words(target)
@@ -376,8 +402,7 @@ def _captured(target, kind: str, flags: str, signature, cache_dir, progress, cal
     ids = [rec.id for rec, _ in pairs]
     main = ids.index(cap.main_graph) if cap.main_graph in ids else max(range(len(graphs)), key=lambda i: len(graphs[i][1]))
     sig = f" (signature {signature or 'serving_default'})" if cap.kind == "saved_model" else ""
-    detail = (f"TensorFlow built the pass input{sig} in one run of the call that compiled nothing "
-              "(--tf_xla_clustering_fuel=0)")
+    detail = what_ran(cap.kind, (cap.index.get("run") or {}), sig)
     exact = call is None or call.exact
     rkind = kind if kind in ("metagraph", "function") else cap.kind
     route = Route(rkind, "tf-capture", exact, detail, call, getattr(cap, "inputs", None),
@@ -398,15 +423,16 @@ def _prepared(graph, kind: str, device: str | None, call=None) -> PassInput:
     """The TF-free route: TF's rewrites before clustering simulated; for a session ``call``
     (not an exported function's own, which is simulated as the function it is), on the whole
     graph with the call's fetches given to Grappler, then the session's feed/fetch rewrite."""
+    from jitsim.frontend.exported_function import EXPORTED_FUNCTION
     from jitsim.frontend.prepare import prepare_without_tf
     from jitsim.frontend.session_call import FUNCTION_OUTPUTS, bound_to_variables, grappler_fetch_nodes
     from jitsim.passes.pipeline import RAW
     from jitsim.rewrites.subgraph_rewrite import rewrite_for_execution
 
-    session = call is not None and call.chosen_by != FUNCTION_OUTPUTS
+    session = call is not None and call.chosen_by not in (FUNCTION_OUTPUTS, EXPORTED_FUNCTION)
     if session:
         prep = prepare_without_tf(bound_to_variables(graph, call.variables), device=device or "cpu",
-                                  fetch=grappler_fetch_nodes(call))
+                                  fetch=grappler_fetch_nodes(call), fetchable=True)
         prep.graph = rewrite_for_execution(prep.graph, feeds=call.feeds, fetches=call.fetches, targets=call.targets)
     else:
         prep = prepare_without_tf(graph, device=device or "cpu")
