@@ -167,3 +167,31 @@ def test_live_tf_function_matches_the_program(targets, tmp_path):
     truth = tmp_path / "truth"
     harvest(targets / "prog.py", truth, flags=DEFAULT_FLAGS)
     assert_matches_truth(cap, truth, loose=True)
+
+
+def test_cache_key_follows_symlinks_and_is_cheap_on_big_files(tmp_path):
+    """A SavedModel whose variables/ is a link to another directory: the linked files are in the
+    key. A 16 GiB sparse asset is known by its size, time and edges, not read whole."""
+    import os
+    import time as _time
+
+    sm = tmp_path / "sm"
+    (sm / "assets").mkdir(parents=True)
+    (sm / "saved_model.pb").write_bytes(b"graph")
+    elsewhere = tmp_path / "disk2" / "variables"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "variables.index").write_bytes(b"index-1")
+    (sm / "variables").symlink_to(elsewhere)
+    k1 = cache_key(sm, "saved_model", None, "--tf_xla_auto_jit=2")
+    (elsewhere / "variables.index").write_bytes(b"index-2")
+    assert cache_key(sm, "saved_model", None, "--tf_xla_auto_jit=2") != k1
+    with open(sm / "assets" / "big.bin", "wb") as f:
+        f.truncate(16 * 2**30)
+    t0 = _time.monotonic()
+    k2 = cache_key(sm, "saved_model", None, "--tf_xla_auto_jit=2")
+    assert _time.monotonic() - t0 < 5
+    os.utime(sm / "assets" / "big.bin", ns=(1, 1))
+    assert cache_key(sm, "saved_model", None, "--tf_xla_auto_jit=2") != k2
+    (sm / "variables" / "loop").symlink_to(sm)
+    with pytest.raises(HarvestError, match="symbolic link loop"):
+        cache_key(sm, "saved_model", None, "--tf_xla_auto_jit=2")

@@ -235,3 +235,23 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except OSError:
         return False
+
+
+# -- what a cached capture depends on -----------------------------------------------------------
+
+
+def test_a_program_capture_is_run_again_when_a_module_it_imports_changes(tmp_path):
+    from jitsim.frontend.capture import capture
+
+    (tmp_path / "helper.py").write_text("SCALE = 2.0\n")
+    prog = tmp_path / "prog.py"
+    prog.write_text("import tensorflow as tf\nfrom helper import SCALE\n"
+                    "tf.function(lambda x: tf.nn.relu(x * SCALE) + 1.0)(tf.ones([2]))\n")
+    flags = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
+    first = capture(prog, flags=flags, cache_dir=tmp_path / "c")
+    assert not first.cached
+    assert any(e["path"] == str((tmp_path / "helper.py").resolve()) for e in first.index["program_files"])
+    assert capture(prog, flags=flags, cache_dir=tmp_path / "c").cached
+    (tmp_path / "helper.py").write_text("SCALE = 3.0\n")
+    third = capture(prog, flags=flags, cache_dir=tmp_path / "c")
+    assert not third.cached and any("helper.py changed since the cached capture" in n for n in third.notes), third.notes

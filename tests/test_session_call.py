@@ -229,3 +229,34 @@ def test_tf1_session_graph_with_fetch_is_exact_and_matches_tf(tmp_path):
                    for _, g, stage in pin.graphs]
         d = compare_partitions(results[pin.main].labels(), truth)
         assert d.identical and d.same_names, (target, d)
+
+
+CALL_GRAPH = """
+node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } }
+       attr { key: "shape" value { shape { dim { size: 2 } dim { size: 4 } } } } }
+node { name: "c" op: "PartitionedCall" input: "x"
+       attr { key: "Tin" value { list { type: DT_FLOAT } } }
+       attr { key: "Tout" value { list { type: DT_FLOAT type: DT_FLOAT } } }
+       attr { key: "f" value { func { name: "inner" } } } }
+node { name: "y" op: "Relu" input: "c" attr { key: "T" value { type: DT_FLOAT } } }
+library { function {
+  signature { name: "inner" input_arg { name: "a" type: DT_FLOAT }
+              output_arg { name: "t" type: DT_FLOAT } output_arg { name: "s" type: DT_FLOAT } }
+  node_def { name: "t" op: "Tanh" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+  node_def { name: "e" op: "Exp" input: "t:y:0" attr { key: "T" value { type: DT_FLOAT } } }
+  ret { key: "t" value: "t:y:0" } ret { key: "s" value: "e:y:0" } } }
+"""
+
+
+def test_a_fetched_call_output_stays_fetchable_without_tf(tmp_path):
+    """``--fetch c:1`` of a PartitionedCall in a session graph: TF lowers and inlines the whole
+    graph before the call's feed/fetch rewrite, keeping the inlined caller ``c`` as an IdentityN
+    of the body's outputs (fetchable), so the fetch reads ``c:1``; no "0 outputs" error."""
+    from graphs import parse_graphdef
+
+    path = tmp_path / "g.pbtxt"
+    save(Graph(parse_graphdef(CALL_GRAPH)), path)
+    pin = pass_inputs(path, flags="--tf_xla_auto_jit=2", tf="never", fetch=["c:1"])
+    g = pin.main_graph
+    assert g["c"].op == "IdentityN" and [e.src for e in g.in_edges("c") if not e.is_control] == ["c/t", "c/e"]
+    assert [(e.src, e.src_output) for e in g.in_edges("_retval_c_1_0")] == [("c", 1)]

@@ -386,7 +386,7 @@ def harvest(
         if library_ops:
             index["op_library_ops"] = library_ops
         if kind == "program":
-            index["program_files"] = program_files(deps, target)
+            index["program_files"] = program_files(deps, target, (runtmp, work))
         index["totals"] = totals(index["graphs"])
         index["main_graph"] = main_graph_id(index["graphs"], log_text)
         index.update(extra or {})
@@ -436,16 +436,20 @@ def failed_op(log_text: str) -> str:
     return f" (at node {found[-1]})" if found else ""
 
 
-def program_files(deps: Path, target: Path) -> list[dict]:
+def program_files(deps: Path, target: Path, scratch=()) -> list[dict]:
     """What a program's run read beyond its own file (the files of its own modules, the files
-    it opened, as the run's bootstrap listed them): path and SHA-256 each, so that a cached
-    capture of it is used only while they are unchanged."""
+    it opened, as the run's bootstrap listed them; not those of the run's own scratch
+    directories): path and SHA-256 each, so that a cached capture of it is used only while they
+    are unchanged."""
     try:
         paths = json.loads(read_text(deps, what="the program's files"))
     except (JitsimError, ValueError):
         return []
+    skip = tuple(os.path.realpath(d) + os.sep for d in scratch)
     out = []
     for p in sorted(set(paths) - {str(target)}):
+        if os.path.realpath(p).startswith(skip):
+            continue
         digest = file_digest(Path(p))
         if digest is not None:
             out.append({"path": p, "sha256": digest})

@@ -158,23 +158,38 @@ def tf_version() -> str:
             return "none"
 
 
+# A file over this size is known to the cache key by its size, modification time and first and
+# last MiB, not its whole content: a SavedModel's 16 GiB (sparse) asset is not read before TF
+# starts, and TF's dry run does not read it at all (a table's initializer is never run)
+BIG_FILE = 64 * 2**20
+
+
 def _hash_path(h, path: Path) -> None:
-    if path.is_dir():
-        for p in sorted(path.rglob("*"), key=lambda q: q.relative_to(path).as_posix()):
-            if p.is_file():
-                h.update(b"F" + p.relative_to(path).as_posix().encode("utf-8", "surrogateescape") + b"\0")
-                h.update(_sha256(p))
-    else:
+    """Every file under ``path`` (or ``path`` itself), by relative path, symbolic links followed
+    (a SavedModel's ``variables/`` may be a link to another disk; a link loop is an error, as a
+    FIFO or device is)."""
+    if not path.is_dir():
         h.update(b"F" + path.name.encode("utf-8", "surrogateescape") + b"\0")
-        h.update(_sha256(path))
+        _hash_file(h, path)
+        return
+    files = []
+    for root, dirs, names in os.walk(path, followlinks=True):
+        here = os.path.realpath(root)
+        for d in dirs:
+            real = os.path.realpath(os.path.join(root, d))
+            if here == real or here.startswith(real.rstrip(os.sep) + os.sep):  # a link to a directory above it
+                raise HarvestError("holds a symbolic link loop (a directory that contains itself)",
+                                   os.path.join(root, d))
+        files.extend(Path(root) / n for n in names)
+    for p in sorted(files, key=lambda q: q.relative_to(path).as_posix()):
+        h.update(b"F" + p.relative_to(path).as_posix().encode("utf-8", "surrogateescape") + b"\0")
+        _hash_file(h, p)
 
 
-def _sha256(path: Path) -> bytes:
-    """sha256 of a regular file, read in chunks (a FIFO or device in a SavedModel directory is
-    refused, never read forever)."""
-    h = hashlib.sha256()
-    hash_file(h, path, what="a regular file", error=HarvestError)
-    return h.digest()
+def _hash_file(h, path: Path) -> None:
+    """A regular file's content (a FIFO or device in a SavedModel directory is refused, never read
+    forever); over :data:`BIG_FILE`, its size, modification time and first and last MiB."""
+    hash_file(h, path, what="a regular file", error=HarvestError, sample_over=BIG_FILE)
 
 
 def cache_key(target: Path, kind: str, signature: str | None, flags: str, call: str = "", shapes: str = "") -> str:
@@ -422,9 +437,14 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
         extra = {"capture": {"runner_version": RUNNER_VERSION, "key": key, "user_flags": flags,
                              "auto_jit_added": added, "notes": notes}}
         idx = _verified_entry(out, key)
-        if idx is None and out.exists():  # a damaged entry: captured again (the note says why it took time)
+        if idx is None and out.exists():  # a stale or damaged entry: captured again (the note says why it took time)
+            try:
+                changed = changed_program_file(_cached_index(out)) if _harvest.checksums_ok(out) else None
+            except HarvestError:
+                changed = None
             _remove_entry(out)
-            notes.append("the cached capture was damaged or edited: TensorFlow was run again")
+            notes.append(f"{changed} changed since the cached capture: TensorFlow was run again" if changed else
+                         "the cached capture was damaged or edited: TensorFlow was run again")
         if idx is not None:
             return Capture(out, kind, 0.0, True, key, idx.get("main_graph"), tf_flags, flags, added,
                            notes + list(idx.get("run_notes", [])), session_jit, _inputs(idx, inputs))
@@ -473,7 +493,18 @@ def _verified_entry(out: Path, key: str) -> dict | None:
         return None
     if not isinstance(idx, dict) or idx.get("capture", {}).get("key") != key:
         return None
+    if changed_program_file(idx) is not None:  # a module the program imports (or a file it read) changed
+        return None
     return idx
+
+
+def changed_program_file(index: dict) -> str | None:
+    """The first file a cached program capture read beyond the program (its own modules, the files
+    it opened: the index's ``program_files``) that is no longer what it was, or None."""
+    for entry in index.get("program_files") or ():
+        if not isinstance(entry, dict) or _harvest.file_digest(Path(str(entry.get("path")))) != entry.get("sha256"):
+            return str(entry.get("path") if isinstance(entry, dict) else entry)
+    return None
 
 
 def _remove_entry(out: Path) -> None:
