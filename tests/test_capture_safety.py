@@ -78,6 +78,23 @@ MAKE = textwrap.dedent(
             return {"y": y * tf.cast(tf.reduce_sum(ids), tf.float32)}
     m = M()
     tf.saved_model.save(m, os.path.join(out, "sm"), signatures={"serving_default": m.serve})
+    # a TF1 SavedModel whose main op (run by the loader) writes and initializes a table
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 4], name="x")
+        ids = tf.compat.v1.placeholder(tf.string, [2], name="ids")
+        v = tf.compat.v1.get_variable("v", [4, 4])
+        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(["a", "b"], [1, 2], tf.string,
+                                                                              tf.int64), -1)
+        z = tf.nn.relu(tf.matmul(x, v) + 1.0) * tf.cast(tf.reduce_sum(table.lookup(ids)), tf.float32)
+        init = tf.group(tf.compat.v1.tables_initializer(), tf.io.write_file(w("tf1_saved_model_init"), "x"),
+                        name="init_all")
+        with tf.compat.v1.Session(graph=g) as sess:
+            sess.run(v.initializer)
+            b = tf.compat.v1.saved_model.Builder(os.path.join(out, "sm_tf1"))
+            sig = tf.compat.v1.saved_model.predict_signature_def({"x": x, "ids": ids}, {"z": z})
+            b.add_meta_graph_and_variables(sess, ["serve"], signature_def_map={"serving_default": sig}, main_op=init)
+            b.save()
     """
 )
 
@@ -109,6 +126,7 @@ def _written(mark: Path) -> list[str]:
     ("writes.meta", ()),
     ("events", ()),
     ("sm", ()),
+    ("sm_tf1", ()),
 ])
 def test_a_graph_that_writes_writes_nothing_and_reads_no_fifo(targets, tmp_path, name, extra):
     d, mark, events = targets

@@ -22,10 +22,11 @@ model's ops. Where TF executes a call is where the dry run stops it:
   runtime refuses to start it ("cancelled before it was started"); its executors are made lazily
   on the first run, so no constant folding executes anything either;
 * loading a SavedModel or ``.keras`` file runs functions of the model (a resource's creator and
-  initializer, a restore): :class:`_LoadGate` lets a function run only when something needs its
-  outputs and every op in it stays inside the process (:data:`IN_PROCESS_STATEFUL`, no op of
-  :data:`OUTSIDE_OPS`); one without outputs is built and cancelled like the call; any other is
-  refused (``JITSIM_REFUSED``), and jitsim predicts without TF.
+  initializer, a restore): :class:`_LoadGate` lets a function run only when every op in it stays
+  inside the process (:data:`IN_PROCESS_STATEFUL`, no op of :data:`OUTSIDE_OPS`); any other is
+  built and cancelled like the call (scalar stand-ins for its outputs, which the loader ignores);
+  one that would have to return a resource is refused (``JITSIM_REFUSED``), and jitsim predicts
+  without TF.
 
 A program (``.py``) is code: it runs, in the sandbox of :mod:`jitsim.tfprocess.sandbox`.
 """
@@ -194,9 +195,13 @@ PRELUDE = textwrap.dedent(
                 bad |= _outside_ops(ctx, s, seen)
         return bad
     class _LoadGate:
-        # While a model loads, its own functions run through Context.call_function: in a dry run a
-        # function without outputs is built and cancelled; one with outputs runs only if all its
-        # ops stay in this process, else the run ends with JITSIM_REFUSED (exit 4)
+        # While a model loads, its own functions run through Context.call_function. In a dry run a
+        # function whose ops all stay in this process runs; any other is built and cancelled (its
+        # graph passes run, none of it does): without outputs it returns nothing, as it would;
+        # with outputs (a TF1 SavedModel's restore and init functions return a feed and an
+        # anchor the loader ignores) it returns scalar stand-ins. A function that must hand back
+        # a resource or variant (a resource's creator) cannot be stood in for: the run ends with
+        # JITSIM_REFUSED (exit 4)
         def __enter__(self):
             if not _DRY:
                 return self
@@ -205,15 +210,18 @@ PRELUDE = textwrap.dedent(
             orig = self._orig
             def call_function(ctx, name, tensor_inputs, num_outputs):
                 fname = name.decode() if isinstance(name, bytes) else str(name)
-                if not num_outputs:
-                    _cancelled(lambda: orig(ctx, name, tensor_inputs, num_outputs))
-                    return None
                 bad = _outside_ops(ctx, fname, set())
-                if bad:
+                if not bad:
+                    return orig(ctx, name, tensor_inputs, num_outputs)
+                types = [a.type for a in ctx.get_function_def(fname).signature.output_arg] if num_outputs else []
+                if any(t in (20, 21) for t in types):  # DT_RESOURCE, DT_VARIANT
                     print("%(refused)sloading the model runs its function %%s, which holds ops jitsim does not run "
                           "(%%s)" %% (fname, ", ".join(sorted(bad))), file=sys.stderr, flush=True)
                     os._exit(4)
-                return orig(ctx, name, tensor_inputs, num_outputs)
+                _cancelled(lambda: orig(ctx, name, tensor_inputs, num_outputs))
+                if not num_outputs:
+                    return None
+                return [tf.constant(b"" if t == 7 else 0, dtype=tf.as_dtype(t)) for t in types]
             self._mod.call_function = call_function
             return self
         def __exit__(self, *exc):
