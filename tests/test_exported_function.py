@@ -63,14 +63,29 @@ def test_an_export_is_read_as_the_function_it_was_traced_as():
 
 
 def test_the_variable_shape_comes_from_the_file_or_from_the_user():
-    f = exported_function(_export(shapes=True))
+    f = exported_function(_export(shapes=True), captured=["none"])
     assert f.exact and f.variables[0].shape == (4, 4) and f.variables[0].source == "_output_shapes"
-    f = exported_function(_export(), shapes=[("ReadVariableOp/resource", (4, 4))])
+    f = exported_function(_export(), shapes=[("ReadVariableOp/resource", (4, 4))], captured=["none"])
     assert f.exact and f.variables[0].source == "given"
+    # the shapes alone are not enough: an eager tensor the function captured is a Const in the file
+    f = exported_function(_export(shapes=True))
+    assert not f.exact and "--captured NAME" in f.hint and "--input-shape" not in f.hint
     with pytest.raises(JitsimError, match="an argument's shape is the placeholder's"):
         exported_function(_export(), shapes=[("x", (2, 4))])
     with pytest.raises(JitsimError, match="has no input 'y'"):
         exported_function(_export(), shapes=[("y", (2, 4))])
+
+
+def test_a_captured_tensor_is_an_input_of_the_call():
+    """``--captured ones``: the Const becomes an input, after the placeholders before it in the
+    file (TF's by-value capture puts it among the FuncGraph's inputs in capture order)."""
+    f = exported_function(_export(shapes=True), captured=["ones"])
+    assert f.inputs == ("x", "ReadVariableOp/resource", "ones") and f.captured == ("ones",) and f.exact
+    assert f.to_dict()["function"]["captured"] == ["ones"]
+    with pytest.raises(JitsimError, match="'MatMul' is a MatMul, not a Const"):
+        exported_function(_export(), captured=["MatMul"])
+    with pytest.raises(JitsimError, match="give it alone"):
+        exported_function(_export(), captured=["none", "ones"])
 
 
 def test_a_tf1_graph_is_not_an_export_and_a_function_without_outputs_leaves_its_control_outputs_to_tf():
@@ -98,10 +113,12 @@ def test_the_tf_free_route_and_the_cli_say_what_the_call_is(tmp_path, capsys):
     assert main(["cluster", str(path), "--tf", "never", "--input-shape", "x=2,4"]) == 2
     assert "an argument's shape is the placeholder's" in capsys.readouterr().err
     assert main(["cluster", str(path), "--tf", "never", "--format", "json",
-                 "--input-shape", "ReadVariableOp/resource=4,4"]) == 0
+                 "--input-shape", "ReadVariableOp/resource=4,4", "--captured", "none"]) == 0
     call = json.loads(capsys.readouterr().out)["route"]["call"]
     assert call["function"]["variables"] == {"ReadVariableOp/resource": {"dtype": F32, "shape": [4, 4]}}
-    assert call["missing_shapes"] == []
+    assert call["missing_shapes"] == [] and call["captured_stated"] and call["exact"]
+    assert main(["cluster", str(path), "--tf", "never", "--captured", "nothere"]) == 2
+    assert "no node 'nothere'" in capsys.readouterr().err
 
 
 # -- real TensorFlow: the export against the live call -------------------------------------------
@@ -130,6 +147,16 @@ FUNCTIONS = {
             return tf.reduce_mean(tf.nn.gelu(h) * h, axis=1)
         SPEC = (tf.TensorSpec([3, 8], tf.float32, name="x"),)
     """,
+    # an eager tensor captured by value (a Keras Normalization's mean): an argument of the live call
+    "captured_tensor": """
+        mean = tf.constant([0.5, 1.5, -1.0])
+        scale = tf.constant(4.0)
+        w = tf.Variable(tf.ones([3, 3]), name="w")
+        @tf.function
+        def f(x):
+            return tf.reduce_sum(tf.nn.relu(tf.matmul((x - mean) * scale, w) + 1.0), axis=1)
+        SPEC = (tf.TensorSpec([2, 3], tf.float32, name="x"),)
+    """,
     # returns nothing: the control outputs are what TF's automatic control dependencies keep
     "no_outputs": """
         v = tf.Variable(tf.ones([4]), name="v")
@@ -145,6 +172,8 @@ import sys, tensorflow as tf
 from google.protobuf import text_format
 {body}
 cf = f.get_concrete_function(*SPEC)
+import json
+json.dump([t.op.name for t in cf.graph.inputs if t.op.type == "Const"], open(sys.argv[1] + "/captured.json", "w"))
 open(sys.argv[1] + "/plain.pbtxt", "w").write(text_format.MessageToString(cf.graph.as_graph_def()))
 open(sys.argv[1] + "/shapes.pbtxt", "w").write(text_format.MessageToString(cf.graph.as_graph_def(add_shapes=True)))
 """
@@ -179,13 +208,18 @@ def test_an_export_with_its_shapes_is_the_live_call(tmp_path, monkeypatch, name)
     cache = tmp_path / "cache"
     monkeypatch.setenv("JITSIM_CACHE", str(cache))
 
-    # the shapes in the file: TF's own pass input of the live call, byte for byte, and its clusters
-    pin = pass_inputs(tmp_path / "shapes.pbtxt", flags=flags, tf="always", cache_dir=cache)
+    # the shapes in the file and the captured tensors stated (what the user's process knows): TF's own
+    # pass input of the live call, byte for byte, and its clusters
+    captured = json.loads((tmp_path / "captured.json").read_text()) or ["none"]
+    assert (captured != ["none"]) is (name == "captured_tensor")
+    pin = pass_inputs(tmp_path / "shapes.pbtxt", flags=flags, tf="always", cache_dir=cache, captured=captured)
     assert pin.route.method == "tf-capture" and pin.route.exact, pin.route.line
     assert "ran none of it" in pin.route.line
     assert (pin.main_graph.graphdef.SerializeToString(deterministic=True)
             == truth_input.graphdef.SerializeToString(deterministic=True))
-    c = cluster(tmp_path / "shapes.pbtxt", flags=flags, until="mark", tf="always")
+    c = cluster(tmp_path / "shapes.pbtxt", flags=flags, until="mark", tf="always", captured=captured)
+    unstated = pass_inputs(tmp_path / "shapes.pbtxt", flags=flags, tf="always", cache_dir=cache)
+    assert not unstated.route.exact and "--captured" in unstated.route.line
     truth = labels_of_file(dumps / mark) if mark else {n: None for n in c.labels()}
     d = compare_partitions(c.labels(), truth)
     assert d.identical and d.same_names, d.format_text()
@@ -194,7 +228,7 @@ def test_an_export_with_its_shapes_is_the_live_call(tmp_path, monkeypatch, name)
     variables = exported_function(load(tmp_path / "shapes.pbtxt")).variables
     plain = pass_inputs(tmp_path / "plain.pbtxt", flags=flags, tf="always", cache_dir=cache)
     assert plain.route.exact is not bool(variables) and (not variables or "--input-shape" in plain.route.line)
-    given = cluster(tmp_path / "plain.pbtxt", flags=flags, until="mark", tf="always",
+    given = cluster(tmp_path / "plain.pbtxt", flags=flags, until="mark", tf="always", captured=captured,
                     input_shapes={v.name: v.shape for v in variables})
     assert given.route.exact, given.route.line
     d = compare_partitions(given.labels(), truth)

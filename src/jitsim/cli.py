@@ -302,7 +302,7 @@ def cmd_cluster(args) -> int:
     try:
         pin = pass_inputs(path, flags=choice.flags.text, tf=args.tf, signature=args.signature, device=args.device,
                           input_stage=args.input_stage, progress=capture_progress, fetch=args.fetch, feed=args.feed,
-                          input_shapes=args.input_shape)
+                          input_shapes=args.input_shape, captured=args.captured)
         version, version_reason = _tf_version_choice(args, pin.main_graph, path)
         options = replace(options, tf_version=version, tf_version_reason=version_reason,
                           op_libraries=tuple(pin.op_libraries))
@@ -521,7 +521,7 @@ def cmd_verify(args) -> int:
     # the shared options mean what they mean for `jitsim cluster DIR`; those stating another
     # target's call are refused the same way
     check_route_options("dump-dir", signature=args.signature, fetch=args.fetch, feed=args.feed,
-                        input_shapes=args.input_shape)
+                        input_shapes=args.input_shape, captured=getattr(args, "captured", None))
     choice = _flags_choice(args, args.tf_xla_flags, recorded=recorded_flags(path))
 
     def progress(i, n):
@@ -556,7 +556,7 @@ def _verify_campaign(args) -> int:
             raise JitsimError("verify compares jitsim with TF's own dumps: give a harvest or TF dump directory "
                               "(`jitsim crosscheck harvest` makes one from a model)", d)
     check_route_options("dump-dir", signature=args.signature, fetch=args.fetch, feed=args.feed,
-                        input_shapes=args.input_shape)
+                        input_shapes=args.input_shape, captured=getattr(args, "captured", None))
     choices = [_flags_choice(args, args.tf_xla_flags, recorded=recorded_flags(d)) for d in dirs]
     options = [_options(args, c, device=args.device, explain_cycles=False) for c in choices]
     identity = {"command": "verify", "dirs": [str(d.absolute()) for d in dirs],
@@ -694,9 +694,10 @@ def _no_defaults_arg(p) -> None:
 
 def _tf_arg(p) -> None:
     p.add_argument("--tf", choices=("auto", "always", "never"), default="auto",
-                   help="for a SavedModel, .keras file, raw GraphDef or program: get TF's exact pass input with one "
-                        "TensorFlow run of the call that compiles nothing (cached), or predict without TensorFlow "
-                        "(approximate); auto: with TensorFlow when it is importable (default auto)")
+                   help="for a SavedModel, .keras file, raw GraphDef or program: get TF's exact pass input from a "
+                        "dry TensorFlow run (TF builds the call's graph and runs none of the model; a .py program "
+                        "runs, sandboxed; cached), or predict without TensorFlow, running nothing (approximate); "
+                        "auto: with TensorFlow when it is importable (default auto)")
 
 
 def _call_args(p) -> None:
@@ -707,6 +708,10 @@ def _call_args(p) -> None:
     p.add_argument("--feed", action="append", default=[], metavar="NAME[=SHAPE]",
                    help="a tensor the call feeds (repeatable; NAME means NAME:0), e.g. --feed x=100,784; every "
                         "placeholder the call needs is fed anyway, the shape only lets TensorFlow run it")
+    p.add_argument("--captured", action="append", default=[], metavar="CONST",
+                   help="a tf.function's exported graph (cf.graph.as_graph_def()): a Const that was an eager tensor "
+                        "the function captured, an argument of the live call (repeatable); --captured none: it "
+                        "captured none. Until stated the result is approximate")
 
 
 def _tf_version_arg(p) -> None:
@@ -761,7 +766,7 @@ def _simulate(args, options: Options, graph=None, *, move_devices=False):
     _progress_line(f"simulating {Path(str(graph or args.graph)).name}")
     try:
         return cluster(graph or args.graph, options=options, signature=signature, move_devices=move_devices,
-                       tf=args.tf, fetch=args.fetch, feed=args.feed, input_shapes=shapes)
+                       tf=args.tf, fetch=args.fetch, feed=args.feed, input_shapes=shapes, captured=args.captured)
     finally:
         _progress_done()
 
@@ -992,6 +997,9 @@ def cmd_harvest(args) -> int:
         _progress_line(f"running TensorFlow on {args.target}: {elapsed:5.1f} s, {ndumps} dump files")
 
     call = None
+    if getattr(args, "captured", None):
+        raise JitsimError("--captured states an exported function's call for jitsim's TF route; crosscheck harvest runs "
+                          "a GraphDef as a session call", args.target)
     if args.fetch or args.feed:  # a TF1 graph's sess.run, as jitsim cluster --fetch makes it
         from jitsim.crosscheck.targets import target_kind
         from jitsim.frontend.session_call import is_session_graph, session_call

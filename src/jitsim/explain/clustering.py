@@ -363,7 +363,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
             signature: str | None = None, until: str = "decluster", explain_cycles: bool | None = None,
             cluster_number_start: int = 0, move_devices: bool = False, tf: str = "auto", fetch=(),
             feed=(), tf_version: str | None = None, input_shapes=None, input_signature=None,
-            options: Options | None = None) -> Clustering:
+            captured=None, options: Options | None = None) -> Clustering:
     """Simulate TF's auto-clustering on ``graph`` and return a :class:`Clustering`.
 
     ``graph``: a path (TF dump file or directory, SavedModel directory, ``.keras`` file,
@@ -388,7 +388,11 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     ``input_signature``: the call of a ``.keras`` file or live Keras model, as
     ``{"input_ids": (2, 128)}`` (a model input's name -> a concrete shape) or one
     ``tf.TensorSpec`` per model input, in order (:mod:`jitsim.crosscheck.keras_call`); unknown
-    dimensions not given are set to 2, and :attr:`Clustering.route` says which were.
+    dimensions not given are set to 2, and :attr:`Clustering.route` says which were (for a
+    tf.function's exported graph, ``input_shapes`` gives its captured variables' shapes).
+    ``captured``: an exported tf.function graph's ``Const`` nodes that were eager tensors the
+    function captured (``["none"]``: none), as ``--captured``
+    (:mod:`jitsim.frontend.exported_function`).
     ``tf_version``: the TensorFlow release to simulate (``"2.16"`` ... ``"2.21"``); default: the
     release that wrote the graph (its ``versions.producer``), else the one a harvest recorded,
     else 2.21 (:func:`jitsim.registry.versions.choose_tf_version`; the choice and its reason
@@ -420,7 +424,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
 
         pin = pass_inputs(graph, flags=options.flags_text, tf=tf, signature=signature, device=device,
                           input_stage=options.input_stage, fetch=fetch, feed=feed, input_shapes=input_shapes,
-                          input_signature=input_signature)
+                          input_signature=input_signature, captured=captured)
         session = options.session
         if pin.session_jit is not None and not session.global_jit_level:  # the caller's set_jit, as TF would see it
             session = replace(session, global_jit_level=1 if pin.session_jit else -1)
@@ -438,8 +442,9 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         route, route_notes = pin.route, pin.notes
         options = replace(options, input_stage=pin.graphs[pin.main][2], cluster_number_start=state.counters.get(0, 0))
     else:
-        if fetch or feed:
-            raise JitsimError("fetch/feed name a session call of a graph file: give the GraphDef or MetaGraphDef path")
+        if fetch or feed or captured:
+            raise JitsimError("fetch/feed/captured state the call of a graph file: give the GraphDef or MetaGraphDef "
+                              "path")
         if input_shapes or input_signature is not None:
             raise JitsimError("input_shapes/input_signature state a Keras model's call: give the .keras path or the "
                               "Keras model")

@@ -12,7 +12,7 @@ recovers the function from the export, as TF's tracing made it:
 
 * **arguments**: every ``Placeholder``, in the file's order (a ``FuncGraph`` makes its
   arguments' placeholders first, in signature order, then one per capture as the body captures
-  it; its inputs are exactly those, in that order);
+  it; its inputs are exactly those, in that order), and the captured tensors stated (below);
 * **outputs**: the ``Identity``/``Identity_N`` nodes nothing reads, in the file's order (the
   identities ``tf.function`` wraps each returned tensor in);
 * **control outputs**: TF's automatic control dependencies tie every op that must run to one
@@ -26,9 +26,13 @@ recovers the function from the export, as TF's tracing made it:
   hold makes the result approximate: Grappler's rewrites (the remapper's fusions, constant
   folding of shapes) read it in the live call.
 
-What an export cannot tell: a small eager tensor the function captured is written as a ``Const``
-node, whereas the live call passes it as an argument; jitsim takes every ``Const`` as the
-function's own (docs/capture.md).
+* **captured tensors**: a small eager tensor the function captured (a ``tf.constant`` made outside
+  it, a Keras ``Normalization`` layer's mean) is written as a ``Const`` node like any other, but
+  the live call passes it as an argument (TF's by-value capture puts it among the FuncGraph's
+  inputs, after the arguments, in capture order). No attribute, name or encoding tells the two
+  apart (measured: EfficientNet's normalization, a Gemma backbone's scale), so the user states
+  them: ``--captured NAME`` (repeatable) makes that ``Const`` an input, in file order among the
+  captures, ``--captured none`` says there is none. Until stated the result is approximate.
 
 >>> from jitsim.graph.model import Graph
 >>> from jitsim.registry import protos
@@ -37,7 +41,7 @@ function's own (docs/capture.md).
 >>> x.attr["_user_specified_name"].s = b"x"
 >>> y = gd.node.add(name="Relu", op="Relu", input=["x"]); y.attr["T"].type = 1
 >>> i = gd.node.add(name="Identity", op="Identity", input=["Relu"]); i.attr["T"].type = 1
->>> f = exported_function(Graph(gd))
+>>> f = exported_function(Graph(gd), captured=["none"])
 >>> f.inputs, f.outputs, f.control_outputs, f.exact
 (('x',), ('Identity:0',), (), True)
 """
@@ -88,6 +92,8 @@ class ExportedFunction:
     outputs: tuple[str, ...]
     control_outputs: tuple[str, ...] | None  # None: the runner applies TF's rule (no outputs)
     variables: tuple[Variable, ...] = ()
+    captured: tuple[str, ...] = ()  # Consts the user named as captured eager tensors (inputs of the call)
+    captured_stated: bool = False  # --captured given (names, or "none")
     chosen_by: str = EXPORTED_FUNCTION
     shapes: tuple = field(default=(), compare=False)  # the user's --input-shape pairs
 
@@ -98,15 +104,21 @@ class ExportedFunction:
 
     @property
     def exact(self) -> bool:
-        return not self.missing_shapes
+        return not self.missing_shapes and self.captured_stated
 
     @property
     def hint(self) -> str:
         """What to do for an exact answer."""
+        parts = []
         names = self.missing_shapes
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        return (f"the shapes of the captured variables {shown} are not in the file: give them with --input-shape "
-                f"{names[0]}=DIMS, export with as_graph_def(add_shapes=True), or give the SavedModel")
+        if names:
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            parts.append(f"the shapes of the captured variables {shown} are not in the file: give them with "
+                         f"--input-shape {names[0]}=DIMS, or export with as_graph_def(add_shapes=True)")
+        if not self.captured_stated:
+            parts.append("an eager tensor the function captured is a Const in the file but an argument of the live "
+                         "call: name such Consts with --captured NAME, or say --captured none")
+        return "; ".join(parts) + " (or give the SavedModel)"
 
     def describe(self, limit: int = 6) -> str:
         def names(xs):
@@ -118,6 +130,10 @@ class ExportedFunction:
         if self.variables:
             known = len(self.variables) - len(self.missing_shapes)
             parts.append(f"{len(self.variables)} captured variables ({known} with their shapes)")
+        if self.captured:
+            parts.append(f"captured tensors {names(self.captured)}")
+        elif self.captured_stated:
+            parts.append("no captured tensor")
         parts.append(f"returns {names(self.outputs)}" if self.outputs else "returns nothing")
         if self.control_outputs:
             parts.append(f"control outputs {names(self.control_outputs)}")
@@ -126,8 +142,9 @@ class ExportedFunction:
     def to_dict(self) -> dict:
         return {"function": {"name": self.name, "inputs": list(self.inputs), "outputs": list(self.outputs),
                              "control_outputs": None if self.control_outputs is None else list(self.control_outputs),
-                             "variables": {v.name: v.to_dict() for v in self.variables}},
-                "chosen_by": self.chosen_by, "exact": self.exact,
+                             "variables": {v.name: v.to_dict() for v in self.variables},
+                             "captured": list(self.captured)},
+                "chosen_by": self.chosen_by, "exact": self.exact, "captured_stated": self.captured_stated,
                 "missing_shapes": self.missing_shapes}
 
     def key(self) -> str:
@@ -152,12 +169,21 @@ def is_function_export(graph: Graph) -> bool:
     return bool(sinks) and all(_OUTPUT_NAME.fullmatch(s) for s in sinks) and not graph.collections
 
 
-def exported_function(graph: Graph, shapes=()) -> ExportedFunction:
+def exported_function(graph: Graph, shapes=(), captured=None) -> ExportedFunction:
     """The function ``graph`` was exported from (the module docstring). ``shapes``: the user's
-    ``(placeholder, dims)`` pairs for captured variables (``--input-shape``); naming anything else
-    is a one-line error."""
+    ``(placeholder, dims)`` pairs for captured variables (``--input-shape``); ``captured``: the
+    ``Const`` nodes that were eager tensors the function captured (``--captured``; ``["none"]``:
+    none; None: not stated). Naming anything else is a one-line error."""
     consumed = {e.src for e in graph.edges()}
-    inputs = tuple(n.name for n in graph if n.op in PLACEHOLDER_OPS)
+    stated = captured is not None and len(captured) > 0
+    named = [c for c in (captured or ()) if c != "none"]
+    if "none" in (captured or ()) and named:
+        raise JitsimError("--captured none says the function captured no tensor: give it alone, or name the Consts")
+    for c in named:
+        if c not in graph or graph[c].op != "Const":
+            raise JitsimError(f"--captured {c}: " + (f"{c!r} is a {graph[c].op}, not a Const" if c in graph else
+                                                    f"no node {c!r} in the graph"))
+    inputs = tuple(n.name for n in graph if n.op in PLACEHOLDER_OPS or n.name in named)
     out_nodes = [n.name for n in graph if n.op == "Identity" and n.name not in consumed
                  and _OUTPUT_NAME.fullmatch(n.name)]
     noop = _control_noop(graph, out_nodes)
@@ -173,7 +199,7 @@ def exported_function(graph: Graph, shapes=()) -> ExportedFunction:
     variables = []
     for name in inputs:
         nd = graph[name].nodedef
-        if _dtype(nd) != DT_RESOURCE:
+        if name in named or _dtype(nd) != DT_RESOURCE:
             if name in given:
                 raise JitsimError(f"--input-shape {name}: an argument's shape is the placeholder's; --input-shape "
                                   "states the shape of a captured variable (a DT_RESOURCE placeholder)")
@@ -181,7 +207,8 @@ def exported_function(graph: Graph, shapes=()) -> ExportedFunction:
         variables.append(_variable(graph, name, given.get(name)))
     stem = re.sub(r"\W", "_", (graph.source or "graph").rsplit("/", 1)[-1].split(".")[0]) or "graph"
     return ExportedFunction(f"__inference_exported_{stem}", inputs, tuple(f"{n}:0" for n in out_nodes), control,
-                            tuple(variables), shapes=tuple(sorted(given.items())))
+                            tuple(variables), tuple(n for n in inputs if n in named), stated,
+                            shapes=tuple(sorted(given.items())))
 
 
 def _control_noop(graph: Graph, outputs: list[str]) -> str | None:

@@ -185,7 +185,7 @@ def target_kind(target) -> str:
 
 def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None = None, device: str | None = None,
                 input_stage: str | None = None, cache_dir=None, progress=None, fetch=(), feed=(),
-                input_shapes=None, input_signature=None) -> PassInput:
+                input_shapes=None, input_signature=None, captured=None) -> PassInput:
     """TF's pass input for ``target``; see :func:`_pass_inputs`. Errors name the target."""
     from jitsim.crosscheck.keras_call import normalize_input_shapes
 
@@ -193,14 +193,15 @@ def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None =
         shapes = normalize_input_shapes(input_shapes, input_signature)
         return _pass_inputs(target, flags=flags, tf=tf, signature=signature, device=device, input_stage=input_stage,
                             cache_dir=cache_dir, progress=progress, fetch=tuple(fetch), feed=tuple(feed),
-                            input_shapes=shapes)
+                            input_shapes=shapes, captured=tuple(captured) if captured else None)
     except JitsimError as e:
         if e.path is None and isinstance(target, (str, Path)):
             e.path = str(target)
         raise
 
 
-def check_route_options(kind: str, *, signature=None, fetch=(), feed=(), input_shapes=None, what=None) -> None:
+def check_route_options(kind: str, *, signature=None, fetch=(), feed=(), input_shapes=None, captured=None,
+                        what=None) -> None:
     """Options that state the call of one kind of target, refused (one line) for another:
     ``--signature`` (a SavedModel's), ``--fetch``/``--feed`` (a TF1 graph's session call),
     ``--input-shape`` (a Keras model's). Every simulating command checks them here."""
@@ -210,6 +211,9 @@ def check_route_options(kind: str, *, signature=None, fetch=(), feed=(), input_s
     if (fetch or feed) and kind not in ("graphdef", "metagraph"):
         raise JitsimError("--fetch/--feed name a session call: they apply to a GraphDef or MetaGraphDef file that a "
                           f"tf.compat.v1.Session runs, not to {words}")
+    if captured and kind != "graphdef":
+        raise JitsimError(f"--captured names the tensors an exported tf.function graph captured: it applies to such "
+                          f"a GraphDef, not to {words}")
     if input_shapes and kind not in ("keras", "function"):
         hint = " (a SavedModel signature's shapes are the signature's)" if kind == "saved_model" else ""
         raise JitsimError(f"--input-shape states a Keras model's call (or the shape of a variable an exported "
@@ -218,7 +222,8 @@ def check_route_options(kind: str, *, signature=None, fetch=(), feed=(), input_s
 
 
 def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: str | None,
-                 input_stage: str | None, cache_dir, progress, fetch=(), feed=(), input_shapes=()) -> PassInput:
+                 input_stage: str | None, cache_dir, progress, fetch=(), feed=(), input_shapes=(),
+                 captured=None) -> PassInput:
     """TF's pass input for ``target`` (a path or a live TF object); see the module docstring.
 
     ``flags``: the TF_XLA_FLAGS the simulation will use (a capture runs TF with them, fuel 0);
@@ -239,7 +244,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
         what, kind_for_shapes = "a tf.function (its call is its input_signature)", "tf.function"
     else:
         kind_for_shapes = kind
-    check_route_options(kind, signature=signature, fetch=fetch, feed=feed)
+    check_route_options(kind, signature=signature, fetch=fetch, feed=feed, captured=captured)
     if kind != "graphdef":  # a GraphDef's is checked once it is read (an exported function takes them)
         check_route_options(kind_for_shapes, input_shapes=input_shapes, what=what)
     if kind == "saved_model":  # one rule for both routes, before either starts (never TF's init entry)
@@ -266,8 +271,11 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
 
         graph = load(target, validate=True, check_ops=True)
         export = is_function_export(graph)
-        if not export:  # only an exported function's call takes --input-shape (its variables' shapes)
+        if not export:  # only an exported function's call takes --input-shape (its variables' shapes), --captured
             check_route_options(kind, input_shapes=input_shapes)
+            if captured:
+                raise JitsimError("--captured names the tensors an exported tf.function graph captured, but this "
+                                  "graph is not one (no placeholder carries _user_specified_name)")
         if input_stage is not None and (fetch or feed):
             raise JitsimError("--fetch/--feed make a session call of the graph; --input-stage takes the graph as "
                               "it is: give one or the other")
@@ -288,7 +296,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
             if fetch or feed:
                 raise JitsimError("--fetch/--feed name a session call, but this graph is a tf.function's graph "
                                   "(cf.graph.as_graph_def()): its call is the function's")
-            call = exported_function(graph, input_shapes)
+            call = exported_function(graph, input_shapes, captured)
         elif is_session_graph(graph):
             call = session_call(graph, fetch, feed)
         elif fetch or feed:

@@ -245,8 +245,9 @@ PRELUDE = textwrap.dedent(
 # A GraphDef or MetaGraphDef. With a call file (argv[2], JSON) it makes the call the file states:
 # * an exported function (jitsim.frontend.exported_function.ExportedFunction.to_dict(): "function"
 #   in the file): the graph imported into a FuncGraph, made a function as a tf.function's graph is
-#   (its placeholders the arguments in order, its outputs, its control outputs), and called with
-#   generated tensors and fresh variables of the stated dtypes and shapes;
+#   (its placeholders and the stated captured Consts the inputs in order, its outputs, its control
+#   outputs), and called with generated tensors, the captured values and fresh variables of the
+#   stated dtypes and shapes;
 # * else a session call (jitsim.frontend.session_call.SessionCall.to_dict()): exactly that
 #   sess.run (fetches, targets, feeds), each resource placeholder bound to a fresh variable (a
 #   VarHandleOp of the same name, as jitsim.frontend.session_call.bound_to_variables makes it).
@@ -319,7 +320,9 @@ _GRAPHDEF = textwrap.dedent(
         for n in function["inputs"]:
             t = fg.get_tensor_by_name(n + ":0")
             var = function["variables"].get(n)
-            if var is not None:
+            if n in function.get("captured", ()):  # a captured eager tensor: its value, as an argument
+                args.append(tf.constant(tf.make_ndarray(t.op.get_attr("value"))))
+            elif var is not None:
                 from tensorflow.python.ops import resource_variable_ops as _rvo
                 shape, dtype = var["shape"], tf.as_dtype(var["dtype"])
                 if shape is None:
