@@ -273,3 +273,21 @@ def test_a_program_capture_is_run_again_when_a_module_it_imports_changes(tmp_pat
     (tmp_path / "helper.py").write_text("SCALE = 3.0\n")
     third = capture(prog, flags=flags, cache_dir=tmp_path / "c")
     assert not third.cached and any("helper.py changed since the cached capture" in n for n in third.notes), third.notes
+
+
+def test_a_program_that_fails_after_tf_built_its_graph_keeps_it(tmp_path):
+    """The program's call fails at run time (its own check) after TF dumped the call's graph: the
+    capture keeps what TF built, and a note names the node that failed."""
+    from jitsim.frontend.capture import capture
+
+    prog = tmp_path / "prog.py"
+    prog.write_text("import tensorflow as tf\n"
+                    "@tf.function\n"
+                    "def f(x):\n"
+                    "    tf.debugging.assert_equal(tf.reduce_sum(x), 99.0, message='sum must be 99', name='sum_check')\n"
+                    "    return tf.nn.relu(x * 2.0 + 1.0) - x\n"
+                    "f(tf.ones([2]))\n")
+    cap = capture(prog, flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit", cache_dir=tmp_path / "c")
+    assert cap.main_graph is not None
+    note = next(n for n in cap.notes if n.startswith("the call failed after TensorFlow built its graph"))
+    assert "sum_check" in note, note

@@ -69,15 +69,21 @@ _READERS = {"ReadVariableOp": True, "AssignVariableOp": False, "AssignAddVariabl
 
 @dataclass(frozen=True)
 class Variable:
-    """A captured resource (a ``DT_RESOURCE`` placeholder): the variable's ``dtype`` (TF's enum),
-    ``shape`` (a tuple of dims, -1 unknown; None: not known) and where the shape came from."""
+    """A captured resource (a ``DT_RESOURCE`` placeholder): a variable, with its ``dtype`` (TF's
+    enum), ``shape`` (a tuple of dims, -1 unknown; None: not known) and where the shape came from;
+    or a lookup table (``kind`` ``table``: read by ``LookupTable*`` ops), whose handle carries no
+    dtype or shape for TF to read (``dtype``/``value_dtype``: its key and value types)."""
 
     name: str
     dtype: int
     shape: tuple | None
-    source: str  # "_handle_shapes", "_output_shapes", "given", "" (unknown)
+    source: str  # "_handle_shapes", "_output_shapes", "given", "table", "" (unknown)
+    kind: str = "variable"
+    value_dtype: int = 0
 
     def to_dict(self) -> dict:
+        if self.kind == "table":
+            return {"kind": "table", "key_dtype": self.dtype, "value_dtype": self.value_dtype}
         return {"dtype": self.dtype, "shape": None if self.shape is None else [None if d < 0 else d for d in self.shape]}
 
 
@@ -240,6 +246,8 @@ def _variable(graph: Graph, name: str, given) -> Variable:
         if e.is_control:
             continue
         reader = graph[e.dst].nodedef
+        if reader.op.startswith("LookupTable") and e.dst_input == 0 and "Tin" in reader.attr:  # a table, not a variable
+            return Variable(name, reader.attr["Tin"].type, (), "table", "table", reader.attr["Tout"].type)
         if reader.op in _READERS:
             if not dtype and "dtype" in reader.attr:
                 dtype = reader.attr["dtype"].type

@@ -167,9 +167,10 @@ def read_allowlist_table() -> tuple[str, dict[str, list[str]]]:
     installed TF (``GetAllowlistTable()`` in libtensorflow_cc, an ``absl::flat_hash_map<string,
     vector<string>>*``), read through ctypes like :func:`read_xla_op_registry`.
 
-    Three abseil layouts occur in TF 2.15-2.21: ``{ctrl, slots, size, capacity, growth_left}`` (2.15),
-    ``{ctrl, slots, capacity, size}`` (2.16-2.19) and ``{capacity, size (shifted, with flag bits
-    below), ctrl, slots}`` (2.20, 2.21). A slot is a
+    Four abseil layouts occur in TF 2.15-2.22: ``{ctrl, slots, size, capacity, growth_left}`` (2.15),
+    ``{ctrl, slots, capacity, size}`` (2.16-2.19), ``{capacity, size (shifted, with flag bits
+    below), ctrl, slots}`` (2.20, 2.21) and ``{size (shifted), ctrl, slots}`` (2.22: the capacity
+    is no longer stored there; it is where the control bytes' sentinel, ``0xff``, is). A slot is a
     ``pair<const string, vector<string>>`` (56 bytes); a control byte with the high bit clear
     marks a full slot. The element count and known entries are checked, so a layout change
     fails loudly. Lists come back sorted and without repeats (TF's MISC names Transpose twice)."""
@@ -201,10 +202,21 @@ def read_allowlist_table() -> tuple[str, dict[str, list[str]]]:
     def capacity_like(n: int) -> bool:
         return 0 < n < (1 << 20) and (n & (n + 1)) == 0
 
+    def sentinel(ctrl: int) -> int:  # the capacity: the index of the control bytes' end marker
+        for i in range(1 << 16):
+            if ctypes.c_uint8.from_address(ctrl + i).value == 0xFF:
+                return i
+        return 0
+
     if capacity_like(head[0]):  # {capacity, size << 17 or << 1 (flag bits below), ctrl, slots}
         layouts = [(head[0], {head[1] >> 17, head[1] >> 1}, head[2], head[3])]
     else:  # {ctrl, slots, capacity, size} (2.16-2.19) or {ctrl, slots, size, capacity, growth} (2.15)
         layouts = [(c, {n}, head[0], head[1]) for c, n in ((head[2], head[3]), (head[3], head[2])) if capacity_like(c)]
+        if not layouts and head[1] > 1 << 16 and head[2] - head[1] in range(1, 1 << 12):
+            # {size << 17 (flag bits below), ctrl, slots} (2.22): ctrl and slots allocated together
+            cap = sentinel(head[1])
+            if capacity_like(cap):
+                layouts = [(cap, {head[0] >> 17, head[0] >> 1}, head[1], head[2])]
     for capacity, sizes, ctrl, slots in layouts:
         table = read_table(capacity, ctrl, slots)
         if len(table) in sizes and "Reshape" in table.get("MISC", ()) and "AddV2" in table.get("PW", ()):

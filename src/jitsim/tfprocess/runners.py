@@ -322,6 +322,12 @@ _GRAPHDEF = textwrap.dedent(
             var = function["variables"].get(n)
             if n in function.get("captured", ()):  # a captured eager tensor: its value, as an argument
                 args.append(tf.constant(tf.make_ndarray(t.op.get_attr("value"))))
+            elif var is not None and var.get("kind") == "table":  # a lookup table's handle
+                table = tf.lookup.experimental.MutableHashTable(
+                    tf.as_dtype(var["key_dtype"]), tf.as_dtype(var["value_dtype"]),
+                    tf.zeros([], tf.as_dtype(var["value_dtype"])))
+                keep.append(table)
+                args.append(table.resource_handle)
             elif var is not None:
                 from tensorflow.python.ops import resource_variable_ops as _rvo
                 shape, dtype = var["shape"], tf.as_dtype(var["dtype"])
