@@ -195,3 +195,33 @@ def test_cache_key_follows_symlinks_and_is_cheap_on_big_files(tmp_path):
     (sm / "variables" / "loop").symlink_to(sm)
     with pytest.raises(HarvestError, match="symbolic link loop"):
         cache_key(sm, "saved_model", None, "--tf_xla_auto_jit=2")
+
+
+def test_the_remapper_reads_the_users_raw_flags(tmp_path):
+    """Grappler's remapper reads TF_XLA_FLAGS itself, raw: it skips its CPU fusions when
+    auto-clustering is on and the variable, split on commas (TF 2.21), holds the token
+    --tf_xla_cpu_global_jit, i.e. when that flag is the whole variable (measured with the
+    remapper's own log: no fusion then, a fusion with any other flag beside it). The capture
+    runs with flags of its own (fuel 0, the dumps, auto-jit added here), parsed once; the
+    remapper must still see the user's variable: MatMul + BiasAdd stay unfused with
+    "--tf_xla_cpu_global_jit" and fuse with "--tf_xla_cpu_global_jit --tf_xla_auto_jit=2"."""
+    from jitsim.frontend.capture import remapper_view
+    from jitsim.graph.io import load
+
+    make = ("import sys, tensorflow as tf\n"
+            "m = tf.Module(); m.w = tf.Variable(tf.ones([4, 4])); m.b = tf.Variable(tf.zeros([4]))\n"
+            "@tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32, name='x')])\n"
+            "def f(x):\n"
+            "    return tf.nn.relu(tf.nn.bias_add(tf.matmul(x, m.w), m.b)) * 2.0\n"
+            "m.f = f\n"
+            "tf.saved_model.save(m, sys.argv[1], signatures={'serving_default': f})\n")
+    subprocess.run([sys.executable, "-c", make, str(tmp_path / "sm")], check=True, capture_output=True)
+    ops = {}
+    for flags in ("--tf_xla_cpu_global_jit", "--tf_xla_cpu_global_jit --tf_xla_auto_jit=2"):
+        cap = capture(tmp_path / "sm", flags=flags, cache_dir=tmp_path / "c")
+        ops[flags] = {n.op for n in load(cap.main_dump(), validate=False)}
+    assert "_FusedMatMul" not in ops["--tf_xla_cpu_global_jit"] and "BiasAdd" in ops["--tf_xla_cpu_global_jit"]
+    assert "_FusedMatMul" in ops["--tf_xla_cpu_global_jit --tf_xla_auto_jit=2"]
+    assert remapper_view("--tf_xla_cpu_global_jit") == "remapper:11"
+    assert remapper_view("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit") == "remapper:01"  # 2.22's split sees it
+    assert remapper_view("--tf_xla_auto_jit=2") == "remapper:00"

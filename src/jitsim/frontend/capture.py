@@ -52,7 +52,7 @@ from jitsim.files.input import hash_file, os_problem, read_json
 from jitsim.files.output import remove_tree, temporary_directory
 from jitsim.defs import BEFORE_CLONE_DUMP
 
-RUNNER_VERSION = "capture/8"  # bump when a runner's behaviour changes: old cache entries go stale
+RUNNER_VERSION = "capture/9"  # bump when a runner's behaviour changes: old cache entries go stale
 CAPTURE_FLAGS = "--tf_xla_clustering_debug --tf_xla_clustering_fuel=0"
 KINDS = ("saved_model", "keras", "graphdef", "function", "program")
 
@@ -144,6 +144,20 @@ def capture_flags(user_flags: str, *, session_jit_on: bool = False) -> tuple[str
         if base not in AFTER_THE_DUMP and base != "tf_xla_auto_jit":
             keep.append(tok)
     return " ".join(x for x in (jit, *keep, CAPTURE_FLAGS) if x), added
+
+
+def remapper_view(user_flags: str) -> str:
+    """What Grappler's remapper reads of ``TF_XLA_FLAGS``: it skips its CPU fusions when XLA
+    auto-clustering is on and the raw variable holds the token ``--tf_xla_cpu_global_jit``, split
+    on commas (TF 2.21 and before: so only when that flag is the whole variable) or on commas,
+    spaces and tabs (TF 2.22). A capture's TF sees the user's raw variable there
+    (:data:`jitsim.tfprocess.runners.PRELUDE`), so the cache key holds this view, not the flags."""
+    import re
+
+    raw = user_flags or ""
+    by_comma = "--tf_xla_cpu_global_jit" in raw.split(",")
+    by_any = "--tf_xla_cpu_global_jit" in re.split(r"[,\s]", raw)
+    return f"remapper:{int(by_comma)}{int(by_any)}"
 
 
 def tf_version() -> str:
@@ -432,7 +446,8 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
         if added:
             notes.append("the flags leave auto-clustering off: captured with --tf_xla_auto_jit=2 added")
         call_dict = call.to_dict() if call is not None else None
-        key = cache_key(path, kind, signature, tf_flags, call.key() if call is not None else "", shapes_key(shapes))
+        key = cache_key(path, kind, signature, f"{tf_flags} {remapper_view(flags)}",
+                        call.key() if call is not None else "", shapes_key(shapes))
         out = cache_dir / key
         extra = {"capture": {"runner_version": RUNNER_VERSION, "key": key, "user_flags": flags,
                              "auto_jit_added": added, "notes": notes}}
@@ -454,7 +469,8 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
         try:
             idx = _harvest.harvest(path, out, flags=tf_flags, signature=signature, timeout=timeout,
                                    progress=progress, extra=extra, call=call_dict,
-                                   input_shapes=shapes if kind == "keras" else (), dry_run=True, isolate=True)
+                                   input_shapes=shapes if kind == "keras" else (), dry_run=True, isolate=True,
+                                   env_extra={"JITSIM_USER_TF_XLA_FLAGS": flags or ""})
         except HarvestError as e:
             if (out / "index.json").exists():  # another process finished the same capture
                 idx = _cached_index(out)

@@ -128,6 +128,13 @@ PRELUDE = textwrap.dedent(
     import os, importlib, sys
     import numpy as np
     import tensorflow as tf
+    if "JITSIM_USER_TF_XLA_FLAGS" in os.environ:
+        # TF parses its jit flags once, now, from the capture's TF_XLA_FLAGS (fuel 0, the dumps);
+        # Grappler's remapper reads the raw variable at every run: it gets the user's own, as in
+        # their process (it skips CPU fusions on a --tf_xla_cpu_global_jit token, split by release)
+        from tensorflow.python import pywrap_tfe as _pywrap_tfe
+        _pywrap_tfe.TF_GetXlaConstantFoldingDisabled()
+        os.environ["TF_XLA_FLAGS"] = os.environ.pop("JITSIM_USER_TF_XLA_FLAGS")
     _DRY = os.environ.get("JITSIM_DRY_RUN") == "1"
     _DRY_CONFIG = None
     if _DRY:  # set before anything starts the eager context: its function runtime folds nothing
