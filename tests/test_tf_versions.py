@@ -15,7 +15,7 @@ from jitsim.registry import (
     current_tf_version, data_file, find_xla_kernel, op_defs, using_tf_version, xla_kernels,
 )
 from jitsim.registry.const_inputs import const_input_table, metadata_ops
-from jitsim.registry.versions import (
+from jitsim.registry.versions import (release_candidates, 
     PRODUCERS, SUPPORTED, check_tf_version, choose_tf_version, producer_of, version_for_producer,
 )
 
@@ -29,8 +29,10 @@ def test_every_release_has_loadable_data(version):
                  "slow-ops.json"):
         assert data_file(name, version).is_file(), name
     assert len(op_defs(version)) > 1800
-    for dev in ("XLA_CPU_JIT", "XLA_GPU_JIT"):  # ops (490 kernels); 2.15 lacks XlaAllReduce, XlaReduceScatter
-        assert len(xla_kernels(dev, version)) == (487 if version == "2.15" else 489)
+    # ops with kernels: 2.15 lacks XlaAllReduce and XlaReduceScatter; 2.22 adds BesselI0, BesselI1,
+    # EuclideanNorm, UnravelIndex, MatrixDeterminant and LogMatrixDeterminant
+    for dev in ("XLA_CPU_JIT", "XLA_GPU_JIT"):
+        assert len(xla_kernels(dev, version)) == {"2.15": 487, "2.22": 495}.get(version, 489)
     assert const_input_table(version)["Reshape"] == ("shape",)
     assert "Shape" in metadata_ops(version)
     devices = {d for _, d in tf_kernels(version)}
@@ -128,12 +130,18 @@ def test_choose_tf_version_rule():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert choose_tf_version("2.17", 1766, "2.20.0")[0] == "2.17"  # --tf-version first
-        v, why = choose_tf_version(None, 1766, "2.20.0")  # then the graph's producer
+        v, why = choose_tf_version(None, 1766, "2.20.0")  # then what the capture ran: the release itself
+        assert v == "2.20" and "2.20.0" in why
+        v, why = choose_tf_version(None, 1766)  # then the graph's producer
         assert v == "2.16" and "1766" in why
-        v, why = choose_tf_version(None, 0, "2.18.1")  # then what the capture ran
-        assert v == "2.18" and "2.18.1" in why
-        v, why = choose_tf_version(None, None, None)
+        v, why = choose_tf_version(None, None, None)  # then the newest final release (not a release candidate)
         assert v == "2.21" and "default" in why
+        # 2474 is written by 2.21 and by 2.22: 2.21 is simulated, both are candidates (checked for agreement)
+        v, why = choose_tf_version(None, 2474)
+        assert v == "2.21" and "TF 2.21 or TF 2.22" in why
+        assert release_candidates(None, 2474) == ("2.21", "2.22")
+        assert release_candidates(None, 2474, "2.22.0-rc0") == ("2.22",)  # a capture knows its TF
+        assert release_candidates("2.22", 2474) == ("2.22",)
     with pytest.warns(JitsimWarning, match="newer"):
         assert choose_tf_version(None, 5000)[0] == "2.21"
     with pytest.warns(JitsimWarning, match="no data"):
@@ -222,13 +230,13 @@ def test_fft64_verify_and_cli(tmp_path):
     flags = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug")
     res = verify_dir(FFT64 / "tf2.16", flags)
     assert (res.tf_version, res.all_same_names) == ("2.16", True)
-    assert "1766" in res.tf_version_reason
+    assert "2.16" in res.tf_version_reason  # the harvest's TF, then the dumps' producer 1766
     assert not verify_dir(FFT64 / "tf2.16", replace(flags, tf_version="2.21")).all_identical
     dump = FFT64 / "tf2.16" / "dumps" / "before_clone_constants_for_better_clustering_1.pbtxt"
     r = _jitsim("cluster", dump, "--format", "json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["tf_version"]["version"] == "2.16" and "producer 1766" in doc["tf_version"]["reason"]
+    assert doc["tf_version"]["version"] == "2.16" and "TF 2.16" in doc["tf_version"]["reason"]
     assert sorted(c["size"] for c in doc["graphs"][0]["clusters"]) == [6, 7, 7]
     r = _jitsim("cluster", dump, "--tf-version", "2.21")
     assert r.returncode == 0, r.stderr
@@ -290,3 +298,51 @@ def test_nms_clusters_as_each_release_did(release):
     other = "2.21" if release == "2.18" else "2.18"
     assert _partition(cluster_graph(Graph(read_graphdef(f), source=str(f), validate=False),
                                     replace(flags, tf_version=other)).labels()) != truth
+
+
+OPS_2_22 = FFT64.parent / "ops_2_22"  # one function per op whose data changed in TF 2.22 (its prog.py)
+
+
+def test_the_ops_changed_in_2_22_cluster_as_each_release_did():
+    """prog.py run under TF 2.21 and TF 2.22rc0 (make.sh): each release's dumps, with the release
+    the harvest recorded, are TF's clusters graph by graph; 2.21's data on 2.22's dumps are not
+    (the new kernels, slow ops and constant inputs decide half the graphs)."""
+    from jitsim.crosscheck.fidelity import verify_dir
+    from jitsim.options import options_for
+
+    flags = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug")
+    for release in ("2.21", "2.22"):
+        res = verify_dir(OPS_2_22 / f"tf{release}", flags)
+        assert res.tf_version == release and "captured with TF" in res.tf_version_reason
+        assert res.all_identical and res.all_same_names, release
+    assert not verify_dir(OPS_2_22 / "tf2.22", replace(flags, tf_version="2.21")).all_identical
+
+
+@pytest.mark.parametrize("release", ["2.21", "2.22"])
+def test_a_graph_that_does_not_say_its_release_is_exact_only_where_both_agree(tmp_path, release):
+    """A dump alone (no harvest index beside it) says only its producer, 2474, which TF 2.21 and
+    TF 2.22 both write. Simulated with no option, every result labelled exact is TF's clustering
+    (whichever release made it), and the graphs where the releases' data split the clusters (the
+    Bessel functions, EuclideanNorm...) are labelled approximate, naming both releases."""
+    from jitsim.crosscheck.compare import compare_partitions
+    from jitsim.crosscheck.scoring import labels_of_file
+    from jitsim.explain.clustering import cluster
+    from jitsim.graph.dumps import group_dumps
+
+    root = OPS_2_22 / f"tf{release}"
+    approximate = 0
+    for rec in group_dumps(root / "dumps", (root / "log.txt").read_text()):
+        if "mark_for_compilation" not in rec.files:
+            continue
+        alone = tmp_path / f"{rec.id}.pbtxt"
+        alone.write_bytes((root / "dumps" / rec.files["before_clone_constants_for_better_clustering"]).read_bytes())
+        c = cluster(alone, until="mark", flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+        assert "TF 2.21 or TF 2.22" in c.options.tf_version_reason
+        truth = labels_of_file(root / "dumps" / rec.files["mark_for_compilation"])
+        d = compare_partitions(c.labels(), truth)
+        if c.route.exact:
+            assert d.identical, (release, rec.id, d.format_text())
+        else:
+            approximate += 1
+            assert any("TF 2.21 and TF 2.22" in n and "--tf-version" in n for n in c.route.notes)
+    assert approximate >= 3

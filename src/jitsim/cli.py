@@ -302,10 +302,14 @@ def cmd_cluster(args) -> int:
     try:
         pin = pass_inputs(path, flags=choice.flags.text, tf=args.tf, signature=args.signature, device=args.device,
                           input_stage=args.input_stage, progress=capture_progress, fetch=args.fetch, feed=args.feed,
-                          input_shapes=args.input_shape, captured=args.captured)
-        version, version_reason = _tf_version_choice(args, pin.main_graph, path)
-        options = replace(options, tf_version=version, tf_version_reason=version_reason,
-                          op_libraries=tuple(pin.op_libraries))
+                          input_shapes=args.input_shape, captured=args.captured, tf_version=args.tf_version)
+        options = replace(options, op_libraries=tuple(pin.op_libraries))
+        version, version_reason, check = _release_choice(
+            args, pin.main_graph, path, replace(options, input_stage=pin.graphs[pin.main][2]))
+        options = replace(options, tf_version=version, tf_version_reason=version_reason)
+        if not check.agree:  # the result holds for one of the releases the graph may be from
+            pin.route.exact = False
+            pin.route.extra_notes.append(check.note())
         out = Path(args.output) if args.output is not None else None
         writes_one = out is not None and not _is_dir(out) and (len(pin.graphs) == 1 or pin.route.method == "tf-capture")
         reports = []
@@ -724,10 +728,22 @@ def _tf_version_arg(p) -> None:
 
 
 def _tf_version_choice(args, graph, path) -> tuple[str, str]:
-    """``(release, reason)``: --tf-version, else the graph's producer, else the harvest's TF, else the newest."""
+    """``(release, reason)``: --tf-version, else the harvest's TF, else the graph's producer, else the default."""
     from jitsim.registry.versions import choose_tf_version, producer_of, recorded_tf_version
 
     return choose_tf_version(args.tf_version, producer_of(graph), recorded_tf_version(path))
+
+
+def _release_choice(args, graph, path, options):
+    """``(release, reason, check)``: :func:`_tf_version_choice`, and where the graph's producer is
+    written by several releases, the check of the graph under each (:mod:`jitsim.passes.releases`)."""
+    from jitsim.passes.releases import check_releases
+    from jitsim.registry.versions import producer_of, recorded_tf_version, release_candidates
+
+    version, reason = _tf_version_choice(args, graph, path)
+    candidates = release_candidates(args.tf_version, producer_of(graph), recorded_tf_version(path))
+    check = check_releases(graph, replace(options, tf_version=version), candidates)
+    return version, check.reason(reason), check
 
 
 def _input_shape_arg(p) -> None:

@@ -309,3 +309,32 @@ def effective_flags(text: str | None) -> str:
         last.pop(name, None)
         last[name] = tok
     return " ".join(last.values())
+
+
+def remapper_sees_cpu_global_jit(raw: str | None, release: str) -> bool:
+    """Whether Grappler's remapper of TF ``release`` finds ``--tf_xla_cpu_global_jit`` in the raw
+    ``TF_XLA_FLAGS`` value ``raw`` (it reads the variable itself, not TF's parsed flags): as a token
+    of the value split on commas (TF 2.21 and before: the flag must be the whole value), or on
+    commas, spaces and tabs (TF 2.22: rule ``remapper_flag_split`` of
+    :mod:`jitsim.registry.releases`; measured: a newline does not split).
+
+    >>> remapper_sees_cpu_global_jit("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit", "2.21")
+    False
+    >>> remapper_sees_cpu_global_jit("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit", "2.22")
+    True
+    """
+    import re
+
+    from jitsim.registry.releases import rule_on
+
+    tokens = re.split(r"[, \t]", raw or "") if rule_on("remapper_flag_split", release) else (raw or "").split(",")
+    return "--tf_xla_cpu_global_jit" in tokens
+
+
+def remapper_cpu_fusions_off(raw: str | None, release: str, session_jit_on: bool = False) -> bool:
+    """Whether TF ``release``'s remapper leaves its CPU fusions out for a run with ``TF_XLA_FLAGS``
+    = ``raw``: XLA auto-clustering on (the flags' general and single-GPU levels on, or the session's
+    jit setting) and :func:`remapper_sees_cpu_global_jit`."""
+    flags = parse_tf_xla_flags(raw)
+    xla_on = (flags.auto_jit_general >= ON_1 and flags.auto_jit_single_gpu >= ON_1) or session_jit_on
+    return xla_on and remapper_sees_cpu_global_jit(raw, release)

@@ -403,7 +403,9 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     from ``flags`` to ``tf_version``. Its ``tf_version`` (None: auto) and ``explain_cycles``
     (None: auto) are requests, resolved here with what depends on the graph.
     """
-    from jitsim.registry.versions import check_tf_version, choose_tf_version, producer_of, recorded_tf_version
+    from jitsim.passes.releases import check_releases
+    from jitsim.registry.versions import (check_tf_version, choose_tf_version, producer_of, recorded_tf_version,
+                                          release_candidates)
 
     until = options.until if options is not None else until
     if until not in passes.STAGES:
@@ -424,15 +426,19 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
 
         pin = pass_inputs(graph, flags=options.flags_text, tf=tf, signature=signature, device=device,
                           input_stage=options.input_stage, fetch=fetch, feed=feed, input_shapes=input_shapes,
-                          input_signature=input_signature, captured=captured)
+                          input_signature=input_signature, captured=captured, tf_version=options.tf_version)
         session = options.session
         if pin.session_jit is not None and not session.global_jit_level:  # the caller's set_jit, as TF would see it
             session = replace(session, global_jit_level=1 if pin.session_jit else -1)
-        version, version_reason = choose_tf_version(
-            options.tf_version, producer_of(pin.main_graph),
-            recorded_tf_version(graph) if isinstance(graph, (str, Path)) else None)
-        options = replace(options, session=session, tf_version=version, tf_version_reason=version_reason,
-                          op_libraries=tuple(pin.op_libraries))
+        recorded = recorded_tf_version(graph) if isinstance(graph, (str, Path)) else None
+        version, version_reason = choose_tf_version(options.tf_version, producer_of(pin.main_graph), recorded)
+        options = replace(options, session=session, op_libraries=tuple(pin.op_libraries))
+        check = check_releases(pin.main_graph, replace(options, tf_version=version, input_stage=pin.graphs[pin.main][2]),
+                               release_candidates(options.tf_version, producer_of(pin.main_graph), recorded))
+        options = replace(options, tf_version=version, tf_version_reason=check.reason(version_reason))
+        if not check.agree:  # the result holds for one of the releases the graph may be from
+            pin.route.exact = False
+            pin.route.extra_notes.append(check.note())
         # the graphs TF instantiated before the call's own advance the process's counters
         for _, before, stage in pin.graphs[:pin.main]:
             # (without the what-if knobs: they are about the call's graph)
@@ -450,7 +456,11 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
                               "Keras model")
         g = to_graph(graph, signature=signature)
         version, version_reason = choose_tf_version(options.tf_version, producer_of(g))
-        options = replace(options, tf_version=version, tf_version_reason=version_reason)
+        check = check_releases(g, replace(options, tf_version=version), release_candidates(options.tf_version,
+                                                                                              producer_of(g)))
+        options = replace(options, tf_version=version, tf_version_reason=check.reason(version_reason))
+        if not check.agree:
+            route_notes = [check.note()]
     # the passes annotate NodeDefs in place: keep the input intact (for the caller and for whatif)
     snapshot = g.graphdef.SerializeToString()
     if g is graph or route is not None:

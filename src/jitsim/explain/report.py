@@ -156,7 +156,8 @@ def _summary(c) -> str:
             for code, k in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))) + "</p>")
     if c.notes:
         out.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in c.notes) + "</ul>")
-    out.append(f'<p class="muted">jitsim {_e(jitsim.__version__)}: a simulation of TensorFlow 2.21\'s '
+    release = getattr(c.options, "tf_version", None) or "?"
+    out.append(f'<p class="muted">jitsim {_e(jitsim.__version__)}: a simulation of TensorFlow {_e(release)}\'s '
                "auto-clustering; <code>jitsim explain</code> prints the same explanations.</p></section>")
     return "".join(out)
 

@@ -148,16 +148,13 @@ def capture_flags(user_flags: str, *, session_jit_on: bool = False) -> tuple[str
 
 def remapper_view(user_flags: str) -> str:
     """What Grappler's remapper reads of ``TF_XLA_FLAGS``: it skips its CPU fusions when XLA
-    auto-clustering is on and the raw variable holds the token ``--tf_xla_cpu_global_jit``, split
-    on commas (TF 2.21 and before: so only when that flag is the whole variable) or on commas,
-    spaces and tabs (TF 2.22). A capture's TF sees the user's raw variable there
+    auto-clustering is on and the raw variable holds the token ``--tf_xla_cpu_global_jit``
+    (:func:`jitsim.flags.remapper_sees_cpu_global_jit`: split on commas before TF 2.22, on commas,
+    spaces and tabs since). A capture's TF sees the user's raw variable there
     (:data:`jitsim.tfprocess.runners.PRELUDE`), so the cache key holds this view, not the flags."""
-    import re
+    from jitsim.flags import remapper_sees_cpu_global_jit
 
-    raw = user_flags or ""
-    by_comma = "--tf_xla_cpu_global_jit" in raw.split(",")
-    by_any = "--tf_xla_cpu_global_jit" in re.split(r"[,\s]", raw)
-    return f"remapper:{int(by_comma)}{int(by_any)}"
+    return "remapper:" + "".join(str(int(remapper_sees_cpu_global_jit(user_flags, r))) for r in ("2.21", "2.22"))
 
 
 def tf_version() -> str:

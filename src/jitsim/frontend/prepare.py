@@ -31,7 +31,7 @@ from jitsim.graph.graphedit import EditGraph, sort_topologically
 from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR
 from jitsim.registry import op_def
 from jitsim.codes import Code
-from jitsim.records import Step
+from jitsim.records import RewriteRecord, Step
 
 
 
@@ -49,6 +49,7 @@ class GrapplerContext:
     fetches: list[str] | None
     fetch_known: bool = True
     onednn: bool = True
+    cpu_fusions_off: bool = False  # the remapper skips its CPU fusions (jitsim.flags.remapper_cpu_fusions_off)
     shapes: object = None  # jitsim.analyses.shape_inference.ShapeView, for steps with needs_shapes
     assumed: list[str] = field(default_factory=list)  # bias adds the remapper assumed (a caveat)
 
@@ -91,6 +92,10 @@ def _constant_folding(eg: EditGraph, cx: GrapplerContext):
 
 def _remapper(eg: EditGraph, cx: GrapplerContext):
     from jitsim.rewrites.grappler.remapper import remap
+
+    if cx.cpu_fusions_off:  # auto-clustering on and the remapper sees --tf_xla_cpu_global_jit
+        return RewriteRecord(Code.REMAPPER, detail="CPU fusions off: XLA auto-clustering is on and the remapper finds "
+                                                   "--tf_xla_cpu_global_jit in TF_XLA_FLAGS")
 
     rec = remap(eg, cx.keep, onednn=cx.onednn, shapes=cx.shapes)
     cx.assumed.extend(cx.shapes.assumed)
@@ -171,7 +176,7 @@ def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
 
 def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ...] = (),
                        onednn: bool = True, infer_shapes: bool = True, fetch=None,
-                       fetchable: bool = False) -> Prepared:
+                       fetchable: bool = False, cpu_fusions_off: bool = False) -> Prepared:
     """Simulate what TF 2.21 does to ``graph`` between instantiating it as a function and
     clustering it (module docstring). ``graph`` is not modified. ``skip`` names steps of
     :data:`STEPS` to leave out (to measure what each is worth). ``onednn``: TF's default on
@@ -184,7 +189,10 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     grappler_fetch_nodes`); default: :func:`fetches_of` the graph. ``fetchable``: a session
     graph's (TF lowers and inlines the whole graph before the call's feed/fetch rewrite, so an
     inlined call or a lowered op keeps its name as an ``IdentityN`` of its outputs, which a
-    fetch of ``call:0`` reads); a function's are kept as a ``NoOp`` (targetable)."""
+    fetch of ``call:0`` reads); a function's are kept as a ``NoOp`` (targetable). ``cpu_fusions_off``: the
+    remapper leaves its CPU fusions out, as TF's does when auto-clustering is on and it finds
+    ``--tf_xla_cpu_global_jit`` in the raw ``TF_XLA_FLAGS`` (:func:`jitsim.flags.
+    remapper_cpu_fusions_off`: by release)."""
     from jitsim.rewrites.lower_functional_ops import lower_and_inline
     from jitsim.rewrites.placement import place
     from jitsim.analyses.shape_inference import ShapeView, records_shapes
@@ -228,7 +236,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     # Grappler's meta optimizer runs its optimizers twice over; the second round matters when
     # a removal exposes a new pattern.
     inferring = infer_shapes and not records_shapes(eg)
-    cx = GrapplerContext(keep, fetches, onednn=onednn)
+    cx = GrapplerContext(keep, fetches, onednn=onednn, cpu_fusions_off=cpu_fusions_off)
     if inferring and any(step.needs_shapes for step in grappler):
         out.steps.append(Step(Code.SHAPE_INFERENCE, 0, "the graph records no _output_shapes: shapes inferred "
                           "(jitsim.analyses.shape_inference) for the shape-dependent rewrites"))

@@ -81,6 +81,9 @@ class Route:
     # a TF capture: what it cost this time (0.0: served from jitsim's cache). Said on the text line;
     # in JSON only as the timing `capture_seconds` (--timings), so JSON is the same run to run
     capture_seconds: float | None = None
+    # what the simulation found that the route's reader must know (e.g. releases that cluster the
+    # graph differently: jitsim.passes.releases)
+    extra_notes: list = field(default_factory=list)
 
     @property
     def shapes_assumed(self) -> bool:
@@ -92,7 +95,7 @@ class Route:
     @property
     def notes(self) -> list[str]:
         """What a user should know about the route beyond its detail (a SavedModel's wrapper)."""
-        return [SAVED_MODEL_NOTE] if self.kind == "saved_model" else []
+        return ([SAVED_MODEL_NOTE] if self.kind == "saved_model" else []) + list(self.extra_notes)
 
     @property
     def line(self) -> str:
@@ -185,15 +188,18 @@ def target_kind(target) -> str:
 
 def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None = None, device: str | None = None,
                 input_stage: str | None = None, cache_dir=None, progress=None, fetch=(), feed=(),
-                input_shapes=None, input_signature=None, captured=None) -> PassInput:
-    """TF's pass input for ``target``; see :func:`_pass_inputs`. Errors name the target."""
+                input_shapes=None, input_signature=None, captured=None, tf_version=None) -> PassInput:
+    """TF's pass input for ``target``; see :func:`_pass_inputs`. Errors name the target.
+    ``tf_version``: the release the user asked for (``--tf-version``), for the TF-free route's
+    release-dependent rewrites."""
     from jitsim.crosscheck.keras_call import normalize_input_shapes
 
     try:
         shapes = normalize_input_shapes(input_shapes, input_signature)
         return _pass_inputs(target, flags=flags, tf=tf, signature=signature, device=device, input_stage=input_stage,
                             cache_dir=cache_dir, progress=progress, fetch=tuple(fetch), feed=tuple(feed),
-                            input_shapes=shapes, captured=tuple(captured) if captured else None)
+                            input_shapes=shapes, captured=tuple(captured) if captured else None,
+                            tf_version=tf_version)
     except JitsimError as e:
         if e.path is None and isinstance(target, (str, Path)):
             e.path = str(target)
@@ -223,7 +229,7 @@ def check_route_options(kind: str, *, signature=None, fetch=(), feed=(), input_s
 
 def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: str | None,
                  input_stage: str | None, cache_dir, progress, fetch=(), feed=(), input_shapes=(),
-                 captured=None) -> PassInput:
+                 captured=None, tf_version=None) -> PassInput:
     """TF's pass input for ``target`` (a path or a live TF object); see the module docstring.
 
     ``flags``: the TF_XLA_FLAGS the simulation will use (a capture runs TF with them, fuel 0);
@@ -321,7 +327,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
         from jitsim.frontend.capture import keras_model_inputs
 
         inputs = keras_model_inputs(target, input_shapes)
-        pin = _prepared(_function_graph(target, input_shapes), kind, device)
+        pin = _prepared(_function_graph(target, input_shapes), kind, device, flags=flags, tf_version=tf_version)
         pin.route.inputs = inputs
         return pin
     if kind in ("program", "keras"):
@@ -336,7 +342,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
         from jitsim.frontend.session_call import signature_call
 
         call = signature_call(graph, *graph.signature_io)
-    pin = _prepared(graph, kind, device, call)
+    pin = _prepared(graph, kind, device, call, flags=flags, tf_version=tf_version)
     if fallback:
         pin.notes.insert(0, fallback)
         pin.route.detail = fallback + "; " + pin.route.detail
@@ -427,23 +433,37 @@ def _recorded_libraries(root) -> tuple:
     return (lib,) if lib is not None else ()
 
 
-def _prepared(graph, kind: str, device: str | None, call=None) -> PassInput:
+def _prepared(graph, kind: str, device: str | None, call=None, *, flags: str = "", tf_version=None) -> PassInput:
     """The TF-free route: TF's rewrites before clustering simulated; for a session ``call``
     (not an exported function's own, which is simulated as the function it is), on the whole
-    graph with the call's fetches given to Grappler, then the session's feed/fetch rewrite."""
+    graph with the call's fetches given to Grappler, then the session's feed/fetch rewrite. The
+    rewrites that differ by release (the remapper's reading of ``flags``,
+    :mod:`jitsim.registry.releases`) follow the release simulated (``tf_version``, else the
+    graph's producer); where the releases the graph may be from differ, a caveat says so."""
+    from jitsim.flags import remapper_cpu_fusions_off
+    from jitsim.registry.versions import producer_of, release_candidates
     from jitsim.frontend.exported_function import EXPORTED_FUNCTION
     from jitsim.frontend.prepare import prepare_without_tf
     from jitsim.frontend.session_call import FUNCTION_OUTPUTS, bound_to_variables, grappler_fetch_nodes
     from jitsim.passes.pipeline import RAW
     from jitsim.rewrites.subgraph_rewrite import rewrite_for_execution
 
+    releases = release_candidates(tf_version, producer_of(graph))
+    fusions_off = {r: remapper_cpu_fusions_off(flags, r) for r in releases}
     session = call is not None and call.chosen_by not in (FUNCTION_OUTPUTS, EXPORTED_FUNCTION)
     if session:
         prep = prepare_without_tf(bound_to_variables(graph, call.variables), device=device or "cpu",
-                                  fetch=grappler_fetch_nodes(call), fetchable=True)
+                                  fetch=grappler_fetch_nodes(call), fetchable=True,
+                                  cpu_fusions_off=fusions_off[releases[0]])
         prep.graph = rewrite_for_execution(prep.graph, feeds=call.feeds, fetches=call.fetches, targets=call.targets)
     else:
-        prep = prepare_without_tf(graph, device=device or "cpu")
+        prep = prepare_without_tf(graph, device=device or "cpu", cpu_fusions_off=fusions_off[releases[0]])
+    if len(set(fusions_off.values())) > 1:
+        with_off = [r for r, off in fusions_off.items() if off]
+        prep.caveats.insert(0, f"the graph may be from TF {' or '.join(releases)}, whose Grappler remappers read these "
+                               f"TF_XLA_FLAGS differently: TF {', '.join(with_off)} leaves the CPU fusions "
+                               f"(_FusedMatMul, _FusedConv2D...) out, the others fuse; simulating TF {releases[0]} "
+                               "(--tf-version chooses)")
     done = ", ".join(f"{name} {count}" for name, count, _ in prep.steps if count) or "nothing to rewrite"
     if session:
         done += f", the session's feed/fetch rewrite ({len(prep.graph)} nodes kept)"

@@ -39,7 +39,7 @@ from jitsim.registry import protos
 from jitsim.graph.functions import body_references
 from jitsim.graph.model import CONTROL, parse_input
 from jitsim.registry import optypes
-from jitsim.registry import OP_LIBRARY_FILE, OpLibrary, op_def, op_defs, using_op_libraries
+from jitsim.registry import OP_LIBRARY_FILE, OpLibrary, current_tf_version, op_def, op_defs, using_op_libraries
 
 EXPORT_SCHEMA = "jitsim.op-library/1"
 DT_INVALID = 0
@@ -55,8 +55,8 @@ class InferredOps:
 
     def note(self) -> str:
         ops = ", ".join(f"{op} ({len(ns)} node{'s' if len(ns) > 1 else ''})" for op, ns in sorted(self.nodes.items()))
-        s = (f"ops TensorFlow 2.21 core does not register (a custom-op library's): {ops}; treated as ops with no "
-             "XLA kernel, their signatures inferred from the graph")
+        s = (f"ops TensorFlow {current_tf_version()} core does not register (a custom-op library's): {ops}; treated "
+             "as ops with no XLA kernel, their signatures inferred from the graph")
         if self.undetermined:
             s += "; could not determine " + "; ".join(f"{op}: {', '.join(v)}" for op, v in sorted(self.undetermined.items()))
             s += " (give their OpDefs with --op-defs FILE, from `jitsim registry export`)"

@@ -11,8 +11,8 @@ one from a TF process with the library loaded (:mod:`jitsim.graph.custom_ops`), 
 jitsim infers one from the graph itself for ops nobody described.
 
 Which TensorFlow release is simulated is a scoped setting too: :func:`using_tf_version`
-(default 2.21, the newest supported; :mod:`jitsim.registry.versions` lists the releases and
-picks one for a graph). Every lookup here answers for the active release unless given one.
+(default 2.21, the newest final release supported; :mod:`jitsim.registry.versions` lists the
+releases and picks one for a graph). Every lookup here answers for the active release unless given one.
 
 >>> op_def("AddV2").output_arg[0].name
 'z'
@@ -42,9 +42,20 @@ def _shipped_releases() -> tuple[str, ...]:
     return tuple(sorted(found, key=lambda r: tuple(int(x) for x in r.split("."))))
 
 
+def _final_release(release: str) -> bool:
+    """Whether a release's data came from a final wheel (not a release candidate or a nightly)."""
+    import json
+    import re
+
+    version = json.loads((DATA / f"tf-{release}-{RELEASE_DATA}").read_text()).get("tf_version", "")
+    return re.fullmatch(r"\d+\.\d+\.\d+", version) is not None
+
+
 # the releases with data here (registry/versions.py: their GraphDef producers, which one a graph is from)
 SUPPORTED_TF_VERSIONS = _shipped_releases()
-DEFAULT_TF_VERSION = SUPPORTED_TF_VERSIONS[-1]  # the newest
+# the default: the newest final release (a release candidate is simulated when asked for, or when a
+# graph or a capture says it is from it, never by default)
+DEFAULT_TF_VERSION = next((r for r in reversed(SUPPORTED_TF_VERSIONS) if _final_release(r)), SUPPORTED_TF_VERSIONS[-1])
 _TF_VERSION: ContextVar[str] = ContextVar("jitsim_tf_version", default=DEFAULT_TF_VERSION)
 
 

@@ -1,0 +1,128 @@
+"""What two TensorFlow releases say differently, op by op and rule by rule.
+
+A release is its shipped data (``data/tf-<release>-*``: op definitions, XLA kernels with their
+type constraints, compile-time-constant inputs, metadata ops, ``OpIsSlow``'s list,
+``--tf_xla_ops_to_cluster``'s categories, the CPU/GPU kernel table) plus the few rules that change
+by release (:data:`RULES`). Two releases can only cluster a graph differently through an op of
+the graph whose data differ, or a rule the graph's route reads: :func:`op_differences` says
+which data differ for an op, :func:`graph_differences` for every op of a graph (its functions
+included), and :func:`rule_differences` which rules. Used when a graph's producer does not say
+which release wrote it (2.21 and 2.22 both write 2474: :mod:`jitsim.registry.versions`) and by
+the upgrade report (``jitsim diff G --tf-version 2.21 --tf-version 2.22``).
+
+>>> op_differences("AddV2", "2.21", "2.21")
+[]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+
+from jitsim.registry import op_defs, read_data, slow_ops, xla_kernels
+
+JIT_DEVICES = ("XLA_CPU_JIT", "XLA_GPU_JIT")
+
+
+def _release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in release.split("."))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule of TF's code that changed between releases: ``name``, the first release with the new
+    behaviour, what it did before and does since, and where it applies (``route``: ``no-tf`` for a
+    rewrite jitsim simulates before the pass input, ``all`` for a pass)."""
+
+    name: str
+    since: str
+    before: str
+    after: str
+    route: str
+
+    def applies(self, release: str) -> bool:
+        return _release_key(release) >= _release_key(self.since)
+
+
+# The rules that switch by release, the one place they are listed (docs/recipes.md, "Adding a
+# TensorFlow release"): code reads a rule with rule_on(NAME, release), never by comparing versions.
+RULES = (
+    Rule("remapper_flag_split", "2.22",
+         "Grappler's remapper splits the raw TF_XLA_FLAGS on commas only when it looks for "
+         "--tf_xla_cpu_global_jit (so it sees the flag only when it is the whole variable)",
+         "the remapper splits TF_XLA_FLAGS on commas, spaces and tabs: with auto-clustering on, "
+         "--tf_xla_cpu_global_jit among the flags turns its CPU fusions (_FusedMatMul, _FusedConv2D, "
+         "_MklSwish...) off", "no-tf"),
+)
+_RULES = {r.name: r for r in RULES}
+
+
+def rule_on(name: str, release: str) -> bool:
+    """Whether release ``release`` has the new behaviour of rule ``name`` (:data:`RULES`)."""
+    return _RULES[name].applies(release)
+
+
+def rule_differences(a: str, b: str, route: str | None = None) -> list[Rule]:
+    """The rules whose behaviour differs between releases ``a`` and ``b`` (for ``route``: those of
+    that route and of every route)."""
+    return [r for r in RULES if r.applies(a) != r.applies(b) and (route is None or r.route in (route, "all"))]
+
+
+def _kernel_text(kernels) -> list[bytes]:
+    return sorted(k.SerializeToString(deterministic=True) for k in kernels or ())
+
+
+def op_differences(op: str, a: str, b: str) -> list[str]:
+    """What jitsim's data say differently of ``op`` in releases ``a`` and ``b``, one phrase each
+    (empty: the same definition, kernels, constant inputs, slow-op entry and category)."""
+    from jitsim.registry.const_inputs import const_input_table, metadata_ops
+
+    out = []
+    da, db = op_defs(a).get(op), op_defs(b).get(op)
+    if (da is None) != (db is None):
+        out.append(f"registered in TF {a if da is not None else b} only")
+    elif da is not None and da.SerializeToString(deterministic=True) != db.SerializeToString(deterministic=True):
+        out.append("its OpDef changed (arguments or attributes)")
+    for dev in JIT_DEVICES:
+        ka, kb = xla_kernels(dev, a).get(op), xla_kernels(dev, b).get(op)
+        if bool(ka) != bool(kb):
+            out.append(f"an {dev} kernel in TF {a if ka else b} only")
+        elif ka and _kernel_text(ka) != _kernel_text(kb):
+            out.append(f"its {dev} kernel's type constraints changed")
+    if (op in slow_ops(a)) != (op in slow_ops(b)):
+        out.append(f"OpIsSlow lists it in TF {a if op in slow_ops(a) else b} only")
+    ca, cb = const_input_table(a).get(op), const_input_table(b).get(op)
+    if ca != cb:
+        out.append(f"compile-time-constant inputs {list(ca or ())} in TF {a}, {list(cb or ())} in TF {b}")
+    if (op in metadata_ops(a)) != (op in metadata_ops(b)):
+        out.append(f"a metadata op in TF {a if op in metadata_ops(a) else b} only")
+    cat_a = sorted(c for c, ops in _categories(a).items() if op in ops)
+    cat_b = sorted(c for c, ops in _categories(b).items() if op in ops)
+    if cat_a != cat_b:
+        out.append(f"--tf_xla_ops_to_cluster category {'/'.join(cat_a) or 'none'} in TF {a}, "
+                   f"{'/'.join(cat_b) or 'none'} in TF {b}")
+    return out
+
+
+@lru_cache(maxsize=None)
+def _categories(release: str) -> dict[str, list[str]]:
+    return json.loads(read_data("ops-to-cluster.json", release))["categories"]
+
+
+def graph_ops(graphdef) -> set[str]:
+    """The op types of a GraphDef's nodes and of its library functions' bodies."""
+    ops = {n.op for n in graphdef.node}
+    for f in graphdef.library.function:
+        ops.update(n.op for n in f.node_def)
+    return ops
+
+
+def graph_differences(graphdef, a: str, b: str) -> dict[str, list[str]]:
+    """``op -> what differs`` for the ops of ``graphdef`` whose data differ between ``a`` and ``b``."""
+    out = {}
+    for op in sorted(graph_ops(graphdef)):
+        d = op_differences(op, a, b)
+        if d:
+            out[op] = d
+    return out
