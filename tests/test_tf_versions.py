@@ -346,3 +346,83 @@ def test_a_graph_that_does_not_say_its_release_is_exact_only_where_both_agree(tm
             approximate += 1
             assert any("TF 2.21 and TF 2.22" in n and "--tf-version" in n for n in c.route.notes)
     assert approximate >= 3
+
+
+def _bessel_graph(tmp_path):
+    """Relu -> Sigmoid -> BesselI0 -> Tanh -> Exp between an _Arg and a _Retval, written by producer
+    2474 (TF 2.21 and 2.22). BesselI0 has an XLA kernel in TF 2.22's data only: under 2.22 the five
+    ops are one cluster of 5 (TF's minimum is 4); under 2.21 it splits them into two pieces of 2,
+    each too small, so nothing clusters."""
+    from graphs import F32, Type, graph_of
+    from jitsim.graph.io import save
+
+    t = {"T": Type(F32)}
+    g = graph_of([("x", "_Arg", [], {**t, "index": 0}), ("a", "Relu", ["x"], t), ("a2", "Sigmoid", ["a"], t),
+                  ("d", "BesselI0", ["a2"], t), ("b", "Tanh", ["d"], t), ("c", "Exp", ["b"], t),
+                  ("r", "_Retval", ["c"], {**t, "index": 0})])
+    g.graphdef.versions.producer = 2474
+    for n in g.graphdef.node:
+        n.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    path = tmp_path / "bessel.pbtxt"
+    save(g, path)
+    return path
+
+
+def test_the_upgrade_report_names_what_changes_and_why(tmp_path, capsys):
+    from jitsim.cli import main
+
+    path = _bessel_graph(tmp_path)
+    stage = ["--input-stage", "before_clone_constants_for_better_clustering"]
+    assert main(["diff", str(path), *stage, "--tf-version", "2.21", "--tf-version", "2.22", "--format", "json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["clusters"] == [0, 1] and d["baseline"].startswith("TF 2.21") and d["variant"].startswith("TF 2.22")
+    why = d["why"]
+    assert [w["ops"] for w in why] == [["BesselI0"]] and why[0]["nodes"] == ["d"]
+    assert "XLA_CPU_JIT kernel in TF 2.22 only" in why[0]["cause"]
+    assert main(["diff", str(path), *stage, "--a-tf-version", "2.21", "--b-tf-version", "2.21"]) == 2
+    assert "nothing to compare" in capsys.readouterr().err
+    assert main(["diff", str(path), *stage, "--tf-version", "2.21", "--tf-version", "2.3"]) == 2
+    assert "--tf-version: unsupported TensorFlow version '2.3'" in capsys.readouterr().err
+
+
+def test_a_graph_both_releases_may_be_from_says_where_they_differ(tmp_path, capsys):
+    from jitsim.cli import main
+
+    path = _bessel_graph(tmp_path)
+    stage = ["--input-stage", "before_clone_constants_for_better_clustering"]
+    assert main(["cluster", str(path), *stage, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tf_version"]["version"] == "2.21" and not doc["route"]["exact"]
+    note = doc["route"]["notes"][0]
+    assert "TF 2.21 and TF 2.22" in note and "d (unclustered under 2.21, cluster_0 under 2.22)" in note
+    assert main(["cluster", str(path), *stage, "--tf-version", "2.22", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["route"]["exact"] and [c["size"] for c in doc["graphs"][0]["clusters"]] == [5]
+
+
+def test_the_tf_free_route_follows_each_releases_remapper(tmp_path):
+    """TF 2.22's remapper leaves its CPU fusions out when auto-clustering is on and
+    --tf_xla_cpu_global_jit is one of the flags (measured: probes under 2.22rc0); 2.21's fuses
+    with the same flags. A GraphDef of a Dense layer (MatMul + BiasAdd + Relu) without TF: fused
+    under 2.21, unfused under 2.22, and with no option a caveat names both."""
+    from graphs import F32, Shape, Tensor, Type, graph_of
+    from jitsim.frontend.resolve import pass_inputs
+    from jitsim.graph.io import save
+
+    t = {"T": Type(F32)}
+    g = graph_of([("x", "Placeholder", [], {"dtype": Type(F32), "shape": Shape((2, 4))}),
+                  ("w", "Const", [], {"dtype": Type(F32), "value": Tensor(F32, (4, 4))}),
+                  ("b", "Const", [], {"dtype": Type(F32), "value": Tensor(F32, (4,))}),
+                  ("m", "MatMul", ["x", "w"], {**t, "transpose_a": False, "transpose_b": False}),
+                  ("ba", "BiasAdd", ["m", "b"], {**t, "data_format": b"NHWC"}),
+                  ("y", "Relu", ["ba"], t)])
+    g.graphdef.versions.producer = 2474
+    save(g, tmp_path / "dense.pbtxt")
+    flags = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
+    ops = {}
+    for release in ("2.21", "2.22"):
+        pin = pass_inputs(tmp_path / "dense.pbtxt", flags=flags, tf="never", fetch=["y:0"], tf_version=release)
+        ops[release] = {n.op for n in pin.main_graph}
+    assert "_FusedMatMul" in ops["2.21"] and "_FusedMatMul" not in ops["2.22"] and "BiasAdd" in ops["2.22"]
+    pin = pass_inputs(tmp_path / "dense.pbtxt", flags=flags, tf="never", fetch=["y:0"])
+    assert any("TF 2.21 or 2.22" in c and "CPU fusions" in c for c in pin.notes)

@@ -437,13 +437,15 @@ def _check_device(value, option: str = "--device") -> None:
 
 def _check_common(args) -> None:
     """Option values argparse cannot check by itself, refused before any work."""
-    if getattr(args, "tf_version", None) is not None:
-        from jitsim.registry.versions import check_tf_version
+    for opt in ("tf_version", "a_tf_version", "b_tf_version"):
+        value = getattr(args, opt, None)
+        for v in (value if isinstance(value, list) else [value] if value is not None else []):
+            from jitsim.registry.versions import check_tf_version
 
-        try:
-            check_tf_version(args.tf_version)
-        except JitsimError as e:
-            raise JitsimError(f"--tf-version: {e}") from None
+            try:
+                check_tf_version(v)
+            except JitsimError as e:
+                raise JitsimError(f"--{opt.replace('_', '-')}: {e}") from None
     for opt in ("device", "baseline_device", "a_device", "b_device"):
         _check_device(getattr(args, opt, None), "--" + opt.replace("_", "-"))
     n = getattr(args, "cluster_number_start", None)
@@ -666,12 +668,12 @@ def cmd_registry_export(args) -> int:
 # -- explain, whatif, diff, render, report ---------------------------------------------------
 
 
-def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
+def _sim_args(p, *, flags: bool = True, device: bool = True, releases: bool = False) -> None:
     """The options of one simulation and its input route, defined once for every command that
     simulates (cluster, rewrite, explain, whatif, diff, render, report, crosscheck verify), so
     that each takes the same inputs by the same routes with options meaning the same thing.
     ``flags``/``device``: whatif's --tf-xla-flags and --device state its variant, so it adds
-    its own (and --baseline-... for these)."""
+    its own (and --baseline-... for these). ``releases``: --tf-version may be given twice (diff)."""
     if flags:
         p.add_argument("--tf-xla-flags", help="TF_XLA_FLAGS " + FLAGS_RULE)
     if device:
@@ -681,7 +683,7 @@ def _sim_args(p, *, flags: bool = True, device: bool = True) -> None:
     p.add_argument("--signature", help="SavedModel signature (default: serving_default)")
     _tf_arg(p)
     _call_args(p)
-    _tf_version_arg(p)
+    _tf_version_arg(p, repeat=releases)
     _input_shape_arg(p)
     _no_defaults_arg(p)
     p.add_argument("--cluster-number-start", type=int, default=0,
@@ -718,13 +720,14 @@ def _call_args(p) -> None:
                         "captured none. Until stated the result is approximate")
 
 
-def _tf_version_arg(p) -> None:
+def _tf_version_arg(p, repeat: bool = False) -> None:
     from jitsim.registry import DEFAULT_TF_VERSION, SUPPORTED_TF_VERSIONS
 
-    p.add_argument("--tf-version", metavar="X.Y",
+    p.add_argument("--tf-version", metavar="X.Y", action="append" if repeat else "store",
                    help=f"TensorFlow release to simulate ({SUPPORTED_TF_VERSIONS[0]} to {SUPPORTED_TF_VERSIONS[-1]}); "
-                        "default: the release that wrote the graph (its GraphDef producer), else the one a harvest "
-                        f"ran, else {DEFAULT_TF_VERSION}")
+                        "default: the TF a capture or harvest ran, else the release that wrote the graph (its GraphDef "
+                        f"producer; one two releases write is checked under both), else {DEFAULT_TF_VERSION}"
+                        + ("; given twice, the two releases to compare" if repeat else ""))
 
 
 def _tf_version_choice(args, graph, path) -> tuple[str, str]:
@@ -904,24 +907,48 @@ def cmd_diff(args) -> int:
     fa = _flags_choice(args, args.tf_xla_flags, args.a_tf_xla_flags)
     fb = _flags_choice(args, args.tf_xla_flags, args.b_tf_xla_flags)
     da, db = args.a_device or args.device, args.b_device or args.device
-    if (not args.other and fa.flags.text == fb.flags.text and da == db
+    ta, tb = _diff_releases(args)
+    if (not args.other and fa.flags.text == fb.flags.text and da == db and ta == tb
             and not (args.b_exclude_op or args.b_force_compilable)):
-        raise JitsimError("nothing to compare: give a second graph, or --a-/--b- flags or devices that differ")
-    a = _simulate(args, _options(args, fa, device=da), move_devices=bool(args.a_device))
-    b = _simulate(args, _options(args, fb, device=db, exclude=args.b_exclude_op, force=args.b_force_compilable),
-                  args.other, move_devices=bool(args.b_device))
+        raise JitsimError("nothing to compare: give a second graph, or --a-/--b- flags, devices or TF releases that "
+                          "differ")
+    a = _simulate(args, replace(_options(args, fa, device=da), tf_version=ta), move_devices=bool(args.a_device))
+    b = _simulate(args, replace(_options(args, fb, device=db, exclude=args.b_exclude_op, force=args.b_force_compilable),
+                                tf_version=tb), args.other, move_devices=bool(args.b_device))
     _check_ops_exist(b, args.b_exclude_op, "--b-exclude-op")
     _check_ops_exist(b, args.b_force_compilable, "--b-force-compilable")
     la = (Path(args.graph).name + " " if args.other else "") + a.options.describe()
     lb = (Path(args.other).name + " " if args.other else "") + b.options.describe()
+    if a.options.tf_version != b.options.tf_version:
+        la, lb = f"TF {a.options.tf_version}, {la}", f"TF {b.options.tf_version}, {lb}"
     from jitsim.explain.diff import diff_clusterings
 
     d = diff_clusterings(a, b, baseline=la, variant=lb)
+    if not args.other and a.options.tf_version != b.options.tf_version:  # the upgrade report: why
+        from jitsim.explain.diff import release_causes
+
+        route = a.route.method if a.route is not None else None
+        d.why = release_causes(a, b, a.options.tf_version, b.options.tf_version, route=route,
+                               flags=a.options.flags_text)
     if args.format == "json":
         _emit_json(d.to_dict(), args)
     else:
         sys.stdout.write(d.format_text(limit=args.limit) + "\n")
     return 0 if d.same_partition else 1
+
+
+def _diff_releases(args) -> tuple[str | None, str | None]:
+    """The releases a diff compares: ``--a-tf-version``/``--b-tf-version``, or ``--tf-version``
+    given twice (the upgrade report: ``jitsim diff G --tf-version 2.21 --tf-version 2.22``), or
+    one ``--tf-version`` for both sides (None: each side's own rule)."""
+    given = args.tf_version if isinstance(args.tf_version, list) else ([args.tf_version] if args.tf_version else [])
+    if len(given) > 2:
+        raise JitsimError("--tf-version: a diff compares two releases (give it twice at most)")
+    base = given[0] if len(given) == 1 else None
+    ta = args.a_tf_version or (given[0] if len(given) == 2 else base)
+    tb = args.b_tf_version or (given[1] if len(given) == 2 else base)
+    args.tf_version = ta  # what the simulations start from; each side gets its own below
+    return ta, tb
 
 
 def _simulation_json(c, args) -> dict:
@@ -1570,13 +1597,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "(exit 0 same clusters, 1 different)")
     df.add_argument("graph", help="the baseline graph")
     df.add_argument("other", nargs="?", help="the variant graph (default: the same graph)")
-    _sim_args(df)
+    _sim_args(df, releases=True)
     df.add_argument("--a-tf-xla-flags", help="the baseline: TF_XLA_FLAGS added on top of the base flags and "
                     "--tf-xla-flags (later flags win)")
     df.add_argument("--b-tf-xla-flags", help="the variant: TF_XLA_FLAGS added on top of the base flags and "
                     "--tf-xla-flags (later flags win)")
     df.add_argument("--a-device", help="re-place the baseline on cpu or gpu")
     df.add_argument("--b-device", help="re-place the variant on cpu or gpu")
+    df.add_argument("--a-tf-version", metavar="X.Y", help="the baseline's TensorFlow release")
+    df.add_argument("--b-tf-version", metavar="X.Y", help="the variant's TensorFlow release: with the baseline's, "
+                    "the upgrade report (what changes in the clusters, node by node, and the data or rule that "
+                    "changed; also: --tf-version A --tf-version B)")
     _whatif_args(df, "b-")
     df.add_argument("--limit", type=int, default=20, help="changes listed (default 20)")
     df.set_defaults(func=cmd_diff)

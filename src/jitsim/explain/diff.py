@@ -134,6 +134,9 @@ class ClusterDiff:
     # "variant_prefix"}; notes: the pairing in words, when it is not plain equal names
     name_match: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # why the two sides differ, where jitsim knows it (two releases: the data and rules that
+    # changed, :func:`release_causes`): {"cause": words, "ops": [...], "nodes": [...]} each
+    why: list[dict] = field(default_factory=list)
 
     @property
     def unrelated(self) -> bool:
@@ -185,7 +188,7 @@ class ClusterDiff:
                 "reason_changes": [{"baseline": a, "variant": b, "nodes": n}
                                    for (a, b), n in sorted(self.code_changes.items())],
                 "only_in_baseline": self.only_in_a, "only_in_variant": self.only_in_b,
-                "name_match": self.name_match, "notes": self.notes}
+                "name_match": self.name_match, "notes": self.notes, "why": self.why}
 
     def format_text(self, limit: int = 20) -> str:
         out = [f"baseline: {self.baseline}: {self.clusters_a} clusters, {self.compiled_a} nodes compiled",
@@ -215,6 +218,14 @@ class ClusterDiff:
                 out.append(f"  {a} -> {b}: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({shown})")
             if len(items) > limit:
                 out.append(f"  ... {len(items) - limit} more")
+        if self.why:
+            out.append("")
+            out.append("why:")
+            for w in self.why[:limit]:
+                nodes = w.get("nodes") or []
+                shown = (": " + ", ".join(nodes[:5]) + (f", ... ({len(nodes) - 5} more)" if len(nodes) > 5 else "")
+                         if nodes else "")
+                out.append(f"  {w['cause']}" + (f" ({_n(len(nodes))}{shown})" if nodes else ""))
         for label, names in (("only in the baseline graph", self.only_in_a), ("only in the variant graph", self.only_in_b)):
             if names:
                 out.append(f"{len(names)} nodes {label}: {', '.join(names[:8])}" + (" ..." if len(names) > 8 else ""))
@@ -288,3 +299,52 @@ def diff_clusterings(a, b, *, baseline: str | None = None, variant: str | None =
                        "without a common prefix): the two graphs do not look like one model, so their clusters "
                        "are not compared cluster by cluster (--format json has the raw comparison)")
     return d
+
+
+def changed_nodes(d: ClusterDiff) -> set[str]:
+    """The nodes a diff moved (in or out of a cluster, or to another one) or gave another reason."""
+    out = set()
+    for c in d.changes:
+        if c.kind != "same":
+            out.update(c.added)
+            out.update(c.removed)
+    for nodes in d.code_changes.values():
+        out.update(nodes)
+    return out
+
+
+def release_causes(a, b, ra: str, rb: str, *, route: str | None = None, flags: str = "") -> list[dict]:
+    """Why clusterings ``a`` (TF ``ra``) and ``b`` (TF ``rb``) of one graph differ: for each op of
+    the graph whose data differ between the releases (:func:`jitsim.registry.releases.
+    op_differences`), the change and the nodes of that op the diff moved or re-reasoned (all
+    its nodes when none was: the change did not move them); and each rule of
+    :data:`jitsim.registry.releases.RULES` that differs between them on the simulation's route
+    and, for these ``flags``, changes what TF does."""
+    from jitsim.flags import remapper_cpu_fusions_off
+    from jitsim.registry.releases import op_differences, rule_differences
+
+    moved = changed_nodes(diff_clusterings(a, b))
+    out = []
+    for op, nodes in sorted(_ops_of(a).items()):
+        diffs = op_differences(op, ra, rb)
+        if not diffs:
+            continue
+        hit = sorted(n for n in nodes if n in moved)
+        out.append({"cause": f"{op}: {'; '.join(diffs)}", "ops": [op], "nodes": hit,
+                    "moved": bool(hit)})
+    for rule in rule_differences(ra, rb, route):
+        if rule.name == "remapper_flag_split" and \
+                remapper_cpu_fusions_off(flags, ra) == remapper_cpu_fusions_off(flags, rb):
+            continue  # these flags read the same under both releases
+        new, old = (rb, ra) if rule.applies(rb) else (ra, rb)
+        out.append({"cause": f"rule {rule.name}: TF {old}: {rule.before}; TF {new}: {rule.after}", "ops": [],
+                    "nodes": sorted(moved), "moved": bool(moved)})
+    return out
+
+
+def _ops_of(c) -> dict[str, list[str]]:
+    """op type -> the names of its nodes, in a clustering's input graph."""
+    out: dict[str, list[str]] = {}
+    for name, rec in c.nodes.items():
+        out.setdefault(rec.op, []).append(name)
+    return out
