@@ -126,3 +126,48 @@ def graph_differences(graphdef, a: str, b: str) -> dict[str, list[str]]:
         if d:
             out[op] = d
     return out
+
+
+def release_report(a: str, b: str) -> dict:
+    """What changed from release ``a`` to ``b`` in jitsim's data and rules: per op the phrases of
+    :func:`op_differences` (every op either release registers), the rules of :data:`RULES`
+    between them, and their producers."""
+    from jitsim.registry.versions import PRODUCERS
+
+    ops = sorted(set(op_defs(a)) | set(op_defs(b)))
+    changed = {op: d for op in ops if (d := op_differences(op, a, b))}
+    return {"from": a, "to": b, "producers": [PRODUCERS[a], PRODUCERS[b]], "ops_changed": changed,
+            "rules": [{"name": r.name, "since": r.since, "before": r.before, "after": r.after, "route": r.route}
+                      for r in rule_differences(a, b)]}
+
+
+def main(argv=None) -> int:
+    """``python -m jitsim.registry.releases A B``: what changed from release A to B (after the regen
+    of a new release: docs/recipes.md, "Adding a TensorFlow release")."""
+    import argparse
+
+    from jitsim.registry import check_tf_version
+
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    r = release_report(check_tf_version(args.a), check_tf_version(args.b))
+    if args.json:
+        print(json.dumps(r, indent=1))
+        return 0
+    print(f"TF {r['from']} -> TF {r['to']} (GraphDef producers {r['producers'][0]} -> {r['producers'][1]}"
+          + (": the same, so a graph cannot say which of the two wrote it" if r["producers"][0] == r["producers"][1]
+             else "") + ")")
+    print(f"{len(r['ops_changed'])} ops whose data changed:")
+    for op, d in r["ops_changed"].items():
+        print(f"  {op}: {'; '.join(d)}")
+    print(f"{len(r['rules'])} rules that changed:" if r["rules"] else "no rule changed")
+    for rule in r["rules"]:
+        print(f"  {rule['name']} (since TF {rule['since']}, route {rule['route']}): {rule['after']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
