@@ -332,14 +332,25 @@ def release_causes(a, b, ra: str, rb: str, *, route: str | None = None, flags: s
         hit = sorted(n for n in nodes if n in moved)
         out.append({"cause": f"{op}: {'; '.join(diffs)}", "ops": [op], "nodes": hit,
                     "moved": bool(hit)})
-    for rule in rule_differences(ra, rb, route):
+    for rule in rule_differences(ra, rb):
         if rule.name == "remapper_flag_split" and \
                 remapper_cpu_fusions_off(flags, ra) == remapper_cpu_fusions_off(flags, rb):
             continue  # these flags read the same under both releases
         new, old = (rb, ra) if rule.applies(rb) else (ra, rb)
-        out.append({"cause": f"rule {rule.name}: TF {old}: {rule.before}; TF {new}: {rule.after}", "ops": [],
-                    "nodes": sorted(moved), "moved": bool(moved)})
+        cause = f"rule {rule.name}: TF {old}: {rule.before}; TF {new}: {rule.after}"
+        if rule.route == "all" or rule.route == route:  # simulated here: the nodes it moved
+            out.append({"cause": cause, "ops": [], "nodes": sorted(moved), "moved": bool(moved)})
+        else:  # it acts before this graph (TF's pass input of one release): the nodes it made
+            fused = sorted(n for op, nodes in _ops_of(a).items() if op.startswith(_FUSED_PREFIXES) for n in nodes)
+            if fused:
+                out.append({"cause": cause + f" (this graph is TF {ra}'s pass input: its remapper's fused nodes would "
+                                             f"not be fused under TF {new}, and the clusters around them change)",
+                            "ops": [], "nodes": fused, "moved": False})
     return out
+
+
+# the ops Grappler's remapper makes (its CPU and oneDNN fusions)
+_FUSED_PREFIXES = ("_Fused", "_Mkl")
 
 
 def _ops_of(c) -> dict[str, list[str]]:
