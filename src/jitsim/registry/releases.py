@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 
-from jitsim.registry import op_defs, read_data, slow_ops, xla_kernels
+from jitsim.registry import check_tf_version, op_defs, read_data, slow_ops, xla_kernels
 
 JIT_DEVICES = ("XLA_CPU_JIT", "XLA_GPU_JIT")
 
@@ -145,8 +145,6 @@ def main(argv=None) -> int:
     """``python -m jitsim.registry.releases A B``: what changed from release A to B (after the regen
     of a new release: docs/recipes.md, "Adding a TensorFlow release")."""
     import argparse
-
-    from jitsim.registry import check_tf_version
 
     ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     ap.add_argument("a")
