@@ -426,3 +426,15 @@ def test_the_tf_free_route_follows_each_releases_remapper(tmp_path):
     assert "_FusedMatMul" in ops["2.21"] and "_FusedMatMul" not in ops["2.22"] and "BiasAdd" in ops["2.22"]
     pin = pass_inputs(tmp_path / "dense.pbtxt", flags=flags, tf="never", fetch=["y:0"])
     assert any("TF 2.21 or 2.22" in c and "CPU fusions" in c for c in pin.notes)
+
+
+def test_the_shipped_list_of_changed_ops_is_current():
+    """data/tf-2.22-changes-from-2.21.json (what a graph of producer 2474 is checked against, so
+    that a graph without a changed op costs nothing) is what comparing every op gives."""
+    from jitsim.registry.releases import op_defs as ops_of, op_differences, release_report
+
+    shipped = json.loads(data_file("changes-from-2.21.json", "2.22").read_text())
+    computed = {op for op in set(ops_of("2.21")) | set(ops_of("2.22")) if op_differences(op, "2.21", "2.22")}
+    assert set(shipped["ops_changed"]) == computed
+    assert shipped["ops_changed"] == release_report("2.21", "2.22")["ops_changed"]
+    assert {"BesselI0", "EuclideanNorm", "MatrixDeterminant", "TpuHandleToProtoKey"} <= computed

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 
-from jitsim.registry import check_tf_version, op_defs, read_data, slow_ops, xla_kernels
+from jitsim.registry import check_tf_version, data_file, op_defs, read_data, slow_ops, xla_kernels
 
 JIT_DEVICES = ("XLA_CPU_JIT", "XLA_GPU_JIT")
 
@@ -118,10 +118,30 @@ def graph_ops(graphdef) -> set[str]:
     return ops
 
 
+def changes_file(a: str, b: str) -> str:
+    """The shipped list of the ops whose data differ between two releases that write the same
+    producer (``data/tf-<b>-changes-from-<a>.json``, written by ``python -m jitsim.registry.releases
+    A B --write``): reading it costs nothing, where comparing every op loads both releases' data."""
+    lo, hi = sorted((a, b), key=_release_key)
+    return f"changes-from-{lo}.json", hi
+
+
+@lru_cache(maxsize=None)
+def changed_ops(a: str, b: str) -> frozenset[str]:
+    """The ops whose data differ between releases ``a`` and ``b``: from the shipped list when there
+    is one, else by comparing every op (:func:`op_differences`)."""
+    name, release = changes_file(a, b)
+    try:
+        return frozenset(json.loads(read_data(name, release))["ops_changed"])
+    except FileNotFoundError:
+        return frozenset(op for op in set(op_defs(a)) | set(op_defs(b)) if op_differences(op, a, b))
+
+
 def graph_differences(graphdef, a: str, b: str) -> dict[str, list[str]]:
-    """``op -> what differs`` for the ops of ``graphdef`` whose data differ between ``a`` and ``b``."""
+    """``op -> what differs`` for the ops of ``graphdef`` whose data differ between ``a`` and ``b``
+    (only those ops are compared: a graph without one costs a set intersection)."""
     out = {}
-    for op in sorted(graph_ops(graphdef)):
+    for op in sorted(graph_ops(graphdef) & changed_ops(a, b)):
         d = op_differences(op, a, b)
         if d:
             out[op] = d
@@ -150,8 +170,15 @@ def main(argv=None) -> int:
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--write", action="store_true", help="ship the list of changed ops (data/tf-<B>-changes-from-<A>.json)")
     args = ap.parse_args(argv)
     r = release_report(check_tf_version(args.a), check_tf_version(args.b))
+    if args.write:
+        name, release = changes_file(r["from"], r["to"])
+        path = data_file(name, release)
+        path.write_text(json.dumps({"from": r["from"], "to": r["to"], "ops_changed": r["ops_changed"],
+                                    "rules": [x["name"] for x in r["rules"]]}, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {path}")
     if args.json:
         print(json.dumps(r, indent=1))
         return 0
