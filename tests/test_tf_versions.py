@@ -385,6 +385,70 @@ def test_the_upgrade_report_names_what_changes_and_why(tmp_path, capsys):
     assert "--tf-version: unsupported TensorFlow version '2.3'" in capsys.readouterr().err
 
 
+def test_the_upgrade_report_is_one_call_of_the_api(tmp_path):
+    """jitsim.upgrade_report: the same report as the CLI, from two Clusterings of one graph (the
+    BesselI0 graph above: one cluster of 5 under 2.22, nothing under 2.21, because of d's kernel)."""
+    import jitsim
+
+    path = _bessel_graph(tmp_path)
+    stage = "before_clone_constants_for_better_clustering"
+    a, b = (jitsim.cluster(path, input_stage=stage, tf_version=v) for v in ("2.21", "2.22"))
+    u = jitsim.upgrade_report(a, b)
+    assert not u.same_partition and [w["ops"] for w in u.why] == [["BesselI0"]] and u.why[0]["moved"]
+    same = jitsim.upgrade_report(a, jitsim.cluster(path, input_stage=stage, tf_version="2.21"))
+    assert same.same_partition and same.why == []
+
+
+PYTHON_2_22 = FFT64.parent / "python_2_22"  # one function per Python change of TF 2.22 (its prog.py)
+
+
+def test_each_python_change_of_2_22_is_named_on_the_graph_2_21_built():
+    """prog.py run under TF 2.21 and TF 2.22rc0 (make.sh): graph by graph, where the two releases
+    built the same nodes no GRAPH_BUILDS entry is named; where they built other nodes, the 2.21
+    build shows an entry, and among the nodes it names are nodes the 2.22 build does not hold (or
+    holds as other ops, or with other inputs) where the entry is ``certain``. Every entry is seen
+    at least once, and no certain one on the 2.22 builds."""
+    from jitsim.graph.dumps import group_dumps
+    from jitsim.graph.io import read_graphdef
+    from jitsim.registry.releases import GRAPH_BUILDS, graph_build_differences
+
+    def builds(release):
+        root = PYTHON_2_22 / f"tf{release}"
+        recs = group_dumps(root / "dumps", (root / "log.txt").read_text())
+        return [read_graphdef(root / "dumps" / r.files["before_clone_constants_for_better_clustering"]).node
+                for r in recs]
+
+    old, new = builds("2.21"), builds("2.22")
+    assert len(old) == len(new) == 16
+    seen = set()
+    for a, b in zip(old, new):
+        named = graph_build_differences(a, "2.21", "2.22")
+        in_b = {n.name: (n.op, tuple(n.input)) for n in b}
+        if sorted((n.name, (n.op, tuple(n.input))) for n in a) == sorted(in_b.items()):
+            assert named == [], [g.name for g, _ in named]
+            continue
+        assert named, sorted(n.name for n in a)
+        for entry, nodes in named:
+            seen.add(entry.name)
+            built = {n.name: (n.op, tuple(n.input)) for n in a}
+            if entry.certain:
+                assert any(in_b.get(n) != built[n] for n in nodes), (entry.name, nodes)
+        assert [g.name for g, _ in graph_build_differences(b, "2.21", "2.22") if g.certain] == []
+    assert seen == {g.name for g in GRAPH_BUILDS}
+
+
+def test_the_graphs_2_22_builds_differently_cluster_as_each_release_did():
+    """The probes of the Python changes (above), each release's build simulated under the release
+    the harvest recorded: TF's clusters graph by graph."""
+    from jitsim.crosscheck.fidelity import verify_dir
+    from jitsim.options import options_for
+
+    flags = options_for("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug")
+    for release in ("2.21", "2.22"):
+        res = verify_dir(PYTHON_2_22 / f"tf{release}", flags)
+        assert res.tf_version == release and res.all_identical and res.all_same_names, release
+
+
 def test_a_graph_both_releases_may_be_from_says_where_they_differ(tmp_path, capsys):
     from jitsim.cli import main
 

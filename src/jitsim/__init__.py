@@ -6,6 +6,8 @@ The Python API mirrors the CLI::
     c = jitsim.cluster("graph.pbtxt", flags="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
     c.clusters, c.explain("some/node"), c.explain("a", "b")   # jitsim cluster / explain
     c.diff(c.whatif(flags="--tf_xla_min_cluster_size=1"))    # jitsim whatif
+    jitsim.upgrade_report(jitsim.cluster(g, tf_version="2.21"),
+                          jitsim.cluster(g, tf_version="2.22"))  # jitsim diff --tf-version A --tf-version B
     c.render("out.svg"); c.report("report/")               # jitsim render / report
     jitsim.cluster(my_tf_function.get_concrete_function(x))  # straight from TensorFlow
     g = jitsim.load("graph.pbtxt")                      # jitsim.graph.Graph
@@ -24,6 +26,7 @@ _LAZY = {
     "Clustering": ("jitsim.explain.clustering", "Clustering"),
     "Options": ("jitsim.options", "Options"),
     "diff": ("jitsim.explain.diff", "diff_clusterings"),
+    "upgrade_report": ("jitsim.explain.diff", "upgrade_report"),
     "load": ("jitsim.graph.io", "load"),
     "save": ("jitsim.graph.io", "save"),
     "Graph": ("jitsim.graph.model", "Graph"),

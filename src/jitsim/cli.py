@@ -921,15 +921,12 @@ def cmd_diff(args) -> int:
     lb = (Path(args.other).name + " " if args.other else "") + b.options.describe()
     if a.options.tf_version != b.options.tf_version:
         la, lb = f"TF {a.options.tf_version}, {la}", f"TF {b.options.tf_version}, {lb}"
-    from jitsim.explain.diff import diff_clusterings
+    from jitsim.explain.diff import diff_clusterings, upgrade_report
 
-    d = diff_clusterings(a, b, baseline=la, variant=lb)
-    if not args.other and a.options.tf_version != b.options.tf_version:  # the upgrade report: why
-        from jitsim.explain.diff import release_causes
-
-        route = a.route.method if a.route is not None else None
-        d.why = release_causes(a, b, a.options.tf_version, b.options.tf_version, route=route,
-                               flags=a.options.flags_text)
+    if not args.other and a.options.tf_version != b.options.tf_version:  # the upgrade report: with why
+        d = upgrade_report(a, b, baseline=la, variant=lb)
+    else:
+        d = diff_clusterings(a, b, baseline=la, variant=lb)
     if args.format == "json":
         _emit_json(d.to_dict(), args)
     else:

@@ -319,9 +319,11 @@ def release_causes(a, b, ra: str, rb: str, *, route: str | None = None, flags: s
     op_differences`), the change and the nodes of that op the diff moved or re-reasoned (all
     its nodes when none was: the change did not move them); and each rule of
     :data:`jitsim.registry.releases.RULES` that differs between them on the simulation's route
-    and, for these ``flags``, changes what TF does."""
+    and, for these ``flags``, changes what TF does; and each entry of
+    :data:`jitsim.registry.releases.GRAPH_BUILDS` the graph shows (the older release's Python
+    built these nodes: the newer one builds other nodes for the same call)."""
     from jitsim.flags import remapper_cpu_fusions_off
-    from jitsim.registry.releases import op_differences, rule_differences
+    from jitsim.registry.releases import graph_build_differences, op_differences, rule_differences
 
     moved = changed_nodes(diff_clusterings(a, b))
     out = []
@@ -346,7 +348,27 @@ def release_causes(a, b, ra: str, rb: str, *, route: str | None = None, flags: s
                 out.append({"cause": cause + f" (this graph is TF {ra}'s pass input: its remapper's fused nodes would "
                                              f"not be fused under TF {new}, and the clusters around them change)",
                             "ops": [], "nodes": fused, "moved": False})
+    for gb, hit in graph_build_differences(a.graph.op_nodes(), ra, rb):
+        old, new = (ra, rb) if gb.applies(rb) else (rb, ra)
+        which = f"this graph is TF {old}'s build" if gb.certain else f"if this graph is TF {old}'s build"
+        out.append({"cause": f"python {gb.name}: TF {old}'s Python builds {gb.api} as {gb.before}; TF {new}'s as "
+                             f"{gb.after} ({which}: rebuilt under TF {new}, it holds other nodes here and their "
+                             f"clusters may differ; capture the program under TF {new} for them)",
+                    "ops": sorted({n.op for n in a.graph.op_nodes() if n.name in set(hit)}), "nodes": sorted(hit),
+                    "moved": False})
     return out
+
+
+def upgrade_report(a, b, *, baseline: str | None = None, variant: str | None = None) -> ClusterDiff:
+    """The upgrade report: one graph's clusterings ``a`` and ``b`` under two TF releases (their
+    ``options.tf_version``), diffed node by node (:func:`diff_clusterings`), with ``why``
+    (:func:`release_causes`): the release data and rules behind each change. ``jitsim diff G
+    --tf-version A --tf-version B`` prints it."""
+    ra, rb = a.options.tf_version, b.options.tf_version
+    d = diff_clusterings(a, b, baseline=baseline, variant=variant)
+    route = a.route.method if a.route is not None else None
+    d.why = release_causes(a, b, ra, rb, route=route, flags=a.options.flags_text)
+    return d
 
 
 # the ops Grappler's remapper makes (its CPU and oneDNN fusions)

@@ -6,7 +6,9 @@ type constraints, compile-time-constant inputs, metadata ops, ``OpIsSlow``'s lis
 by release (:data:`RULES`). Two releases can only cluster a graph differently through an op of
 the graph whose data differ, or a rule the graph's route reads: :func:`op_differences` says
 which data differ for an op, :func:`graph_differences` for every op of a graph (its functions
-included), and :func:`rule_differences` which rules. Used when a graph's producer does not say
+included), and :func:`rule_differences` which rules. What a release's Python builds differently
+for the same call is another pass input, not a pass: :data:`GRAPH_BUILDS` lists those changes and
+:func:`graph_build_differences` which of them a graph an older release built shows. Used when a graph's producer does not say
 which release wrote it (2.21 and 2.22 both write 2474: :mod:`jitsim.registry.versions`) and by
 the upgrade report (``jitsim diff G --tf-version 2.21 --tf-version 2.22``).
 
@@ -56,6 +58,142 @@ RULES = (
          "_MklSwish...) off", "no-tf"),
 )
 _RULES = {r.name: r for r in RULES}
+
+
+@dataclass(frozen=True)
+class GraphBuild:
+    """A change in what a release's Python builds for the same call: the graph TF's passes get is
+    another one, whatever the passes do. ``api``: the Python API; ``before``/``after``: what the
+    releases before ``since`` and from ``since`` build. A graph built by an older release shows it
+    by its nodes (:meth:`nodes_in`): op types ``ops`` (``dtype``: of that ``T``; ``scope``: under a
+    name-scope component starting with it; ``gradient``: in a graph that holds a gradient, under a
+    ``gradients``/``gradient_tape`` scope when ``gradient == "scope"``)."""
+
+    name: str
+    since: str
+    api: str
+    before: str
+    after: str
+    ops: tuple[str, ...]
+    scope: str | None = None
+    dtype: int | None = None  # a DataType enum value (DT_DOUBLE = 2)
+    gradient: str | None = None  # None, "graph" (the graph holds a gradient) or "scope" (the node is in one)
+    part: tuple[str, ...] = ()  # a component of the node's name starts with one of these
+    fed_by: tuple[str, ...] = ()  # the op of the node's first input is one of these
+    unless_scope_has: tuple[str, ...] = ()  # no node of these ops in the same scope
+    certain: bool = True  # the nodes show the older build (False: both builds hold them; the API differs)
+
+    def applies(self, release: str) -> bool:
+        return _release_key(release) >= _release_key(self.since)
+
+    def nodes_in(self, nodes) -> list[str]:
+        """The names of ``nodes`` (objects with ``name``, ``op``, ``attr``) that show an older
+        release built this API there."""
+        nodes = list(nodes)
+        if self.gradient == "graph" and not any(_in_gradient(n.name) for n in nodes):
+            return []
+        op_of = {n.name: n.op for n in nodes} if self.fed_by else {}
+        out = []
+        for n in nodes:
+            if n.op not in self.ops:
+                continue
+            if self.dtype is not None and ("T" not in n.attr or n.attr["T"].type != self.dtype):
+                continue
+            if self.scope is not None and not any(p.startswith(self.scope) for p in n.name.split("/")[:-1]):
+                continue
+            if self.gradient == "scope" and not _in_gradient(n.name):
+                continue
+            if self.part and not any(p.startswith(self.part) for p in n.name.split("/")):
+                continue
+            if self.fed_by and op_of.get(_first_input(n)) not in self.fed_by:
+                continue
+            out.append(n.name)
+        if self.unless_scope_has and out:
+            marked = {self._scope_of(n.name) for n in nodes if n.op in self.unless_scope_has}
+            out = [n for n in out if self._scope_of(n) not in marked]
+        return out
+
+    def _scope_of(self, name: str) -> str | None:
+        """The name-scope prefix of ``name`` up to its component that starts with ``scope`` (without
+        the prefix a Grappler optimizer gives the nodes it makes)."""
+        parts = name.split("/")
+        if parts[0] in _GRAPPLER_PREFIXES:
+            parts = parts[1:]
+        for i, p in enumerate(parts[:-1]):
+            if self.scope and p.startswith(self.scope):
+                return "/".join(parts[:i + 1])
+        return None
+
+
+# the first name component of nodes Grappler's optimizers make
+_GRAPPLER_PREFIXES = ("ConstantFolding", "ArithmeticOptimizer", "DependencyOptimizer", "LayoutOptimizer",
+                      "LoopOptimizer", "Remapper", "CommonSubexpressionElimination")
+
+
+def _first_input(node) -> str | None:
+    """The node name of a NodeDef's (or a TfNode's) first input."""
+    inputs = node.input if hasattr(node, "input") else node.nodedef.input
+    return inputs[0].lstrip("^").split(":")[0] if inputs else None
+
+
+def _in_gradient(name: str) -> bool:
+    return any(p.startswith(("gradients", "gradient_tape")) for p in name.split("/")[:-1])
+
+
+_DOUBLE = 2
+# What TF 2.22's Python builds differently for the same call, found by diffing the wheels' ops
+# modules (nn_impl, nn_grad, math_ops, math_grad, clip_ops, linalg_ops, array_ops) and checked on
+# fixtures/versions/python_2_22 (one function each, harvested under both releases). Other modules
+# and Keras were not reviewed: a program rebuilt under a new release can differ elsewhere too.
+GRAPH_BUILDS = (
+    GraphBuild("moments_variance", "2.22", "tf.nn.moments",
+               "the variance as mean(SquaredDifference(x, mean))",
+               "the variance as max(mean(x²) - mean(x)², 0) (Square, Mean, Sub, Maximum)",
+               ("SquaredDifference",), scope="moments"),
+    GraphBuild("elu_gradient", "2.22", "the gradient of tf.nn.elu", "EluGrad",
+               "grad * exp(min(x, 0)) (Minimum, Exp, Mul)", ("EluGrad",)),
+    GraphBuild("selu_gradient", "2.22", "the gradient of tf.nn.selu", "SeluGrad",
+               "element-wise ops (Less, Minimum, Exp, SelectV2, IsNan, Mul)", ("SeluGrad",)),
+    GraphBuild("softplus_gradient", "2.22", "the gradient of tf.nn.softplus", "grad * sigmoid(x) (Sigmoid, Mul)",
+               "SoftplusGrad", ("Sigmoid",), gradient="scope"),
+    GraphBuild("softmax_gradient_f64", "2.22", "the float64 gradient of tf.nn.softmax and tf.nn.log_softmax",
+               "(g - sum(g * softmax)) * softmax", "a correction of the dominant class (ArgMax, OneHot, Sum, Sub)",
+               ("Softmax", "LogSoftmax"), dtype=_DOUBLE, gradient="graph", certain=False),
+    GraphBuild("tanh_gradient_f64", "2.22", "the float64 gradient of tf.math.tanh", "TanhGrad",
+               "4·exp(-2|x|) / (1 + exp(-2|x|))² (Abs, Exp, Square, RealDiv)", ("TanhGrad",), dtype=_DOUBLE),
+    GraphBuild("swish_gradient_f64", "2.22", "the float64 gradient of tf.nn.silu/swish",
+               "sigmoid(x) * (1 + x * (1 - sigmoid(x)))", "with the smaller sigmoid tail (GreaterEqual, SelectV2)",
+               ("Sigmoid",), dtype=_DOUBLE, gradient="graph", certain=False),
+    GraphBuild("euclidean_norm", "2.22", "tf.norm (euclidean)", "sqrt(sum(x·x))",
+               "a safe sqrt: where(sum == 0, 0, sqrt(max(sum, tiny))) (Maximum, Equal, Select)",
+               ("Sqrt",), scope="norm", fed_by=("Sum",)),
+    GraphBuild("boolean_mask_static", "2.22", "tf.boolean_mask",
+               "a reshape to a computed shape (Shape, Prod, ConcatV2)",
+               "a reshape to the static shape when the input's shape is known (seen where Grappler folded "
+               "the old shape to constants: their names change)", ("Const",),
+               scope="boolean_mask", part=("concat", "Prod"), unless_scope_has=("ConcatV2",)),
+    GraphBuild("clip_by_norm_inf", "2.22", "tf.clip_by_norm with a tensor clip_norm", "no infinity check",
+               "an infinite clip_norm leaves the values as they are (IsInf, Select)", ("Mul", "Maximum"),
+               scope="clip_by_norm", unless_scope_has=("IsInf",)),
+    GraphBuild("clip_by_global_norm_inf", "2.22", "tf.clip_by_global_norm with a tensor clip_norm",
+               "no infinity check", "an infinite clip_norm scales by 1 (IsInf, Select, RealDiv)",
+               ("Reciprocal", "RealDiv", "Minimum"), scope="clip_by_global_norm", unless_scope_has=("IsInf",)),
+)
+
+
+def graph_build_differences(nodes, a: str, b: str) -> list[tuple[GraphBuild, list[str]]]:
+    """The entries of :data:`GRAPH_BUILDS` that differ between releases ``a`` and ``b`` and that
+    ``nodes`` (a graph built by the older of the two) shows, each with the nodes that show it."""
+    old = min(a, b, key=_release_key)
+    nodes = list(nodes)
+    out = []
+    for gb in GRAPH_BUILDS:
+        if gb.applies(a) == gb.applies(b) or gb.applies(old):
+            continue
+        hit = gb.nodes_in(nodes)
+        if hit:
+            out.append((gb, hit))
+    return out
 
 
 def rule_on(name: str, release: str) -> bool:
