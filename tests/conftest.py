@@ -34,6 +34,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
+def tf_release() -> str:
+    """The installed TensorFlow's release (``"2.21"``, ``"2.22"``): a tf-marked test that checks a
+    behaviour that changed between releases expects the installed one's (.ci/run also runs the TF
+    route's tests under the newest release jitsim supports)."""
+    from jitsim.frontend.capture import tf_version
+
+    return ".".join(tf_version().split(".")[:2])
+
+
+@pytest.fixture(scope="session")
 def corpus():
     c = Corpus()
     yield c

@@ -200,7 +200,7 @@ MNIST = Path(__file__).resolve().parents[1] / "fixtures" / "tf1" / "mnist_softma
 
 
 @pytest.mark.tf
-def test_tf1_session_graph_with_fetch_is_exact_and_matches_tf(tmp_path):
+def test_tf1_session_graph_with_fetch_is_exact_and_matches_tf(tmp_path, tf_release):
     from jitsim.crosscheck.compare import compare_partitions
     from jitsim.graph.dumps import group_dumps
     from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest_env
@@ -217,7 +217,9 @@ def test_tf1_session_graph_with_fetch_is_exact_and_matches_tf(tmp_path):
                    capture_output=True)
     call = [g for g in group_dumps(dumps) if "mark_for_compilation" in g.files][-1]  # the step (the first: init)
     truth = labels_of_file(dumps / call.files["mark_for_compilation"])
-    assert sum(1 for v in truth.values() if v) == 24  # TF's own answer for this program (issue 21)
+    # TF's own answer for this program: 24 nodes under TF 2.21 (issue 21); 28 under 2.22, whose
+    # remapper sees --tf_xla_cpu_global_jit among the flags and leaves the MatMul+Add pairs unfused
+    assert sum(1 for v in truth.values() if v) == (24 if tf_release == "2.21" else 28)
     user_flags = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
     for target, fetch, exact in ((files / "graph.pbtxt", ["train_step"], True),
                                  (files / "model.meta", [], False),  # the train_op collection: assumed
