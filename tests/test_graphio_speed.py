@@ -10,7 +10,8 @@ import pytest
 
 from jitsim.analyses.deadness import AND, PredicateFactory, deadness_analysis
 from jitsim.graph.model import CONTROL, Edge, Graph, parse_input
-from jitsim.graph.tfgraph import NEXT_ITERATION_OPS, TfGraph, dfs, not_back_edge, post_order, reverse_post_order
+from jitsim.opsets import NEXT_ITERATION_OPS
+from jitsim.graph.tfgraph import TfGraph, dfs, not_back_edge, post_order, reverse_post_order
 from jitsim.passes.clone_constants import clone_constants_for_better_clustering, uncloned
 from jitsim.registry import protos
 

@@ -153,6 +153,7 @@ def test_function_local_imports_defer_something():
 # ``__init__`` imports nothing).
 LAYERS = [
     ("jitsim", "jitsim.defs", "jitsim.errors", "jitsim.accel", "jitsim.beside"),
+    ("jitsim.opsets",),                      # TF's op categories (over defs' names)
     ("jitsim.codes",),                       # the decision codes (the catalogue)
     ("jitsim.records",),                     # the decision records, for every pass, analysis, rewrite
     ("jitsim.files",),                       # reading and writing files

@@ -17,7 +17,7 @@ from jitsim.errors import GraphError
 from jitsim.graph.model import attr_value_to_python
 from jitsim.registry import optypes
 from jitsim.analyses.resource_safety import RESOURCE_OPS, STACK, TENSOR_ARRAY
-from jitsim.graph.tfgraph import CALL_OPS, CASE_OPS, IDENTITY_OPS, IF_OPS, WHILE_OPS
+from jitsim.opsets import CASE_OPS, FUNCTION_CALL_OPS, FUNCTION_IO_OPS, IDENTITY_OPS, IF_OPS, PARTITIONED_CALL_OPS, WHILE_OPS
 from jitsim.registry import find_xla_kernel, kernel_mismatch, op_def, op_defs, op_library_of, slow_ops, xla_kernels_for
 from jitsim.records import NodeDecision
 
@@ -28,7 +28,7 @@ MAX_RECURSION_DEPTH = 50
 # attrs a top-level check reads for every op (the kernel label, the scoped-allocator markers)
 _ALWAYS_READ = ("_kernel", "_scoped_allocator", "_forward_from")
 # per op kind, the attrs naming what it calls (check_call / _check_branch / the Case branches)
-_CALLEE_ATTRS = {**{op: ("f",) for op in CALL_OPS}, **{op: ("cond", "body") for op in WHILE_OPS},
+_CALLEE_ATTRS = {**{op: ("f",) for op in FUNCTION_CALL_OPS}, **{op: ("cond", "body") for op in WHILE_OPS},
                  **{op: ("then_branch", "else_branch") for op in IF_OPS}, **{op: ("branches",) for op in CASE_OPS}}
 
 
@@ -174,7 +174,7 @@ class CompilabilityChecker:
 
     # -- helpers ---------------------------------------------------------------------------
     def is_function_call(self, nodedef) -> bool:
-        return nodedef.op in CALL_OPS or nodedef.op in self.fns
+        return nodedef.op in FUNCTION_CALL_OPS or nodedef.op in self.fns
 
     def _body(self, name: str):
         """NodeDefs of a function body in TF's instantiation order (args, nodes, rets), or None
@@ -235,7 +235,7 @@ class CompilabilityChecker:
 
         if op in ("_SOURCE", "_SINK"):
             return Failure(code=Code.SOURCE_OR_SINK, detail="source or sink node")
-        if depth == 1 and op in ("_Arg", "_Retval"):
+        if depth == 1 and op in FUNCTION_IO_OPS:
             return Failure(code=Code.TOP_LEVEL_ARG_RETVAL, detail="top level _Arg or _Retval")
         if "_scoped_allocator" in nodedef.attr or "_forward_from" in nodedef.attr:
             return Failure(code=Code.SCOPED_ALLOCATOR, detail="_scoped_allocator or _forward_from attribute")
@@ -333,7 +333,7 @@ class CompilabilityChecker:
         return self._check_call_named(nodedef.attr[key].func.name, depth)
 
     def check_call(self, nodedef, depth: int) -> Failure | None:
-        if nodedef.op in ("PartitionedCall", "StatefulPartitionedCall"):
+        if nodedef.op in PARTITIONED_CALL_OPS:
             name = nodedef.attr["f"].func.name if "f" in nodedef.attr else ""
         else:
             name = nodedef.op

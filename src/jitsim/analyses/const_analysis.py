@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Callable
 
 from jitsim.graph.model import Graph
-from jitsim.graph.tfgraph import (CASE_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS, TfEdge, TfGraph, TfNode,
-                                  not_back_edge, post_order, topological_order)
+from jitsim.opsets import CASE_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS
+from jitsim.graph.tfgraph import TfEdge, TfGraph, TfNode, not_back_edge, post_order, topological_order
+from jitsim.opsets import PARTITIONED_CALL_OPS
 
-_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 # ops whose constant inputs const_input_indices takes from the functions they call
-_ASKS_FUNCTIONS = WHILE_OPS | IF_OPS | CASE_OPS | frozenset(_CALL_OPS)
+_ASKS_FUNCTIONS = WHILE_OPS | IF_OPS | CASE_OPS | frozenset(PARTITIONED_CALL_OPS)
 
 
 def walk_order(g: TfGraph) -> list[TfNode]:
@@ -79,7 +79,7 @@ class ConstAnalysis:
                 out.extend(attr[k].func.name for k in ("then_branch", "else_branch") if k in attr)
             elif n.op in CASE_OPS:
                 out.extend(f.name for f in attr["branches"].list.func)
-            elif n.op in _CALL_OPS and "f" in attr:
+            elif n.op in PARTITIONED_CALL_OPS and "f" in attr:
                 out.append(attr["f"].func.name)
         return out
 
@@ -153,7 +153,7 @@ class ConstAnalysis:
             for nm in names:
                 union.update(i for i, v in enumerate(self.function_const_args(nm)) if v)
             return sorted(i + 1 for i in union)
-        if op in _CALL_OPS:
+        if op in PARTITIONED_CALL_OPS:
             f = attr["f"].func.name if "f" in attr else ""
             return [i for i, v in enumerate(self.function_const_args(f)) if v]
         from jitsim.registry.const_inputs import compile_time_const_input_indices

@@ -35,8 +35,9 @@ from typing import Iterable, Sequence
 
 from jitsim.errors import GraphError
 from jitsim.registry import op_def
-from jitsim.graph.tfgraph import (ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID, SOURCE_ID, TfGraph, TfNode,
-                                  control_flow_info)
+from jitsim.opsets import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS
+from jitsim.graph.tfgraph import SINK_ID, SOURCE_ID, TfGraph, TfNode, control_flow_info
+from jitsim.opsets import RECV_OPS, SWITCH_OPS
 
 CONTROL_SLOT = -1
 # the most characters of a predicate's text a message or record holds (Predicate.text)
@@ -48,13 +49,10 @@ AND, OR, NOT, AND_RECURRENCE, SYMBOL, INT_SYMBOL = range(6)
 # The factory stops simplifying once this many Make{And,Or,Not} calls are nested.
 MAX_STACK_DEPTH = 8
 
-SWITCH_OPS_2 = frozenset({"Switch", "RefSwitch"})
-SWITCH_N_OP = "_SwitchN"
-RECV_OPS = frozenset({"_Recv", "_HostRecv"})
 CONTROL_TRIGGER_OPS = frozenset({"ControlTrigger"})
 # the ops the analysis does not handle as generic nodes (dead outputs, #true control outputs,
 # symbols) or that open and close loop frames: a graph without any is alive under #true throughout
-PREDICATE_OPS = (SWITCH_OPS_2 | {SWITCH_N_OP} | MERGE_OPS | CONTROL_TRIGGER_OPS | RECV_OPS | ENTER_OPS | EXIT_OPS
+PREDICATE_OPS = (SWITCH_OPS | MERGE_OPS | CONTROL_TRIGGER_OPS | RECV_OPS | ENTER_OPS | EXIT_OPS
                  | NEXT_ITERATION_OPS)
 
 
@@ -674,7 +672,7 @@ class _Analysis:
 
     def handle_node(self, n: TfNode, revisit, optimistic: bool = False) -> None:
         op = n.op
-        if op in SWITCH_OPS_2 or op == SWITCH_N_OP:
+        if op in SWITCH_OPS:
             self.handle_switch(n, revisit)
         elif op in MERGE_OPS:
             self.handle_merge(n, revisit, optimistic)

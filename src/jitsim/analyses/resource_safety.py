@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from jitsim.graph.tfgraph import NEXT_ITERATION_OPS, TfGraph, TfNode, not_back_edge, reverse_post_order
+from jitsim.opsets import NEXT_ITERATION_OPS
+from jitsim.graph.tfgraph import TfGraph, TfNode, not_back_edge, reverse_post_order
 from jitsim.graph.tfgraph import topological_order as _topological_order  # (tests replace it by TF's walk)
 
 READ, WRITE, MODIFY = "Read", "Write", "Modify"

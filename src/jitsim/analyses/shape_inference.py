@@ -34,6 +34,7 @@ they record), inferred shapes only for a graph that records none.
 from __future__ import annotations
 
 from jitsim.graph.model import parse_input
+from jitsim.opsets import BINARY_SWITCH_OPS, CONCAT_OPS, CONSTANT_OPS, FUSED_BATCH_NORM_OPS, NEXT_ITERATION_OPS, PASS_THROUGH_OPS, PLAIN_MERGE_OPS, SHAPED_PLACEHOLDER_OPS
 
 Shape = "tuple[int, ...] | None"
 
@@ -141,7 +142,7 @@ def recorded(nd, port: int):
 
 def _const_value(nd):
     """The value of a small integer ``Const`` as a flat list (with its shape), or None."""
-    if nd.op not in ("Const", "HostConst") or "value" not in nd.attr:
+    if nd.op not in CONSTANT_OPS or "value" not in nd.attr:
         return None
     t = nd.attr["value"].tensor
     if t.dtype not in (3, 9):  # DT_INT32, DT_INT64
@@ -699,7 +700,7 @@ def _sf_merge(inf, nd, d, ins):
     out, first = None, True
     for r, s in zip(d, ins):
         src = inf.nodes.get(r[0])
-        if src is not None and src.op in ("NextIteration", "RefNextIteration") and not inf.back_edges:
+        if src is not None and src.op in NEXT_ITERATION_OPS and not inf.back_edges:
             continue
         if r not in inf.shapes:
             continue
@@ -816,8 +817,8 @@ def _table(*entries) -> dict:
 
 # op -> its shape function: the ops whose shapes the Grappler simulation needs (module docstring)
 SHAPE_FUNCTIONS: dict = _table(
-    (("Const", "HostConst"), _sf_const),
-    (("Placeholder", "PlaceholderWithDefault"), _sf_placeholder),
+    (CONSTANT_OPS, _sf_const),
+    (SHAPED_PLACEHOLDER_OPS, _sf_placeholder),
     ("_Arg", _sf_arg),
     ("VarHandleOp", _sf_scalar),
     ("ReadVariableOp", _sf_read_variable),
@@ -834,7 +835,7 @@ SHAPE_FUNCTIONS: dict = _table(
     ("Transpose", _sf_transpose),
     ("ExpandDims", _sf_expand_dims),
     ("Squeeze", _sf_squeeze),
-    (("ConcatV2", "Concat"), _sf_concat),
+    (CONCAT_OPS, _sf_concat),
     ("Pack", _sf_pack),
     ("Unpack", _sf_unpack),
     ("Split", _sf_split),
@@ -843,8 +844,8 @@ SHAPE_FUNCTIONS: dict = _table(
     ("ShapeN", _sf_shape_n),
     (("Size", "Rank"), _sf_scalar),
     ("Fill", _sf_fill),
-    (("Switch", "RefSwitch"), _sf_switch),
-    (("Merge", "RefMerge"), _sf_merge),
+    (BINARY_SWITCH_OPS, _sf_switch),
+    (PLAIN_MERGE_OPS, _sf_merge),
     ("IdentityN", _sf_identity_n),
     (REDUCTIONS, _sf_reduction),
     (("ArgMax", "ArgMin"), _sf_arg_extreme),
@@ -852,7 +853,7 @@ SHAPE_FUNCTIONS: dict = _table(
     ("BroadcastTo", _sf_broadcast_to),
     ("GatherV2", _sf_gather_v2),
     ("StridedSlice", _sf_strided_slice),
-    (("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"), _sf_fused_batch_norm),
+    (FUSED_BATCH_NORM_OPS, _sf_fused_batch_norm),
     (("Conv2D", "DepthwiseConv2dNative", "_FusedConv2D", "_FusedDepthwiseConv2dNative"), _sf_conv),
     (("MaxPool", "AvgPool"), _sf_pool),
     (("Conv2DBackpropFilter", "Conv2DBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
@@ -917,7 +918,6 @@ def records_shapes(eg) -> bool:
 
 
 # ops whose output is their input (shape read through them when they record none)
-SHAPE_PASS_THROUGH = frozenset({"Identity", "IdentityN", "Snapshot", "StopGradient", "PreventGradient"})
 
 
 class ShapeView:
@@ -943,7 +943,7 @@ class ShapeView:
         if ok:
             return s
         eg = eg if eg is not None else self.eg
-        if eg is not None and nd.op in SHAPE_PASS_THROUGH:
+        if eg is not None and nd.op in PASS_THROUGH_OPS:
             # an Identity the inliner adds (`Func/<call>/input/_N`) records no shape; Grappler's
             # GraphProperties gives it its input's
             for _ in range(8):
@@ -958,10 +958,10 @@ class ShapeView:
                 ok, s = recorded(nd, port)
                 if ok:
                     return s
-                if nd.op not in SHAPE_PASS_THROUGH:
+                if nd.op not in PASS_THROUGH_OPS:
                     break
         if self.literals or self.inferring:
-            if nd.op in ("Const", "HostConst") and port == 0 and "value" in nd.attr:
+            if nd.op in CONSTANT_OPS and port == 0 and "value" in nd.attr:
                 return _proto_shape(nd.attr["value"].tensor.tensor_shape)
             if nd.op == "Placeholder" and port == 0 and "shape" in nd.attr:
                 return _proto_shape(nd.attr["shape"].shape)

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 
 from jitsim.errors import JitsimError
 from jitsim.graph.model import Graph
-from jitsim.rewrites.subgraph_rewrite import PLACEHOLDER_OPS
+from jitsim.opsets import FUNCTION_IO_OPS, PLACEHOLDER_OPS
 
 EXPORTED_FUNCTION = "the exported function's own call"
 DT_RESOURCE = 20
@@ -164,7 +164,7 @@ def is_function_export(graph: Graph) -> bool:
     ``Identity``/``Identity_N`` outputs (a function without arguments)."""
     placeholders = []
     for n in graph:
-        if n.op in ("_Arg", "_Retval"):
+        if n.op in FUNCTION_IO_OPS:
             return False
         if n.op in PLACEHOLDER_OPS:
             placeholders.append(n)

@@ -32,6 +32,7 @@ from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR
 from jitsim.registry import op_def
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord, Step
+from jitsim.opsets import ADD_OPS, FUSED_BATCH_NORM_OPS, PARTITIONED_CALL_OPS, SHAPE_OPS
 
 
 
@@ -155,9 +156,7 @@ def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
     fetch."""
     import re
 
-    from jitsim.rewrites.function_inlining import CALL_OPS
-
-    keep = {n.name for n in graph if n.op in CALL_OPS}
+    keep = {n.name for n in graph if n.op in PARTITIONED_CALL_OPS}
     if any(n.op == "_Retval" for n in graph):
         return None, keep
     consumed = {e.src for e in graph.edges()}
@@ -276,12 +275,12 @@ def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
 
     out = []
     hist = g.op_histogram()
-    adds = sum(hist.get(o, 0) for o in ("Add", "AddV2"))
+    adds = sum(hist.get(o, 0) for o in ADD_OPS)
     if adds:
         out.append(f"arithmetic optimizer simulated for Reshapes, Concat-hoisting and unary-op compositions only: TF may merge some of the "
                    f"{adds} Add/AddV2 nodes into AddN (the cluster keeps them, renamed) or rewrite other arithmetic")
     fused_add = sum(1 for n in g if n.op in ("_FusedConv2D", "_FusedMatMul")
-                    and any(g[e.dst].op in ("Add", "AddV2") for e in g.out_edges(n.name)))
+                    and any(g[e.dst].op in ADD_OPS for e in g.out_edges(n.name)))
     if fused_add:
         out.append(f"{fused_add} fused contraction(s) feed an Add that the remapper's residual-Add fusion left alone "
                    "(operand shapes not known to be equal, or the Add is read elsewhere); TF, with its symbolic "
@@ -296,14 +295,14 @@ def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
                    "folding read inferred shapes (Placeholder shapes, constants, variable writes); a variable never "
                    "written in the graph has an unknown shape, so a bias-like Add of it is not fused as TF may")
     elif not any("_output_shapes" in n.attr for n in g):
-        add_after = sum(1 for n in g if n.op in ("Add", "AddV2")
+        add_after = sum(1 for n in g if n.op in ADD_OPS
                         and any(g[e.src].op in ("MatMul", "Conv2D", "DepthwiseConv2dNative")
                                 for e in g.in_edges(n.name) if not e.is_control))
         if add_after:
             out.append(f"the graph records no shapes (_output_shapes): {add_after} Add node(s) after a MatMul/Conv "
                        "may be bias adds TF fuses into it (oneDNN), which jitsim cannot tell; export with "
                        "as_graph_def(add_shapes=True) or use the SavedModel")
-    bn = sum(hist.get(o, 0) for o in ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"))
+    bn = sum(hist.get(o, 0) for o in FUSED_BATCH_NORM_OPS)
     if bn:
         out.append(f"{bn} FusedBatchNorm node(s) not fused: TF may make _FusedBatchNormEx of those followed by an activation")
     if "constant_folding" in skip:
@@ -316,7 +315,7 @@ def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
         if cands:
             out.append(f"{cands} node(s) look foldable but jitsim's folding does not evaluate them (ops or shapes it "
                        "does not know); TF may fold them")
-    if any(n.op in ("Shape", "Size", "Rank", "ShapeN") for n in g):
+    if any(n.op in SHAPE_OPS for n in g):
         if inferred:
             out.append("shapes are inferred for the ops jitsim has shape functions for (jitsim.analyses.shape_inference): "
                        "TF's constant folding, with every op's shape function, may fold more Shape/Size/Rank nodes")

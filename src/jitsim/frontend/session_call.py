@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from jitsim.errors import JitsimError
 from jitsim.registry import protos
 from jitsim.graph.model import Graph
-from jitsim.rewrites.subgraph_rewrite import PLACEHOLDER_OPS, output_type, split_tensor_name
+from jitsim.rewrites.subgraph_rewrite import output_type, split_tensor_name
+from jitsim.opsets import FUNCTION_IO_OPS, PLACEHOLDER_OPS, SHAPE_OPS
 
 GIVEN = "given"
 TRAIN_OP = "the train_op collection"
@@ -49,7 +50,6 @@ DT_RESOURCE = 20
 _INIT_NAME = re.compile(r"^(init|init_\d+)$")
 _SAVER_SCOPE = re.compile(r"^save(_\d+)?/")
 _STATUS_OPS = frozenset({"VarIsInitializedOp", "IsVariableInitialized"})
-_SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def parse_feed(text: str) -> tuple[str, tuple | None]:
 
 def is_session_graph(graph: Graph) -> bool:
     """A graph a session runs (no ``_Arg``/``_Retval``: not a function body or a TF dump)."""
-    return not any(n.op in ("_Arg", "_Retval") for n in graph)
+    return not any(n.op in FUNCTION_IO_OPS for n in graph)
 
 
 def session_call(graph: Graph, fetch=(), feed=()) -> SessionCall:
@@ -187,7 +187,7 @@ def _assumed_call(graph: Graph) -> tuple[str, list[str], list[str]]:
     fetches, targets = [], []
     for n in graph:
         if n.name in consumed or n.name in init_only or _SAVER_SCOPE.match(n.name) or n.op in _STATUS_OPS \
-                or n.op in _SHAPE_OPS or n.op in PLACEHOLDER_OPS:
+                or n.op in SHAPE_OPS or n.op in PLACEHOLDER_OPS:
             continue
         outs = _num_outputs(graph, n.name)
         if outs:

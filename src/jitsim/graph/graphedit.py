@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from jitsim.registry import protos
 from jitsim.graph.model import CONTROL, Graph, format_input, parse_input, set_attr_value
+from jitsim.opsets import NEXT_ITERATION_OPS
 
 
 class EditGraph:
@@ -239,7 +240,7 @@ def dependencies(eg: EditGraph) -> tuple[dict[str, int], dict[str, list[str]]]:
     for n, nd in eg.nodes.items():
         for r in nd.input:
             src = parse_input(r)[0]
-            if src in eg and eg[src].op not in ("NextIteration", "RefNextIteration"):
+            if src in eg and eg[src].op not in NEXT_ITERATION_OPS:
                 indeg[n] += 1
                 succ[src].append(n)
     return indeg, succ

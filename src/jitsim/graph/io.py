@@ -39,6 +39,7 @@ from jitsim.files.output import check_output as check_output  # re-exported: eve
 from jitsim.files.output import StartedWrite, is_stdout, start_write, write_atomic
 from jitsim.graph.parse_cache import parse_cached
 from jitsim.files.paths import missing_reason as missing_reason  # re-exported: the inputs' one wording
+from jitsim.opsets import PARTITIONED_CALL_OPS, PASS_THROUGH_OPS
 
 TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
 BINARY_SUFFIXES = (".pb", ".binpb", ".graphdef")
@@ -713,7 +714,6 @@ def check_signature_name(sigs, signature: str | None, path) -> str:
     return signature
 
 
-_PASS_THROUGH_OPS = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient"})
 
 
 def signature_call_node(gd, sig):
@@ -727,7 +727,7 @@ def signature_call_node(gd, sig):
         port = int(port) if port.isdigit() else 0
         node = by_name.get(name)
         seen = set()
-        while node is not None and node.op in _PASS_THROUGH_OPS and node.name not in seen:
+        while node is not None and node.op in PASS_THROUGH_OPS and node.name not in seen:
             seen.add(node.name)
             data = [i for i in node.input if not i.startswith("^")]
             i = port if node.op == "IdentityN" else 0
@@ -737,7 +737,7 @@ def signature_call_node(gd, sig):
             name, _, p = data[i].partition(":")
             port = int(p) if p.isdigit() else 0
             node = by_name.get(name)
-        if node is None or node.op not in ("StatefulPartitionedCall", "PartitionedCall"):
+        if node is None or node.op not in PARTITIONED_CALL_OPS:
             return None
         if found is not None and found.name != node.name:
             return None

@@ -32,11 +32,11 @@ if TYPE_CHECKING:  # networkx costs ~0.15 s to import: only the paths that use i
 from jitsim.accel import load as _load_accel
 from jitsim.errors import GraphError
 from jitsim.registry import protos
+from jitsim.opsets import NEXT_ITERATION_OPS
 
 CONTROL = -1
 
 # Ops whose out-edges close loops (TF's NotBackedge filter).
-NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
 
 
 class Edge(namedtuple("Edge", ("src", "dst", "src_output", "dst_input"))):

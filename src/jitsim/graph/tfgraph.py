@@ -36,24 +36,10 @@ from jitsim.registry import protos
 from jitsim.registry.protos import encode_varint
 from jitsim.graph.model import CONTROL, Graph
 from jitsim.accel import load as _load_accel
-from jitsim.defs import XLA_MERGE_OP
+from jitsim.opsets import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS  # node classes, tf-passes §3.1
 
 SOURCE_ID = 0
 SINK_ID = 1
-
-# Node classes (exact op type strings), tf-passes §3.1.
-IDENTITY_OPS = frozenset({"Identity", "RefIdentity"})
-CONSTANT_OPS = frozenset({"Const", "HostConst"})
-SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})
-MERGE_OPS = frozenset({"Merge", "RefMerge", XLA_MERGE_OP})
-ENTER_OPS = frozenset({"Enter", "RefEnter"})
-EXIT_OPS = frozenset({"Exit", "RefExit"})
-NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
-IF_OPS = frozenset({"If", "StatelessIf"})
-WHILE_OPS = frozenset({"While", "StatelessWhile"})
-CASE_OPS = frozenset({"Case", "StatelessCase"})
-CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "SymbolicGradient"})
-SHAPE_CONSUMER_OPS = frozenset({"Shape", "Rank", "Size"})
 
 
 class TfEdge:

@@ -25,6 +25,7 @@ from jitsim.errors import GraphError, JitsimWarning
 from jitsim.registry import current_tf_version, op_def, op_defs, protos
 from jitsim.graph.functions import called_functions
 from jitsim.graph.model import CONTROL, parse_input, read_node_facts
+from jitsim.opsets import CONSTANT_OPS, IF_OPS, PARTITIONED_CALL_OPS
 
 # graph_constructor.cc's IsValidNodeName: a first character of [A-Za-z0-9.] ('_' too where
 # internal ops are allowed, as in function graphs and TF's own dumps), then
@@ -40,9 +41,6 @@ _KIND_NAME = {"s": "string", "i": "int", "f": "float", "b": "bool", "type": "typ
 _KIND_OF = {"string": "s", "int": "i", "float": "f", "bool": "b", "type": "type", "shape": "shape",
             "tensor": "tensor", "func": "func"}
 
-_CALL_OPS = frozenset(("PartitionedCall", "StatefulPartitionedCall"))
-_IF_OPS = frozenset(("If", "StatelessIf"))
-_CONST_OPS = frozenset(("Const", "HostConst"))
 
 _DEVICE_EXAMPLE = "e.g. /job:localhost/replica:0/task:0/device:CPU:0, /device:GPU:0 or /cpu:0"
 
@@ -120,12 +118,12 @@ def check_nodes(graph, source=None, facts=None) -> None:
                     if loc.startswith(b"loc:@") and loc[5:].decode(errors="replace") not in names:
                         raise GraphError(f"{_where(nd)}: attr '_class' colocates it with "
                                          f"{loc[5:].decode(errors='replace')!r}, which the graph does not have", source)
-        callee = _called_fn(nd, fns) if op in _CALL_OPS else None
+        callee = _called_fn(nd, fns) if op in PARTITIONED_CALL_OPS else None
         if callee is not None:
             _check_call_counts(nd, fns[callee], source)
-        elif op in _IF_OPS:
+        elif op in IF_OPS:
             _check_branch_counts(nd, fns, source)
-        elif op in _CONST_OPS and seen is None:
+        elif op in CONSTANT_OPS and seen is None:
             _check_const_dtype(nd, source)
         device = nd.device
         if device and device not in good_devices:
@@ -208,7 +206,7 @@ def _attr_rule(a) -> tuple:
 def _called_fn(nd, fns) -> str | None:
     """The library function a (Stateful)PartitionedCall node calls (None: another op, or a
     function the library lacks). Reads ``f`` without adding it to a node that lacks it."""
-    if nd.op not in ("PartitionedCall", "StatefulPartitionedCall"):
+    if nd.op not in PARTITIONED_CALL_OPS:
         return None
     av = nd.attr.get("f")
     return av.func.name if av is not None and av.func.name in fns else None
@@ -498,7 +496,7 @@ def _check_called_bodies(gd, fns: dict, op_def, declared: dict, source) -> None:
             callee = _called_fn(nd, fns)
             if callee is not None:
                 _check_call_counts(nd, fns[callee], source, where)
-            elif nd.op in ("If", "StatelessIf"):
+            elif nd.op in IF_OPS:
                 _check_branch_counts(nd, fns, source, where)
         todo += [f for f in _called(fdef.node_def, fns) if f not in seen]
 

@@ -50,7 +50,8 @@ from jitsim.passes.encapsulate import nodes_related_to_ref_variables  # noqa: F4
 from jitsim.analyses.devices import ALWAYS, pick_device_for_xla, registrations
 from jitsim.graph.device_names import parse_device_name
 from jitsim.registry.kernels import find_kernel
-from jitsim.graph.tfgraph import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID, SWITCH_OPS, TfGraph, TfNode
+from jitsim.opsets import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
+from jitsim.graph.tfgraph import SINK_ID, TfGraph, TfNode
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import (
@@ -58,6 +59,7 @@ from jitsim.defs import (
     XLA_COMPILE_OP, XLA_MERGE_OP, XLA_RUN_OP,
 )
 from jitsim.options import Options
+from jitsim.opsets import CONTROL_FLOW_OPS, MEMORY_TYPES_CALL_OPS, SEND_RECV_OPS
 
 # attribute names (compiler/jit/defs.h)
 
@@ -75,10 +77,7 @@ DEFAULT_CONFIG_PROTO = (
     b"\n\x07\n\x03CPU\x10\x01\n\x07\n\x03GPU\x10\x002\x02J\x008\x01R\x04\x1a\x02 \x01\x82\x01\x00\x92\x01\x02J\x00"
 )
 
-SEND_RECV_OPS = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
-CONTROL_FLOW_OPS = SWITCH_OPS | MERGE_OPS | ENTER_OPS | EXIT_OPS | NEXT_ITERATION_OPS
 # memory_types.cc IsFunctionCallOp: no kernel def is consulted for these
-FUNCTION_CALL_OPS = frozenset({"SymbolicGradient", "PartitionedCall", "StatefulPartitionedCall", "While"})
 # EdgeSet keeps up to 64 / sizeof(void*) edges inline (insertion order); beyond that a
 # hash set of pointers, whose iteration order TF does not define.
 EDGESET_INLINE = 8
@@ -315,7 +314,7 @@ def output_in_host_memory(g: TfGraph, nid: int, slot: int, lib_fns: dict) -> boo
         raise GraphError(f"op {nd.op!r} of {node.name!r} is neither registered nor a library function")
     dtype = _output_type(g, nid, slot, lib_fns)
     # A placed node of a registered op has a kernel on its device (the placer made sure).
-    kernel = od is not None and nd.op not in FUNCTION_CALL_OPS
+    kernel = od is not None and nd.op not in MEMORY_TYPES_CALL_OPS
     must_compile = bool(_attr_bool(nd, MUST_COMPILE_ATTR))
     int32_on_device = kernel or dev.type == "TPU" or must_compile
     host = dtype in HOST_ONLY_TYPES or (dtype == DT_INT32 and not int32_on_device)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.graph.model import CONTROL, Edge, Graph, parse_input
-from jitsim.graph.tfgraph import CLONE_NAME_RE, CONSTANT_OPS, TfEdge, TfGraph, TfNode
+from jitsim.opsets import CONSTANT_OPS
+from jitsim.graph.tfgraph import CLONE_NAME_RE, TfEdge, TfGraph, TfNode
 
 INPLACE_OPS = ("InplaceUpdate", "InplaceAdd", "InplaceSub")
 

@@ -74,12 +74,11 @@ from jitsim.records import NodeDecision
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, IS_GUARANTEED_CONSTANT_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR
 from jitsim.options import Options
+from jitsim.opsets import PARTITIONED_CALL_OPS, TPU_EXECUTE_OPS
 
 GUARANTEED_CONSTANT_ATTR = IS_GUARANTEED_CONSTANT_ATTR
 MAX_REF_CALL_DEPTH = 10
 
-CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
-TPU_EXECUTE_OPS = frozenset({"TPUExecute", "TPUExecuteAndUpdateVariables"})
 
 
 # -- results ------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from jitsim.graph.tfgraph import TfGraph
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import INPUT_HOSTMEM_ATTR, MUST_COMPILE_ATTR
 from jitsim.options import Options
+from jitsim.opsets import PARTITIONED_CALL_OPS
 
-CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 
 
 def must_compile(nodedef) -> bool:
@@ -35,7 +35,7 @@ def must_compile(nodedef) -> bool:
 
 def called_function(nodedef) -> str:
     """TF's ``NameAndAttrsFromFunctionCall``: the function a call node runs (name only)."""
-    if nodedef.op in CALL_OPS:
+    if nodedef.op in PARTITIONED_CALL_OPS:
         if "f" not in nodedef.attr or nodedef.attr["f"].WhichOneof("value") != "func":
             raise GraphError(f"node {nodedef.name!r} ({nodedef.op}) has no function attr 'f'")
         return nodedef.attr["f"].func.name

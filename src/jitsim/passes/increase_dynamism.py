@@ -34,7 +34,8 @@ from jitsim.registry import protos
 from jitsim.registry import optypes
 from jitsim.graph.device_names import parse_device_name
 from jitsim.records import PassResult
-from jitsim.graph.tfgraph import CONSTANT_OPS, TfGraph, TfNode
+from jitsim.opsets import CONSTANT_OPS
+from jitsim.graph.tfgraph import TfGraph, TfNode
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, COMPILE_TIME_CONSTANT_INPUTS_ATTR

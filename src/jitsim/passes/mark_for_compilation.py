@@ -29,12 +29,13 @@ from jitsim.analyses.graphcycles import GraphCycles
 from jitsim.beside import Started
 from jitsim.records import MergeRefusal, NodeDecision
 from jitsim.analyses.resource_safety import is_stack_or_tensor_array_op, may_call_function, unsafe_resource_pairs
-from jitsim.graph.tfgraph import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_CONSUMER_OPS, SINK_ID, SWITCH_OPS, WHILE_OPS, TfGraph, TfNode, control_flow_info, topological_order_kept
+from jitsim.opsets import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, IF_OPS, NEXT_ITERATION_OPS, SHAPE_SIZE_RANK_OPS, SWITCH_OPS, WHILE_OPS
+from jitsim.graph.tfgraph import SINK_ID, TfGraph, TfNode, control_flow_info, topological_order_kept
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import ALREADY_CLUSTERED_ATTR, CLUSTER_ATTR, COMPILE_ATTR, INTERNAL_SCOPE_ATTR, MUST_COMPILE_ATTR, SCOPE_ATTR
+from jitsim.opsets import TPU_EXECUTE_OPS
 
-TPU_EXECUTE_OPS = ("TPUExecute", "TPUExecuteAndUpdateVariables")
 # ops CompilabilityChecker.check_node refuses at the top level before reading any attr
 _NEVER_AT_TOP_LEVEL = frozenset({"_SOURCE", "_SINK", "_Arg", "_Retval"})
 # the ops IsScalarIntegerResourceOperation looks for
@@ -773,7 +774,7 @@ class MarkForCompilation:
         # phase 0 can only absorb a node of this set (a single-node cluster is its node's own):
         # a node none of whose successors is in it has nothing to try
         shape_consumers = {c.cycles_id for c in cl if c is not None and c.size == 1
-                           and nodes[c.cycles_id].op in SHAPE_CONSUMER_OPS} if phase == 0 else None
+                           and nodes[c.cycles_id].op in SHAPE_SIZE_RANK_OPS} if phase == 0 else None
         for v in cycles.all_nodes_in_post_order():
             if v >= ncl:
                 continue
@@ -794,7 +795,7 @@ class MarkForCompilation:
                 if b.fwd is not None:
                     b = forwarded(w)
                 if phase == 0:
-                    if b.size != 1 or nodes[b.cycles_id].op not in SHAPE_CONSUMER_OPS:
+                    if b.size != 1 or nodes[b.cycles_id].op not in SHAPE_SIZE_RANK_OPS:
                         continue
                 elif phase == 1:
                     if b.size == 1 and self.is_sink_like(b):

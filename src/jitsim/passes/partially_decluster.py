@@ -43,16 +43,17 @@ from jitsim.registry.kernels import find_kernel
 from jitsim.passes.increase_dynamism import cluster_of
 from jitsim.passes.mark_for_compilation import ProcessState
 from jitsim.records import PassResult
-from jitsim.graph.tfgraph import CONSTANT_OPS, IDENTITY_OPS, SHAPE_CONSUMER_OPS, WHILE_OPS, TfGraph, TfNode, not_back_edge, post_order
+from jitsim.opsets import CONSTANT_OPS, IDENTITY_OPS, SHAPE_SIZE_RANK_OPS, WHILE_OPS
+from jitsim.graph.tfgraph import TfGraph, TfNode, not_back_edge, post_order
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
 from jitsim.defs import CLUSTER_ATTR, INPUT_HOSTMEM_ATTR, MUST_COMPILE_ATTR
 from jitsim.options import Options
+from jitsim.opsets import MEMORY_TYPES_CALL_OPS
 
 HOST_MEMORY, DEVICE_MEMORY = "HOST_MEMORY", "DEVICE_MEMORY"
 DT_STRING_REF = optypes.DT_STRING + optypes.REF_OFFSET
 # Ops MemoryTypesForNode treats as function calls (no kernel def consulted).
-_FUNCTION_CALL_OPS = frozenset({"SymbolicGradient", "PartitionedCall", "StatefulPartitionedCall", "While"})
 
 
 # -- memory types (core/framework/memory_types.cc) ------------------------------------------------
@@ -145,7 +146,7 @@ class MemoryTypes:
         in_t = optypes.input_types(nodedef, self.fns) or []
         out_t = optypes.output_types(nodedef, self.fns) or []
         must = MUST_COMPILE_ATTR in nodedef.attr and nodedef.attr[MUST_COMPILE_ATTR].b
-        has_kernel_def = kdef is not None and nodedef.op not in _FUNCTION_CALL_OPS
+        has_kernel_def = kdef is not None and nodedef.op not in MEMORY_TYPES_CALL_OPS
         int32_on_device = has_kernel_def or device_type == "TPU" or must
 
         def host_required(dt: int) -> bool:
@@ -211,7 +212,7 @@ def _find_device_to_host_copies(g: TfGraph, post: list[TfNode], mt: MemoryTypes)
     selected: dict[int, dict] = {}
     for n in post:
         cluster = cluster_of(n.nodedef)
-        if cluster is None or n.op in SHAPE_CONSUMER_OPS:
+        if cluster is None or n.op in SHAPE_SIZE_RANK_OPS:
             continue
         key = mt.key(n.nodedef, None)
         in_t, out_t = mt.dtypes(n.nodedef, key)
@@ -403,7 +404,7 @@ def decluster_root_shape_consumers(g: TfGraph, result: PassResult, rpo: list[TfN
     nodes = g.nodes
     changed = False
     for n in rpo:
-        if n.op not in SHAPE_CONSUMER_OPS:
+        if n.op not in SHAPE_SIZE_RANK_OPS:
             continue
         cluster = cluster_of(n.nodedef)
         if cluster is None:

@@ -42,8 +42,8 @@ from jitsim.graph.graphedit import DT_FLOAT, EditGraph, ref
 from jitsim.defs import XLA_COMPILE_ID_ATTR
 from jitsim.codes import Code
 from jitsim.records import NodeDecision
+from jitsim.opsets import ENTER_OPS, FUNCTION_IO_OPS, PARTITIONED_CALL_OPS
 
-CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 LOWER_AS_MULTI_DEVICE = "_lower_as_multi_device_function"
 
 
@@ -65,7 +65,7 @@ class InlineRecord(NodeDecision):
 def called_function(nd, library_names) -> str | None:
     """The library function a node calls (``f`` of a (Stateful)PartitionedCall, or its op
     when the op names a library function), else None."""
-    if nd.op in CALL_OPS:
+    if nd.op in PARTITIONED_CALL_OPS:
         return nd.attr["f"].func.name if "f" in nd.attr else None
     if nd.op in library_names:
         return nd.op
@@ -97,7 +97,7 @@ def not_inlined_reason(nd, fdef) -> str | None:
 def is_function_graph(eg: EditGraph) -> bool:
     """TF keeps inlined callers and lowered ops *targetable* (a NoOp) in a function graph,
     one with ``_Arg``/``_Retval`` nodes, and *fetchable* (an IdentityN) otherwise."""
-    return any(nd.op in ("_Arg", "_Retval") for nd in eg.nodes.values())
+    return any(nd.op in FUNCTION_IO_OPS for nd in eg.nodes.values())
 
 
 def _functions(eg: EditGraph) -> dict:
@@ -151,7 +151,7 @@ def inline_call(eg: EditGraph, caller: str, *, fetchable: bool = False, fns=None
         input_nodes.append(name)
 
     prefix = caller + "/"
-    body_nodes = [nd for nd in body.node if nd.op not in ("_Arg", "_Retval")]
+    body_nodes = [nd for nd in body.node if nd.op not in FUNCTION_IO_OPS]
     body_names = {nd.name for nd in body_nodes}
     for nd in body_nodes:
         new = protos.NodeDef()
@@ -173,7 +173,7 @@ def inline_call(eg: EditGraph, caller: str, *, fetchable: bool = False, fns=None
                      for v in vals]
             del new.attr["_class"].list.s[:]
             new.attr["_class"].list.s.extend(f.encode() for f in fixed)
-        if new.op in ("Enter", "RefEnter") and "frame_name" in new.attr:
+        if new.op in ENTER_OPS and "frame_name" in new.attr:
             new.attr["frame_name"].s = (prefix + new.attr["frame_name"].s.decode()).encode()
         eg.add_nodedef(new)
 

@@ -18,19 +18,18 @@ from jitsim.registry.kernels import find_kernel
 from jitsim.rewrites.folding.evaluator import Evaluator
 from jitsim.rewrites.folding.tensors import EvalError, Unsupported, to_tensor_proto, total_bytes
 from jitsim.registry.optypes import DT_RESOURCE, DT_VARIANT, NodeTypes, is_ref_type
-from jitsim.graph.tfgraph import CONTROL, CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SINK_ID, SOURCE_ID, SWITCH_OPS, TfGraph, TfNode
+from jitsim.opsets import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
+from jitsim.graph.tfgraph import CONTROL, SINK_ID, SOURCE_ID, TfGraph, TfNode
 from jitsim.registry import op_def
+from jitsim.opsets import CONTROL_FLOW_OPS, FEEDABLE_PLACEHOLDER_OPS, SEND_RECV_OPS
 
 # The device of the private CPU function runtime the pass creates; constants made by
 # constant folding are placed on it.
 CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
 MAX_CONSTANT_BYTES = 10 * 1024 * 1024  # ConstantFoldingOptions default
 MAX_OPTIMIZER_ROUNDS = 10
-CONTROL_FLOW_OPS = SWITCH_OPS | MERGE_OPS | ENTER_OPS | EXIT_OPS | NEXT_ITERATION_OPS
-SEND_RECV_OPS = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
 SESSION_HANDLE_OPS = frozenset({"GetSessionHandle", "GetSessionHandleV2", "GetSessionTensor",
                                 "DeleteSessionTensor"})
-PLACEHOLDER_OPS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 
 
 def add_node(g: TfGraph, nd) -> TfNode:
@@ -405,7 +404,7 @@ class FunctionOptimizer:
         changed = False
         merged = []
         for n in order:
-            if n.id <= SINK_ID or n.op in PLACEHOLDER_OPS:
+            if n.id <= SINK_ID or n.op in FEEDABLE_PLACEHOLDER_OPS:
                 continue
             ins, ctrl = self._inputs(n)
             head = (n.op, ins)

@@ -50,11 +50,9 @@ from jitsim.graph.graphedit import DT_BOOL, DT_FLOAT, DT_INT32, DT_RESOURCE, Edi
 from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR, XLA_COMPILE_ID_ATTR
 from jitsim.codes import Code
 from jitsim.records import NodeDecision
+from jitsim.opsets import CASE_OPS, IF_OPS, WHILE_OPS
 
 LOWER_USING_SWITCH_MERGE = LOWER_USING_SWITCH_MERGE_ATTR
-IF_OPS = frozenset({"If", "StatelessIf"})
-CASE_OPS = frozenset({"Case", "StatelessCase"})
-WHILE_OPS = frozenset({"While", "StatelessWhile"})
 
 
 @dataclass(kw_only=True)

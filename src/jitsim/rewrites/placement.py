@@ -22,6 +22,7 @@ from jitsim.graph.device_names import device_type, parse_device_name
 from jitsim.graph.model import Graph
 from jitsim.registry import protos
 from jitsim.registry.kernels import find_kernel
+from jitsim.opsets import FUNCTION_IO_OPS
 
 LOCAL = "/job:localhost/replica:0/task:0/device:"
 DEVICES = {"cpu": LOCAL + "CPU:0", "gpu": LOCAL + "GPU:0"}
@@ -56,7 +57,7 @@ def place(graph: Graph, device: str = "cpu") -> PlacementResult:
                 res.completed += 1
             continue
         dev = target
-        if want_gpu and nd.op not in ("_Arg", "_Retval") and find_kernel(nd, "GPU") is None:
+        if want_gpu and nd.op not in FUNCTION_IO_OPS and find_kernel(nd, "GPU") is None:
             dev = DEVICES["cpu"]
             res.cpu_fallback.append(nd.name)
         nd.device = dev

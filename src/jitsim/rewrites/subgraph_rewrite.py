@@ -28,9 +28,9 @@ from __future__ import annotations
 from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.graph.model import Graph, parse_input
+from jitsim.opsets import PLACEHOLDER_OPS
 
 CLIENT_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
-PLACEHOLDER_OPS = frozenset({"Placeholder", "PlaceholderV2"})
 
 
 def split_tensor_name(name: str) -> tuple[str, int]:

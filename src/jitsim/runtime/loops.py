@@ -22,12 +22,9 @@ from __future__ import annotations
 from jitsim.graph.model import parse_input
 from jitsim.rewrites.folding import kernels
 from jitsim.rewrites.folding.tensors import NP_DTYPES, numpy
+from jitsim.opsets import BINARY_SWITCH_OPS, CONSTANT_OPS, ENTER_OPS, EXIT_OPS, NEXT_ITERATION_OPS, PLAIN_MERGE_OPS
 
 MAX_ITERATIONS = 1_000_000
-ENTER = frozenset({"Enter", "RefEnter"})
-MERGE = frozenset({"Merge", "RefMerge"})
-SWITCH = frozenset({"Switch", "RefSwitch"})
-NEXT = frozenset({"NextIteration", "RefNextIteration"})
 IDENTITY = frozenset({"Identity", "Snapshot", "StopGradient"})
 
 
@@ -60,9 +57,9 @@ def _frame_of_cond(nodes, cond_nd) -> str | None:
             continue
         seen.add(name)
         nd = nodes[name]
-        if nd.op in ENTER:
+        if nd.op in ENTER_OPS:
             return nd.attr["frame_name"].s.decode(errors="replace") if "frame_name" in nd.attr else None
-        if nd.op in NEXT:
+        if nd.op in NEXT_ITERATION_OPS:
             continue
         stack.extend(r[0] for r in _data(nd))
     return None
@@ -72,7 +69,7 @@ def parents(nodes: dict) -> dict:
     """``{frame: the frame its Enter nodes read from, or None for the root}``."""
     out: dict = {}
     for nd in nodes.values():
-        if nd.op not in ENTER or "frame_name" not in nd.attr:
+        if nd.op not in ENTER_OPS or "frame_name" not in nd.attr:
             continue
         frame = nd.attr["frame_name"].s.decode(errors="replace")
         if out.get(frame) is not None:
@@ -91,9 +88,9 @@ def _frame_of(nodes, name) -> str | None:
             continue
         seen.add(n)
         nd = nodes[n]
-        if nd.op in ENTER:
+        if nd.op in ENTER_OPS:
             return nd.attr["frame_name"].s.decode(errors="replace") if "frame_name" in nd.attr else None
-        if nd.op in NEXT or nd.op in ("Exit", "RefExit"):
+        if nd.op in NEXT_ITERATION_OPS or nd.op in EXIT_OPS:
             continue
         stack.extend(r[0] for r in _data(nd))
     return None
@@ -158,15 +155,15 @@ def _iterations(nodes: dict, types, cond: str, frame: str, outer) -> list:
             if nd is None:
                 raise _Unknown
             op = nd.op
-            if op in MERGE:
+            if op in PLAIN_MERGE_OPS:
                 if name not in cur:
                     raise _Unknown
                 v = cur[name]
-            elif op in ENTER:
+            elif op in ENTER_OPS:
                 v = outer(_data(nd)[0])
-            elif op in SWITCH or op in IDENTITY:
+            elif op in BINARY_SWITCH_OPS or op in IDENTITY:
                 v = value(_data(nd)[0])
-            elif op in ("Const", "HostConst"):
+            elif op in CONSTANT_OPS:
                 v = outer((name, 0))
             else:
                 fn = kernels.KERNELS.get(op)
@@ -187,10 +184,10 @@ def _iterations(nodes: dict, types, cond: str, frame: str, outer) -> list:
     # the loop variables: each Merge of this frame, its Enter value and its back edge
     merges = {}
     for name, nd in nodes.items():
-        if nd.op in MERGE:
+        if nd.op in PLAIN_MERGE_OPS:
             d = _data(nd)
-            fwd = [r for r in d if nodes.get(r[0]) is not None and nodes[r[0]].op in ENTER]
-            back = [r for r in d if nodes.get(r[0]) is not None and nodes[r[0]].op in NEXT]
+            fwd = [r for r in d if nodes.get(r[0]) is not None and nodes[r[0]].op in ENTER_OPS]
+            back = [r for r in d if nodes.get(r[0]) is not None and nodes[r[0]].op in NEXT_ITERATION_OPS]
             if len(fwd) == 1 and len(back) == 1 and _enter_frame(nodes[fwd[0][0]]) == frame:
                 merges[name] = (fwd[0], _data(nodes[back[0][0]])[0])
     start = evaluator()

@@ -35,16 +35,10 @@ from jitsim.analyses import shape_inference as si
 from jitsim.rewrites.folding import kernels
 from jitsim.rewrites.folding.tensors import NP_DTYPES, EvalError, Unsupported, numpy, tensor_proto_to_numpy
 from jitsim.registry.optypes import NodeTypes
-from jitsim.graph.tfgraph import MERGE_OPS
+from jitsim.opsets import BINARY_SWITCH_OPS, CONSTANT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, PARTITIONED_CALL_OPS, PLAIN_MERGE_OPS, SHAPED_PLACEHOLDER_OPS, SHAPE_OPS
 
 MAX_VALUE_ELEMENTS = 4096  # values bigger than this are not kept (shape arithmetic is small)
-CONSTANT_OPS = frozenset({"Const", "HostConst"})
-SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
-CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 INPUT_OPS = frozenset({"_Arg", "Placeholder", "PlaceholderWithDefault"})
-# ops whose numpy kernel must not run here although it exists: nothing (kernels are pure),
-# but stateful ops are skipped by NodeTypes.is_stateful
-BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 MAX_CALL_DEPTH = 8
 # kernels whose output size comes from an input's value: evaluated only when the shape
 # functions bound the output (a huge Range/Fill would otherwise be allocated)
@@ -137,7 +131,7 @@ def topological_order(nodes: dict) -> list[str]:
     indeg = {n: 0 for n in nodes}
     succ: dict[str, list[str]] = {n: [] for n in nodes}
     for name, nd in nodes.items():
-        if nd.op in BACK_EDGE_OPS:
+        if nd.op in NEXT_ITERATION_OPS:
             continue
         for r in nd.input:
             src = parse_input(r)[0]
@@ -260,7 +254,7 @@ class Propagator:
         """The graph's input nodes (``_Arg`` by index, then placeholders in file order)."""
         args = sorted((nd for nd in self.nodes.values() if nd.op == "_Arg"),
                       key=lambda nd: nd.attr["index"].i if "index" in nd.attr else 0)
-        return args + [nd for nd in self.nodes.values() if nd.op in ("Placeholder", "PlaceholderWithDefault")]
+        return args + [nd for nd in self.nodes.values() if nd.op in SHAPED_PLACEHOLDER_OPS]
 
     def run(self, seeds: dict) -> StepState:
         """``seeds``: ``(node, port)`` -> :class:`Seed` (inputs, and any tensor the step states).
@@ -274,7 +268,7 @@ class Propagator:
 
     @property
     def has_loops(self) -> bool:
-        return any(nd.op in BACK_EDGE_OPS for nd in self.nodes.values())
+        return any(nd.op in NEXT_ITERATION_OPS for nd in self.nodes.values())
 
     def _run(self, seeds: dict, previous) -> StepState:
         np = numpy()
@@ -314,7 +308,7 @@ class Propagator:
                         st.values[(name, p)] = v
                 if all(v is not None for v in vals):
                     continue
-            if nd.op in CALL_OPS:
+            if nd.op in PARTITIONED_CALL_OPS:
                 outs = self._call_shapes(nd, st)
             elif nd.op in LIST_OPS or nd.op in LIST_PASS_THROUGH:
                 outs = self._list_shapes(nd, st)
@@ -351,7 +345,7 @@ class Propagator:
         if dead:
             st.dead_nodes.add(name)
             return
-        if nd.op in ("Switch", "RefSwitch") and len(data) == 2:
+        if nd.op in BINARY_SWITCH_OPS and len(data) == 2:
             pred = st.values.get(data[1])
             if pred is None or pred.size != 1:
                 src = self.nodes.get(data[1][0])
@@ -390,7 +384,7 @@ class Propagator:
                     outs.append(np.array(s, dtype=NP_DTYPES[out_t]))
             return outs
         fn = DATA_SHAPE_KERNELS.get(op) or kernels.KERNELS.get(op)
-        if fn is None or op in CALL_OPS or self.types.is_stateful(op):
+        if fn is None or op in PARTITIONED_CALL_OPS or self.types.is_stateful(op):
             return None
         ins = []
         for ref in d:
@@ -422,12 +416,12 @@ class Propagator:
         variant handles (TF's shape functions keep them as handle data); None: not a list."""
         op, d, name = nd.op, self._data(nd), nd.name
         if op in LIST_PASS_THROUGH:
-            if op in ("Merge", "RefMerge"):
+            if op in PLAIN_MERGE_OPS:
                 infos = [st.lists[r] for r in d if r in st.lists]
                 prev = st.previous.lists if st.previous is not None else {}
                 for r in d:  # the back edge: what its NextIteration received in the last pass
                     src = self.nodes.get(r[0])
-                    if r not in st.lists and src is not None and src.op in BACK_EDGE_OPS:
+                    if r not in st.lists and src is not None and src.op in NEXT_ITERATION_OPS:
                         fed = self._data(src)
                         if fed and fed[0] in prev:
                             infos.append(prev[fed[0]])
@@ -440,7 +434,7 @@ class Propagator:
                 return None
             if not d or d[0] not in st.lists:
                 return None
-            n = 2 if op in ("Switch", "RefSwitch") else 1
+            n = 2 if op in BINARY_SWITCH_OPS else 1
             for p in range(n):
                 st.lists[(name, p)] = st.lists[d[0]]
             return None  # the variant's own shape (a scalar) comes from the shape functions

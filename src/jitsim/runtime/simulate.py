@@ -40,7 +40,8 @@ from jitsim.analyses.const_analysis import ConstAnalysis
 from jitsim.analyses.shape_inference import recorded
 from jitsim.graph.tfgraph import control_flow_info
 from jitsim.runtime import policy as pol
-from jitsim.runtime.propagate import CALL_OPS, Propagator, Seed
+from jitsim.opsets import PARTITIONED_CALL_OPS
+from jitsim.runtime.propagate import Propagator, Seed
 from jitsim.runtime.recompile import recompiles
 from jitsim.defs import BUILD_XLA_OPS_PASS, CLUSTER_ATTR, MUST_COMPILE_ATTR
 from jitsim.passes.pipeline import ENCAPSULATE_SUBGRAPHS
@@ -230,7 +231,7 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
                           b.get("detail", "")))
     ca = None
     for nd in flat_nodes.values():
-        if nd.op not in CALL_OPS or CLUSTER_ATTR in nd.attr:
+        if nd.op not in PARTITIONED_CALL_OPS or CLUSTER_ATTR in nd.attr:
             continue
         if not (MUST_COMPILE_ATTR in nd.attr and nd.attr[MUST_COMPILE_ATTR].b):
             continue

@@ -34,6 +34,7 @@ from jitsim.defs import (
 )
 from jitsim.graph.model import Graph
 from jitsim.registry import op_def
+from jitsim.opsets import ENTER_OPS, EXIT_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS
 
 
 def _fresh(graph: Graph) -> Graph:
@@ -72,7 +73,7 @@ def _mark_invariants(m, flags) -> list[str]:
     from jitsim.analyses.deadness import deadness_analysis
     from jitsim.analyses.devices import pick_device_for_xla
     from jitsim.flags import OFF
-    from jitsim.graph.tfgraph import ENTER_OPS, EXIT_OPS, IF_OPS, NEXT_ITERATION_OPS, WHILE_OPS, control_flow_info
+    from jitsim.graph.tfgraph import control_flow_info
     from jitsim.passes.mark_for_compilation import effective_size
 
     g = m.graph

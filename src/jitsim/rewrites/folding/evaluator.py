@@ -7,7 +7,8 @@ from jitsim.registry import protos
 from jitsim.rewrites.folding import kernels
 from jitsim.rewrites.folding.tensors import NP_DTYPES, EvalError, Unsupported, numpy, tensor_proto_to_numpy
 from jitsim.registry.optypes import NodeTypes
-from jitsim.graph.tfgraph import CONSTANT_OPS, TfGraph, TfNode
+from jitsim.opsets import CONSTANT_OPS
+from jitsim.graph.tfgraph import TfGraph, TfNode
 
 
 class Evaluator:

@@ -19,8 +19,9 @@ loop... twice over). jitsim simulates the parts that decide clusters, each a pur
 """
 
 from __future__ import annotations
+from jitsim.opsets import FUNCTION_IO_OPS
 
 def preserved(eg, keep=frozenset()) -> set[str]:
     """Grappler's nodes-to-preserve in a function graph: its ``_Arg`` and ``_Retval`` nodes
     (feeds and fetches) and its control outputs (``keep``)."""
-    return {n for n, nd in eg.nodes.items() if nd.op in ("_Arg", "_Retval")} | set(keep)
+    return {n for n, nd in eg.nodes.items() if nd.op in FUNCTION_IO_OPS} | set(keep)

@@ -36,6 +36,7 @@ from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, topological_order
 from jitsim.analyses.shape_inference import ShapeView
+from jitsim.opsets import CONCAT_OPS
 
 
 def remove_redundant_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
@@ -84,7 +85,7 @@ def hoist_unary_out_of_concat(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     for name in topological_order(eg):
         while True:
             nd = eg.nodes.get(name)
-            if nd is None or nd.op not in ("Concat", "ConcatV2") or name in keep_set:
+            if nd is None or nd.op not in CONCAT_OPS or name in keep_set:
                 break
             data = [r for r in nd.input if not r.startswith("^")]
             values = data[:-1] if nd.op == "ConcatV2" else data[1:]

@@ -47,9 +47,9 @@ from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, topological_order
 from jitsim.analyses.shape_inference import ShapeView
+from jitsim.opsets import CONSTANT_OPS, IDENTITY_N_OPS, SHAPE_SIZE_RANK_OPS
 
 MAX_CONSTANT_BYTES = 10 * 1024 * 1024
-SHAPE_OPS = frozenset({"Shape", "Size", "Rank"})
 NEVER_FOLD = frozenset({"Const", "HostConst", "Placeholder", "PlaceholderWithDefault", "_Arg", "_Retval",
                         "Identity", "IdentityN", "NoOp", "Enter", "Exit", "Switch", "Merge", "NextIteration",
                         "LoopCond", "RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
@@ -82,7 +82,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
         if not outs_t or len(outs_t) != 1 or outs_t[0] not in NP_DTYPES:
             continue
         value = None
-        if nd.op in SHAPE_OPS:
+        if nd.op in SHAPE_SIZE_RANK_OPS:
             src, port = data[0]
             shp = shapes.known(eg[src], port)
             if shp is None:
@@ -90,7 +90,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
             value = np.array(shp if nd.op == "Shape" else (int(np.prod(shp)) if nd.op == "Size" else len(shp)))
             kind = f"{nd.op} of a static shape"
         else:
-            if not all(eg[src].op in ("Const", "HostConst") for src, _ in data):
+            if not all(eg[src].op in CONSTANT_OPS for src, _ in data):
                 continue
             fn = KERNELS.get(nd.op) or GRAPPLER_KERNELS.get(nd.op)
             if fn is None:
@@ -129,7 +129,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
     while touched:
         n = touched.pop()
         nd = eg.nodes.get(n)
-        if nd is None or n in keep_set or nd.op not in ("Const", "HostConst") or eg.consumers(n):
+        if nd is None or n in keep_set or nd.op not in CONSTANT_OPS or eg.consumers(n):
             continue
         ins = [parse_input(r)[0] for r in nd.input]
         eg.remove(n)
@@ -232,7 +232,7 @@ def _by_constant_operand(eg: EditGraph, keep, ops, identity_type, kind: str) -> 
             continue
         c = parse_input(data[1])[0]
         cnd = eg.nodes.get(c)
-        if cnd is None or cnd.op not in ("Const", "HostConst") or "value" not in cnd.attr:
+        if cnd is None or cnd.op not in CONSTANT_OPS or "value" not in cnd.attr:
             continue
         t = identity_type(nd, cnd)
         if t is None:
@@ -294,7 +294,7 @@ def simplify_switches(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
 def _bare_identity(eg: EditGraph, name: str) -> bool:
     """An Identity (or one-input IdentityN) whose outputs are read by control edges only."""
     nd = eg[name]
-    return (nd.op in ("Identity", "IdentityN") and sum(1 for r in nd.input if not r.startswith("^")) == 1
+    return (nd.op in IDENTITY_N_OPS and sum(1 for r in nd.input if not r.startswith("^")) == 1
             and not any(p != CONTROL for _, _, p in eg.out_refs(name)))
 
 
@@ -321,6 +321,6 @@ def foldable_candidates(g: Graph) -> int:
         ins = [e for e in g.in_edges(node.name) if not e.is_control]
         if not ins:
             continue
-        if node.op in SHAPE_OPS or all(g[e.src].op == "Const" for e in ins):
+        if node.op in SHAPE_SIZE_RANK_OPS or all(g[e.src].op == "Const" for e in ins):
             n += 1
     return n

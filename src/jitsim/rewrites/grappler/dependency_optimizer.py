@@ -27,12 +27,10 @@ from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph
-from jitsim.defs import XLA_MERGE_OP
 from jitsim.registry import op_def
+from jitsim.opsets import IDENTITY_N_OPS, MERGE_OPS, SWITCH_OPS
 
 VARIABLE_OPS = frozenset({"Variable", "VariableV2", "AutoReloadVariable", "VarHandleOp", "_Recv", "_HostRecv"})
-SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})
-MERGE_OPS = frozenset({"Merge", "RefMerge", XLA_MERGE_OP})
 
 
 def _safe_identity(eg: EditGraph, name: str, keep: set[str], fetch_known: bool) -> bool:
@@ -117,7 +115,7 @@ def _convert_control_only(eg: EditGraph, keep_set: set[str], rec: RewriteRecord)
             continue
         if not _free_of_side_effects(nd):
             continue
-        if nd.op in ("Identity", "IdentityN") and nd.input and \
+        if nd.op in IDENTITY_N_OPS and nd.input and \
                 eg.nodes.get(parse_input(nd.input[0])[0]) is not None and \
                 eg[parse_input(nd.input[0])[0]].op in SWITCH_OPS:
             continue  # a control-flow pivot

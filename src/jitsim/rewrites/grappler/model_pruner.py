@@ -19,6 +19,7 @@ from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph
+from jitsim.opsets import PLAIN_MERGE_OPS, SWITCH_OPS
 
 
 def prune_unreachable(eg: EditGraph, keep=frozenset(), fetches=None) -> RewriteRecord:
@@ -47,8 +48,6 @@ def prune_unreachable(eg: EditGraph, keep=frozenset(), fetches=None) -> RewriteR
 
 
 TRIVIAL_OPS = frozenset({"StopGradient", "Snapshot"})
-SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})
-MERGE_OPS = frozenset({"Merge", "RefMerge"})
 
 
 def remove_trivial_ops(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
@@ -67,7 +66,7 @@ def remove_trivial_ops(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         if src not in eg or eg[src].op in SWITCH_OPS:
             continue
         outs = eg.out_refs(name)
-        if any(p < 0 or eg[c].op in MERGE_OPS for c, _, p in outs):
+        if any(p < 0 or eg[c].op in PLAIN_MERGE_OPS for c, _, p in outs):
             continue
         eg.replace_uses(name, 0, nd.input[0])
         eg.remove(name)

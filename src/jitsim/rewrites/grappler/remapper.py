@@ -51,13 +51,13 @@ from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, topological_order
 from jitsim.analyses.shape_inference import ShapeView
+from jitsim.opsets import ADD_OPS, ADD_OR_ADD_N_OPS, FUSED_BATCH_NORM_OPS
 
 DT_FLOAT, DT_BFLOAT16 = 1, 14
 CONTRACTIONS = {"MatMul": "_FusedMatMul", "Conv2D": "_FusedConv2D",
                 "DepthwiseConv2dNative": "_FusedDepthwiseConv2dNative"}
 ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "LeakyRelu"})
 DEPTHWISE_ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu"})
-BATCH_NORMS = frozenset({"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"})
 # attributes the fused op keeps from the contraction
 KEEP_ATTRS = {
     "MatMul": ("T", "transpose_a", "transpose_b"),
@@ -182,7 +182,7 @@ def _try_bias(m: _Matcher, bias_add: str, by: str | None, onednn: bool = True):
     bnd = eg[bias_add]
     if not m.cpu(bnd):
         return None
-    if bnd.op not in ("BiasAdd",) and not (onednn and bnd.op in ("Add", "AddV2")):
+    if bnd.op not in ("BiasAdd",) and not (onednn and bnd.op in ADD_OPS):
         return None
     if by is not None and not m.single_use(bias_add, by):
         return None
@@ -208,7 +208,7 @@ def _try_batch_norm(m: _Matcher, bn: str, by: str | None):
     if bn not in eg:
         return None
     nd = eg[bn]
-    if nd.op not in BATCH_NORMS or not m.cpu(nd) or ("is_training" in nd.attr and nd.attr["is_training"].b):
+    if nd.op not in FUSED_BATCH_NORM_OPS or not m.cpu(nd) or ("is_training" in nd.attr and nd.attr["is_training"].b):
         return None
     # only output 0 may be used, by `by` when the BN is not the root
     outs = eg.out_refs(bn)
@@ -391,7 +391,7 @@ def _try_bias_add_add(m: _Matcher, add: str, onednn: bool):
         return None
     eg = m.eg
     nd = eg[add]
-    if nd.op not in ("Add", "AddV2", "AddN") or not m.cpu(nd) or not m.dtype_ok(nd) or not _no_control(m, add):
+    if nd.op not in ADD_OR_ADD_N_OPS or not m.cpu(nd) or not m.dtype_ok(nd) or not _no_control(m, add):
         return None
     data = [r for r in nd.input if not r.startswith("^")]
     if len(data) != 2:
@@ -442,7 +442,7 @@ def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True, shapes: Shape
                 _fuse(eg, root, c, [bias, side], ["BiasAdd", "Add", op], [bias_add, src[0], root], alpha=alpha)
                 rec.add(root, f"Conv2D+BiasAdd+Add+{op}")
                 continue
-        if op in ("Add", "AddV2", "AddN"):
+        if op in ADD_OR_ADD_N_OPS:
             hit = _try_bias_add_add(m, root, onednn)
             if hit is not None:
                 c, bias, side, bias_add = hit
@@ -482,7 +482,7 @@ def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True, shapes: Shape
                 _fuse_conv_squeeze_bias(eg, root, *sq)
                 rec.add(root, "Conv2D+Squeeze+BiasAdd")
                 continue
-        if op in BATCH_NORMS:
+        if op in FUSED_BATCH_NORM_OPS:
             bn = _try_batch_norm(m, root, None)
             if bn is not None:
                 c, args, eps = bn
