@@ -26,7 +26,9 @@ BEFORE_CLONE = BEFORE_CLONE_DUMP
 BEFORE_MARK = BEFORE_MARK_DUMP
 # TF's dump of each stage (jitsim.passes.pipeline.STAGE_DUMPS), and of the mark stage run from
 # TF's before_mark dump
-STAGE_TRUTH = {MARK: MARK_DUMP, "mark-from-before-mark": MARK_DUMP, **STAGE_DUMPS}
+# the stage mark run again from TF's before_mark dump (TF's own constant clones)
+MARK_FROM_BEFORE_MARK = "mark-from-before-mark"
+STAGE_TRUTH = {MARK: MARK_DUMP, MARK_FROM_BEFORE_MARK: MARK_DUMP, **STAGE_DUMPS}
 # See tests/test_pipeline_fidelity.py: the session's serialized ConfigProto on the lazy
 # fallback call is in no dump.
 IGNORED_ATTRS = ("config_proto",)
@@ -213,7 +215,7 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
                                             labels))
                 break  # later stages inherit the difference
         if BEFORE_MARK in rec.files:
-            chk.stages.append("mark-from-before-mark")
+            chk.stages.append(MARK_FROM_BEFORE_MARK)
             bm0 = copy.deepcopy(state_bm)
             try:
                 g = Graph(read_graphdef(dumps / rec.files[BEFORE_MARK]), source=rec.files[BEFORE_MARK], validate=False)
@@ -222,10 +224,10 @@ def check_dumps(dumps: Path | str, log_text: str | None, flags_text: str, *, own
                     else {n: None for n in res.labels()}
                 d = compare_partitions(res.labels(), tl)
                 if not d.same_names:
-                    chk.problems.append(Problem("mark-from-before-mark", d.summary(), d.format_text(limit=30),
+                    chk.problems.append(Problem(MARK_FROM_BEFORE_MARK, d.summary(), d.format_text(limit=30),
                                                 res.to_graphdef(), rec.files.get(MARK_DUMP),
                                                 dict(res.labels())))
                     _resync(state_bm, tl, bm0)
             except Exception as e:
-                chk.problems.append(Problem("mark-from-before-mark", f"jitsim failed: {type(e).__name__}: {e}"))
+                chk.problems.append(Problem(MARK_FROM_BEFORE_MARK, f"jitsim failed: {type(e).__name__}: {e}"))
     return out

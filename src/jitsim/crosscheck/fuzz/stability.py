@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitsim.graph.dumps import group_dumps
-from jitsim.crosscheck.fuzz.check import BEFORE_CLONE, STAGE_TRUTH, GraphCheck, Problem
+from jitsim.crosscheck.fuzz.check import BEFORE_CLONE, MARK_FROM_BEFORE_MARK, STAGE_TRUTH, GraphCheck, Problem
+from jitsim.defs import STAGES
+from jitsim.passes.pipeline import MARK
 from jitsim.crosscheck.fuzz.examples import Example
 from jitsim.crosscheck.fuzz.tf_runner import run_programs
 from jitsim.errors import JitsimError
@@ -22,9 +24,8 @@ from jitsim.flags import INT64_MAX, parse_tf_xla_flags
 from jitsim.graph.io import read_graphdef
 
 # "input": TF's before_clone dump itself (node rows), the stage before every other one
-STABILITY_STAGES = ("input", "mark", "decluster", "encapsulate", "build-xla-ops")
-_STABILITY_STAGE = {"input": "input", "mark": "mark", "mark-from-before-mark": "mark", "decluster": "decluster",
-                    "encapsulate": "encapsulate", "build-xla-ops": "build-xla-ops"}
+STABILITY_STAGES = ("input", *STAGES)
+_STABILITY_STAGE = {"input": "input", MARK_FROM_BEFORE_MARK: MARK, **{s: s for s in STAGES}}
 _STAGE_FILE = dict(STAGE_TRUTH, input=BEFORE_CLONE)
 LONE_RERUNS_PER_BATCH = 20  # programs rerun alone (one TF process each) per batch and round, at most
 _CLUSTER_TOKEN = re.compile(r"(?<![\w.])cluster_\d+(?!\d)")
