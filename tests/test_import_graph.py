@@ -166,6 +166,7 @@ LAYERS = [
     ("jitsim.testing",),                     # program generators and invariants
     ("jitsim.crosscheck",),                  # real TF: harvests, dumps compared
     ("jitsim.frontend",),                    # what users hold -> TF's pass input
+    ("jitsim.simulation",),                  # the front door: pass input, release, options, pipeline
     ("jitsim.explain", "jitsim.runtime", "jitsim.profile"),
     ("jitsim.cli",),
     ("jitsim.__main__",),

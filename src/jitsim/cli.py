@@ -278,74 +278,56 @@ BACKGROUND_WRITE_MAX_NODES = 250_000
 
 def cmd_cluster(args) -> int:
     from jitsim.explain.clustering import node_records
-    from jitsim.frontend.resolve import pass_inputs, target_kind
+    from jitsim.frontend.resolve import target_kind
     from jitsim.graph.io import save, save_started
-    from jitsim.passes.mark_for_compilation import ProcessState
-    from jitsim.passes.pipeline import cluster_graph
+    from jitsim.simulation import simulate
 
     path = Path(args.graph)
-    kind = target_kind(path)
     recorded = None
-    if kind == "dump-dir":
+    if target_kind(path) == "dump-dir":
         from jitsim.crosscheck.fidelity import recorded_flags
 
         recorded = recorded_flags(path)
     choice = _flags_choice(args, args.tf_xla_flags, recorded=recorded)
     options = _options(args, choice, device=args.device, until=MARK, explain_cycles=args.explain_cycles)
-    state = ProcessState.starting(options)
+    out = Path(args.output) if args.output is not None else None
+    started = []  # the marked graph's write, begun as soon as its graph is clustered
 
-    def capture_progress(elapsed, ndumps):
-        _progress_line(f"TensorFlow running the call (fuel 0): {elapsed:.0f} s, {ndumps} dump files")
+    def writes_one(sim) -> bool:
+        return out is not None and not _is_dir(out) and (len(sim.graphs) == 1 or sim.route.method == "tf-capture")
 
-    one_file = None  # the marked graph's write, begun as soon as its graph is clustered
+    def on_result(sim, i, res) -> None:
+        if i == sim.main and writes_one(sim) and len(res.cluster.graph.nodes) <= BACKGROUND_WRITE_MAX_NODES:
+            # its pieces made here, then printed and written beside the reports
+            started.append(save_started(list(res.cluster.serialized_pieces()), out))
+
     text = None  # the text report, when made before that write ended
     try:
-        pin = pass_inputs(path, flags=choice.flags.text, tf=args.tf, signature=args.signature, device=args.device,
-                          input_stage=args.input_stage, progress=capture_progress, fetch=args.fetch, feed=args.feed,
-                          input_shapes=args.input_shape, captured=args.captured, tf_version=args.tf_version)
-        options = replace(options, op_libraries=tuple(pin.op_libraries))
-        version, version_reason, check = _release_choice(
-            args, pin.main_graph, path, replace(options, input_stage=pin.graphs[pin.main][2]))
-        options = replace(options, tf_version=version, tf_version_reason=version_reason)
-        if not check.agree:  # the result holds for one of the releases the graph may be from
-            pin.route.exact = False
-            pin.route.extra_notes.append(check.note())
-        out = Path(args.output) if args.output is not None else None
-        writes_one = out is not None and not _is_dir(out) and (len(pin.graphs) == 1 or pin.route.method == "tf-capture")
-        reports = []
-        results = []
-        records_of = []
-        for i, (label, g, stage) in enumerate(pin.graphs):
-            if len(pin.graphs) > 1:
-                _progress_line(f"simulating graph {i + 1}/{len(pin.graphs)}")
-            res = cluster_graph(g, replace(options, input_stage=stage), state, own=True)
-            if i == pin.main:
-                res.notes[:0] = pin.notes
-                if writes_one and len(res.graph.nodes) <= BACKGROUND_WRITE_MAX_NODES:
-                    # its pieces made here, then printed and written beside the reports
-                    one_file = save_started(list(res.serialized_pieces()), out)
-            records = node_records(res)
-            reports.append(_graph_report(label + (" (the call)" if i == pin.main and len(pin.graphs) > 1 else ""), res,
-                                         records, nodes=args.format == "json"))
-            results.append(res)
-            records_of.append(records)
-        if one_file is not None:
+        sim = simulate(path, options, _call(args), tf=args.tf, graphs="all", progress=_simulation_progress,
+                       on_result=on_result)
+        pin, version, version_reason = sim, sim.options.tf_version, sim.options.tf_version_reason
+        results = [r.cluster for r in sim.results]
+        records_of = [node_records(res) for res in results]
+        reports = [_graph_report(label + (" (the call)" if i == sim.main and len(sim.graphs) > 1 else ""), res,
+                                 records, nodes=args.format == "json")
+                   for i, ((label, _, _), res, records) in enumerate(zip(sim.graphs, results, records_of))]
+        if started:
             if args.format != "json":  # the report made while the file is written, shown after its line
                 con = _console()
                 with con.capture() as capture:
                     _print_cluster_report(con, args, pin, choice, version, version_reason, reports, records_of)
                 text = capture.get()
-            one_file.finish()
-        elif writes_one:  # a big graph: written piece by piece (not all its pieces held at once)
-            save(results[pin.main].serialized_pieces(), out)
+            started[0].finish()
+        elif writes_one(sim):  # a big graph: written piece by piece (not all its pieces held at once)
+            save(results[sim.main].serialized_pieces(), out)
     finally:
-        if one_file is not None:
-            one_file.discard()  # (nothing after finish(): kept where the command failed before)
+        if started:
+            started[0].discard()  # (nothing after finish(): kept where the command failed before)
         _progress_done()
     written = []
     if args.output is not None:
-        if writes_one:
-            n = len(results[pin.main].clusters)
+        if writes_one(sim):
+            n = len(results[sim.main].clusters)
             written.append((out, f"the marked graph, {n} cluster{'' if n == 1 else 's'}"))
         else:
             if not _is_dir(out):
@@ -363,12 +345,12 @@ def cmd_cluster(args) -> int:
         _wrote(f, what)
     if args.tensorboard:
         chosen = [(rep["name"], res) for i, (rep, res) in enumerate(zip(reports, results))
-                  if i == pin.main or res.mark.ran or res.mark.candidates]
+                  if i == sim.main or res.mark.ran or res.mark.candidates]
         _write_tensorboard(args, lambda: [(label, res.to_graphdef()) for label, res in chosen])
     doc = {"schema": "jitsim.cluster/1", "input": str(path),
            "tf_version": {"version": version, "reason": version_reason},
-           "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "route": pin.route.to_dict(),
-           "main_graph": pin.main, "graphs": reports, "outputs": [str(f) for f, _ in written]}
+           "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin, "route": sim.route.to_dict(),
+           "main_graph": sim.main, "graphs": reports, "outputs": [str(f) for f, _ in written]}
     if args.format == "json":
         _emit_json(doc, args)
         return 0
@@ -788,6 +770,26 @@ def _simulate(args, options: Options, graph=None, *, move_devices=False):
                        tf=args.tf, fetch=args.fetch, feed=args.feed, input_shapes=shapes, captured=args.captured)
     finally:
         _progress_done()
+
+
+def _call(args):
+    """The call of the target the command's arguments state (:class:`~jitsim.options.Call`)."""
+    from jitsim.options import Call
+
+    captured = getattr(args, "captured", None)
+    return Call(getattr(args, "signature", None), tuple(getattr(args, "fetch", ()) or ()),
+                tuple(getattr(args, "feed", ()) or ()), getattr(args, "input_shape", None), None,
+                tuple(captured) if captured else None)
+
+
+def _simulation_progress(kind, *values) -> None:
+    """:func:`jitsim.simulation.simulate`'s progress, as the command's progress line."""
+    if kind == "capture":
+        elapsed, ndumps = values
+        _progress_line(f"TensorFlow running the call (fuel 0): {elapsed:.0f} s, {ndumps} dump files")
+    elif kind == "graph":
+        i, n = values
+        _progress_line(f"simulating graph {i + 1}/{n}")
 
 
 def _single_graph(path: str) -> None:

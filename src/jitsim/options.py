@@ -89,6 +89,23 @@ class Options:
                 "tf_version": {"version": self.tf_version, "reason": self.tf_version_reason}}
 
 
+@dataclass(frozen=True)
+class Call:
+    """The call of a target, as its user states it (every field optional; where one is missing
+    the route assumes a documented default and says so): a SavedModel's ``signature``; a TF1
+    graph's session call (``fetch``, ``feed``); a Keras model's call (``input_shapes``: input
+    name -> shape, or ``input_signature``: one ``tf.TensorSpec`` per input); the Consts of an
+    exported tf.function graph that were captured eager tensors (``captured``, ``["none"]``:
+    none). :func:`jitsim.simulation.simulate` hands it to the route that reads it."""
+
+    signature: str | None = None
+    fetch: tuple = ()
+    feed: tuple = ()
+    input_shapes: object = None
+    input_signature: object = None
+    captured: tuple | None = None
+
+
 def options_for(flags: XlaFlags | str | None = None, **fields) -> Options:
     """Options for a pass run directly (tests, examples): ``flags`` parsed if given as text
     (None: TF's own defaults), the other fields as named."""

@@ -23,21 +23,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from jitsim.errors import JitsimError
 from jitsim.explain.summary import op_summary
 from jitsim.flags import parse_tf_xla_flags
 from jitsim.graph.model import Graph
-from jitsim.registry import protos, using_tf_version
-from jitsim.options import Options, SessionConfig, resolve_flags
-from jitsim.passes.mark_for_compilation import ProcessState
+from jitsim.registry import protos
+from jitsim.options import Call, Options, SessionConfig, resolve_flags
 from jitsim.passes import pipeline as passes  # by module: tests replace its functions
 from jitsim.records import MergeRefusal, NodeDecision
 from jitsim.defs import CLUSTER_ATTR
 
 SCHEMA = "jitsim.clustering/1"
-AUTO_EXPLAIN_CYCLES_NODES = 5000
 
 
 @dataclass(slots=True)
@@ -337,27 +334,6 @@ def find_node(names, pattern: str, source: str | None = None) -> str:
                       source)
 
 
-def to_graph(obj, *, signature: str | None = None):
-    """A path, a jitsim ``Graph`` or a ``GraphDef`` -> a jitsim :class:`~jitsim.graph.model.Graph`
-    (as given: no route to TF's pass input is taken; :func:`cluster` takes one for paths)."""
-    if isinstance(obj, Graph):
-        return obj
-    if isinstance(obj, (str, Path)):
-        from jitsim.graph.io import load
-
-        return load(obj, signature=signature, validate=True)
-    if hasattr(obj, "node") and hasattr(obj, "SerializeToString") and hasattr(obj, "library"):
-        gd = protos.GraphDef()
-        gd.ParseFromString(obj.SerializeToString())
-        return Graph(gd, source="<GraphDef>")
-    raise JitsimError(f"cannot simulate a {type(obj).__name__}: give a path, a GraphDef, a jitsim Graph, "
-                      "a tf.function/ConcreteFunction or a Keras model")
-
-
-def _is_tf_object(obj) -> bool:
-    return (type(obj).__module__ or "").startswith(("tensorflow", "keras"))  # jitsim's protos have no module
-
-
 def cluster(graph, flags: str | None = None, *, device: str | None = None, exclude_ops=(), force_compilable=(),
             session_jit_level: int = 0, session_cpu_global_jit: bool = False, input_stage: str | None = None,
             signature: str | None = None, until: str = "decluster", explain_cycles: bool | None = None,
@@ -403,9 +379,8 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     from ``flags`` to ``tf_version``. Its ``tf_version`` (None: auto) and ``explain_cycles``
     (None: auto) are requests, resolved here with what depends on the graph.
     """
-    from jitsim.passes.releases import check_releases
-    from jitsim.registry.versions import (check_tf_version, choose_tf_version, producer_of, recorded_tf_version,
-                                          release_candidates)
+    from jitsim.registry.versions import check_tf_version
+    from jitsim.simulation import simulate
 
     until = options.until if options is not None else until
     if until not in passes.STAGES:
@@ -418,67 +393,14 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
         options = Options(choice.flags, choice.origin, device, tuple(exclude_ops), tuple(force_compilable),
                           SessionConfig(session_jit_level, session_cpu_global_jit), input_stage,
                           cluster_number_start, until, tf_version, explain_cycles=explain_cycles)
-    device = options.device
-    state = ProcessState.starting(options)
-    route, route_notes = None, []
-    if isinstance(graph, (str, Path)) or _is_tf_object(graph):
-        from jitsim.frontend.resolve import pass_inputs
-
-        pin = pass_inputs(graph, flags=options.flags_text, tf=tf, signature=signature, device=device,
-                          input_stage=options.input_stage, fetch=fetch, feed=feed, input_shapes=input_shapes,
-                          input_signature=input_signature, captured=captured, tf_version=options.tf_version)
-        session = options.session
-        if pin.session_jit is not None and not session.global_jit_level:  # the caller's set_jit, as TF would see it
-            session = replace(session, global_jit_level=1 if pin.session_jit else -1)
-        recorded = recorded_tf_version(graph) if isinstance(graph, (str, Path)) else None
-        version, version_reason = choose_tf_version(options.tf_version, producer_of(pin.main_graph), recorded)
-        options = replace(options, session=session, op_libraries=tuple(pin.op_libraries))
-        check = check_releases(pin.main_graph, replace(options, tf_version=version, input_stage=pin.graphs[pin.main][2]),
-                               release_candidates(options.tf_version, producer_of(pin.main_graph), recorded))
-        options = replace(options, tf_version=version, tf_version_reason=check.reason(version_reason))
-        if not check.agree:  # the result holds for one of the releases the graph may be from
-            pin.route.exact = False
-            pin.route.extra_notes.append(check.note())
-        # the graphs TF instantiated before the call's own advance the process's counters
-        for _, before, stage in pin.graphs[:pin.main]:
-            # (without the what-if knobs: they are about the call's graph)
-            passes.cluster_graph(before, replace(options, input_stage=stage, explain_cycles=False, exclude_ops=(),
-                                                 force_compilable=()), state)
-        g = pin.main_graph
-        route, route_notes = pin.route, pin.notes
-        options = replace(options, input_stage=pin.graphs[pin.main][2], cluster_number_start=state.counters.get(0, 0))
-    else:
-        if fetch or feed or captured:
-            raise JitsimError("fetch/feed/captured state the call of a graph file: give the GraphDef or MetaGraphDef "
-                              "path")
-        if input_shapes or input_signature is not None:
-            raise JitsimError("input_shapes/input_signature state a Keras model's call: give the .keras path or the "
-                              "Keras model")
-        g = to_graph(graph, signature=signature)
-        version, version_reason = choose_tf_version(options.tf_version, producer_of(g))
-        check = check_releases(g, replace(options, tf_version=version), release_candidates(options.tf_version,
-                                                                                              producer_of(g)))
-        options = replace(options, tf_version=version, tf_version_reason=check.reason(version_reason))
-        if not check.agree:
-            route_notes = [check.note()]
-    # the passes annotate NodeDefs in place: keep the input intact (for the caller and for whatif)
-    snapshot = g.graphdef.SerializeToString()
-    if g is graph or route is not None:
-        gd = protos.GraphDef()
-        gd.ParseFromString(snapshot)
-        g = Graph(gd, source=g.source, validate=False)
-    if move_devices and device:
-        from jitsim.rewrites.placement import replace_devices
-        with using_tf_version(version):  # the kernels of the simulated release
-            g = replace_devices(g, device)
-    if options.explain_cycles is None:
-        options = replace(options, explain_cycles=len(g) <= AUTO_EXPLAIN_CYCLES_NODES)
-    res = passes.run_pipeline(g, options, state)
-    c = Clustering(res, options, g.source, input_graph=g)
-    c.route = route
-    c.notes[:0] = ([route.line] if route is not None else []) + list(route_notes)
-    if move_devices and device:
-        c.notes.append(f"re-placed nodes on {device} where a {device.upper()} kernel exists (approximate "
-                       "placement: TF's placer also colocates)")
-    c._input_snapshot = (snapshot, g.source)
+    call = Call(signature, tuple(fetch), tuple(feed), input_shapes, input_signature,
+                tuple(captured) if captured else None)
+    sim = simulate(graph, options, call, tf=tf, move_devices=move_devices)
+    c = Clustering(sim.main_result, sim.options, sim.source, input_graph=sim.main_input)
+    c.route = sim.route
+    c.notes[:0] = ([sim.route.line] if sim.route is not None else []) + list(sim.notes)
+    if move_devices and sim.options.device:
+        c.notes.append(f"re-placed nodes on {sim.options.device} where a {sim.options.device.upper()} kernel exists "
+                       "(approximate placement: TF's placer also colocates)")
+    c._input_snapshot = (sim.input_snapshot, sim.source)
     return c

@@ -454,18 +454,20 @@ class PipelineResult:
         return enc if self.until == ENCAPSULATE else None
 
 
-def run_pipeline(graph: Graph, options: Options, state: ProcessState | None = None) -> PipelineResult:
+def run_pipeline(graph: Graph, options: Options, state: ProcessState | None = None, *,
+                 own: bool = False) -> PipelineResult:
     """Simulate TF's auto-clustering pipeline on ``graph``: the entries of :data:`PIPELINE` up
     to and including the stage ``options.until`` (``mark``: clone constants, cluster scoping,
     mark for compilation; ``decluster``: force-xla-constants-on-host, increase-dynamism,
     partially-decluster; ``encapsulate``: encapsulate-subgraphs; ``build-xla-ops``), every pass
-    reading the same ``options``, in the TF process ``state`` (default: a fresh one)."""
+    reading the same ``options``, in the TF process ``state`` (default: a fresh one). ``own``:
+    the caller gives ``graph`` away (:func:`cluster_graph`)."""
     until = options.until
     if until not in STAGES:
         raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
     state = state if state is not None else ProcessState.starting(options)
     with using_tf_version(options.tf_version):
-        cr = cluster_graph(graph, options, state)
+        cr = cluster_graph(graph, options, state, own=own)
         return run_later_passes(PipelineResult(cr, cr.graph, until), options, state)
 
 
