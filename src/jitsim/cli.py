@@ -28,7 +28,7 @@ from jitsim import __version__, process
 from jitsim.errors import JitsimError, JitsimWarning
 from jitsim.defs import BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, MARK_DUMP, STAGES
 from jitsim.flags import parse_tf_xla_flags
-from jitsim.options import Options, SessionConfig, auto_clustering_off, debug_mode, resolve_flags
+from jitsim.options import Call, Options, SessionConfig, auto_clustering_off, debug_mode, resolve_flags
 
 MARK, DECLUSTER, _, BUILD_XLA_OPS = STAGES  # the stages a command stops after (--until names them all)
 
@@ -712,25 +712,6 @@ def _tf_version_arg(p, repeat: bool = False) -> None:
                         + ("; given twice, the two releases to compare" if repeat else ""))
 
 
-def _tf_version_choice(args, graph, path) -> tuple[str, str]:
-    """``(release, reason)``: --tf-version, else the harvest's TF, else the graph's producer, else the default."""
-    from jitsim.registry.versions import choose_tf_version, producer_of, recorded_tf_version
-
-    return choose_tf_version(args.tf_version, producer_of(graph), recorded_tf_version(path))
-
-
-def _release_choice(args, graph, path, options):
-    """``(release, reason, check)``: :func:`_tf_version_choice`, and where the graph's producer is
-    written by several releases, the check of the graph under each (:mod:`jitsim.passes.releases`)."""
-    from jitsim.passes.releases import check_releases
-    from jitsim.registry.versions import producer_of, recorded_tf_version, release_candidates
-
-    version, reason = _tf_version_choice(args, graph, path)
-    candidates = release_candidates(args.tf_version, producer_of(graph), recorded_tf_version(path))
-    check = check_releases(graph, replace(options, tf_version=version), candidates)
-    return version, check.reason(reason), check
-
-
 def _input_shape_arg(p) -> None:
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=SHAPE",
                    help="a .keras model's call: the concrete shape of its input NAME (repeatable), e.g. "
@@ -774,8 +755,6 @@ def _simulate(args, options: Options, graph=None, *, move_devices=False):
 
 def _call(args):
     """The call of the target the command's arguments state (:class:`~jitsim.options.Call`)."""
-    from jitsim.options import Call
-
     captured = getattr(args, "captured", None)
     return Call(getattr(args, "signature", None), tuple(getattr(args, "fetch", ()) or ()),
                 tuple(getattr(args, "feed", ()) or ()), getattr(args, "input_shape", None), None,
