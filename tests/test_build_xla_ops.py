@@ -172,8 +172,8 @@ def test_flag_variants_match_tf(name):
     assert diff.identical, diff.format_text()
     assert [n.name for n in tg.to_graphdef().node] == [n.name for n in truth.node]
     decision = result.decisions["cluster_0"]
-    assert decision["mode"] == ("strict" if name.startswith("strict") else "lazy")
-    assert (decision["constants"], decision["args"], decision["resources"]) == (1, 2, 1)
+    assert decision.mode == ("strict" if name.startswith("strict") else "lazy")
+    assert (decision.constants, decision.args, decision.resources) == (1, 2, 1)
 
 
 # -- unit tests: small encapsulated graphs --------------------------------------------------
@@ -240,7 +240,7 @@ def test_scope_name_skips_names_already_in_the_graph():
         ("out", "_Retval", ["cluster_0"], {"T": Type(F32), "index": 0}),
     ], {"cluster_0": ([F32], [F32], 0, 0)})
     result = build_xla_ops(tg, LAZY)
-    assert result.decisions["cluster_0"]["scope"] == "cluster_0_3"
+    assert result.decisions["cluster_0"].scope == "cluster_0_3"
     assert _inputs(tg, "out") == ["cluster_0_3/merge_oidx_0"]
 
 
@@ -267,7 +267,7 @@ def test_lazy_structure_and_names():
     call = _node(tg, p + "stateful_partitioned_call")
     assert call.attr["f"].func.name == "c" and call.attr["f"].func.attr["_XlaCompiledKernel"].b
     assert not _node(tg, p + "xla_compile").attr["must_compile"].b
-    assert result.changed and result.decisions["c"]["mode"] == "lazy"
+    assert result.changed and result.decisions["c"].mode == "lazy"
 
 
 def test_control_successors_are_merged():
@@ -316,11 +316,11 @@ def test_strict_mode_moves_every_out_edge_to_xla_run():
     assert _node(tg, "c_1/xla_compile").attr["must_compile"].b
     assert _inputs(tg, "c_1/xla_run") == ["x", "c_1/xla_compile"]
     assert _inputs(tg, "out") == ["c_1/xla_run"] and _inputs(tg, "after") == ["^c_1/xla_run"]
-    assert result.decisions["c"]["mode"] == "strict"
-    assert result.decisions["c"]["reasons"] == ["lazy_compilation_disabled"]
+    assert result.decisions["c"].mode == "strict"
+    assert result.decisions["c"].reasons == ["lazy_compilation_disabled"]
     # the pass's constructor override wins over the flag, both ways
     tg2 = make_graph([_arg("x", F32, 0), ("c", "c", ["x"], {})], {"c": ([F32], [F32], 0, 0)})
-    assert build_xla_ops(tg2, LAZY, lazy=False).decisions["c"]["mode"] == "strict"
+    assert build_xla_ops(tg2, LAZY, lazy=False).decisions["c"].mode == "strict"
 
 
 def test_always_compiling_device_is_strict_even_when_lazy():
@@ -332,7 +332,7 @@ def test_always_compiling_device_is_strict_even_when_lazy():
                      ("out", "_Retval", ["c"], {"T": Type(F32), "index": 0})],
                     {"c": ([F32], [F32], 0, 0)}, device=xla, fn_device=xla)
     d = build_xla_ops(tg, flags).decisions["c"]
-    assert d["mode"] == "strict" and d["device"] == xla and d["reasons"] == ["device_requires_compilation"]
+    assert d.mode == "strict" and d.device == xla and d.reasons == ["device_requires_compilation"]
 
 
 def test_device_is_picked_from_function_body_and_call():
@@ -343,8 +343,8 @@ def test_device_is_picked_from_function_body_and_call():
                      ("out", "_Retval", ["c"], {"T": Type(F32), "index": 0})],
                     {"c": ([F32], [F32], 0, 0)}, fn_device=gpu)
     d = build_xla_ops(tg, LAZY).decisions["c"]
-    assert d["device"] == gpu and d["device_candidates"] == [gpu, CPU]
-    assert {_node(tg, n).device for n in d["created"]} == {gpu}
+    assert d.device == gpu and d.device_candidates == [gpu, CPU]
+    assert {_node(tg, n).device for n in d.created} == {gpu}
 
 
 def test_int32_predication_follows_memory_types():

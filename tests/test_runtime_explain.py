@@ -180,7 +180,7 @@ def test_corpus_case_predicted_from_the_dump_equals_tf(name):
 
     case = CASES[name]
     c = cluster(str(_graph(case)), flags=case["flags"], until="build-xla-ops", tf="never")
-    pred = runtime(c, read_stream(RT / case["stream"])).to_dict()
+    pred = runtime(c.pipeline, c.options, read_stream(RT / case["stream"])).to_dict()
     cmp = compare(pred, case["tf"])
     assert cmp["identical"], [u for u in cmp["units"] if not u["identical"]]
 
@@ -194,7 +194,7 @@ def test_nested_loop_counted_per_outer_iteration():
     case = CASES["nested_loops"]
     stream = read_stream(RT / case["stream"])
     c = cluster(str(_graph(case)), flags=case["flags"], until="build-xla-ops", tf="never")
-    res = runtime(c, stream)
+    res = runtime(c.pipeline, c.options, stream)
     (r,) = res.units
     tf = case["tf"]["cluster_0"]
     n = [int(s.entries["n"][1]) for s in stream]
@@ -305,8 +305,8 @@ def test_static_answer_names_a_varying_input_for_every_recompiling_unit(name):
 
     case = CASES[name]
     c = cluster(str(_graph(case)), flags=case["flags"], until="build-xla-ops", tf="never")
-    pred = runtime(c, read_stream(RT / case["stream"])).to_dict()
-    static = {u["name"]: u for u in runtime(c, None).to_dict()["clusters"]}
+    pred = runtime(c.pipeline, c.options, read_stream(RT / case["stream"])).to_dict()
+    static = {u["name"]: u for u in runtime(c.pipeline, c.options, None).to_dict()["clusters"]}
     steps = _stream_inputs(name)
     matched = compare(pred, case["tf"])["units"]
     recompiling = [u["name"] for u in matched if u["fields"]["compiles"]["tf"] > 1]

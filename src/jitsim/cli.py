@@ -841,7 +841,7 @@ def _explain_recompiles(args) -> int:
                                  force=args.force_compilable, until=BUILD_XLA_OPS, explain_cycles=False))
     _check_ops_exist(c, args.exclude_op, "--exclude-op")
     _check_ops_exist(c, args.force_compilable, "--force-compilable")
-    res = runtime(c, steps, path=args.shapes)
+    res = runtime(c.pipeline, c.options, steps, path=args.shapes)
     try:
         r = recompile.find_unit(res, args.node)
     except KeyError as e:
@@ -987,7 +987,7 @@ def _report_runtime(args, steps) -> dict:
     c = _simulate(args, _options(args, _flags_choice(args, args.tf_xla_flags, warn=False), device=args.device,
                                  exclude=args.exclude_op, force=args.force_compilable, until=BUILD_XLA_OPS,
                                  explain_cycles=False))
-    res = runtime(c, steps, path=args.shapes)
+    res = runtime(c.pipeline, c.options, steps, path=args.shapes)
     units = []
     for r in res.units:
         d = r.to_dict()
@@ -1202,7 +1202,7 @@ def cmd_runtime(args) -> int:
     _single_graph(args.graph)
     choice = _flags_choice(args, args.tf_xla_flags)
     c = _simulate(args, _options(args, choice, device=args.device, until=BUILD_XLA_OPS, explain_cycles=False))
-    res = runtime(c, steps, path=args.shapes)
+    res = runtime(c.pipeline, c.options, steps, path=args.shapes)
     if args.output:
         from jitsim.graph.io import write_atomic
         from jitsim.runtime.svg import timeline_svg

@@ -33,7 +33,7 @@ Debug flags add ``check_input_<i>`` (``CheckNumerics`` on floating ``xla_run`` i
 >>> from jitsim.options import options_for
 >>> g = _example_graph()
 >>> r = build_xla_ops(g, options_for(""))
->>> r.decisions["cluster_0"]["mode"], sorted(n.name for n in g.op_nodes())[:3]
+>>> r.decisions["cluster_0"].mode, sorted(n.name for n in g.op_nodes())[:3]
 ('lazy', ['cluster_0_1/data_as_ctrl', 'cluster_0_1/merge_oidx_0', 'cluster_0_1/predicated_compilation_key'])
 """
 
@@ -86,16 +86,53 @@ LAZY, STRICT = "lazy", "strict"
 
 
 @dataclass
+class ClusterBuild:
+    """What BuildXlaOps decided for one cluster call: ``mode`` (lazy/strict), ``reasons``
+    (``cluster``-kind codes of :mod:`jitsim.codes`) and ``detail``, ``device`` (the inferred XLA
+    device) and ``device_candidates`` (in DeviceInfoCache order), ``must_compile_in_function``
+    (informative: ``_XlaMustCompile`` does not matter here), whether TF's iteration orders
+    were defined (past ``EDGESET_INLINE`` edges TF iterates a pointer-hash set), the input
+    counts (``constants``, ``args``, ``resources``), ``has_reference_vars``, the name ``scope``
+    of the nodes it made and those nodes (``created``)."""
+
+    mode: str
+    reasons: list
+    detail: str
+    device: str
+    device_candidates: list
+    must_compile_in_function: bool
+    merge_order_defined: bool
+    int32_order_defined: bool
+    has_reference_vars: bool
+    constants: int
+    args: int
+    resources: int
+    scope: str
+    created: list = field(default_factory=list)
+
+
+@dataclass
+class _RunContext:
+    """What every cluster's rewrite of one BuildXlaOps run reads: the flags, whether lazy
+    compilation is on, the XLA device registrations, the library's functions, the device
+    cache, the session's ConfigProto and the graph's names."""
+
+    flags: object
+    lazy_enabled: bool
+    regs: dict
+    lib_fns: dict
+    cache: object
+    config_proto: bytes
+    names: object
+
+
+@dataclass
 class BuildResult:
-    """``changed``: any cluster rewritten. ``decisions``: per cluster call node, in the order
-    processed (node id): ``mode`` (lazy/strict), ``reasons`` (``cluster``-kind codes of :mod:`jitsim.codes`) and
-    ``detail``, ``device`` (the inferred XLA device) and ``device_candidates`` (in
-    DeviceInfoCache order), input counts, ``has_reference_vars``,
-    ``must_compile_in_function`` (informative: ``_XlaMustCompile`` does not matter here),
-    whether TF's iteration orders were defined, the ``scope`` and the ``created`` nodes."""
+    """``changed``: any cluster rewritten. ``decisions``: a :class:`ClusterBuild` per cluster
+    call node, in the order processed (node id)."""
 
     changed: bool
-    decisions: dict = field(default_factory=dict)
+    decisions: dict[str, ClusterBuild] = field(default_factory=dict)
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -389,15 +426,16 @@ def build_xla_ops(g: TfGraph, options: Options, *, lazy: bool | None = None,
     todo = [n for n in g.op_nodes()
             if n.op not in SEND_RECV_OPS and n.op not in CONTROL_FLOW_OPS and _is_xla_compiled_kernel(n)]
     result = BuildResult(changed=bool(todo))
-    names = _GraphNames(g)
+    run = _RunContext(flags, lazy_enabled, regs, lib_fns, cache, config_proto, _GraphNames(g))
     for n in todo:
-        result.decisions[n.name] = _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_proto,
-                                                    names)
-        names.update(removed=[n.name] if g.nodes[n.id] is None else ())
+        result.decisions[n.name] = _rewrite_cluster(g, n, run)
+        run.names.update(removed=[n.name] if g.nodes[n.id] is None else ())
     return result
 
 
-def _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_proto, names) -> dict:
+def _rewrite_cluster(g, n, run: _RunContext) -> ClusterBuild:
+    flags, lazy_enabled, regs, lib_fns = run.flags, run.lazy_enabled, run.regs, run.lib_fns
+    cache, config_proto, names = run.cache, run.config_proto, run.names
     # Inputs split into constants / ordinary / resources.
     n_const = _attr_int(n, NUM_CONSTANT_ARGS_ATTR)
     n_res = _attr_int(n, NUM_RESOURCE_ARGS_ATTR)
@@ -504,25 +542,25 @@ def _rewrite_cluster(g, n, flags, lazy_enabled, regs, lib_fns, cache, config_pro
         call = _replace_with_partitioned_call(g, b, n, func, out_types, config_proto)
         _predicate_int32_inputs(g, b, call, not_compiled)
 
-    return {
-        "mode": STRICT if strict else LAZY,
-        "reasons": reasons,
-        "detail": "; ".join(details),
-        "device": device,
-        "device_candidates": candidates,
+    return ClusterBuild(
+        mode=STRICT if strict else LAZY,
+        reasons=reasons,
+        detail="; ".join(details),
+        device=device,
+        device_candidates=candidates,
         # _XlaMustCompile (explicit jit_compile) inside the cluster plays no part here (tf-passes trap 34)
-        "must_compile_in_function": any(_attr_bool(nd, MUST_COMPILE_ATTR) for nd in fdef.node_def),
+        must_compile_in_function=any(_attr_bool(nd, MUST_COMPILE_ATTR) for nd in fdef.node_def),
         # TF iterates EdgeSets; past EDGESET_INLINE edges their order is a pointer-hash order:
         # merge_oidx_* creation order (node ids only) / int32_id_n's input order are then TF's luck.
-        "merge_order_defined": out_edge_count <= EDGESET_INLINE,
-        "int32_order_defined": fallback_in_edges <= EDGESET_INLINE,
-        "has_reference_vars": has_ref_vars,
-        "constants": len(constants),
-        "args": len(args),
-        "resources": len(resources),
-        "scope": scope,
-        "created": list(b.created),
-    }
+        merge_order_defined=out_edge_count <= EDGESET_INLINE,
+        int32_order_defined=fallback_in_edges <= EDGESET_INLINE,
+        has_reference_vars=has_ref_vars,
+        constants=len(constants),
+        args=len(args),
+        resources=len(resources),
+        scope=scope,
+        created=list(b.created),
+    )
 
 
 def _merge_outgoing_control_edges(g: TfGraph, b: _Builder, old: TfNode, new: TfNode) -> None:

@@ -1,6 +1,6 @@
 """What the JIT does at run time: per cluster, its signature at each step and TF's decision.
 
-:func:`runtime` takes a :class:`~jitsim.explain.clustering.Clustering` simulated up to
+:func:`runtime` takes the pipeline's result (:class:`~jitsim.passes.pipeline.PipelineResult`) simulated up to
 ``build-xla-ops`` (the clusters TF compiles, their functions' arguments as
 ``EncapsulateSubgraphs`` ordered them, each cluster's lazy/strict mode from ``BuildXlaOps``)
 and, optionally, a shape stream (:mod:`jitsim.runtime.stream`). For each step it propagates
@@ -224,11 +224,11 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
         raise JitsimError("the runtime simulation needs the clustering simulated up to build-xla-ops")
     units = []
     for name, dec in enc.decisions.items():
-        b = bx.decisions.get(name, {})
+        b = bx.decisions.get(name)
         args = [UnitArg(a.position, a.name, "parameter" if a.kind == "normal" else a.kind, a.dtype,
                         _ref(a.source)) for a in sorted(dec.args, key=lambda a: a.position)]
-        units.append(Unit(name, "auto", name, b.get("mode", pol.LAZY), list(dec.members), args,
-                          b.get("detail", "")))
+        units.append(Unit(name, "auto", name, b.mode if b is not None else pol.LAZY, list(dec.members), args,
+                          b.detail if b is not None else ""))
     ca = None
     for nd in flat_nodes.values():
         if nd.op not in PARTITIONED_CALL_OPS or CLUSTER_ATTR in nd.attr:
@@ -258,12 +258,9 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
     return units
 
 
-def _runtime_flags(clustering, units, res) -> None:
+def _runtime_flags(options, units, res) -> None:
     """XlaCompileOp's run-time flags: async compilation, always-defer (auto-clusters only)."""
-    opts = getattr(clustering, "options", None)
-    if opts is None:
-        return
-    flags = opts.flags  # parsed once, when the simulation's options were built
+    flags = options.flags  # parsed once, when the simulation's options were built
     for u in units:
         if u.kind != "auto" or u.mode == pol.STRICT:
             continue
@@ -374,18 +371,18 @@ def _shape_text(shape) -> str:
 
 # -- the simulation ----------------------------------------------------------------------
 
-def runtime(clustering, steps=None, *, path=None) -> RuntimeResult:
-    """The run-time prediction for ``clustering`` (simulated up to build-xla-ops) and the
+def runtime(pipeline, options, steps=None, *, path=None) -> RuntimeResult:
+    """The run-time prediction for ``pipeline`` (a :class:`~jitsim.passes.pipeline.
+    PipelineResult` simulated up to build-xla-ops with ``options``: its run-time flags) and the
     shape stream ``steps`` (:func:`jitsim.runtime.stream.read_stream`), or the static answer
     when ``steps`` is None. ``path``: the stream's file, for error messages."""
-    pipeline = clustering.pipeline
     flat = pipeline.cluster.graph.to_graphdef()
     prop = Propagator(list(flat.node), flat.library)
     units = _units(pipeline, prop.nodes, flat.library)
     inputs = _input_specs(prop)
     lazy_default = not any(u.mode == pol.STRICT for u in units if u.kind == "auto") if units else True
     res = RuntimeResult([UnitResult(u) for u in units], inputs, None if steps is None else len(steps), lazy_default)
-    _runtime_flags(clustering, units, res)
+    _runtime_flags(options, units, res)
     _mark_loops(pipeline.cluster.graph, units)
     res.notes.append("a unit runs once per step, except in an untaken tf.cond branch (when the predicate has a "
                      "value) and in a while loop's body (once per iteration: counted from the loop's condition, or "
