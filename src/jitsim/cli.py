@@ -26,7 +26,7 @@ from pathlib import Path
 
 from jitsim import __version__, process
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.defs import BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, MARK_DUMP, STAGES
+from jitsim.defs import BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, DEVICES, MARK_DUMP, STAGES
 from jitsim.flags import parse_tf_xla_flags
 from jitsim.options import Call, Options, SessionConfig, auto_clustering_off, debug_mode, resolve_flags
 
@@ -403,8 +403,6 @@ def _warn_if_off(choice, args) -> None:
 
 
 def _check_device(value, option: str = "--device") -> None:
-    from jitsim.passes.pipeline import DEVICES
-
     if value is None or value in DEVICES or value.startswith("/"):
         if value is not None and value.startswith("/"):
             from jitsim.graph.device_names import parse_device_name
@@ -472,8 +470,6 @@ def cmd_rewrite(args) -> int:
     from jitsim.graph.io import save
 
     _single_graph(args.graph)
-    from jitsim.passes.pipeline import STAGE_DUMPS
-
     choice = _flags_choice(args, args.tf_xla_flags)
     c = _simulate(args, _options(args, choice, device=args.device, until=args.until, explain_cycles=False))
     save(c.pipeline.serialized_pieces(), args.output)
@@ -481,11 +477,11 @@ def cmd_rewrite(args) -> int:
     n_clusters = len(c.pipeline.cluster.clusters)
     if c.route is not None:
         print(c.route.line, file=sys.stderr)
-    _wrote(args.output, f"TF's {STAGE_DUMPS[args.until]} dump of the graph, {n_clusters} clusters")
+    _wrote(args.output, f"TF's {c.pipeline.stage_dump} dump of the graph, {n_clusters} clusters")
     _write_tensorboard(args, lambda: [(Path(args.graph).name, c.to_graphdef())])
     if args.format == "json":
         _emit_json({"schema": "jitsim.rewrite/1", "input": str(args.graph), "output": str(args.output),
-                    "until": args.until, "stage_dump": STAGE_DUMPS[args.until],
+                    "until": args.until, "stage_dump": c.pipeline.stage_dump,
                     "tf_version": {"version": o.tf_version, "reason": o.tf_version_reason},
                     "tf_xla_flags": choice.flags.text, "flags_origin": choice.origin,
                     "clusters": {k: list(m) for k, m in c.pipeline.cluster.clusters.items()}}, args)

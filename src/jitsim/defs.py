@@ -58,3 +58,8 @@ BUILD_XLA_OPS_PASS = BUILD_XLA_OPS_DUMP
 # Where a simulation can stop (``--until``), in pipeline order; each ends with a pass whose
 # graph TF dumps (jitsim.passes.pipeline.PIPELINE says which pass and which dump).
 STAGES = ("mark", "decluster", "encapsulate", "build-xla-ops")
+
+# -- devices ------------------------------------------------------------------------------------
+# ``--device cpu``/``gpu``: the full names TF's local process gives its first CPU and GPU
+LOCAL_DEVICE_PREFIX = "/job:localhost/replica:0/task:0/device:"
+DEVICES = {"cpu": LOCAL_DEVICE_PREFIX + "CPU:0", "gpu": LOCAL_DEVICE_PREFIX + "GPU:0"}

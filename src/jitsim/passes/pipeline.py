@@ -44,7 +44,7 @@ from jitsim.registry import current_tf_version, using_op_libraries, using_tf_ver
 from jitsim.graph.custom_ops import harvest_op_library, infer_op_library
 from jitsim.defs import (
     AFTER_CLONE_DUMP, BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, BUILD_XLA_OPS_PASS, CLUSTER_ATTR,
-    ENCAPSULATE_AFTER_DUMP, ENCAPSULATE_BEFORE_DUMP, MARK_DUMP, MARK_FOR_COMPILATION_PASS, STAGES,
+    DEVICES, ENCAPSULATE_AFTER_DUMP, ENCAPSULATE_BEFORE_DUMP, MARK_DUMP, MARK_FOR_COMPILATION_PASS, STAGES,
 )
 
 # the two clustering inputs TF dumps (names kept for the modules that import them here)
@@ -52,10 +52,6 @@ BEFORE_CLONE = BEFORE_CLONE_DUMP
 BEFORE_MARK = BEFORE_MARK_DUMP
 RAW = "graphdef"
 
-DEVICES = {
-    "cpu": "/job:localhost/replica:0/task:0/device:CPU:0",
-    "gpu": "/job:localhost/replica:0/task:0/device:GPU:0",
-}
 
 
 _FULL_DEVICE = re.compile(r"^/job:[^/]+/replica:\d+/task:\d+/device:[^/:]+:\d+$")
@@ -439,6 +435,11 @@ class PipelineResult:
         inside the pass, before it adds ``_XlaHasReferenceVars`` to every node.)"""
         enc = self._encapsulate_dump()
         return enc.dump_graphdef() if enc is not None else self.graph.to_graphdef()
+
+    @property
+    def stage_dump(self) -> str:
+        """The name of the dump TF writes after this result's last stage."""
+        return STAGE_DUMPS[self.until]
 
     def serialized_pieces(self):
         """:meth:`to_graphdef`'s deterministic serialization in pieces, for

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jitsim.defs import DEVICES, LOCAL_DEVICE_PREFIX
 from jitsim.errors import JitsimError
 from jitsim.graph.device_names import device_type, parse_device_name
 from jitsim.graph.model import Graph
@@ -24,8 +25,6 @@ from jitsim.registry import protos
 from jitsim.registry.kernels import find_kernel
 from jitsim.opsets import FUNCTION_IO_OPS
 
-LOCAL = "/job:localhost/replica:0/task:0/device:"
-DEVICES = {"cpu": LOCAL + "CPU:0", "gpu": LOCAL + "GPU:0"}
 
 
 @dataclass
