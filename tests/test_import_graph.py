@@ -18,7 +18,7 @@ Rules (each a test below):
 3. **A function-local import of a jitsim module must defer something**: the module must not
    already be loaded when the importing module is (through its module-level imports,
    transitively, and its packages). Local imports are how jitsim keeps start-up cheap
-   (``cli.py`` loads a subcommand's modules when it runs; ``pipeline`` loads the passes
+   (the CLI's parser loads the named command's module; ``pipeline`` loads the passes
    after the requested stage only when asked; the registry parses protos on first use;
    pictures load graphviz only when drawn), and that is the only reason for one. A local
    import of a module that is loaded anyway buys nothing and reads as a dodged cycle: it
