@@ -54,10 +54,8 @@ from jitsim.opsets import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SW
 from jitsim.graph.tfgraph import SINK_ID, TfGraph, TfNode
 from jitsim.registry import op_def
 from jitsim.graph.custom_ops import with_custom_op_signatures
-from jitsim.defs import (
-    COMPILED_KERNEL_ATTR, HAS_REFERENCE_VARS_ATTR, MUST_COMPILE_ATTR, NUM_CONSTANT_ARGS_ATTR, NUM_RESOURCE_ARGS_ATTR,
-    XLA_COMPILE_OP, XLA_MERGE_OP, XLA_RUN_OP,
-)
+from jitsim.defs import (COMPILED_KERNEL_ATTR, DEVICES, HAS_REFERENCE_VARS_ATTR, MUST_COMPILE_ATTR, NUM_CONSTANT_ARGS_ATTR,
+                         NUM_RESOURCE_ARGS_ATTR, XLA_COMPILE_OP, XLA_MERGE_OP, XLA_RUN_OP)
 from jitsim.options import Options
 from jitsim.opsets import CONTROL_FLOW_OPS, MEMORY_TYPES_CALL_OPS, SEND_RECV_OPS
 
@@ -68,7 +66,7 @@ DT_FLOAT, DT_DOUBLE, DT_INT32, DT_STRING, DT_BFLOAT16, DT_HALF = 1, 2, 3, 7, 14,
 FLOATING_TYPES = frozenset({DT_HALF, DT_BFLOAT16, DT_FLOAT, DT_DOUBLE})  # DataTypeIsFloating
 
 # Print nodes are pinned here whatever the cluster's device (TF hard-codes it).
-PRINT_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+PRINT_DEVICE = DEVICES["cpu"]
 
 # The serialized session ConfigProto TF 2.21 puts in the fallback call's ``config_proto``
 # for an eager/tf.function program on a CPU-only host. It is runtime state (the session's
@@ -692,7 +690,7 @@ def _example_graph() -> TfGraph:
     """``x -> cluster_0 -> y`` on the CPU, as EncapsulateSubgraphsPass leaves it."""
     from google.protobuf import text_format
 
-    cpu = "/job:localhost/replica:0/task:0/device:CPU:0"
+    cpu = DEVICES["cpu"]
     gd = protos.GraphDef()
     text_format.Parse(f"""
       node {{ name: "x" op: "_Arg" device: "{cpu}" attr {{ key: "T" value {{ type: DT_FLOAT }} }}

@@ -22,10 +22,11 @@ from jitsim.opsets import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_OPS, MERGE
 from jitsim.graph.tfgraph import CONTROL, SINK_ID, SOURCE_ID, TfGraph, TfNode
 from jitsim.registry import op_def
 from jitsim.opsets import CONTROL_FLOW_OPS, FEEDABLE_PLACEHOLDER_OPS, SEND_RECV_OPS
+from jitsim.defs import DEVICES
 
 # The device of the private CPU function runtime the pass creates; constants made by
 # constant folding are placed on it.
-CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+CPU_DEVICE = DEVICES["cpu"]
 MAX_CONSTANT_BYTES = 10 * 1024 * 1024  # ConstantFoldingOptions default
 MAX_OPTIMIZER_ROUNDS = 10
 SESSION_HANDLE_OPS = frozenset({"GetSessionHandle", "GetSessionHandleV2", "GetSessionTensor",

@@ -74,8 +74,8 @@ def replace_devices(graph, target: str):
         raise JitsimError(f"cannot re-place a graph on {target!r}: give cpu or gpu")
     gd = protos.GraphDef()
     gd.ParseFromString(graph.graphdef.SerializeToString())
-    name = f"/job:localhost/replica:0/task:0/device:{kind}:0"
-    cpu = "/job:localhost/replica:0/task:0/device:CPU:0"
+    name = f"{LOCAL_DEVICE_PREFIX}{kind}:0"
+    cpu = DEVICES["cpu"]
     for n in gd.node:
         if n.op in ("_Arg", "_Retval", "Placeholder", "NoOp") or find_kernel(n, kind) is not None:
             n.device = name

@@ -29,8 +29,9 @@ from jitsim.errors import GraphError
 from jitsim.registry import protos
 from jitsim.graph.model import Graph, parse_input
 from jitsim.opsets import PLACEHOLDER_OPS
+from jitsim.defs import DEVICES
 
-CLIENT_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+CLIENT_DEVICE = DEVICES["cpu"]
 
 
 def split_tensor_name(name: str) -> tuple[str, int]:
