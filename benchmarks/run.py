@@ -491,7 +491,7 @@ def tf_pass_nodump(prog: str, runs: int, timeout: float, harvest_dir: Path, stag
 def prepare(programs: list[str], *, rerun: bool, timeout: float) -> dict:
     """Harvest the issue's programs with real TF (once; ``rerun``: again) into the cache and
     record TF's pass time and node counts in baseline.json. Returns the measured programs."""
-    from jitsim.crosscheck.harvest import harvest
+    from jitsim.tfprocess.harvest import harvest
     from jitsim.graph.io import read_graphdef
 
     base = load_baseline()

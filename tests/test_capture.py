@@ -17,7 +17,7 @@ import pytest
 
 from jitsim.crosscheck.compare import compare_partitions
 from jitsim.graph.dumps import group_dumps
-from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest
+from jitsim.tfprocess.harvest import DEFAULT_FLAGS, harvest
 from jitsim.crosscheck.scoring import labels_of_file
 from jitsim.errors import HarvestError
 from jitsim.frontend.capture import cache_key, capture, capture_flags, simulate

@@ -202,7 +202,7 @@ def test_harvest_without_tensorflow_says_what_to_install(tmp_path, monkeypatch, 
     """The light install has no TensorFlow: a command that runs real TF says so in one line,
     before making anything (no output directory, no TF process)."""
     from jitsim.cli import main
-    from jitsim.crosscheck import harvest
+    from jitsim.tfprocess import harvest
 
     monkeypatch.setattr(harvest, "tf_importable", lambda: False)
     out = tmp_path / "sub" / "h"

@@ -190,7 +190,7 @@ cf(*[tf.ones(s.shape, s.dtype) for s in SPEC])
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_an_export_with_its_shapes_is_the_live_call(tmp_path, monkeypatch, name):
     from jitsim.crosscheck.compare import compare_partitions
-    from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest
+    from jitsim.tfprocess.harvest import DEFAULT_FLAGS, harvest
     from jitsim.crosscheck.scoring import labels_of_file
     from jitsim.explain.clustering import cluster
     from jitsim.graph.dumps import group_dumps

@@ -112,7 +112,7 @@ def test_a_cache_entry_that_is_a_link_to_dev_zero_is_never_read(tmp_path, monkey
 def _fake_entry(root: Path, key: str) -> Path:
     """A capture cache entry as harvest leaves it: dumps, index.json (holding the key), and
     checksums.sha256 written last, over all of them."""
-    from jitsim.crosscheck.harvest import write_checksums
+    from jitsim.tfprocess.harvest import write_checksums
 
     out = root / key
     (out / "dumps").mkdir(parents=True)
@@ -412,7 +412,7 @@ def _keras_zip(path: Path) -> None:
 
 
 def test_a_keras_archive_is_known_by_content(tmp_path):
-    from jitsim.crosscheck.targets import target_kind
+    from jitsim.tfprocess.targets import target_kind
 
     renamed = tmp_path / "model.bin"
     _keras_zip(renamed)
@@ -428,7 +428,7 @@ def test_a_keras_archive_is_known_by_content(tmp_path):
 def test_the_keras_runner_gets_a_keras_name(tmp_path):
     """Keras loads an archive by its .keras name only: a renamed archive reaches the runner
     through a model.keras link in the run's work directory."""
-    from jitsim.crosscheck.harvest import _command
+    from jitsim.tfprocess.harvest import _command
 
     renamed = tmp_path / "model.bin"
     _keras_zip(renamed)

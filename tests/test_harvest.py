@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from jitsim.crosscheck.harvest import harvest
+from jitsim.tfprocess.harvest import harvest
 from jitsim.errors import HarvestError
 
 pytestmark = pytest.mark.tf

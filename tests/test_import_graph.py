@@ -157,9 +157,10 @@ LAYERS = [
     ("jitsim.codes",),                       # the decision codes (the catalogue)
     ("jitsim.records",),                     # the decision records, for every pass, analysis, rewrite
     ("jitsim.files",),                       # reading and writing files
-    ("jitsim.registry", "jitsim.process", "jitsim.tfprocess"),  # TF registries as data; the command process; TF processes
+    ("jitsim.registry", "jitsim.process"),   # TF registries as data; the command process
     ("jitsim.graph", "jitsim.flags"),        # graph models and their I/O; TF_XLA_FLAGS
     ("jitsim.options",),                     # what one simulation runs with (flags, release, session...)
+    ("jitsim.tfprocess",),                   # real TF's processes: the sandbox, the runners, a harvest
     ("jitsim.analyses",),                    # what TF's passes consult
     ("jitsim.rewrites",),                    # what TF does before its JIT passes
     ("jitsim.passes",),                      # TF's JIT passes and their pipeline

@@ -18,7 +18,7 @@ import pytest
 
 from jitsim.errors import JitsimError
 from jitsim.frontend import resolve
-from jitsim.crosscheck.keras_call import describe_inputs, normalize_input_shapes, parse_input_shape, plan_inputs, shapes_key
+from jitsim.tfprocess.keras_call import describe_inputs, normalize_input_shapes, parse_input_shape, plan_inputs, shapes_key
 
 ROOT = Path(__file__).resolve().parents[1]
 MNIST = ROOT / "examples" / "mnist_softmax" / "before_clone_constants_for_better_clustering.pbtxt"

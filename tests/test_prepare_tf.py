@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _built_and_harvested(name: str, tmp_path_factory) -> Path:
     """Model ``name`` of build_models.py, saved, and its signature call harvested under TF."""
-    from jitsim.crosscheck.harvest import harvest
+    from jitsim.tfprocess.harvest import harvest
 
     out = tmp_path_factory.mktemp(name)
     env = {**os.environ, "JITSIM_BUILD_ONE": name, "PYTHONPATH": str(ROOT / "src")}

@@ -173,7 +173,7 @@ def test_init_op_is_not_a_signature_on_either_route(tmp_path, capsys, tf):
     rc, out, err = run(capsys, "cluster", sm, "--tf", tf, "--signature", "__saved_model_init_op")
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and "not a signature to call" in err and "signatures: serving_default" in err
-    from jitsim.crosscheck.harvest import check_signature
+    from jitsim.tfprocess.harvest import check_signature
 
     with pytest.raises(HarvestError, match="not a signature to call"):  # harvest and capture's check
         check_signature(sm, "__saved_model_init_op")
@@ -320,7 +320,7 @@ def test_verify_without_mark_dumps_checks_what_tf_wrote(harvest_dir, tmp_path, c
 
 
 def test_verify_names_the_exact_settings_for_missing_input_dumps(harvest_dir, tmp_path, capsys):
-    from jitsim.crosscheck.harvest import VMODULE
+    from jitsim.tfprocess.harvest import VMODULE
 
     only_later = _plain_dump_dir(harvest_dir, tmp_path / "later",
                                  drop=("before_clone_constants_for_better_clustering", "before_mark_for_compilation"))

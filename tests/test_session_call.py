@@ -203,7 +203,7 @@ MNIST = Path(__file__).resolve().parents[1] / "fixtures" / "tf1" / "mnist_softma
 def test_tf1_session_graph_with_fetch_is_exact_and_matches_tf(tmp_path, tf_release):
     from jitsim.crosscheck.compare import compare_partitions
     from jitsim.graph.dumps import group_dumps
-    from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest_env
+    from jitsim.tfprocess.harvest import DEFAULT_FLAGS, harvest_env
     from jitsim.crosscheck.scoring import labels_of_file
     from jitsim.options import options_for
     from jitsim.passes.mark_for_compilation import ProcessState

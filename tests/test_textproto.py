@@ -431,7 +431,7 @@ def test_descriptor_pb2_and_hashlib_not_imported_by_cluster(tmp_path):
 
     g = Path(__file__).parents[1] / "examples" / "mnist_softmax" / "before_clone_constants_for_better_clustering.pbtxt"
     code = ("import sys; from jitsim.cli import main; rc = main(['cluster', sys.argv[1], '-o', sys.argv[2]]); "
-            "print(sorted(m for m in ('google.protobuf.descriptor_pb2', 'hashlib', 'jitsim.crosscheck.harvest', "
+            "print(sorted(m for m in ('google.protobuf.descriptor_pb2', 'hashlib', 'jitsim.tfprocess.harvest', "
             "'google.protobuf.internal.python_message', 'google.protobuf.text_format') if m in sys.modules))")
     env = {**os.environ, "JITSIM_PARSE_CACHE": "off"}
     r = subprocess.run([sys.executable, "-c", code, str(g), str(tmp_path / "out.pbtxt")], capture_output=True,

@@ -19,7 +19,7 @@ DATA = Path(__file__).parent / "data"
 @pytest.fixture(scope="module")
 def harvested(tmp_path_factory):
     from jitsim.graph.dumps import group_dumps
-    from jitsim.crosscheck.harvest import harvest
+    from jitsim.tfprocess.harvest import harvest
     from jitsim.graph.io import load
 
     out = tmp_path_factory.mktemp("tf_functions") / "h"

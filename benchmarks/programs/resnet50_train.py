@@ -4,7 +4,7 @@
 TF's ``before_mark_for_compilation`` dump has 12,620 nodes (9,888 before constant cloning):
 the issue's "ResNet-50 training step" (the same graph as the fixture run resnet50_train_adam,
 whose input is 32x32; the spatial size does not change the graph). Run by ``benchmarks/run.py --prepare`` under
-``jitsim.crosscheck.harvest`` (TF's dump flags and pass-time logging).
+``jitsim.tfprocess.harvest`` (TF's dump flags and pass-time logging).
 """
 import numpy as np
 import tensorflow as tf

@@ -32,7 +32,7 @@ _LAZY = {
     "Graph": ("jitsim.graph.model", "Graph"),
     "compare": ("jitsim.crosscheck.compare", "compare_partitions"),
     "compare_paths": ("jitsim.crosscheck.scoring", "compare_paths"),
-    "harvest": ("jitsim.crosscheck.harvest", "harvest"),
+    "harvest": ("jitsim.tfprocess.harvest", "harvest"),
     "JitsimError": ("jitsim.errors", "JitsimError"),
 }
 

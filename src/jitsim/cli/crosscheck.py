@@ -151,7 +151,7 @@ def _print_compare(con, result, limit: int) -> None:
 
 
 def cmd_harvest(args) -> int:
-    from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest
+    from jitsim.tfprocess.harvest import DEFAULT_FLAGS, harvest
 
     base = "" if args.no_default_flags else os.environ.get("TF_XLA_FLAGS", DEFAULT_FLAGS)
     flags = f"{base} {args.tf_xla_flags or ''}".strip()  # on top of the base, later flags win (one rule)
@@ -169,7 +169,7 @@ def cmd_harvest(args) -> int:
         raise JitsimError("--captured states an exported function's call for jitsim's TF route; crosscheck harvest runs "
                           "a GraphDef as a session call", args.target)
     if args.fetch or args.feed:  # a TF1 graph's sess.run, as jitsim cluster --fetch makes it
-        from jitsim.crosscheck.targets import target_kind
+        from jitsim.tfprocess.targets import target_kind
         from jitsim.frontend.session_call import is_session_graph, session_call
         from jitsim.graph.io import load
 
@@ -182,8 +182,8 @@ def cmd_harvest(args) -> int:
         call = session_call(graph, args.fetch, args.feed).to_dict()
     shapes = ()
     if args.input_shape:  # a .keras model's call, as jitsim cluster --input-shape makes it
-        from jitsim.crosscheck.targets import target_kind
-        from jitsim.crosscheck.keras_call import normalize_input_shapes
+        from jitsim.tfprocess.targets import target_kind
+        from jitsim.tfprocess.keras_call import normalize_input_shapes
 
         try:
             shapes = normalize_input_shapes(args.input_shape)
@@ -327,7 +327,7 @@ def _print_index(index: dict, where) -> None:
 
 def cmd_index(args) -> int:
     from jitsim.graph.dumps import INDEX_SCHEMA, dump_dir, index_dump_dir
-    from jitsim.crosscheck.harvest import totals
+    from jitsim.tfprocess.harvest import totals
 
     from jitsim.files.input import read_json, read_text
 

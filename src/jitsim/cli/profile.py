@@ -10,7 +10,7 @@ from jitsim.cli.output import _emit_json, _progress_done, _progress_line, _wrote
 
 
 def cmd_profile(args) -> int:
-    from jitsim.crosscheck.harvest import DEFAULT_FLAGS
+    from jitsim.tfprocess.harvest import DEFAULT_FLAGS
     from jitsim.profile.command import profile
 
     base = "" if args.no_default_flags else os.environ.get("TF_XLA_FLAGS", DEFAULT_FLAGS)

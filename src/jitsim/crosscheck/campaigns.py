@@ -43,7 +43,7 @@ from pathlib import Path
 import jitsim
 from jitsim import process
 from jitsim.crosscheck.fuzz.evaluate import Outcome, evaluate_batch, plan_batches
-from jitsim.crosscheck.harvest import harvest
+from jitsim.tfprocess.harvest import harvest
 from jitsim.errors import JitsimError
 from jitsim.files.output import write_atomic
 from jitsim.options import options_for

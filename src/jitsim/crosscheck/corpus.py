@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jitsim.graph.dumps import INDEX_SCHEMA, index_dump_dir, parse_stage
-from jitsim.crosscheck.harvest import DEFAULT_FLAGS, harvest, totals
+from jitsim.tfprocess.harvest import DEFAULT_FLAGS, harvest, totals
 from jitsim.errors import JitsimError
 from jitsim.defs import (
     BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, ENCAPSULATE_AFTER_DUMP, ENCAPSULATE_BEFORE_DUMP,

@@ -363,7 +363,7 @@ def cluster(graph, flags: str | None = None, *, device: str | None = None, exclu
     by a documented rule and the result labelled approximate. ``input_shapes`` /
     ``input_signature``: the call of a ``.keras`` file or live Keras model, as
     ``{"input_ids": (2, 128)}`` (a model input's name -> a concrete shape) or one
-    ``tf.TensorSpec`` per model input, in order (:mod:`jitsim.crosscheck.keras_call`); unknown
+    ``tf.TensorSpec`` per model input, in order (:mod:`jitsim.tfprocess.keras_call`); unknown
     dimensions not given are set to 2, and :attr:`Clustering.route` says which were (for a
     tf.function's exported graph, ``input_shapes`` gives its captured variables' shapes).
     ``captured``: an exported tf.function graph's ``Const`` nodes that were eager tensors the

@@ -6,7 +6,7 @@ clustering pass (``before_clone_constants_for_better_clustering*.pbtxt``) byte-i
 a normal run's, while marking, and so compiling, nothing. jitsim simulates those dumps
 exactly (:func:`jitsim.passes.pipeline.cluster_dump_dir` with the user's flags, one
 simulated process across the graphs). :func:`capture` does the TF run, in a subprocess
-through :func:`jitsim.crosscheck.harvest.harvest` (the same runners and output format as
+through :func:`jitsim.tfprocess.harvest.harvest` (the same runners and output format as
 ``jitsim crosscheck harvest``), and caches its result by content.
 
 What *the call* is, per target:
@@ -14,7 +14,7 @@ What *the call* is, per target:
 * SavedModel directory: signature ``signature`` (default ``serving_default``; a SavedModel
   without it is an error listing its signatures), called with generated inputs;
 * ``.keras`` file: ``keras.models.load_model(path, compile=False)``, then
-  :func:`jitsim.crosscheck.keras_call.keras_call` (``tf.function(lambda *xs: model(xs,
+  :func:`jitsim.tfprocess.keras_call.keras_call` (``tf.function(lambda *xs: model(xs,
   training=False))`` traced from ``model.inputs``, with the stated ``input_shapes``, unknown
   dims not given set to 2, :attr:`Capture.inputs` says which) called with generated inputs;
 * GraphDef or MetaGraphDef file: the ``sess.run`` of a ``tf.compat.v1.Session`` that
@@ -45,8 +45,8 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jitsim.crosscheck import harvest as _harvest
-from jitsim.crosscheck import targets as _targets
+from jitsim.tfprocess import harvest as _harvest
+from jitsim.tfprocess import targets as _targets
 from jitsim.errors import HarvestError, JitsimError
 from jitsim.files.input import hash_file, os_problem, read_json
 from jitsim.files.output import remove_tree, temporary_directory
@@ -206,7 +206,7 @@ def _hash_file(h, path: Path) -> None:
 def cache_key(target: Path, kind: str, signature: str | None, flags: str, call: str = "", shapes: str = "") -> str:
     """sha256 over the target's bytes (every file of a directory, sorted by relative path),
     kind, signature, the flags TF runs with, the session call (a GraphDef's), the stated input
-    shapes (a Keras model's, :func:`jitsim.crosscheck.keras_call.shapes_key`), TF's version and
+    shapes (a Keras model's, :func:`jitsim.tfprocess.keras_call.shapes_key`), TF's version and
     :data:`RUNNER_VERSION`."""
     h = hashlib.sha256()
     for part in (RUNNER_VERSION, tf_version(), kind, signature or "", flags, call, shapes):
@@ -264,11 +264,11 @@ _KERAS_CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def keras_model_inputs(obj, input_shapes=()) -> list | None:
-    """A live Keras model's call inputs (:func:`jitsim.crosscheck.keras_call.keras_inputs`), None
+    """A live Keras model's call inputs (:func:`jitsim.tfprocess.keras_call.keras_inputs`), None
     for another object. A stated shape the model cannot take is a :class:`~jitsim.errors.JitsimError`."""
     if not _is_keras_model(obj):
         return None
-    from jitsim.crosscheck.keras_call import keras_inputs
+    from jitsim.tfprocess.keras_call import keras_inputs
 
     return keras_inputs(obj, input_shapes)[1]
 
@@ -276,11 +276,11 @@ def keras_model_inputs(obj, input_shapes=()) -> list | None:
 def concrete_function(obj, input_shapes=()):
     """The ConcreteFunction a live object stands for (see the module docstring). A Keras
     model's call is traced once per model and stated shapes (``input_shapes``, see
-    :func:`jitsim.crosscheck.keras_call.normalize_input_shapes`) and reused, so that capturing
+    :func:`jitsim.tfprocess.keras_call.normalize_input_shapes`) and reused, so that capturing
     the same model again serializes the same function (same names: a cache hit); the traced
     function refers to the model, so a captured model lives as long as the process."""
     if _is_keras_model(obj):
-        from jitsim.crosscheck.keras_call import as_pairs, keras_call, keras_specs
+        from jitsim.tfprocess.keras_call import as_pairs, keras_call, keras_specs
 
         shapes = as_pairs(input_shapes)
         calls = _KERAS_CALLS.setdefault(obj, {})
@@ -409,9 +409,9 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
     :func:`cache_key`; a cache hit returns ``seconds=0.0, cached=True``. ``call``: a GraphDef's
     :class:`~jitsim.frontend.session_call.SessionCall` (default: every sink fetched).
     ``input_shapes``: a ``.keras`` file's or live Keras model's stated input shapes
-    (:func:`jitsim.crosscheck.keras_call.normalize_input_shapes`; unknown dims not given are 2);
+    (:func:`jitsim.tfprocess.keras_call.normalize_input_shapes`; unknown dims not given are 2);
     :attr:`Capture.inputs` says what the call used."""
-    from jitsim.crosscheck.keras_call import as_pairs, shapes_key
+    from jitsim.tfprocess.keras_call import as_pairs, shapes_key
 
     cache_dir, cache_note = usable_cache_dir(Path(cache_dir) if cache_dir is not None else default_cache_dir())
     shapes = as_pairs(input_shapes)

@@ -28,7 +28,7 @@ call assumed by a documented rule. Both routes run that call (TF's capture makes
 route line states it, and an assumed call is never labelled exact.
 
 A Keras model (a ``.keras`` file or a live model) is called with one concrete shape per input
-(:mod:`jitsim.crosscheck.keras_call`): the user's ``input_shapes`` (``--input-shape``), else the
+(:mod:`jitsim.tfprocess.keras_call`): the user's ``input_shapes`` (``--input-shape``), else the
 model's with unknown dimensions set to 2. The route line states the call's shapes and which
 were assumed; the result stays exact for that call, and the line says how to state the real
 one. A SavedModel's signature call goes through TF's signature wrapper (one
@@ -70,7 +70,7 @@ class Route:
     """How jitsim got TF's pass input: ``kind`` (what the target is), ``method`` (``dump``,
     ``tf-capture`` or ``no-tf``), ``exact``, and ``detail`` (what was done, its cost);
     ``call``: a session graph's :class:`~jitsim.frontend.session_call.SessionCall`;
-    ``inputs``: a Keras model's call, per input (:func:`jitsim.crosscheck.keras_call.keras_inputs`)."""
+    ``inputs``: a Keras model's call, per input (:func:`jitsim.tfprocess.keras_call.keras_inputs`)."""
 
     kind: str
     method: str
@@ -88,7 +88,7 @@ class Route:
     @property
     def shapes_assumed(self) -> bool:
         """Whether the Keras call has dimensions jitsim set to 2 (the user did not state them)."""
-        from jitsim.crosscheck.keras_call import any_assumed
+        from jitsim.tfprocess.keras_call import any_assumed
 
         return any_assumed(self.inputs)
 
@@ -108,7 +108,7 @@ class Route:
                 hint = getattr(self.call, "hint", None) or "name the call's fetches with --fetch"
                 text += f" ({hint} for an exact answer)"
         if self.inputs is not None:
-            from jitsim.crosscheck.keras_call import ASSUMED_DIM, HOW_TO_SET, describe_inputs
+            from jitsim.tfprocess.keras_call import ASSUMED_DIM, HOW_TO_SET, describe_inputs
 
             text += f"; the call: {describe_inputs(self.inputs)}"
             if self.shapes_assumed:
@@ -169,8 +169,8 @@ def target_kind(target) -> str:
     """What ``target`` is: ``dump-dir``, ``saved_model``, ``keras``, ``program``, ``graphdef``
     (a GraphDef file; whether it is a TF dump is decided from its content later), or
     ``function`` for a live TF object (or a function bundle directory)."""
-    from jitsim.crosscheck.targets import FUNCTION_BUNDLE
-    from jitsim.crosscheck.targets import target_kind as harvest_kind
+    from jitsim.tfprocess.targets import FUNCTION_BUNDLE
+    from jitsim.tfprocess.targets import target_kind as harvest_kind
     from jitsim.graph.io import is_saved_model_dir
 
     if not isinstance(target, (str, Path)):
@@ -192,7 +192,7 @@ def pass_inputs(target, *, flags: str, tf: str = "auto", signature: str | None =
     """TF's pass input for ``target``; see :func:`_pass_inputs`. Errors name the target.
     ``tf_version``: the release the user asked for (``--tf-version``), for the TF-free route's
     release-dependent rewrites."""
-    from jitsim.crosscheck.keras_call import normalize_input_shapes
+    from jitsim.tfprocess.keras_call import normalize_input_shapes
 
     try:
         shapes = normalize_input_shapes(input_shapes, input_signature)
@@ -237,7 +237,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
     ``device``: placement for the TF-free route (default CPU); ``input_stage``: what a graph file
     is, taken as it is without a capture or simulated rewrites (``graphdef``: approximate);
     ``fetch``/``feed``: a session graph's call (:func:`jitsim.frontend.session_call.session_call`);
-    ``input_shapes``: a Keras model's call (normalized, :func:`jitsim.crosscheck.keras_call.
+    ``input_shapes``: a Keras model's call (normalized, :func:`jitsim.tfprocess.keras_call.
     normalize_input_shapes`)."""
     from jitsim.graph.io import load, load_dump_dir
     from jitsim.passes.pipeline import RAW, detect_input_stage
@@ -254,7 +254,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
     if kind != "graphdef":  # a GraphDef's is checked once it is read (an exported function takes them)
         check_route_options(kind_for_shapes, input_shapes=input_shapes, what=what)
     if kind == "saved_model":  # one rule for both routes, before either starts (never TF's init entry)
-        from jitsim.crosscheck.harvest import saved_model_signatures
+        from jitsim.tfprocess.harvest import saved_model_signatures
         from jitsim.graph.io import check_signature_name
 
         root = Path(target).parent if Path(target).is_file() else Path(target)

@@ -305,7 +305,7 @@ def scan_node_names(path: Path) -> list[str]:
     return [m.group(1).decode() for m in _TOP_NAME_RE.finditer(top)]
 
 
-# What TF needs to write the dumps jitsim reads: the harvest's environment (crosscheck.harvest)
+# What TF needs to write the dumps jitsim reads: the harvest's environment (tfprocess.harvest)
 DUMP_ENV_HINT = ("TF_DUMP_GRAPH_PREFIX=DIR TF_CPP_VMODULE=mark_for_compilation_pass=1,encapsulate_subgraphs_pass=1,"
                  "build_xla_ops_pass=1,clone_constants_for_better_clustering=1 "
                  "TF_XLA_FLAGS=\"--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_clustering_debug\"")

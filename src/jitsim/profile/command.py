@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from jitsim.crosscheck.fidelity import verify_dir
-from jitsim.crosscheck.harvest import DEFAULT_FLAGS, checked_target_and_output
+from jitsim.tfprocess.harvest import DEFAULT_FLAGS, checked_target_and_output
 from jitsim.errors import JitsimError
 from jitsim.flags import parse_tf_xla_flags
 from jitsim.options import options_for

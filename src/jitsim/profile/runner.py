@@ -1,6 +1,6 @@
 """The two TF runs of ``jitsim profile``: the workload with auto-clustering off, then on.
 
-Each run is a :func:`jitsim.crosscheck.harvest.harvest` of the target (same targets, same
+Each run is a :func:`jitsim.tfprocess.harvest.harvest` of the target (same targets, same
 fresh subprocess, same dump flags) whose *call* is replaced by :data:`PROFILE_TAIL`: the
 step (the runner's ``_step()``, or a program's ``jitsim_step()``) is run ``warmup`` times
 under TF's profiler (XLA compiles there), ``steps`` times timed, then once more under the
@@ -19,7 +19,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from jitsim.crosscheck.harvest import harvest
+from jitsim.tfprocess.harvest import harvest
 from jitsim.errors import HarvestError
 from jitsim.files.input import read_json
 
@@ -87,7 +87,7 @@ def xla_dump_flags(dump_dir: Path, base: str | None = None) -> str:
 def run_workload(target: Path, work: Path, label: str, flags: str, *, steps: int, warmup: int, device: str,
                  signature: str | None = None, timeout: float = 600.0, progress=None, input_shapes=()) -> Run:
     """Run ``target`` once under real TF with ``flags`` (see the module doc); ``input_shapes``:
-    a ``.keras`` file's stated call (:func:`jitsim.crosscheck.keras_call.normalize_input_shapes`)."""
+    a ``.keras`` file's stated call (:func:`jitsim.tfprocess.keras_call.normalize_input_shapes`)."""
     raw = work / f"raw_{label}"
     raw.mkdir(parents=True)
     env = {

@@ -480,7 +480,7 @@ _SAVED_MODEL = textwrap.dedent(
     """
 )
 
-# "The call" of a .keras file: jitsim.crosscheck.keras_call.keras_call with the stated shapes
+# "The call" of a .keras file: jitsim.tfprocess.keras_call.keras_call with the stated shapes
 # (argv[2], JSON: {"input_shapes": [[name or position, dims], ...]}), unknown dims not given set
 # to 2.
 _KERAS = textwrap.dedent(
@@ -488,7 +488,7 @@ _KERAS = textwrap.dedent(
     import json
     import keras
     from jitsim.errors import JitsimError
-    from jitsim.crosscheck.keras_call import keras_call, keras_inputs
+    from jitsim.tfprocess.keras_call import keras_call, keras_inputs
     with _LoadGate():
         model = keras.models.load_model(sys.argv[1], compile=False)
     _shapes = json.load(open(sys.argv[2]))["input_shapes"] if len(sys.argv) > 2 and sys.argv[2] else []

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jitsim.crosscheck.harvest import last_error_line, harvest_env
+from jitsim.tfprocess.harvest import last_error_line, harvest_env
 from jitsim.errors import JitsimError
 from jitsim.files.input import read_text
 

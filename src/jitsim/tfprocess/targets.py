@@ -1,6 +1,6 @@
 """What a harvest target is (a program, a GraphDef, a SavedModel, a .keras file, a function
 bundle), decided from the file system alone: what every command that takes a target asks first,
-without importing the harvest machinery (:mod:`jitsim.crosscheck.harvest` runs TF)."""
+without importing the harvest machinery (:mod:`jitsim.tfprocess.harvest` runs TF)."""
 
 from __future__ import annotations
 

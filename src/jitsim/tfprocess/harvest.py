@@ -4,7 +4,7 @@ A *target* is a Python program, a GraphDef (``.pb``/``.pbtxt``; its ``Placeholde
 fed generated data and every sink is fetched in a ``tf.compat.v1.Session``), a
 SavedModel directory (one signature, called with generated inputs), a ``.keras`` file
 (loaded with ``compile=False`` and called through ``tf.function`` with the stated input
-shapes, unknown dims not given set to 2, see :mod:`jitsim.crosscheck.keras_call`) or a *function bundle* (a directory written by
+shapes, unknown dims not given set to 2, see :mod:`jitsim.tfprocess.keras_call`) or a *function bundle* (a directory written by
 :func:`jitsim.frontend.capture.write_function_bundle`: a serialized ConcreteFunction that
 the runner registers and calls by name). Every kind but ``program`` runs through one of
 the runner scripts below; all of them run in a subprocess with::
@@ -45,7 +45,7 @@ from jitsim.graph.io import check_signature_name, read_graph_file, read_graphdef
 from jitsim.files.output import release, remove_tree, temporary_directory
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
 from jitsim.defs import MARK_DUMP
-from jitsim.crosscheck.targets import target_kind
+from jitsim.tfprocess.targets import target_kind
 from jitsim.tfprocess import sandbox
 from jitsim.tfprocess.runners import (  # noqa: F401 - the runner's names, re-exported
     BOOTSTRAP, CALL_MARK, CALL_ONCE, INPUT_ERROR_MARK, KERAS_CALL_MARK, NOTE_MARK, PROGRAM_STEP, REFUSED_MARK,
@@ -255,7 +255,7 @@ def harvest(
     to_dict`) or the exported function to call (:meth:`jitsim.frontend.exported_function.
     ExportedFunction.to_dict`); default: every placeholder fed and every sink fetched.
     ``input_shapes``: for a ``.keras`` file, the stated input shapes
-    (:func:`jitsim.crosscheck.keras_call.normalize_input_shapes`); the inputs the call used are
+    (:func:`jitsim.tfprocess.keras_call.normalize_input_shapes`); the inputs the call used are
     in the index's ``keras_call``.
 
     ``dry_run``: TF builds the call's graph and dumps it but runs nothing of the model
@@ -265,7 +265,7 @@ def harvest(
     alarm), and a reaper removes its files if jitsim is killed.
     """
     if input_shapes:
-        from jitsim.crosscheck.keras_call import as_pairs
+        from jitsim.tfprocess.keras_call import as_pairs
 
         try:
             input_shapes = as_pairs(input_shapes)
@@ -308,7 +308,7 @@ def harvest(
         imports = runner_imports(target, kind)
         if imports:
             env["JITSIM_RUNNER_IMPORTS"] = ",".join(imports)
-        if kind != "program":  # the runners import this jitsim (jitsim.crosscheck.keras_call)
+        if kind != "program":  # the runners import this jitsim (jitsim.tfprocess.keras_call)
             src = str(Path(__file__).resolve().parents[2])
             env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
         all_ops = runtmp / "all_ops.pb"
