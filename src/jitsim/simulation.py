@@ -34,7 +34,7 @@ from jitsim.options import Call, Options
 from jitsim.passes.mark_for_compilation import ProcessState
 from jitsim.passes import pipeline as passes  # by module: tests replace its functions
 from jitsim.passes.pipeline import PipelineResult
-from jitsim.registry import protos, using_tf_version
+from jitsim.registry import protos, simulating
 
 # the graph size up to which a simulation records the path behind every cycle refusal by default
 AUTO_EXPLAIN_CYCLES_NODES = 5000
@@ -189,7 +189,7 @@ def _simulate_the_call(sim: Simulation, target, move_devices: bool) -> None:
     if move_devices and options.device:
         from jitsim.rewrites.placement import replace_devices
 
-        with using_tf_version(options.tf_version):  # the kernels of the simulated release
+        with simulating(options.tf_version):  # the kernels of the simulated release
             g = replace_devices(g, options.device)
     if options.explain_cycles is None:
         options = replace(options, explain_cycles=len(g) <= AUTO_EXPLAIN_CYCLES_NODES)

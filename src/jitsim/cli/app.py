@@ -145,7 +145,7 @@ def _checked_run(args) -> tuple[int, list]:
     """The command, after its inputs and outputs are checked (before any work), with the op
     libraries of --op-defs loaded and the garbage collector off where it only costs time;
     returns its exit code and the notes (warnings) it raised."""
-    from jitsim.registry import using_op_libraries
+    from jitsim.registry import simulating
 
     with warnings.catch_warnings(record=True) as notes:
         warnings.simplefilter("always", JitsimWarning)
@@ -159,7 +159,7 @@ def _checked_run(args) -> tuple[int, list]:
         if getattr(args, "command", None) in GC_OFF_COMMANDS:
             gc.disable()
         try:
-            with using_op_libraries(*libraries):
+            with simulating(None, libraries):
                 rc = args.func(args)
         finally:
             if gc_was_on:

@@ -39,7 +39,7 @@ from jitsim.registry import protos
 from jitsim.graph.functions import body_references
 from jitsim.graph.model import CONTROL, parse_input
 from jitsim.registry import optypes
-from jitsim.registry import OP_LIBRARY_FILE, OpLibrary, current_tf_version, op_def, op_defs, using_op_libraries
+from jitsim.registry import OP_LIBRARY_FILE, OpLibrary, current_tf_version, op_def, op_defs, simulating
 
 EXPORT_SCHEMA = "jitsim.op-library/1"
 DT_INVALID = 0
@@ -224,7 +224,7 @@ def with_custom_op_signatures(pass_fn):
         inferred = infer_op_library(g)
         if inferred is None:
             return pass_fn(g, *args, **kwargs)
-        with using_op_libraries(inferred.library):
+        with simulating(None, (inferred.library,)):
             return pass_fn(g, *args, **kwargs)
 
     return run

@@ -40,7 +40,7 @@ from jitsim.passes.mark_for_compilation import MarkResult, ProcessState, global_
 from jitsim.graph.tfgraph import (
     CLONE_NAME_RE, CONSTANT_OPS, TfGraph, is_rebuilt_graph, not_back_edge, tfgraph_from_dump,
 )
-from jitsim.registry import current_tf_version, using_op_libraries, using_tf_version
+from jitsim.registry import current_tf_version, simulating
 from jitsim.graph.custom_ops import harvest_op_library, infer_op_library
 from jitsim.defs import (
     AFTER_CLONE_DUMP, BEFORE_CLONE_DUMP, BEFORE_MARK_DUMP, BUILD_XLA_OPS_DUMP, BUILD_XLA_OPS_PASS, CLUSTER_ATTR,
@@ -176,11 +176,11 @@ def cluster_graph(graph: Graph, options: Options, state: ProcessState | None = N
     timed = _timer(options.timings)
     state = state if state is not None else ProcessState.starting(options)
     given = tuple(options.op_libraries)
-    with using_tf_version(options.tf_version), using_op_libraries(*given):
+    with simulating(options.tf_version, given):
         with timed("infer_op_library"):
             inferred = infer_op_library(graph)
         libraries = given + ((inferred.library,) if inferred else ())
-        with using_op_libraries(*libraries[len(given):]), _naming(graph):
+        with simulating(None, libraries[len(given):]), _naming(graph):
             res = _cluster_graph(graph, options, state, timed, own)
         res.tf_version = current_tf_version()
     res.op_libraries = libraries
@@ -467,7 +467,7 @@ def run_pipeline(graph: Graph, options: Options, state: ProcessState | None = No
     if until not in STAGES:
         raise JitsimError(f"unknown stage {until!r}; one of {', '.join(STAGES)}")
     state = state if state is not None else ProcessState.starting(options)
-    with using_tf_version(options.tf_version):
+    with simulating(options.tf_version, options.op_libraries):
         cr = cluster_graph(graph, options, state, own=own)
         return run_later_passes(PipelineResult(cr, cr.graph, until), options, state)
 
@@ -482,7 +482,7 @@ def run_later_passes(res: PipelineResult, options: Options, state: ProcessState 
     res.until = options.until
     state = state if state is not None else ProcessState.starting(options)
     cr = res.cluster
-    with using_tf_version(options.tf_version), using_op_libraries(*cr.op_libraries), _naming(cr):
+    with simulating(options.tf_version, cr.op_libraries), _naming(cr):
         _run_passes(res.graph, later, options, state, _timer(options.timings), res.stage_results)
     for e in later:
         new = getattr(res.stage_results[e.key], "graph", None)

@@ -165,6 +165,26 @@ def using_op_libraries(*libraries: OpLibrary):
         _LIBRARIES.reset(token)
 
 
+@contextmanager
+def simulating(release: str | None = None, libraries=()):
+    """The one way jitsim's code enters the registries' context: inside the block, lookups
+    without an explicit release answer for ``release`` (None: the active one) and see the op
+    ``libraries`` too (:func:`using_tf_version`, :func:`using_op_libraries`). Entering what is
+    already active (the same release, libraries already visible) changes nothing: a simulation
+    enters it once, however many of its steps ask."""
+    wanted = check_tf_version(release) if release is not None else None
+    new = tuple(lib for lib in libraries if lib is not None and lib not in _LIBRARIES.get())
+    version_token = _TF_VERSION.set(wanted) if wanted is not None and wanted != _TF_VERSION.get() else None
+    libraries_token = _LIBRARIES.set(_LIBRARIES.get() + new) if new else None
+    try:
+        yield
+    finally:
+        if libraries_token is not None:
+            _LIBRARIES.reset(libraries_token)
+        if version_token is not None:
+            _TF_VERSION.reset(version_token)
+
+
 def op_def(name: str, tf_version: str | None = None):
     """The ``OpDef`` of op ``name`` (TF core's, else an active :class:`OpLibrary`'s), or None
     for an op nobody registers."""
