@@ -312,6 +312,7 @@ def test_cluster_that_fails_after_its_write_began_writes_nothing(tmp_path, monke
     # `cluster -o` starts writing the marked graph before it builds its report; when the
     # report fails, the output is not put in place and no temporary file stays behind.
     from jitsim import cli
+    from jitsim.cli.cluster import cmd_cluster
     from jitsim.explain import clustering
     from jitsim.graph import io
 
@@ -327,10 +328,10 @@ def test_cluster_that_fails_after_its_write_began_writes_nothing(tmp_path, monke
 
     monkeypatch.setattr(clustering, "node_records", broken)
     with pytest.raises(RuntimeError, match="report failed"):
-        cli.cmd_cluster(cli.build_parser("cluster").parse_args(["cluster", str(graph), "-o", str(tmp_path / "o.pbtxt")]))
+        cmd_cluster(cli.build_parser("cluster").parse_args(["cluster", str(graph), "-o", str(tmp_path / "o.pbtxt")]))
     assert list(tmp_path.iterdir()) == []
     assert len(begun) == 1 and begun[0]._done  # it had begun (and was discarded)
     monkeypatch.undo()
     _in_background(monkeypatch)
-    cli.cmd_cluster(cli.build_parser("cluster").parse_args(["cluster", str(graph), "-o", str(tmp_path / "o.pbtxt")]))
+    cmd_cluster(cli.build_parser("cluster").parse_args(["cluster", str(graph), "-o", str(tmp_path / "o.pbtxt")]))
     assert [p.name for p in tmp_path.iterdir()] == ["o.pbtxt"]
