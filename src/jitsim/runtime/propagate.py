@@ -195,11 +195,67 @@ SAME_SHAPE_OPS = frozenset({
 })
 
 
+# The random family: each output's shape is the value of the op's ``shape`` input (TF's
+# RandomShape / MakeShapeFromShapeTensor shape functions in random_ops.cc, stateless_random_ops.cc,
+# stateless_random_ops_v2.cc and stateful_random_ops.cc), known every step where that value is
+# (``tf.random.normal(tf.shape(x))``, Keras's dropout mask). op -> (the shape input's index,
+# the input whose shape is appended: RandomGamma's alpha, RandomPoisson's rate).
+RANDOM_SHAPE_INPUT = {
+    **{op: (0, None) for op in (
+        "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal", "RiscRandomUniform",
+        "ParameterizedTruncatedNormal", "StatelessRandomUniform", "StatelessRandomNormal",
+        "StatelessTruncatedNormal", "StatelessRandomUniformInt", "StatelessRandomUniformFullInt",
+        "StatelessRandomBinomial", "StatelessRandomGammaV2", "StatelessRandomGammaV3", "StatelessRandomPoisson",
+        "StatelessParameterizedTruncatedNormal", "StatelessRandomUniformV2", "StatelessRandomNormalV2",
+        "StatelessTruncatedNormalV2", "StatelessRandomUniformIntV2", "StatelessRandomUniformFullIntV2")},
+    "RandomGamma": (0, 1), "RandomPoisson": (0, 1), "RandomPoissonV2": (0, 1),
+    "StatefulStandardNormal": (1, None),
+    **{op: (2, None) for op in ("StatefulStandardNormalV2", "StatefulTruncatedNormal", "StatefulUniform",
+                                "StatefulUniformInt", "StatefulUniformFullInt", "StatefulRandomBinomial")},
+}
+# the seed's key/counter (RNG_KEY_SIZE 1, RNG_MAX_COUNTER_SIZE 2) and the algorithm: fixed shapes
+RNG_STATE_SHAPES = {"StatelessRandomGetKeyCounter": [(1,), (2,)],
+                    "StatelessRandomGetKeyCounterAlg": [(1,), (2,), ()],
+                    "StatelessRandomGetAlg": [()], "RngReadAndSkip": [(3,)]}
+MULTINOMIAL_OPS = frozenset({"Multinomial", "StatelessMultinomial"})  # [batch, num_samples]
+
+
 class _Concrete(si._Inference):
     """shape_inference's shape functions, reading this step's concrete values."""
 
+    def _random(self, nd):
+        """The shape of a random op's output: its shape input's value (-1 per dimension where
+        only the value's length is known), with RandomGamma's/RandomPoisson's parameter shape
+        appended; for XlaRngBitGenerator, the state's shape and the shape input's value."""
+        d = self.data(nd)
+        if nd.op in RNG_STATE_SHAPES:
+            return RNG_STATE_SHAPES[nd.op]
+        if nd.op in MULTINOMIAL_OPS:
+            logits, n = (self.shape_of(d[0]) if d else None), (self.value_of(d[1]) if len(d) > 1 else None)
+            batch = logits[0] if logits is not None and len(logits) == 2 else -1
+            return [(batch, n[0] if n is not None and len(n) == 1 else -1)]
+        if nd.op == "XlaRngBitGenerator":
+            return [self.shape_of(d[1]) if len(d) > 1 else None, self._from_shape_input(d, 2)]
+        index, extra = RANDOM_SHAPE_INPUT[nd.op]
+        shape = self._from_shape_input(d, index)
+        if shape is not None and extra is not None:
+            more = self.shape_of(d[extra]) if len(d) > extra else None
+            shape = shape + tuple(more) if more is not None else None
+        return [shape]
+
+    def _from_shape_input(self, d, index):
+        if len(d) <= index:
+            return None
+        dims = self.value_of(d[index])
+        if dims is not None:
+            return tuple(dims)
+        s = self.shape_of(d[index])
+        return (-1,) * s[0] if s is not None and len(s) == 1 and s[0] >= 0 else None
+
     def infer(self, nd):
         op = nd.op
+        if op in RANDOM_SHAPE_INPUT or op in RNG_STATE_SHAPES or op in MULTINOMIAL_OPS or op == "XlaRngBitGenerator":
+            return self._random(nd)
         if op in SAME_SHAPE_OPS or op == "Slice":
             d = self.data(nd)
             if not d:
