@@ -35,7 +35,8 @@ from jitsim.analyses import shape_inference as si
 from jitsim.rewrites.folding import kernels
 from jitsim.rewrites.folding.tensors import NP_DTYPES, EvalError, Unsupported, numpy, tensor_proto_to_numpy
 from jitsim.registry.optypes import NodeTypes
-from jitsim.opsets import BINARY_SWITCH_OPS, CONSTANT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, PARTITIONED_CALL_OPS, PLAIN_MERGE_OPS, SHAPED_PLACEHOLDER_OPS, SHAPE_OPS
+from jitsim.opsets import (BINARY_SWITCH_OPS, CONSTANT_OPS, MERGE_OPS, NEXT_ITERATION_OPS, PARTITIONED_CALL_OPS,
+                           PLAIN_MERGE_OPS, SHAPE_OPS, SHAPED_PLACEHOLDER_OPS)
 
 MAX_VALUE_ELEMENTS = 4096  # values bigger than this are not kept (shape arithmetic is small)
 INPUT_OPS = frozenset({"_Arg", "Placeholder", "PlaceholderWithDefault"})
@@ -188,7 +189,7 @@ def _merge_list_shapes(a, b):
 # shape) that corpora put between an input and a cluster, and ``Slice`` with known ``begin``
 # and ``size`` values (``SliceOp``'s shape function: ``size[i]``, or ``dim - begin[i]`` for -1).
 SAME_SHAPE_OPS = frozenset({
-    "ReverseV2", "Reverse", "Roll", "Cumsum", "Cumprod", "CumulativeLogsumexp", "RandomShuffle",
+    "ReverseV2", "Reverse", "Roll", "Cumsum", "Cumprod", "CumulativeLogsumexp", "RandomShuffle", "EnsureShape",
     "MatrixBandPart", "AdjustContrastv2", "AdjustHue", "AdjustSaturation", "HSVToRGB", "RGBToHSV",
     "AsString", "StringLength", "StringLower", "StringUpper", "StringStrip", "StaticRegexReplace", "RegexReplace",
     "StringToHashBucketFast", "StringToHashBucketStrong", "StringToHashBucket", "PopulationCount",
@@ -218,6 +219,11 @@ RNG_STATE_SHAPES = {"StatelessRandomGetKeyCounter": [(1,), (2,)],
                     "StatelessRandomGetKeyCounterAlg": [(1,), (2,), ()],
                     "StatelessRandomGetAlg": [()], "RngReadAndSkip": [(3,)]}
 MULTINOMIAL_OPS = frozenset({"Multinomial", "StatelessMultinomial"})  # [batch, num_samples]
+# images [N, H, W, C] transformed to the size given by the value of input 2 (image_ops.cc's
+# shape function): Keras's RandomRotation, RandomZoom, RandomTranslation
+PROJECTIVE_TRANSFORM_OPS = frozenset({"ImageProjectiveTransformV2", "ImageProjectiveTransformV3"})
+_RULED_HERE = (frozenset(RANDOM_SHAPE_INPUT) | frozenset(RNG_STATE_SHAPES) | MULTINOMIAL_OPS | PROJECTIVE_TRANSFORM_OPS
+               | {"XlaRngBitGenerator"})
 
 
 class _Concrete(si._Inference):
@@ -226,7 +232,9 @@ class _Concrete(si._Inference):
     def _random(self, nd):
         """The shape of a random op's output: its shape input's value (-1 per dimension where
         only the value's length is known), with RandomGamma's/RandomPoisson's parameter shape
-        appended; for XlaRngBitGenerator, the state's shape and the shape input's value."""
+        appended; for XlaRngBitGenerator, the state's shape and the shape input's value; for a
+        projective transform (the random image layers' op), the batch and channels of the
+        images and the size its output_shape input gives."""
         d = self.data(nd)
         if nd.op in RNG_STATE_SHAPES:
             return RNG_STATE_SHAPES[nd.op]
@@ -234,6 +242,13 @@ class _Concrete(si._Inference):
             logits, n = (self.shape_of(d[0]) if d else None), (self.value_of(d[1]) if len(d) > 1 else None)
             batch = logits[0] if logits is not None and len(logits) == 2 else -1
             return [(batch, n[0] if n is not None and len(n) == 1 else -1)]
+        if nd.op in PROJECTIVE_TRANSFORM_OPS:
+            images = self.shape_of(d[0]) if d else None
+            size = self.value_of(d[2]) if len(d) > 2 else None
+            if images is None or len(images) != 4:
+                return [None]
+            h, w = (size[0], size[1]) if size is not None and len(size) == 2 else (-1, -1)
+            return [(images[0], h, w, images[3])]
         if nd.op == "XlaRngBitGenerator":
             return [self.shape_of(d[1]) if len(d) > 1 else None, self._from_shape_input(d, 2)]
         index, extra = RANDOM_SHAPE_INPUT[nd.op]
@@ -254,7 +269,7 @@ class _Concrete(si._Inference):
 
     def infer(self, nd):
         op = nd.op
-        if op in RANDOM_SHAPE_INPUT or op in RNG_STATE_SHAPES or op in MULTINOMIAL_OPS or op == "XlaRngBitGenerator":
+        if op in _RULED_HERE:
             return self._random(nd)
         if op in SAME_SHAPE_OPS or op == "Slice":
             d = self.data(nd)
