@@ -445,6 +445,9 @@ def test_compare_reports_differences():
     tf = parse_log(LOG)
     r = compare(pred, tf)
     assert not r["identical"] and r["unmatched_tf"] == ["__inference_inner_24"]
+    inner = r["unmatched_tf_units"]["__inference_inner_24"]  # TF's numbers of the unit, not only its name
+    assert set(inner) == {"compiles", "compile_steps", "fallback_steps", "megamorphic_at_step", "distinct_signatures"}
+    assert inner["compiles"] == tf["__inference_inner_24"]["compiles"]
     assert r["units"][0]["fields"]["fallback_steps"] == {"jitsim": [], "tf": [1]}
 
 

@@ -21,7 +21,9 @@ def _stem(fn: str) -> str:
 def compare(predicted: dict, measured: dict) -> dict:
     """``predicted``: :meth:`RuntimeResult.to_dict`; ``measured``: :func:`tflog.parse_log`.
     Returns ``{"identical": bool, "units": [{"name", "tf_function", "identical", "fields":
-    {field: {"jitsim": .., "tf": ..}}}], "unmatched_tf": [...]}``."""
+    {field: {"jitsim": .., "tf": ..}}}], "unmatched_tf": [function...], "unmatched_tf_units":
+    {function: {field: TF's value}}}`` (a unit TF compiled that jitsim did not predict, with
+    TF's numbers)."""
     left = dict(measured)
     rows = []
     for u in predicted["clusters"]:
@@ -53,5 +55,8 @@ def compare(predicted: dict, measured: dict) -> dict:
         row["identical"] = ok
         rows.append(row)
     unmatched = sorted(left)
+    # what TF logged of a unit jitsim did not predict, with its numbers (not only its name)
+    tf_only = {fn: {f: (len(left[fn]["signatures"]) if f == "distinct_signatures" else left[fn][f]) for f in FIELDS}
+               for fn in unmatched}
     return {"identical": all(r["identical"] for r in rows) and not unmatched, "units": rows,
-            "unmatched_tf": unmatched}
+            "unmatched_tf": unmatched, "unmatched_tf_units": tf_only}

@@ -79,6 +79,7 @@ class Unit:
     mode_reason: str = ""
     loop_frame: str | None = None  # the while loop whose body holds the unit (runs per iteration)
     sites: list = field(default_factory=list)  # every call site's args (a must-compile function called twice)
+    inside: str | None = None  # a must-compile call inside this auto-cluster: runs on its fallbacks only
 
     def __post_init__(self):
         if not self.sites:
@@ -110,7 +111,7 @@ class UnitResult:
     def to_dict(self) -> dict:
         u = self.unit
         d = {"name": u.name, "kind": u.kind, "function": u.function, "mode": u.mode,
-             "mode_reason": u.mode_reason, "loop_frame": u.loop_frame, "nodes": list(u.nodes),
+             "mode_reason": u.mode_reason, "loop_frame": u.loop_frame, "inside": u.inside, "nodes": list(u.nodes),
              "args": [a.to_dict() for a in u.args], "varies": self.varies}
         p = self.policy
         if p is None:
@@ -230,10 +231,17 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
         units.append(Unit(name, "auto", name, b.mode if b is not None else pol.LAZY, list(dec.members), args,
                           b.detail if b is not None else ""))
     ca = None
+    # a must-compile call the auto-clustering put into a cluster: TF compiles the cluster; where
+    # the cluster falls back (lazy compilation), TF's executor runs the cluster's function and
+    # the call in it through XlaLaunch, a strict unit of its own (measured: jit_in_cluster)
+    enclosing = {m: u.name for u in units for m in u.nodes}
     for nd in flat_nodes.values():
-        if nd.op not in PARTITIONED_CALL_OPS or CLUSTER_ATTR in nd.attr:
+        if nd.op not in PARTITIONED_CALL_OPS:
             continue
         if not (MUST_COMPILE_ATTR in nd.attr and nd.attr[MUST_COMPILE_ATTR].b):
+            continue
+        inside = enclosing.get(nd.name)
+        if inside is None and CLUSTER_ATTR in nd.attr:
             continue
         fname = nd.attr["f"].func.name
         ca = ca or ConstAnalysis(library)
@@ -247,14 +255,17 @@ def _units(pipeline, flat_nodes: dict, library) -> list[Unit]:
             arg_name = fdef.signature.input_arg[i].name if fdef is not None and i < len(fdef.signature.input_arg) \
                 else f"arg{i}"
             args.append(UnitArg(i, arg_name, kind, dt, _ref(r)))
-        same = next((u for u in units if u.kind == "must-compile" and u.function == fname), None)
+        same = next((u for u in units if u.kind == "must-compile" and u.function == fname and u.inside == inside),
+                    None)
         if same is not None:
             # TF keeps compile stats and the cache per function: call sites of one function share them
             same.nodes.append(nd.name)
             same.sites.append(args)
             continue
-        units.append(Unit(nd.name, "must-compile", fname, pol.STRICT, [nd.name], args,
-                          "tf.function(jit_compile=True): XlaLaunch compiles every new signature at once"))
+        reason = "tf.function(jit_compile=True): XlaLaunch compiles every new signature at once"
+        if inside is not None:
+            reason += f"; inside {inside}, it runs only where {inside} falls back (TF runs the cluster's function)"
+        units.append(Unit(nd.name, "must-compile", fname, pol.STRICT, [nd.name], args, reason, inside=inside))
     return units
 
 
@@ -507,6 +518,7 @@ def _run_steps(results, inputs, prop, steps, path, mode=None, unknown_switches=N
         if trips is None:
             trips = st.trip_counts = {f: loops.trip_count(prop.nodes, prop.types, c, st, conds) for f, c in conds.items()
                                       if f in frames}
+        fallbacks: dict[str, int] = {}  # auto-cluster -> its executions that fell back this step
         for r in results:
             times = 1
             frame = r.unit.loop_frame
@@ -516,6 +528,11 @@ def _run_steps(results, inputs, prop, steps, path, mode=None, unknown_switches=N
             elif frame is not None and trips.get(frame) is not None:
                 times = trips[frame]
                 counted.add(frame)
+            if r.unit.inside is not None:
+                times = fallbacks.get(r.unit.inside, 0)  # the enclosing cluster ran its function
+                if not times:
+                    continue
+            before = len(r.policy.history)
             for args in r.unit.sites:
                 if _dead(r.unit, st, args):
                     continue  # in an untaken branch: TF's _XlaCompile never runs this step
@@ -523,6 +540,7 @@ def _run_steps(results, inputs, prop, steps, path, mode=None, unknown_switches=N
                 r.signatures.append(sig)
                 for _ in range(times):
                     r.policy.execute(step.step, sig)
+            fallbacks[r.unit.name] = sum(1 for e in r.policy.history[before:] if not e.compiled_run)
     return counted
 
 

@@ -141,7 +141,10 @@ def print_check(con, check: dict) -> None:
             diffs.append(u["note"])
         con.print(line + ("; " + "; ".join(diffs) if diffs else ""), markup=False, highlight=False)
     for fn in check["unmatched_tf"]:
-        con.print(f"  TF compiled {fn}, which jitsim did not predict", markup=False, highlight=False)
+        fields = check.get("unmatched_tf_units", {}).get(fn, {})
+        numbers = ", ".join(f"{f} {v}" for f, v in fields.items())
+        con.print(f"  TF compiled {fn}, which jitsim did not predict" + (f" ({numbers})" if numbers else ""),
+                  markup=False, highlight=False)
 
 
 _CODE_TEXT = {
