@@ -140,11 +140,13 @@ def suggestions(res, rerun, steps, move_out=None) -> list[dict]:
     ops outside it, or None."""
     base = _totals(res.units)
     out = []
+    no_gain = []
 
     def add(name: str, what: str, results, caveat: str = ""):
         t = _totals(results)
-        if name == "move-out" and t["compiles"] >= base["compiles"] and t["fallbacks"] >= base["fallbacks"]:
-            caveat = "no gain: the moved ops' outputs change shape with the same inputs; " + caveat
+        if t["compiles"] >= base["compiles"] and t["fallbacks"] >= base["fallbacks"]:
+            no_gain.append(name)  # simulated on the stream: neither fewer compiles nor fewer fallbacks
+            return
         out.append({"name": name, "what": what, "totals": t, "baseline": base, "units": _per_unit(results),
                     "caveat": caveat})
 
@@ -190,9 +192,8 @@ def suggestions(res, rerun, steps, move_out=None) -> list[dict]:
         # offered only where jitsim knows the moved ops' output shapes at every step
         if changed and not any(r.data_dependent for r in results if r.unit.name in changed):
             names = ", ".join(sorted(changed))
-            add("move-out", f"keep the shape computation out of {names}: the ops reading its compile-time constants "
-                "outside the cluster (their outputs become ordinary arguments)",
-                results, "those ops then run as TF ops, and the cluster may split")
+            add("move-out", f"keep the ops that compute {names}'s compile-time constants outside it (their outputs "
+                "become ordinary arguments)", results, "those ops then run as TF ops, and the cluster may split")
     if any(r.unit.mode in (pol.LAZY, pol.ASYNC) for r in res.units):
         add("lazy-off", "TF_XLA_FLAGS=--tf_xla_enable_lazy_compilation=false: every new signature compiles at once",
             rerun(steps, pol.STRICT), "no fallback, but every new signature's compile time is paid")
@@ -202,4 +203,5 @@ def suggestions(res, rerun, steps, move_out=None) -> list[dict]:
     elif any(r.unit.kind == "auto" and r.unit.mode == pol.STRICT for r in res.units):
         add("lazy-on", "TF_XLA_FLAGS=--tf_xla_enable_lazy_compilation=true: a new signature compiles at its second "
             "request", rerun(steps, pol.LAZY), "signatures seen once run as TF ops instead of compiling")
+    res.not_proposed = no_gain
     return out

@@ -211,10 +211,13 @@ def explain(res, r) -> dict:
     d = r.to_dict()
     now = {"compiles": p.compile_count, "fallbacks": len(d["fallback_steps"]), "executions": len(p.history),
            "ran_compiled": len(d["compiled_steps"]), "megamorphic_at_step": p.megamorphic_at_step}
-    sugg = []
+    sugg, not_proposed = [], list(res.not_proposed)
     for sg in res.suggestions:
         after = next((u for u in sg["units"] if u["name"] == r.unit.name), None)
         if after is None:
+            continue
+        if after["compiles"] >= now["compiles"] and after["fallbacks"] >= now["fallbacks"]:
+            not_proposed.append(sg["name"])  # it helps other units, not this one
             continue
         sugg.append({"name": sg["name"], "what": sg["what"], "caveat": sg["caveat"], "before": now,
                      "after": {k: after[k] for k in ("compiles", "fallbacks", "executions", "ran_compiled",
@@ -224,5 +227,5 @@ def explain(res, r) -> dict:
                                        "compile_steps", "megamorphic_at_step", "fallback_steps")},
             "compiled_steps": d["compiled_steps"],
             "signatures": len(d["signatures"]), "follows": list(r.recompiles_with), "recompiles": list(r.recompiles),
-            "suggestions": sugg, "notes": [n for n in res.notes if n.startswith(r.unit.name + ":")
+            "suggestions": sugg, "not_proposed": not_proposed, "notes": [n for n in res.notes if n.startswith(r.unit.name + ":")
                                            or f" {r.unit.name} " in n]}

@@ -154,6 +154,7 @@ class RuntimeResult:
     lazy_default: bool
     notes: list = field(default_factory=list)
     suggestions: list = field(default_factory=list)  # jitsim.runtime.advice, checked by re-simulation
+    not_proposed: list = field(default_factory=list)  # suggestions simulated that gain nothing (not offered)
 
     def unit(self, name: str) -> UnitResult:
         for u in self.units:
@@ -169,7 +170,7 @@ class RuntimeResult:
                                           f"{pol.MIN_EXECUTIONS_PER_COMPILE} executions per compile (sticky)",
                            "lazy_threshold": pol.LAZY_REQUESTS},
                 "clusters": [u.to_dict() for u in self.units], "suggestions": list(self.suggestions),
-                "notes": list(self.notes)}
+                "not_proposed": list(self.not_proposed), "notes": list(self.notes)}
 
 
 # -- signatures --------------------------------------------------------------------------

@@ -105,6 +105,9 @@ def print_result(con, res, *, source: str) -> None:
                       f"{t['fallbacks']} fallbacks (now {b['fallbacks']}), {t['ran_compiled']}/{t['executions']} "
                       f"executions compiled (now {b['ran_compiled']})" + (f"; {sg['caveat']}" if sg["caveat"] else ""),
                       highlight=False)
+    if res.not_proposed:
+        con.print(f"not proposed (simulated on this stream: no fewer compiles or fallbacks): "
+                  f"{', '.join(res.not_proposed)}", highlight=False)
     _print_policy(con, res)
     _print_notes(con, res)
 
@@ -204,6 +207,9 @@ def format_recompiles(doc: dict, *, all_compiles: bool = False) -> str:
             lines.append(f"  {sg['name']}: {sg['what']}: compiles {b['compiles']} -> {a['compiles']}, fallbacks "
                          f"{b['fallbacks']} -> {a['fallbacks']}, ran compiled {b['ran_compiled']}/{b['executions']} -> "
                          f"{a['ran_compiled']}/{a['executions']}{mm}" + (f"; {sg['caveat']}" if sg["caveat"] else ""))
+    if doc.get("not_proposed"):
+        lines.append(f"not proposed (simulated on this stream: no fewer compiles or fallbacks for {u['name']}): "
+                     f"{', '.join(doc['not_proposed'])}")
     for note in doc["notes"]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
