@@ -24,6 +24,7 @@ from jitsim.crosscheck.corpus import Corpus
 from jitsim.graph import load
 from jitsim.graph.function_def import merge_debug_info, normalize_arg_name
 from jitsim.graph.tfgraph import tfgraph_from_dump
+from jitsim.opsets import FEEDABLE_PLACEHOLDER_OPS
 from jitsim.options import options_for
 from jitsim.passes import encapsulate as enc
 from jitsim.registry.optypes import is_ref_type
@@ -60,7 +61,7 @@ def _reference_cse(self) -> bool:
     changed = False
     merged = []
     for n in order:
-        if not n.is_op or n.op in fo.PLACEHOLDER_OPS:
+        if not n.is_op or n.op in FEEDABLE_PLACEHOLDER_OPS:
             continue
         ins, ctrl = _reference_inputs(self, n)
         attrs = tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in n.attr.items()))

@@ -155,6 +155,7 @@ class RuntimeResult:
     notes: list = field(default_factory=list)
     suggestions: list = field(default_factory=list)  # jitsim.runtime.advice, checked by re-simulation
     not_proposed: list = field(default_factory=list)  # suggestions simulated that gain nothing (not offered)
+    rerun: object = field(default=None, repr=False)  # steps -> unit results for another stream (the planner)
 
     def unit(self, name: str) -> UnitResult:
         for u in self.units:
@@ -407,6 +408,7 @@ def runtime(pipeline, options, steps=None, *, path=None) -> RuntimeResult:
                              f'also state them: {{"{u.loop_frame}": {{"iterations": 3}}}})')
         _static(res, prop)
         return res
+    res.rerun = lambda other: _rerun(units, inputs, prop, other, path)
     unknown_switches: set = set()
     counted = _run_steps(res.units, inputs, prop, steps, path, unknown_switches=unknown_switches)
     if unknown_switches:

@@ -21,11 +21,12 @@ from jitsim.errors import HarvestError
 from jitsim.runtime.tflog import STEP_MARK, VMODULE
 
 
-def measure(program, stream, *, flags: str, function: str = "f", timeout: float = 600) -> str:
-    """TF's stderr for the run of ``program`` over ``stream`` with ``TF_XLA_FLAGS=flags``."""
+def measure(program, stream, *, flags: str, function: str = "f", timeout: float = 600, vmodule: str = VMODULE) -> str:
+    """TF's stderr for the run of ``program`` over ``stream`` with ``TF_XLA_FLAGS=flags`` (and
+    ``TF_CPP_VMODULE=vmodule``)."""
     env = dict(os.environ)
     env["TF_XLA_FLAGS"] = flags
-    env["TF_CPP_VMODULE"] = VMODULE
+    env["TF_CPP_VMODULE"] = vmodule
     env["TF_CPP_MIN_LOG_LEVEL"] = "0"
     env.setdefault("CUDA_VISIBLE_DEVICES", "")
     src = str(Path(__file__).resolve().parents[2])
