@@ -101,6 +101,28 @@ class StepState:
     def value(self, ref):
         return self.values.get(ref)
 
+    def shape_sources(self, ref, limit: int = 3) -> list[str]:
+        """The nodes, upstream of ``ref``, where known shapes stop: each has an unknown output
+        shape though every data input's shape is known (an op without a shape rule, or one
+        whose output size depends on tensor contents): ``op 'name'``."""
+        def known(r):
+            s = self.shapes.get(r)
+            return s is not None and all(d >= 0 for d in s)
+
+        out, seen, stack = [], set(), [ref[0]]
+        while stack and len(out) < limit:
+            name = stack.pop()
+            if name in seen or name not in self.nodes:
+                continue
+            seen.add(name)
+            ins = [parse_input(r) for r in self.nodes[name].input if not r.startswith("^")]
+            missing = [r for r in ins if not known(r)]
+            if not missing:
+                out.append(f"{self.nodes[name].op} '{name}'")
+            else:
+                stack.extend(r[0] for r in reversed(missing))
+        return out
+
     def value_sources(self, ref, limit: int = 3) -> list[str]:
         """The nodes, upstream of ``ref``, where known values stop: each has no value though all
         of its data inputs have one (or it has none): ``op 'name'``."""

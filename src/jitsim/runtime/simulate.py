@@ -199,8 +199,8 @@ def _signature(unit: Unit, st, step: int, dd: dict, args=None) -> tuple:
             continue
         shape = st.shape(a.source)
         if shape is None or any(d < 0 for d in shape):
-            srcs = tuple(st.value_sources(a.source))
-            why = "shape unknown: " + ", ".join(srcs or ["?"])
+            srcs = tuple(st.shape_sources(a.source))
+            why = "shape unknown from " + ", ".join(srcs or ["?"])
             dd.setdefault(a.position, why)
             parts.append(("unknown", why, step, srcs))
             continue
