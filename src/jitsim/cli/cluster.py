@@ -49,7 +49,8 @@ def _print_graph_report(con, rep: dict, records: dict, top: int) -> None:
     from rich.table import Table
 
     clustered = sum(c["size"] for c in rep["clusters"])
-    con.print(f"[bold]{rep['name']}[/]: {rep['nodes_total']} nodes, {rep['candidates']} candidates, "
+    con.print(rep["name"], style="bold", end="")
+    con.print(f": {rep['nodes_total']} nodes, {rep['candidates']} candidates, "
               f"{len(rep['clusters'])} clusters ({clustered} nodes clustered)"
               + (f", {len(rep['cloned_constants'])} constants cloned" if rep["cloned_constants"] else ""))
     for note in rep["notes"]:

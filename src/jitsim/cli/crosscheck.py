@@ -16,7 +16,7 @@ from jitsim.flags import parse_tf_xla_flags
 
 from jitsim.cli.arguments import _call_args, _input_shape_arg, _no_defaults_arg, _ray_args, _sim_args
 from jitsim.cli.common import _campaign_progress, _check_ray_args, _flags_choice, _options, _positive_int
-from jitsim.cli.output import _console, _emit_json, _middle_cut, _progress_done, _progress_line, _wrote
+from jitsim.cli.output import _console, _emit_json, _middle_cut, _progress_done, _progress_line, _write_out, _wrote
 
 
 def cmd_verify(args) -> int:
@@ -389,9 +389,9 @@ def cmd_compare_graphs(args) -> int:
         _emit_json({"schema": "jitsim.graphdiff/1", "graphs": [{"name": n, **d.to_dict()} for n, d in results]}, args)
     else:
         for n, d in results:
-            sys.stdout.write(f"== {n}: " + d.format_text(limit=args.limit) + "\n")
+            _write_out(f"== {n}: " + d.format_text(limit=args.limit) + "\n")
         same = sum(d.identical for _, d in results)
-        sys.stdout.write(f"{same}/{len(results)} graphs identical\n")
+        _write_out(f"{same}/{len(results)} graphs identical\n")
     return 0 if all(d.identical for _, d in results) else 1
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from jitsim.errors import JitsimError
 
 from jitsim.cli.arguments import _sim_args, _whatif_args
 from jitsim.cli.common import _check_ops_exist, _flags_choice, _options, _simulate, _single_graph
-from jitsim.cli.output import _emit_json
+from jitsim.cli.output import _emit_json, _write_out
 
 
 def cmd_diff(args) -> int:
@@ -44,7 +43,7 @@ def cmd_diff(args) -> int:
     if args.format == "json":
         _emit_json(d.to_dict(), args)
     else:
-        sys.stdout.write(d.format_text(limit=args.limit) + "\n")
+        _write_out(d.format_text(limit=args.limit) + "\n")
     return 0 if d.same_partition else 1
 
 

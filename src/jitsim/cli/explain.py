@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import sys
-
 from jitsim.errors import JitsimError
 
 from jitsim.cli.arguments import _sim_args, _whatif_args
 from jitsim.cli.common import (BUILD_XLA_OPS, _check_ops_exist, _flags_choice, _options, _simulate, _simulate_given,
                                _single_graph)
-from jitsim.cli.output import _console, _emit_json
+from jitsim.cli.output import _console, _emit_json, _write_out
 
 
 def cmd_explain(args) -> int:
@@ -21,7 +19,7 @@ def cmd_explain(args) -> int:
     if args.format == "json":
         _emit_json(ex.to_dict(), args)
     else:
-        sys.stdout.write(ex.format_text(all_merges=args.all) + "\n")
+        _write_out(ex.format_text(all_merges=args.all) + "\n")
     return 0
 
 
@@ -57,7 +55,7 @@ def _explain_recompiles(args) -> int:
         return 0
     if c.route is not None:
         _console().print(c.route.line, markup=False, highlight=False)
-    sys.stdout.write(format_recompiles(doc, all_compiles=args.all) + "\n")
+    _write_out(format_recompiles(doc, all_compiles=args.all) + "\n")
     return 0
 
 

@@ -53,6 +53,18 @@ def _progress_done() -> None:
 
 
 
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character but newline and tab written as an escape
+    (``\\x1b``): names from a graph (op types, node, function and cluster names, devices)
+    cannot move the cursor, set a terminal's title or forge a line of jitsim's output."""
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
+def _write_out(text: str) -> None:
+    """The one way a command writes plain text to stdout (its report, an explanation)."""
+    sys.stdout.write(terminal_safe(text))
+
+
 def _console():
     from rich.console import Console
 
@@ -60,8 +72,13 @@ def _console():
         def on_broken_pipe(self) -> None:  # rich would exit 1 ("differences found"): one rule in main()
             raise BrokenPipeError(32, "Broken pipe")
 
-    # emoji off: a node named "a:smile:" is printed as it is (and rich's emoji table not loaded)
-    return _Console(highlight=False, soft_wrap=True, emoji=False)
+        def render_str(self, text, **kwargs):
+            # every string the console renders (printed text, a table's cells) is made terminal-safe
+            return super().render_str(terminal_safe(text), **kwargs)
+
+    # markup off: a name such as "Mk[/x]" or a file "g[bold]B.pbtxt" is printed as it is; emoji
+    # off: "a:smile:" likewise (and rich's emoji table is not loaded)
+    return _Console(highlight=False, soft_wrap=True, emoji=False, markup=False)
 
 
 
@@ -122,7 +139,7 @@ def _wrote(path, what: str = "") -> None:
     """The one line every command that writes an output file or directory prints on stderr."""
     from jitsim.files.output import wrote_line
 
-    print(wrote_line(path, what), file=sys.stderr)
+    print(terminal_safe(wrote_line(path, what)), file=sys.stderr)
 
 
 

@@ -18,7 +18,8 @@ def cmd_show(args) -> int:
     from rich.table import Table
 
     con = _console()
-    con.print(f"[bold]{_shown(s['source'])}[/]: {s['nodes']} nodes, {s['edges']} edges "
+    con.print(_shown(s["source"]), style="bold", end="")
+    con.print(f": {s['nodes']} nodes, {s['edges']} edges "
               f"({s['control_edges']} control), {s['functions']} library functions")
     if s["devices"]:
         con.print("devices: " + ", ".join(d or "(unassigned)" for d in s["devices"]))

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import sys
-
 from jitsim.errors import JitsimError
 
 from jitsim.cli.arguments import _sim_args, _whatif_args
 from jitsim.cli.common import (FLAGS_RULE, _check_ops_exist, _flags_choice, _options, _simulate, _single_graph,
                                _warn_if_off)
-from jitsim.cli.output import _emit_json
+from jitsim.cli.output import _emit_json, _write_out
 
 
 def cmd_whatif(args) -> int:
@@ -31,7 +29,7 @@ def cmd_whatif(args) -> int:
     if args.format == "json":
         _emit_json(d.to_dict(), args)
     else:
-        sys.stdout.write(d.format_text(limit=args.limit) + "\n")
+        _write_out(d.format_text(limit=args.limit) + "\n")
     return 0
 
 

@@ -1,0 +1,50 @@
+"""Names from a graph reach the terminal as text (issue 39): an op type, a cluster mark or a file
+name with rich markup is printed as it is (not parsed, not an internal error), and control
+characters (an OSC title sequence in a graph's _XlaCluster value) are written as escapes, never
+sent to the terminal. (TF refuses such node names: jitsim says so in its one error line, which
+was already escaped.)"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphs import F32, Type, graph_of
+from jitsim.graph.io import save
+
+ESC_TITLE = "\x1b]0;pwned\x07"
+
+
+def _graph(tmp_path, name="g.pbtxt") -> Path:
+    t = {"T": Type(F32)}
+    nodes = [("x", "Placeholder", [], {"dtype": Type(F32)}),
+             ("a", "Relu", ["x"], t), ("b", "Sigmoid", ["a"], t),
+             ("m", "Mk[/x]", ["b"], {}), ("c", "Tanh", ["m"], t), ("d", "Exp", ["c"], t),
+             ("marked", "Neg", ["d"], {**t, "_XlaCluster": "c[bold]" + ESC_TITLE})]
+    path = tmp_path / name
+    save(graph_of(nodes), path)
+    return path
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "jitsim.cli", *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("command", [["show"], ["cluster", "--tf", "never"], ["explain", "--tf", "never", "Mk"]])
+def test_hostile_names_are_printed_as_text(tmp_path, command):
+    path = _graph(tmp_path)
+    args = [command[0], path, *command[1:]] if command[0] != "explain" else ["explain", path, "m", "--tf", "never"]
+    p = _run(*args)
+    assert p.returncode == 0, p.stderr
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout and "\x1b" not in p.stderr
+    if command[0] == "show":
+        assert "Mk[/x]" in p.stdout and "c[bold]\\x1b]0;pwned\\x07" in p.stdout
+    if command[0] == "explain":
+        assert "Mk[/x]" in p.stdout
+
+
+def test_a_file_name_with_markup_is_shown_as_it_is(tmp_path):
+    path = _graph(tmp_path, "g[bold]B[reverse]R.pbtxt")
+    p = _run("show", path)
+    assert p.returncode == 0 and "g[bold]B[reverse]R.pbtxt" in p.stdout, p.stdout + p.stderr
