@@ -308,9 +308,13 @@ def export_op_library(modules=(), libraries=(), *, all_ops: bool = False) -> dic
     ``all_ops``), after importing ``modules`` and ``tf.load_op_library``-ing ``libraries``, with
     the XLA JIT and CPU/GPU kernels registered for them. Needs TensorFlow."""
     import importlib
+    import importlib.util
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up chatter; must precede the import
+    if importlib.util.find_spec("tensorflow") is None:
+        raise JitsimError("registry export runs real TensorFlow (the op libraries register into it), which is not "
+                          "installed here: pip install 'jitsim[tf]' (from a clone: pip install -e '.[tf]')")
     import tensorflow as tf
     from google.protobuf import text_format
     from tensorflow.python.client import pywrap_tf_session as c

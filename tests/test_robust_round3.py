@@ -1,4 +1,4 @@
-"""Names from a graph reach the terminal as text (issue 39): an op type, a cluster mark or a file
+"""Robust, round 3 (issue 39). Names from a graph reach the terminal as text: an op type, a cluster mark or a file
 name with rich markup is printed as it is (not parsed, not an internal error), and control
 characters (an OSC title sequence in a graph's _XlaCluster value) are written as escapes, never
 sent to the terminal. (TF refuses such node names: jitsim says so in its one error line, which
@@ -48,3 +48,26 @@ def test_a_file_name_with_markup_is_shown_as_it_is(tmp_path):
     path = _graph(tmp_path, "g[bold]B[reverse]R.pbtxt")
     p = _run("show", path)
     assert p.returncode == 0 and "g[bold]B[reverse]R.pbtxt" in p.stdout, p.stdout + p.stderr
+
+
+def test_registry_export_without_tensorflow_is_one_line(tmp_path):
+    """`jitsim registry export --import tensorflow_text` where TensorFlow is not importable (a
+    `tensorflow` that cannot be found: an empty package directory shadows nothing, so the test
+    hides it with a meta-path finder): one `jitsim:` line naming the extra to install, exit 2,
+    not an internal error (issue 39, item 10)."""
+    code = ("import sys, importlib.abc\n"
+            "class Hide(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'tensorflow' or name.startswith('tensorflow.'):\n"
+            "            raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, Hide())\n"
+            "import importlib.util\n"
+            "_find = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda n, *a: None if n.split('.')[0] == 'tensorflow' else _find(n, *a)\n"
+            "from jitsim.cli import main\n"
+            f"sys.exit(main(['registry', 'export', '--import', 'tensorflow_text', '-o', {str(tmp_path / 'o.json')!r}]))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jitsim: ") and "jitsim[tf]" in lines[0]
+    assert not (tmp_path / "o.json").exists()
