@@ -13,6 +13,8 @@ import pytest
 from graphs import F32, Type, graph_of
 from jitsim.graph.io import save
 
+ROOT = Path(__file__).resolve().parents[1]
+
 ESC_TITLE = "\x1b]0;pwned\x07"
 
 
@@ -71,3 +73,23 @@ def test_registry_export_without_tensorflow_is_one_line(tmp_path):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("jitsim: ") and "jitsim[tf]" in lines[0]
     assert not (tmp_path / "o.json").exists()
+
+
+def test_cache_directories_are_private_whatever_the_umask(tmp_path):
+    """Under umask 000, the parse cache and the capture cache jitsim creates are 0700 at every
+    level it creates (another local user cannot plant or read entries; issue 39, item 6)."""
+    big = ROOT / "examples" / "mnist_softmax" / "before_clone_constants_for_better_clustering.pbtxt"
+    code = ("import os, sys\n"
+            "os.umask(0)\n"
+            "from jitsim.graph import parse_cache\n"
+            "from jitsim.frontend.capture import usable_cache_dir\n"
+            "parse_cache.MIN_BYTES = 0\n"
+            f"usable_cache_dir(__import__('pathlib').Path({str(tmp_path / 'cap' / 'a' / 'b')!r}))\n"
+            "from jitsim.cli import main\n"
+            f"sys.exit(main(['show', {str(big)!r}]))\n")
+    env = {**__import__("os").environ, "JITSIM_PARSE_CACHE": str(tmp_path / "parsed" / "x")}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    made = [d for d in tmp_path.rglob("*") if d.is_dir()]
+    assert any("parsed" in str(d) for d in made[1:]) and (tmp_path / "cap" / "a" / "b").is_dir()
+    assert {oct(d.stat().st_mode & 0o777) for d in made} == {"0o700"}, [(str(d), oct(d.stat().st_mode)) for d in made]

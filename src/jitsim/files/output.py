@@ -463,6 +463,32 @@ def output_directory(path: Path | str):
         _forget(d)
 
 
+def private_directory(path: Path | str) -> Path:
+    """``path`` as a directory only its owner can read or write (a cache): every directory
+    created on the way gets mode 0700 whatever the umask, and the last one, if it is ours and
+    others may write or read it, is made 0700 (another local user must not plant or read
+    entries). Raises OSError where it cannot be made."""
+    path = Path(path)
+    missing = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+        else:
+            os.chmod(d, 0o700)  # mkdir's mode passes through the umask; 0700 has nothing more to lose
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(20, "Not a directory", str(path))
+    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
 def temporary_directory(prefix: str = "jitsim-", dir: Path | str | None = None) -> Path:
     """A new temporary directory, removed by :func:`cleanup` (at the end of the command, or when a
     signal ends it) unless :func:`release` hands it on first."""

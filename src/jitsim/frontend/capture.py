@@ -49,7 +49,7 @@ from jitsim.tfprocess import harvest as _harvest
 from jitsim.tfprocess import targets as _targets
 from jitsim.errors import HarvestError, JitsimError
 from jitsim.files.input import hash_file, os_problem, read_json
-from jitsim.files.output import remove_tree, temporary_directory
+from jitsim.files.output import private_directory, remove_tree, temporary_directory
 from jitsim.defs import BEFORE_CLONE_DUMP
 
 RUNNER_VERSION = "capture/9"  # bump when a runner's behaviour changes: old cache entries go stale
@@ -235,7 +235,7 @@ def usable_cache_dir(cache_dir: Path | None) -> tuple[Path, str | None]:
         why = "it is not a directory"
     elif cache_dir is not None:
         try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
+            private_directory(cache_dir)
             fd, probe = tempfile.mkstemp(prefix=".jitsim-probe.", dir=cache_dir)
             os.close(fd)
             os.unlink(probe)

@@ -35,7 +35,7 @@ import warnings
 from pathlib import Path
 
 from jitsim.errors import JitsimError, JitsimWarning
-from jitsim.files.output import write_atomic
+from jitsim.files.output import private_directory, write_atomic
 
 MIN_BYTES = 512 * 1024  # smaller files parse in well under 30 ms: not worth a file
 MAX_TOTAL_BYTES = 2 * 2**30
@@ -174,7 +174,8 @@ class ParseCache:
         key = self.key(data, message)
         path = self._path(key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_directory(self.root)
+            private_directory(path.parent)
             write_atomic(path, entry_bytes(key, payload), durable=False)
             self.trim()
         except (OSError, JitsimError) as e:
