@@ -152,7 +152,7 @@ def test_function_local_imports_defer_something():
 # jitsim or one of its top-level modules; ``jitsim`` itself is the lazy API root (its
 # ``__init__`` imports nothing).
 LAYERS = [
-    ("jitsim", "jitsim.defs", "jitsim.errors", "jitsim.accel", "jitsim.beside"),
+    ("jitsim", "jitsim.defs", "jitsim.errors", "jitsim.accel", "jitsim.beside", "jitsim.words"),
     ("jitsim.opsets",),                      # TF's op categories (over defs' names)
     ("jitsim.codes",),                       # the decision codes (the catalogue)
     ("jitsim.records",),                     # the decision records, for every pass, analysis, rewrite

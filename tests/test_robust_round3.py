@@ -93,3 +93,16 @@ def test_cache_directories_are_private_whatever_the_umask(tmp_path):
     made = [d for d in tmp_path.rglob("*") if d.is_dir()]
     assert any("parsed" in str(d) for d in made[1:]) and (tmp_path / "cap" / "a" / "b").is_dir()
     assert {oct(d.stat().st_mode & 0o777) for d in made} == {"0o700"}, [(str(d), oct(d.stat().st_mode)) for d in made]
+
+
+def test_one_cluster_is_one_cluster(tmp_path):
+    """'1 clusters' read as a bug to a newcomer (issue 39, item 11): counts are in words, one
+    rule for every message (jitsim.words.count)."""
+    t = {"T": Type(F32)}
+    path = tmp_path / "one.pbtxt"
+    save(graph_of([("x", "Placeholder", [], {"dtype": Type(F32)}), ("a", "Relu", ["x"], t),
+                   ("b", "Sigmoid", ["a"], t), ("c", "Tanh", ["b"], t), ("d", "Exp", ["c"], t)]), path)
+    p = _run("cluster", path, "--tf", "never")
+    assert p.returncode == 0 and "1 cluster (" in p.stdout and "1 clusters" not in p.stdout, p.stdout
+    p = _run("render", path, "--tf", "never", "-o", tmp_path / "g.dot")
+    assert p.returncode == 0 and "(1 cluster," in p.stderr and "1 clusters" not in p.stderr, p.stderr

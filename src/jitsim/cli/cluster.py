@@ -10,6 +10,7 @@ from jitsim.errors import JitsimError
 from jitsim.cli.arguments import _sim_args, _tensorboard_arg
 from jitsim.cli.common import MARK, _call, _flags_choice, _is_dir, _options, _simulation_progress
 from jitsim.cli.output import _console, _emit_json, _progress_done, _write_tensorboard, _wrote
+from jitsim.words import count
 
 
 def _graph_report(name: str, res, records: dict, *, nodes: bool = True) -> dict:
@@ -51,7 +52,7 @@ def _print_graph_report(con, rep: dict, records: dict, top: int) -> None:
     clustered = sum(c["size"] for c in rep["clusters"])
     con.print(rep["name"], style="bold", end="")
     con.print(f": {rep['nodes_total']} nodes, {rep['candidates']} candidates, "
-              f"{len(rep['clusters'])} clusters ({clustered} nodes clustered)"
+              f"{count(len(rep['clusters']), 'cluster')} ({clustered} nodes clustered)"
               + (f", {len(rep['cloned_constants'])} constants cloned" if rep["cloned_constants"] else ""))
     for note in rep["notes"]:
         con.print(f"  note: {note}")
@@ -215,7 +216,7 @@ class _ClusterRun:
             if res.mark.ran or res.mark.candidates:
                 f = out / (f"mark_for_compilation_{k}.pbtxt" if k else "mark_for_compilation.pbtxt")
                 save(res.serialized_pieces(), f)
-                written.append((f, f"a marked graph, {len(res.clusters)} clusters"))
+                written.append((f, f"a marked graph, {count(len(res.clusters), 'cluster')}"))
                 k += 1
         if k == 0:
             written.append((out, "nothing: no graph had candidates"))
@@ -237,7 +238,7 @@ def _print_cluster_report(con, args, pin, choice, version, version_reason, repor
         _print_graph_report(con, reports[i], records_of[i], args.top)
     if len(reports) > 1:
         n_cl = sum(len(r["clusters"]) for r in reports)
-        con.print(f"{len(reports)} graphs, {n_cl} clusters" +
+        con.print(f"{count(len(reports), 'graph')}, {count(n_cl, 'cluster')}" +
                   (f" ({len(reports) - len(shown)} small graphs without clusters hidden; --all shows them)"
                    if len(shown) < len(reports) else ""))
 

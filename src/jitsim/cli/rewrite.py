@@ -11,6 +11,7 @@ from jitsim.defs import STAGES
 from jitsim.cli.arguments import _sim_args, _tensorboard_arg
 from jitsim.cli.common import BUILD_XLA_OPS, _flags_choice, _options, _simulate, _single_graph
 from jitsim.cli.output import _emit_json, _write_tensorboard, _wrote
+from jitsim.words import count
 
 
 def cmd_rewrite(args) -> int:
@@ -26,7 +27,7 @@ def cmd_rewrite(args) -> int:
     n_clusters = len(c.pipeline.cluster.clusters)
     if c.route is not None:
         print(c.route.line, file=sys.stderr)
-    _wrote(args.output, f"TF's {c.pipeline.stage_dump} dump of the graph, {n_clusters} clusters")
+    _wrote(args.output, f"TF's {c.pipeline.stage_dump} dump of the graph, {count(n_clusters, 'cluster')}")
     _write_tensorboard(args, lambda: [(Path(args.graph).name, c.to_graphdef())])
     if args.format == "json":
         _emit_json({"schema": "jitsim.rewrite/1", "input": str(args.graph), "output": str(args.output),
@@ -36,7 +37,7 @@ def cmd_rewrite(args) -> int:
                     "clusters": {k: list(m) for k, m in c.pipeline.cluster.clusters.items()}}, args)
     else:
         print(f"{Path(args.graph).name}: simulated TensorFlow {o.tf_version} ({o.tf_version_reason}) up to "
-              f"{args.until} with {choice.describe()}; {n_clusters} clusters")
+              f"{args.until} with {choice.describe()}; {count(n_clusters, 'cluster')}")
     return 0
 
 

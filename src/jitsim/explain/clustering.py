@@ -33,6 +33,7 @@ from jitsim.options import Call, Options, SessionConfig, resolve_flags
 from jitsim.passes import pipeline as passes  # by module: tests replace its functions
 from jitsim.records import MergeRefusal, NodeDecision
 from jitsim.defs import CLUSTER_ATTR
+from jitsim.words import count
 
 SCHEMA = "jitsim.clustering/1"
 
@@ -262,7 +263,7 @@ class Clustering:
         }
 
     def __repr__(self) -> str:
-        return (f"<Clustering {self.source or '<graph>'}: {len(self.clusters)} clusters, "
+        return (f"<Clustering {self.source or '<graph>'}: {count(len(self.clusters), 'cluster')}, "
                 f"{self.compiled_nodes}/{len(self.nodes)} nodes compiled>")
 
     def _repr_html_(self) -> str:  # notebooks

@@ -13,6 +13,7 @@ of the model a ``.keras`` file holds), the prefix is removed first (:func:`match
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from jitsim.words import count
 
 SCHEMA = "jitsim.diff/1"
 # below this share of the smaller graph's nodes paired by name, the two graphs are said to be
@@ -191,8 +192,8 @@ class ClusterDiff:
                 "name_match": self.name_match, "notes": self.notes, "why": self.why}
 
     def format_text(self, limit: int = 20) -> str:
-        out = [f"baseline: {self.baseline}: {self.clusters_a} clusters, {self.compiled_a} nodes compiled",
-               f"variant:  {self.variant}: {self.clusters_b} clusters, {self.compiled_b} nodes compiled "
+        out = [f"baseline: {self.baseline}: {count(self.clusters_a, 'cluster')}, {count(self.compiled_a, 'node')} compiled",
+               f"variant:  {self.variant}: {count(self.clusters_b, 'cluster')}, {count(self.compiled_b, 'node')} compiled "
                f"({self.compiled_b - self.compiled_a:+d})",
                ""]
         out.extend(f"note: {n}" for n in self.notes)

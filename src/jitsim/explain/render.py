@@ -29,6 +29,7 @@ import graphviz
 from jitsim.codes import FAMILIES as CODE_FAMILIES, Code
 from jitsim.errors import JitsimError
 from jitsim.explain.summary import op_counts
+from jitsim.words import count
 
 VIEWS = ("auto", "full", "collapsed")
 FORMATS = {".dot": None, ".gv": None, ".svg": "svg", ".png": "png"}
@@ -129,7 +130,7 @@ def _ops_text(counts: list[tuple[str, int]], limit: int) -> list[str]:
 
 def _title(c) -> str:
     src = Path(c.source).name if c.source else "<graph>"
-    return (f"{src}: {len(c.clusters)} clusters, {c.compiled_nodes}/{len(c.nodes)} nodes compiled "
+    return (f"{src}: {count(len(c.clusters), 'cluster')}, {c.compiled_nodes}/{len(c.nodes)} nodes compiled "
             f"({c.options.describe()})")
 
 
@@ -450,7 +451,7 @@ def render_file(c, path, view: str = "auto", max_nodes: int = 400, progress=None
         raise JitsimError(f"unknown picture format {ext or '(no extension)'!r}; use .dot, .svg or .png", path)
     chosen = choose_view(c, view, max_nodes)
     source = to_dot(c, chosen, max_nodes)
-    what = f"{len(c.clusters)} clusters, {len(c.nodes)} nodes, {chosen} view"
+    what = f"{count(len(c.clusters), 'cluster')}, {count(len(c.nodes), 'node')}, {chosen} view"
     info = {"output": str(path), "format": ext[1:], "view": chosen, "clusters": len(c.clusters),
             "nodes": len(c.nodes), "what": what}
     fmt = FORMATS[ext]

@@ -30,6 +30,7 @@ from urllib.parse import quote
 from jitsim.errors import JitsimError
 from jitsim.explain.reasons import REASONS
 from jitsim.explain.summary import op_summary
+from jitsim.words import count
 
 RESULTS_SHOWN = 200  # search results listed
 NAMES_PER_REASON = 12  # node names listed per reason code in the unclustered table
@@ -138,7 +139,7 @@ def _summary(c) -> str:
         ("input stage", c.pipeline.cluster.input_stage),
         ("jit level", c.mark.jit_level),
         ("nodes", len(c.nodes)),
-        ("compiled", f"{c.compiled_nodes} nodes in {len(c.clusters)} clusters"),
+        ("compiled", f"{count(c.compiled_nodes, 'node')} in {count(len(c.clusters), 'cluster')}"),
         ("not compiled", unclustered),
         ("refused merges", len(c.refusals)),
     ]
@@ -456,7 +457,7 @@ def report_html(c, view: str = "auto", max_nodes: int = 400, runtime: dict | Non
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
         '<link rel="icon" href="data:,">',
         f"<title>jitsim report: {_e(src)}</title><style>{_CSS}</style></head><body>",
-        f"<header><h1>jitsim report: {_e(src)}</h1><p>{len(c.clusters)} clusters, {c.compiled_nodes} of "
+        f"<header><h1>jitsim report: {_e(src)}</h1><p>{count(len(c.clusters), 'cluster')}, {c.compiled_nodes} of "
         f"{len(c.nodes)} nodes compiled</p><nav><a href=\"#summary\">summary</a><a href=\"#search-section\">"
         'search</a><a href="#clusters">clusters</a><a href="#reasons">not in a cluster</a>'
         '<a href="#merges">refused merges</a><a href="#graph">graph</a>'
@@ -503,4 +504,4 @@ def write_report_file(c, directory, view: str = "auto", max_nodes: int = 400, ru
         write_file(out, data)
     size = f"{len(data) / 1e6:.1f} MB" if len(data) >= 1e6 else f"{max(1, round(len(data) / 1e3))} kB"
     return {"output": str(out), "clusters": len(c.clusters), "nodes": len(c.nodes), "bytes": len(data),
-            "what": f"{len(c.clusters)} clusters, {len(c.nodes)} nodes, {size}", "problem": problem or None}
+            "what": f"{count(len(c.clusters), 'cluster')}, {count(len(c.nodes), 'node')}, {size}", "problem": problem or None}
