@@ -100,9 +100,13 @@ def test_one_cluster_is_one_cluster(tmp_path):
     rule for every message (jitsim.words.count)."""
     t = {"T": Type(F32)}
     path = tmp_path / "one.pbtxt"
-    save(graph_of([("x", "Placeholder", [], {"dtype": Type(F32)}), ("a", "Relu", ["x"], t),
-                   ("b", "Sigmoid", ["a"], t), ("c", "Tanh", ["b"], t), ("d", "Exp", ["c"], t)]), path)
-    p = _run("cluster", path, "--tf", "never")
+    g = graph_of([("x", "Placeholder", [], {"dtype": Type(F32)}), ("a", "Relu", ["x"], t),
+                   ("b", "Sigmoid", ["a"], t), ("c", "Tanh", ["b"], t), ("d", "Exp", ["c"], t)])
+    for nd in g.graphdef.node:
+        nd.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    save(g, path)
+    stage = ("--input-stage", "before_clone_constants_for_better_clustering")
+    p = _run("cluster", path, "--tf", "never", *stage)
     assert p.returncode == 0 and "1 cluster (" in p.stdout and "1 clusters" not in p.stdout, p.stdout
-    p = _run("render", path, "--tf", "never", "-o", tmp_path / "g.dot")
+    p = _run("render", path, "--tf", "never", *stage, "-o", tmp_path / "g.dot")
     assert p.returncode == 0 and "(1 cluster," in p.stderr and "1 clusters" not in p.stderr, p.stderr
