@@ -110,3 +110,16 @@ def test_one_cluster_is_one_cluster(tmp_path):
     assert p.returncode == 0 and "1 cluster (" in p.stdout and "1 clusters" not in p.stdout, p.stdout
     p = _run("render", path, "--tf", "never", *stage, "-o", tmp_path / "g.dot")
     assert p.returncode == 0 and "(1 cluster," in p.stderr and "1 clusters" not in p.stderr, p.stderr
+
+
+def test_explain_a_cluster_by_its_name():
+    """`jitsim explain GRAPH cluster_0` (no --shapes) said "no node named or matching
+    'cluster_0'" (issue 39, item 11): it explains the cluster (its nodes, where to go next)."""
+    g = ROOT / "examples" / "mnist_softmax" / "before_clone_constants_for_better_clustering.pbtxt"
+    p = _run("explain", g, "cluster_0")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("cluster_0 is a cluster of 6 nodes") and "--shapes" in p.stdout
+    import json
+
+    doc = json.loads(_run("explain", g, "cluster_0", "--format", "json").stdout)
+    assert doc["kind"] == "cluster" and doc["size"] == len(doc["members"]) == 6

@@ -191,9 +191,12 @@ class Clustering:
         return find_node(self.nodes, pattern, self.source)
 
     def explain(self, node: str, other: str | None = None):
-        """Why ``node`` is (not) in a cluster; with ``other``: why the two are (not) together."""
-        from jitsim.explain.explanation import explain_node, explain_pair
+        """Why ``node`` is (not) in a cluster; with ``other``: why the two are (not) together.
+        ``node`` may name a cluster (``cluster_0``, not a node's name): what it holds."""
+        from jitsim.explain.explanation import explain_cluster, explain_node, explain_pair
 
+        if other is None and node in self.clusters and node not in self.nodes:
+            return explain_cluster(self, node)
         a = self.find_node(node)
         if other is None:
             return explain_node(self, a)

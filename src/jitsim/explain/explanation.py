@@ -377,6 +377,57 @@ def explain_node(c, name: str) -> NodeExplanation:
 
 
 @dataclass
+class ClusterExplanation:
+    """What a cluster is (``jitsim explain GRAPH cluster_N``): its nodes and ops, the nodes
+    mark-for-compilation put in it that a later pass took out (each with that pass's code), the
+    merges TF refused for it, and where to go next (a node of it; ``--shapes`` for its
+    recompiles)."""
+
+    cluster: str
+    members: list[str]
+    ops: str
+    taken_out: list[dict] = field(default_factory=list)  # node, code: mark put it in, a later pass took it out
+    merges: list[MergeNote] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    example: str = ""  # a member to explain next (not a constant, where there is one)
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "kind": "cluster", "cluster": self.cluster, "size": len(self.members),
+                "members": self.members, "ops": self.ops, "taken_out": self.taken_out,
+                "refused_merges": [m.to_dict() for m in self.merges], "notes": self.notes}
+
+    def format_text(self, all_merges: bool = False) -> str:
+        out = [f"{self.cluster} is a cluster of {len(self.members)} nodes ({self.ops}): TF compiles them as one "
+               "XLA computation.",
+               f"  nodes:     {_short(self.members)}"]
+        if self.taken_out:
+            out.append("  taken out after mark-for-compilation: " + ", ".join(
+                f"{t['node']} ({t['code']})" for t in self.taken_out[:8])
+                + (f", ... ({len(self.taken_out) - 8} more)" if len(self.taken_out) > 8 else ""))
+        if self.merges:
+            out.append("  merges TF refused for it:")
+            out.extend(merge_lines(self.merges, "    ", all_merges))
+        out.append(f"  next:      jitsim explain GRAPH {self.example} (why a node is in it); with --shapes "
+                   "SHAPES.jsonl, why it recompiles")
+        out = [fit(line) for line in out]
+        out.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(out)
+
+
+def explain_cluster(c, name: str) -> ClusterExplanation:
+    members = list(c.clusters[name])
+    ex = ClusterExplanation(name, members, summary.op_summary(c, members))
+    ex.example = next((m for m in members if c.nodes[m].op not in ("Const", "HostConst")), members[0])
+    ex.taken_out = [{"node": n, "code": str(r.code)} for n, r in c.nodes.items()
+                    if r.mark_cluster == name and r.cluster is None and not r.removed]
+    group = c.nodes[members[0]].group if members else None
+    if group is not None:
+        ex.merges = list(_merge_notes(c, group))
+    ex.notes.extend(c.notes)
+    return ex
+
+
+@dataclass
 class PairExplanation:
     a: NodeExplanation
     b: NodeExplanation
