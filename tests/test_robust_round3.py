@@ -123,3 +123,14 @@ def test_explain_a_cluster_by_its_name():
 
     doc = json.loads(_run("explain", g, "cluster_0", "--format", "json").stdout)
     assert doc["kind"] == "cluster" and doc["size"] == len(doc["members"]) == 6
+
+
+def test_the_docs_index_lists_every_page():
+    """docs/ had no index (issue 39, item 12): docs/README.md lists every page, and the README
+    points to it."""
+    import re
+
+    index = (ROOT / "docs" / "README.md").read_text()
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"README.md"}
+    assert pages <= set(re.findall(r"\]\(([\w.-]+\.md)\)", index)), pages - set(re.findall(r"\(([\w.-]+\.md)\)", index))
+    assert "docs/README.md" in (ROOT / "README.md").read_text()
