@@ -134,3 +134,20 @@ def test_the_docs_index_lists_every_page():
     pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"README.md"}
     assert pages <= set(re.findall(r"\]\(([\w.-]+\.md)\)", index)), pages - set(re.findall(r"\(([\w.-]+\.md)\)", index))
     assert "docs/README.md" in (ROOT / "README.md").read_text()
+
+
+def test_a_tar_gz_of_a_saved_model_is_named_for_what_it_is(tmp_path):
+    """A .tar.gz of a SavedModel was reported as a corrupt GraphDef (a .tar was recognised;
+    issue 39, item 7): the archive inside the gzip is named, with what to do."""
+    import io
+    import tarfile
+
+    sm = tmp_path / "sm"
+    sm.mkdir()
+    (sm / "saved_model.pb").write_bytes(b"\x0a\x00")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(sm, arcname="sm")
+    (tmp_path / "model.tar.gz").write_bytes(buf.getvalue())
+    p = _run("show", tmp_path / "model.tar.gz")
+    assert p.returncode == 2 and "gzip-compressed tar archive" in p.stderr and "tar -xzf" in p.stderr, p.stderr

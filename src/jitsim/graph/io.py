@@ -433,7 +433,17 @@ def _say_what_it_is(data: bytes, path: Path) -> None:
         if data[at:at + len(magic)] == magic:
             tail = "" if "jitsim reads" in advice else f" ({_READS})"
             raise GraphError(f"is {what}, not a graph file: {advice}{tail}", path)
-    if data.startswith(_GZIP_MAGIC):
+    if data.startswith(_GZIP_MAGIC):  # what the gzip holds (a .tar.gz of a SavedModel, a zipped archive)
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data[:65536], 1024)
+        except zlib.error:
+            return
+        for magic, at, what, advice in _MAGIC:
+            if head[at:at + len(magic)] == magic:
+                if magic == b"ustar":
+                    advice = "extract it (tar -xzf) and give the graph file, or a SavedModel's directory"
+                raise GraphError(f"is a gzip-compressed {what.removeprefix('a ')}, not a graph file: {advice} "
+                                 f"({_READS})", path)
         return
     sm = protos.SavedModel()
     try:
