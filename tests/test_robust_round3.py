@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs import F32, Type, graph_of
+from graphs import F32, Shape, Tensor, Type, graph_of
 from jitsim.graph.io import save
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,3 +151,22 @@ def test_a_tar_gz_of_a_saved_model_is_named_for_what_it_is(tmp_path):
     (tmp_path / "model.tar.gz").write_bytes(buf.getvalue())
     p = _run("show", tmp_path / "model.tar.gz")
     assert p.returncode == 2 and "gzip-compressed tar archive" in p.stderr and "tar -xzf" in p.stderr, p.stderr
+
+
+def test_a_fetch_named_after_a_python_variable_lists_the_likely_fetches(tmp_path):
+    """`--fetch train_step` where `train_step` is the program's Python variable (the op is
+    `GradientDescent`) said only "no node 'train_step'" (issue 39, item 7): the message lists
+    the graph's training ops and its sinks."""
+    t = {"T": Type(F32)}
+    g = graph_of([("x", "Placeholder", [], {"dtype": Type(F32)}),
+                  ("w", "VariableV2", [], {"dtype": Type(F32), "shape": Shape(())}),
+                  ("y", "Mul", ["x", "w"], t), ("loss", "Neg", ["y"], t),
+                  ("lr", "Const", [], {"dtype": Type(F32), "value": Tensor(F32, ())}),
+                  ("GradientDescent/update_w/ApplyGradientDescent", "ApplyGradientDescent", ["w", "lr", "loss"], t),
+                  ("GradientDescent", "NoOp", ["^GradientDescent/update_w/ApplyGradientDescent"], {})])
+    path = tmp_path / "g.pbtxt"
+    save(g, path)
+    p = _run("cluster", path, "--fetch", "train_step", "--tf", "never")
+    assert p.returncode == 2, p.stderr
+    line = p.stderr.strip()
+    assert "no node 'train_step'" in line and "training ops: GradientDescent" in line, line

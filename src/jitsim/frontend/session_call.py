@@ -147,7 +147,8 @@ def session_call(graph: Graph, fetch=(), feed=()) -> SessionCall:
             elif f in graph:
                 targets.append(f)
             else:
-                raise JitsimError(f"--fetch {f}: no node {f!r} in the graph (a tensor is NODE:N)")
+                raise JitsimError(f"--fetch {f}: no node {f!r} in the graph (a tensor is NODE:N); "
+                                  + _likely_fetches(graph, f))
     else:
         chosen, fetches, targets = _assumed_call(graph)
     fetches = sorted(dict.fromkeys(fetches))
@@ -169,6 +170,31 @@ def signature_call(graph: Graph, inputs, outputs) -> SessionCall:
 
     call = session_call(graph, [o.lstrip("^") for o in outputs], [i.lstrip("^") for i in inputs])
     return dataclasses.replace(call, chosen_by=SIGNATURE)
+
+
+def _likely_fetches(graph: Graph, wanted: str, limit: int = 6) -> str:
+    """What the user may have meant by a fetch the graph does not hold: a Python variable's name
+    is not the op's (``train_step = opt.minimize(loss)`` names a ``GradientDescent`` op): the
+    graph's training ops (optimizers' updates and the ops grouping them), names like it, and the
+    sinks jitsim would assume."""
+    import difflib
+
+    names = [n.name for n in graph]
+    train = [n.name for n in graph if n.op.startswith(("Apply", "ResourceApply"))]
+    groups = [n.name for n in graph if n.op == "NoOp" and any(e.src in set(train) for e in graph.in_edges(n.name))]
+    parts = []
+    if groups or train:
+        parts.append("its training ops: " + ", ".join((groups or train)[:limit]))
+    close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.6)
+    if close:
+        parts.append("names like it: " + ", ".join(close))
+    try:
+        _, fetches, targets = _assumed_call(graph)
+        sinks = [split_tensor_name(t)[0] for t in fetches] + targets
+        parts.append("its sinks: " + ", ".join(list(dict.fromkeys(sinks))[:limit]))
+    except JitsimError:
+        pass
+    return ("; ".join(parts) or "the graph names no likely fetch") + " (a Python variable's name is not its op's)"
 
 
 def _assumed_call(graph: Graph) -> tuple[str, list[str], list[str]]:
