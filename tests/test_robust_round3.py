@@ -170,3 +170,20 @@ def test_a_fetch_named_after_a_python_variable_lists_the_likely_fetches(tmp_path
     assert p.returncode == 2, p.stderr
     line = p.stderr.strip()
     assert "no node 'train_step'" in line and "training ops: GradientDescent" in line, line
+
+
+def test_a_const_whose_value_is_not_its_dtype_is_a_pass_input_with_a_note(tmp_path):
+    """TF's WhereUnsupported mark test builds a Const whose dtype (int32) is not its value's
+    (a float tensor): TF's passes take it (issue 39, item 8). Taken as TF's pass input
+    (--input-stage), jitsim accepts it with a note; as a GraphDef TF would import, it is still
+    refused (TF 2.21's importer aborts on it)."""
+    t = {"T": Type(F32)}
+    g = graph_of([("c", "Const", [], {"dtype": Type(3), "value": Tensor(F32, (2,))}),
+                  ("x", "Placeholder", [], {"dtype": Type(F32)}), ("a", "Relu", ["x"], t)])
+    path = tmp_path / "g.pbtxt"
+    save(g, path)
+    p = _run("cluster", path, "--tf", "never", "--input-stage", "graphdef")
+    assert p.returncode == 0, p.stderr
+    assert "note: node 'c' (Const): attr 'value' holds a DT_FLOAT tensor, but attr 'dtype' is DT_INT32" in p.stderr
+    p = _run("cluster", path, "--tf", "never")
+    assert p.returncode == 2 and "attr 'dtype' is DT_INT32" in p.stderr

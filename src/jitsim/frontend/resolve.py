@@ -275,7 +275,7 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
         from jitsim.frontend.exported_function import exported_function, is_function_export
         from jitsim.frontend.session_call import is_session_graph, session_call
 
-        graph = load(target, validate=True, check_ops=True)
+        graph = load(target, validate=True, check_ops=True, pass_input=input_stage is not None)
         export = is_function_export(graph)
         if not export:  # only an exported function's call takes --input-shape (its variables' shapes), --captured
             check_route_options(kind, input_shapes=input_shapes)

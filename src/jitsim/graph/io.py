@@ -463,12 +463,14 @@ def is_saved_model_dir(path: Path | str) -> bool:
     return path.is_dir() and ((path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists())
 
 
-def load(path: Path | str, *, signature: str | None = None, validate: bool = True, check_ops: bool = False) -> Graph:
+def load(path: Path | str, *, signature: str | None = None, validate: bool = True, check_ops: bool = False,
+         pass_input: bool = False) -> Graph:
     """Load one graph from a GraphDef file, a dump file or a SavedModel directory.
 
     ``validate``: refuse a cycle and an empty graph; ``check_ops`` (the CLI's and
     :func:`jitsim.cluster`'s route to a user's file): also nodes TF cannot build
-    (:func:`jitsim.graph.validate.check_nodes`).
+    (:func:`jitsim.graph.validate.check_nodes`; ``pass_input``: the graph is taken as TF's pass
+    input, so what only TF's importer refuses is accepted with a note).
 
     >>> load("missing.pbtxt")
     Traceback (most recent call last):
@@ -497,7 +499,7 @@ def load(path: Path | str, *, signature: str | None = None, validate: bool = Tru
     graph = Graph(gd, source=str(path), validate=validate, facts=facts)
     if meta is not None:
         graph.collections = collections_of(meta)
-    return _checked(graph, validate, check_ops, facts)
+    return _checked(graph, validate, check_ops, facts, pass_input)
 
 
 def collections_of(meta) -> dict[str, list[str]]:
@@ -755,11 +757,11 @@ def signature_call_node(gd, sig):
     return found
 
 
-def _checked(graph: Graph, validate: bool, check_ops: bool, facts=None) -> Graph:
+def _checked(graph: Graph, validate: bool, check_ops: bool, facts=None, pass_input: bool = False) -> Graph:
     if validate and not graph.nodes:
         raise GraphError("the graph has no nodes: nothing to cluster", graph.source)
     if validate and check_ops:
         from jitsim.graph.validate import check_nodes
 
-        check_nodes(graph, facts=facts)
+        check_nodes(graph, facts=facts, pass_input=pass_input)
     return graph

@@ -49,9 +49,11 @@ def _where(nd) -> str:
     return f"node {nd.name!r} ({nd.op or 'no op'})"
 
 
-def check_nodes(graph, source=None, facts=None) -> None:
+def check_nodes(graph, source=None, facts=None, pass_input: bool = False) -> None:
     """Raise :class:`GraphError` (naming node, op and field) on the first node TF would refuse.
-    ``facts``: :func:`~jitsim.graph.model.read_node_facts` of its GraphDef, where read already."""
+    ``facts``: :func:`~jitsim.graph.model.read_node_facts` of its GraphDef, where read already.
+    ``pass_input``: the graph is taken as TF's pass input (``--input-stage``): what only TF's
+    importer refuses is accepted with a note."""
     from jitsim.graph.device_names import parse_device_name
 
     source = source if source is not None else graph.source
@@ -124,7 +126,7 @@ def check_nodes(graph, source=None, facts=None) -> None:
         elif op in IF_OPS:
             _check_branch_counts(nd, fns, source)
         elif op in CONSTANT_OPS and seen is None:
-            _check_const_dtype(nd, source)
+            _check_const_dtype(nd, source, pass_input)
         device = nd.device
         if device and device not in good_devices:
             if parse_device_name(device) is None:
@@ -422,15 +424,22 @@ def _check_signature(sig, source) -> None:
                 _check_value(av, kind, a.type, where, f"{a.name} (default)", source)
 
 
-def _check_const_dtype(nd, source) -> None:
-    """A Const's value has the dtype its ``dtype`` attr says (TF's Const kernel refuses a
-    mismatch; TF 2.21's importer aborts on some)."""
+def _check_const_dtype(nd, source, pass_input: bool) -> None:
+    """A Const whose value's dtype is not its ``dtype`` attr. TF 2.21's importer aborts on a
+    GraphDef holding one (refused here too); TF's clustering passes take it as it is (they read
+    the attr; only the Const kernel, built when the graph runs, refuses it: TF's own
+    WhereUnsupported mark test builds one), so a graph taken as TF's pass input (``pass_input``)
+    is accepted, with a note."""
     value, dtype = nd.attr.get("value"), nd.attr.get("dtype")
     if value is None or dtype is None or value.WhichOneof("value") != "tensor":
         return
     if value.tensor.dtype != dtype.type:
-        raise GraphError(f"{_where(nd)}: attr 'value' holds a {protos.dtype_name(value.tensor.dtype)} tensor, but "
-                         f"attr 'dtype' is {protos.dtype_name(dtype.type)}", source)
+        what = (f"{_where(nd)}: attr 'value' holds a {protos.dtype_name(value.tensor.dtype)} tensor, but attr 'dtype' "
+                f"is {protos.dtype_name(dtype.type)}")
+        if not pass_input:
+            raise GraphError(what, source)
+        warnings.warn(JitsimWarning(f"{what}: taken as {protos.dtype_name(dtype.type)}, as TF's passes read it (TF's "
+                                    "Const kernel would refuse the node when the graph runs)", source), stacklevel=2)
 
 
 def _check_call_counts(nd, fdef, source, where: str | None = None, role: str = "") -> None:
