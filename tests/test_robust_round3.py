@@ -187,3 +187,21 @@ def test_a_const_whose_value_is_not_its_dtype_is_a_pass_input_with_a_note(tmp_pa
     assert "note: node 'c' (Const): attr 'value' holds a DT_FLOAT tensor, but attr 'dtype' is DT_INT32" in p.stderr
     p = _run("cluster", path, "--tf", "never")
     assert p.returncode == 2 and "attr 'dtype' is DT_INT32" in p.stderr
+
+
+def test_a_saved_model_pb_that_is_not_one_says_so(tmp_path):
+    """A GraphDef saved as saved_model.pb gave "the graph has no nodes" and a saved_model.pb
+    symlink loop "holds no TF dump files" (issue 39, item 7): each names the real problem."""
+    from jitsim.graph.io import read_graphdef
+
+    a = tmp_path / "a"
+    a.mkdir()
+    gd = read_graphdef(ROOT / "examples" / "mnist_softmax" / "before_clone_constants_for_better_clustering.pbtxt")
+    (a / "saved_model.pb").write_bytes(gd.SerializeToString())
+    p = _run("cluster", a, "--tf", "never")
+    assert p.returncode == 2 and "holds a GraphDef, not a SavedModel" in p.stderr, p.stderr
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "saved_model.pb").symlink_to(b / "saved_model.pb")
+    p = _run("cluster", b, "--tf", "never")
+    assert p.returncode == 2 and "saved_model.pb" in p.stderr and "dump" not in p.stderr, p.stderr

@@ -57,7 +57,9 @@ def terminal_safe(text: str) -> str:
     """``text`` with every control character but newline and tab written as an escape
     (``\\x1b``): names from a graph (op types, node, function and cluster names, devices)
     cannot move the cursor, set a terminal's title or forge a line of jitsim's output."""
-    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+    # (a file name's undecodable bytes, held as surrogate escapes, are written back as those bytes)
+    return "".join(c if c.isprintable() or c in "\n\t" or "\udc80" <= c <= "\udcff" else repr(c)[1:-1]
+                   for c in text)
 
 
 def _write_out(text: str) -> None:

@@ -476,7 +476,7 @@ def private_directory(path: Path | str) -> Path:
         p = p.parent
     for d in reversed(missing):
         try:
-            os.mkdir(d, 0o700)
+            d.mkdir(0o700)
         except FileExistsError:
             pass
         else:

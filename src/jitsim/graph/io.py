@@ -458,9 +458,10 @@ def _say_what_it_is(data: bytes, path: Path) -> None:
 
 
 def is_saved_model_dir(path: Path | str) -> bool:
-    """A directory holding a SavedModel (``saved_model.pb`` or ``saved_model.pbtxt``)."""
+    """A directory holding a SavedModel (``saved_model.pb`` or ``saved_model.pbtxt``; a link
+    that leads nowhere counts: reading it then says what is wrong with it)."""
     path = Path(path)
-    return path.is_dir() and ((path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists())
+    return path.is_dir() and (os.path.lexists(path / "saved_model.pb") or os.path.lexists(path / "saved_model.pbtxt"))
 
 
 def load(path: Path | str, *, signature: str | None = None, validate: bool = True, check_ops: bool = False,
@@ -606,7 +607,7 @@ def to_text(msg) -> str:
 
 def _saved_model_file(path: Path) -> Path:
     pb = path / "saved_model.pb"
-    return pb if pb.exists() else path / "saved_model.pbtxt"
+    return pb if os.path.lexists(pb) or not os.path.lexists(path / "saved_model.pbtxt") else path / "saved_model.pbtxt"
 
 
 def read_saved_model(path: Path):
@@ -622,10 +623,16 @@ def read_saved_model(path: Path):
             raise GraphError(f"holds a GraphDef, not a SavedModel (TF's loader refuses it); to read it as a graph, "
                              f"give the file itself: {f}", path) from None
         raise
-    if not sm.meta_graphs and holds_graph(f, data):
+    if not _real_meta_graphs(sm) and holds_graph(f, data):
         raise GraphError(f"holds a GraphDef, not a SavedModel (TF's loader refuses it); to read it as a graph, give "
                          f"the file itself: {f}", path)
     return sm
+
+
+def _real_meta_graphs(sm) -> bool:
+    """Whether a parsed ``SavedModel`` holds a MetaGraph with a graph or tags: a GraphDef's
+    bytes parse as a SavedModel whose "MetaGraphs" are its function library (field 2), empty."""
+    return any(m.graph_def.node or m.meta_info_def.tags for m in sm.meta_graphs)
 
 
 def holds_graph(f: Path, data: bytes | None = None) -> bool:
@@ -637,7 +644,7 @@ def holds_graph(f: Path, data: bytes | None = None) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             parse_message(sm, data, f, text=None, what="SavedModel")
-        if sm.meta_graphs:
+        if _real_meta_graphs(sm):
             return False
     except GraphError:
         pass
