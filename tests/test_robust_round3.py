@@ -205,3 +205,21 @@ def test_a_saved_model_pb_that_is_not_one_says_so(tmp_path):
     (b / "saved_model.pb").symlink_to(b / "saved_model.pb")
     p = _run("cluster", b, "--tf", "never")
     assert p.returncode == 2 and "saved_model.pb" in p.stderr and "dump" not in p.stderr, p.stderr
+
+
+def test_diff_against_tf_marked_output_points_to_compare(tmp_path):
+    """`diff GRAPH TF_MARKED_DUMP` marked every node GRAPH_ALREADY_CLUSTERED without a word (issue
+    39, item 11): a note says why and points to `crosscheck compare`."""
+    from jitsim.crosscheck.corpus import Corpus
+    from jitsim.graph.dumps import dump_dir
+
+    corpus = Corpus()  # (held: its extracted runs go with it)
+    where = dump_dir(corpus.extract("mnist_softmax"))
+    rec = [r for r in where.records() if "mark_for_compilation" in r.files][-1]
+    p = _run("diff", where.dumps / rec.files["before_clone_constants_for_better_clustering"],
+             where.dumps / rec.files["mark_for_compilation"], "--tf", "never", "--format", "json")
+    import json
+
+    notes = json.loads(p.stdout)["notes"]
+    corpus.close()
+    assert any("already carries TF's clustering" in n and "crosscheck compare" in n for n in notes), notes

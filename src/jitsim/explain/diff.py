@@ -13,6 +13,7 @@ of the model a ``.keras`` file holds), the prefix is removed first (:func:`match
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from jitsim.codes import Code
 from jitsim.words import count
 
 SCHEMA = "jitsim.diff/1"
@@ -295,6 +296,13 @@ def diff_clusterings(a, b, *, baseline: str | None = None, variant: str | None =
         baseline or a.options.describe(), variant or b.options.describe(), changes,
         len(a.clusters), len(b.clusters), a.compiled_nodes, b.compiled_nodes, code_changes,
         [n for n in la if n not in lb], [n for n in lb_own if n not in to_a], match, notes)
+    for side, c in (("baseline", a), ("variant", b)):
+        gd = getattr(c, "graph_decision", None)
+        if gd is not None and gd.code == Code.GRAPH_ALREADY_CLUSTERED:
+            d.notes.append(f"the {side} graph already carries TF's clustering (_XlaAlreadyClustered: a "
+                           "mark_for_compilation dump or a later stage), which TF never clusters again, so its nodes "
+                           "are GRAPH_ALREADY_CLUSTERED here; to score jitsim's clusters against TF's marks, use "
+                           "`jitsim crosscheck compare PREDICTED TRUTH` (the dump jitsim clusters, TF's marked dump)")
     if d.unrelated:
         d.notes.append(f"only {len(common)} of {len(la)} baseline and {len(lb_own)} variant node names pair (even "
                        "without a common prefix): the two graphs do not look like one model, so their clusters "
