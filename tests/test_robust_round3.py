@@ -223,3 +223,17 @@ def test_diff_against_tf_marked_output_points_to_compare(tmp_path):
     notes = json.loads(p.stdout)["notes"]
     corpus.close()
     assert any("already carries TF's clustering" in n and "crosscheck compare" in n for n in notes), notes
+
+
+def test_profile_without_its_extra_names_the_profile_extra(tmp_path):
+    """profile's "not installed" hint named jitsim[tf] (issue 39, item 11): it needs the profile
+    extra (TF and xprof), checked before any run."""
+    code = ("import sys, importlib.util\n"
+            "_find = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda n, *a: None if n.split('.')[0] == 'xprof' else _find(n, *a)\n"
+            "from jitsim.cli import main\n"
+            f"sys.exit(main(['profile', {str(ROOT / 'fixtures' / 'runtime' / 'programs' / 'mlp_batch.py')!r}, "
+            f"'-o', {str(tmp_path / 'p')!r}]))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 2 and "jitsim[profile]" in p.stderr and "xprof" in p.stderr, p.stderr
+    assert not (tmp_path / "p").exists()

@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import os
 
+from jitsim.errors import JitsimError
+
 from jitsim.cli.arguments import _input_shape_arg, _no_defaults_arg
 from jitsim.cli.output import _emit_json, _progress_done, _progress_line, _wrote
 
 
 def cmd_profile(args) -> int:
+    import importlib.util
+
     from jitsim.tfprocess.harvest import DEFAULT_FLAGS
     from jitsim.profile.command import profile
+
+    missing = [m for m in ("tensorflow", "xprof") if importlib.util.find_spec(m) is None]
+    if missing:  # before any run: profile runs TF, then converts its profile with xprof
+        raise JitsimError(f"profile needs {' and '.join(missing)}, not installed here: pip install 'jitsim[profile]' "
+                          "(from a clone: pip install -e '.[profile]')")
 
     base = "" if args.no_default_flags else os.environ.get("TF_XLA_FLAGS", DEFAULT_FLAGS)
     flags = f"{base} {args.tf_xla_flags or ''}".strip()  # the XLA-on run's flags (one rule, as harvest)
