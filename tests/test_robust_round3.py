@@ -237,3 +237,17 @@ def test_profile_without_its_extra_names_the_profile_extra(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 2 and "jitsim[profile]" in p.stderr and "xprof" in p.stderr, p.stderr
     assert not (tmp_path / "p").exists()
+
+
+def test_a_fed_placeholder_is_found_by_its_own_name(tmp_path):
+    """explain x, where the session rewrite renamed the fed placeholder x to _arg_x_0_0, said
+    "'x' matches 4 nodes" (issue 39, item 9): x resolves to what became of it, with a note."""
+    from jitsim.explain.clustering import find_node
+
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert find_node(["axis", "as_text", "_arg_x_0_0", "x_1", "_retval_y_0_0"], "x") == "_arg_x_0_0"
+        assert find_node(["axis", "_arg_x_0_0", "_retval_y_0_0", "y_grad"], "y") == "_retval_y_0_0"
+    assert [str(w.message) for w in seen][0].startswith("'x' is the call's feed: TF's session rewrite replaced it")

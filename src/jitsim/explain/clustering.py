@@ -22,9 +22,10 @@ here re-derives a decision.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field, replace
 
-from jitsim.errors import JitsimError
+from jitsim.errors import JitsimError, JitsimWarning
 from jitsim.explain.summary import op_summary
 from jitsim.flags import parse_tf_xla_flags
 from jitsim.graph.model import Graph
@@ -316,10 +317,23 @@ def _mark_labels(mark) -> dict[str, str]:
     return out
 
 
+# TF's session rewrite (and a function's instantiation) replaces a fed tensor's node by an _Arg
+# named _arg_<node>_<port>_<i>, a fetched one's by a _Retval named _retval_<node>_<port>_<i>
+_RENAMED = ("_arg_{}_\\d+_\\d+", "_retval_{}_\\d+_\\d+")
+
+
 def find_node(names, pattern: str, source: str | None = None) -> str:
-    """Resolve a user's node name: exact > substring/regex match (unique) > error."""
+    """Resolve a user's node name: exact > the node TF's rewrites renamed it to (a fed
+    placeholder ``x`` became ``_arg_x_0_0``; said in a note) > substring/regex match (unique) >
+    error."""
     if pattern in names:
         return pattern
+    renamed = [n for n in names if any(re.fullmatch(r.format(re.escape(pattern)), n) for r in _RENAMED)]
+    if len(renamed) == 1:
+        warnings.warn(JitsimWarning(f"{pattern!r} is the call's {'feed' if renamed[0].startswith('_arg') else 'fetch'}"
+                                    f": TF's session rewrite replaced it by {renamed[0]!r}, explained here", source),
+                      stacklevel=2)
+        return renamed[0]
     try:
         rx = re.compile(pattern)
     except re.error:
