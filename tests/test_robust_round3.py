@@ -251,3 +251,16 @@ def test_a_fed_placeholder_is_found_by_its_own_name(tmp_path):
         assert find_node(["axis", "as_text", "_arg_x_0_0", "x_1", "_retval_y_0_0"], "x") == "_arg_x_0_0"
         assert find_node(["axis", "_arg_x_0_0", "_retval_y_0_0", "y_grad"], "y") == "_retval_y_0_0"
     assert [str(w.message) for w in seen][0].startswith("'x' is the call's feed: TF's session rewrite replaced it")
+
+
+@pytest.mark.tf
+def test_a_keras_lambda_refusal_is_said_whole(tmp_path):
+    """The Keras Lambda refusal was cut mid-sentence (issue 39, item 7): TF's last error is
+    kept whole up to 800 characters, else cut after a whole sentence."""
+    make = ("import sys, keras\n"
+            "inp = keras.Input((4,)); out = keras.layers.Lambda(lambda t: t * 2.0)(inp)\n"
+            "keras.Model(inp, out).save(sys.argv[1])\n")
+    subprocess.run([sys.executable, "-c", make, str(tmp_path / "lam.keras")], check=True, capture_output=True)
+    p = _run("cluster", tmp_path / "lam.keras", "--tf", "always")
+    assert p.returncode != 0 and "Lambda" in p.stderr
+    assert p.stderr.strip().endswith("enable_unsafe_deserialization()."), p.stderr

@@ -558,8 +558,26 @@ def last_error_line(log_text: str) -> str:
     lines = [l.strip() for l in log_text.splitlines() if l.strip() and not l.startswith(VERSION_MARK)]
     for l in reversed(lines):
         if l.startswith("JITSIM_ERROR: "):
-            return l[len("JITSIM_ERROR: "):][:500]
+            return cut_message(l[len("JITSIM_ERROR: "):], 800)
     for l in reversed(lines):
         if "Error" in l or "error" in l:
-            return l[:300]
-    return lines[-1][:300] if lines else "no output"
+            return cut_message(l, 800)
+    return cut_message(lines[-1], 800) if lines else "no output"
+
+
+def cut_message(text: str, limit: int) -> str:
+    """``text`` kept whole up to ``limit`` characters; a longer one cut after its last whole
+    sentence that fits (else at a word, marked ``...``), never mid-sentence unmarked.
+
+    >>> cut_message("One. Two three four.", 12)
+    'One.'
+    >>> cut_message("averyveryverylongword and more", 12)
+    'averyveryverylongword...'
+    """
+    if len(text) <= limit:
+        return text
+    end = text.rfind(". ", 0, limit)
+    if end > 0:
+        return text[:end + 1]
+    space = text.rfind(" ", 0, limit)
+    return (text[:space] if space > 0 else text[:text.find(" ", limit) if " " in text[limit:] else len(text)]) + "..."
