@@ -264,3 +264,24 @@ def test_a_keras_lambda_refusal_is_said_whole(tmp_path):
     p = _run("cluster", tmp_path / "lam.keras", "--tf", "always")
     assert p.returncode != 0 and "Lambda" in p.stderr
     assert p.stderr.strip().endswith("enable_unsafe_deserialization()."), p.stderr
+
+
+def test_a_full_disk_names_the_output_and_leaves_no_empty_directory(tmp_path, monkeypatch, capsys):
+    """A write that fails with ENOSPC and names no file said only "cannot use: No space left on
+    device", and --tensorboard left an empty directory (issue 39, item 5): the line names the
+    command's output, and the TensorBoard directory jitsim made is removed."""
+    import errno
+
+    from jitsim.cli import main
+    from jitsim.graph import events
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(events, "write_graph_event_file", full)
+    g = ROOT / "examples" / "mnist_softmax" / "before_clone_constants_for_better_clustering.pbtxt"
+    tb = tmp_path / "tb"
+    rc = main(["cluster", str(g), "--tf", "never", "--tensorboard", str(tb)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "No space left on device" in err and str(g) in err, err
+    assert not tb.exists()

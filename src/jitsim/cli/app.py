@@ -209,7 +209,10 @@ def _run(argv: list[str] | None) -> int:
         # the last resort for the environment's errors a command did not name itself: one line
         from jitsim.files.input import os_problem
 
-        where = f"{e.filename}: " if e.filename else ""
+        # an error that names no file (a full disk while writing) is said of the command's output,
+        # else of its input: the place the user can act on
+        named = e.filename or getattr(args, "output", None) or _main_input(args)
+        where = f"{_shown(named)}: " if named else ""
         process.print_error(f"jitsim: {_one_line(where + os_problem(e, 'cannot use'))}")
         return 2
     except Exception as e:  # noqa: BLE001 - a bug in jitsim: one line naming the input, exit 3

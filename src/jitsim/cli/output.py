@@ -127,11 +127,19 @@ def _write_tensorboard(args, make_graphs) -> None:
 
     from jitsim.graph.events import write_graph_event_file
 
-    if len(graphs) == 1:
-        paths = [write_graph_event_file(logdir, graphs[0][1])]
-    else:
-        paths = [write_graph_event_file(Path(logdir) / f"{i:02d}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', label).strip('_')[:80]}",
-                                        gd) for i, (label, gd) in enumerate(graphs)]
+    existed = Path(logdir).exists()
+    try:
+        if len(graphs) == 1:
+            paths = [write_graph_event_file(logdir, graphs[0][1])]
+        else:
+            paths = [write_graph_event_file(Path(logdir) / f"{i:02d}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', label).strip('_')[:80]}",
+                                            gd) for i, (label, gd) in enumerate(graphs)]
+    except OSError:
+        if not existed:  # a full disk: no empty directory left behind
+            import shutil
+
+            shutil.rmtree(logdir, ignore_errors=True)
+        raise
     where = paths[0] if len(paths) == 1 else f"{len(paths)} event files under {logdir}"
     _wrote(where, f"the clustered graph for TensorBoard: tensorboard --logdir {logdir}")
 
