@@ -115,8 +115,16 @@ def test_ray_missing_is_one_clear_error(monkeypatch, tmp_path):
 
 @needs_ray
 @pytest.mark.slow
-def test_on_ray_a_lost_worker_costs_its_item_one_retry(tmp_path):
+def test_on_ray_a_lost_worker_costs_its_item_one_retry(tmp_path, monkeypatch):
+    """...and a local Ray leaves nothing in $TMPDIR (its session files were in $TMPDIR/ray:
+    issue 39, item 7)."""
+    import tempfile
+
     import ray.cloudpickle
+
+    tmp = Path(tempfile.mkdtemp(prefix="jt-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     items = [Item("dies", _die_once, (str(tmp_path / "marker"),)), Item("bad", _raise, (1,)),
@@ -125,6 +133,9 @@ def test_on_ray_a_lost_worker_costs_its_item_one_retry(tmp_path):
     assert res["dies"].ok and res["dies"].attempts == 2 and res["dies"].value == {"ok_after": "died"}
     assert not res["bad"].ok and res["bad"].attempts == 2 and "item 1 is broken" in res["bad"].reason
     assert res["sq"].value == {"square": 16} and res["sq"].files == {"bytes": bytes([4])}
+    left = list(tmp.iterdir())
+    shutil.rmtree(tmp, ignore_errors=True)
+    assert left == []
 
 
 def _fuzz(out, *extra, timeout=900):

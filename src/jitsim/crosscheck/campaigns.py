@@ -285,6 +285,9 @@ def _ray_module():
     return ray
 
 
+_RAY_TEMP_DIRS: list[str] = []  # a local Ray's session directories, removed once Ray is down
+
+
 def start_ray(address: str, workers: int | None = None):
     """Start (``local``) or join (an address) Ray; returns the module. A joined cluster gets
     jitsim's code through the runtime environment (no shared file system)."""
@@ -297,9 +300,13 @@ def start_ray(address: str, workers: int | None = None):
         else {}
     try:
         if address == "local":
+            # Ray's own session files (sockets, logs) in a directory of jitsim's, removed when the
+            # campaign ends, not in $TMPDIR/ray (a short path: Ray's socket paths must fit 107 bytes)
+            _RAY_TEMP_DIRS.append(tempfile.mkdtemp(prefix="jitsim-ray-"))
             ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                     configure_logging=False, runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
-                         [str(Path(pkg).parent)] + [x for x in [os.environ.get("PYTHONPATH")] if x])}})
+                     configure_logging=False, _temp_dir=_RAY_TEMP_DIRS[-1], runtime_env={"env_vars": {
+                         "PYTHONPATH": os.pathsep.join([str(Path(pkg).parent)]
+                                                       + [x for x in [os.environ.get("PYTHONPATH")] if x])}})
         else:
             ray.init(address=address, log_to_driver=False, configure_logging=False,
                      runtime_env={"py_modules": [pkg]})
@@ -372,6 +379,8 @@ def _run_on_ray_quietly(todo: list[Item], address: str, workers: int | None, ite
         ray.shutdown()  # the workers end (killed, where a task still ran) before their files go
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+        while _RAY_TEMP_DIRS:
+            shutil.rmtree(_RAY_TEMP_DIRS.pop(), ignore_errors=True)
 
 
 # -- fuzz: one batch (one TF process configuration) per item ------------------------------
