@@ -15,6 +15,7 @@ from jitsim.codes import Code
 from jitsim.explain import summary
 from jitsim.explain.reasons import REASONS
 from jitsim.defs import MARK_FOR_COMPILATION_PASS
+from jitsim.opsets import CONSTANT_OPS
 
 SCHEMA = "jitsim.explain/1"
 # the text stays readable: no line longer than this (the JSON keeps every record whole) ...
@@ -417,7 +418,7 @@ class ClusterExplanation:
 def explain_cluster(c, name: str) -> ClusterExplanation:
     members = list(c.clusters[name])
     ex = ClusterExplanation(name, members, summary.op_summary(c, members))
-    ex.example = next((m for m in members if c.nodes[m].op not in ("Const", "HostConst")), members[0])
+    ex.example = next((m for m in members if c.nodes[m].op not in CONSTANT_OPS), members[0])
     ex.taken_out = [{"node": n, "code": str(r.code)} for n, r in c.nodes.items()
                     if r.mark_cluster == name and r.cluster is None and not r.removed]
     group = c.nodes[members[0]].group if members else None
