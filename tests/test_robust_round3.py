@@ -285,3 +285,26 @@ def test_a_full_disk_names_the_output_and_leaves_no_empty_directory(tmp_path, mo
     err = capsys.readouterr().err
     assert rc == 2 and "No space left on device" in err and str(g) in err, err
     assert not tb.exists()
+
+
+def test_the_cluster_tables_words_are_defined_where_the_report_points():
+    """A newcomer met "candidates" and "effective" undefined. The report's last line points to
+    the section that defines them, and that section defines every word the tables use; the
+    effective size it states matches the table (MNIST's cluster_0: Const x2 plus 4 other ops,
+    so 6 nodes, effective 4)."""
+    g = ROOT / "examples" / "mnist_softmax" / "before_clone_constants_for_better_clustering.pbtxt"
+    p = _run("cluster", g)
+    assert p.returncode == 0, p.stderr
+    last = p.stdout.strip().splitlines()[-1]
+    assert "docs/reasons.md#words" in last and "jitsim explain" in last
+    row = next(line for line in p.stdout.splitlines() if "cluster_0" in line)
+    assert [c.strip() for c in row.split("│")[2:4]] == ["6", "4"]
+    doc = (ROOT / "docs" / "reasons.md").read_text()
+    assert '<a id="words"></a>' in doc
+    words = doc.split('<a id="words"></a>', 1)[1].split("\n## ", 2)[1]
+    for word in ("**candidate**", "**nodes**", "**effective**", "**reason**", "CLUSTER_TOO_SMALL",
+                 "--tf_xla_min_cluster_size` (4 by"):
+        assert word in words, word
+    # the stated default is the pass's
+    from jitsim.flags import parse_tf_xla_flags
+    assert parse_tf_xla_flags("").min_cluster_size == 4

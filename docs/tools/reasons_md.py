@@ -121,6 +121,22 @@ def reasons_markdown() -> str:
         "and TF's log has the words quoted under *TF's log words*. A few decisions TF on a CPU build",
         "cannot make are shown on hand-derived graphs, with TF's reasoning; two are never produced.",
         "",
+        "<a id=\"words\"></a>",
+        "",
+        "## Words in the tables",
+        "",
+        "- **candidate**: a node that passed every candidate filter of mark-for-compilation (an XLA",
+        "  kernel for its device, its op allowed by the flags, none of the node decisions below that",
+        "  keep a node out before clustering). Only candidates can join a cluster; `jitsim cluster`'s",
+        "  first line counts them.",
+        "- **nodes** (cluster table): every node the pass put in the cluster, constants and identities",
+        "  included.",
+        "- **effective** (effective size): what TF counts against `--tf_xla_min_cluster_size` (4 by",
+        "  default): each member counts 1, except constants and identity-like ops, which count 0. A",
+        "  cluster under the minimum is dissolved and its nodes get `CLUSTER_TOO_SMALL`.",
+        "- **reason**: the stable code of the node's decision, one of the codes below; `jitsim explain",
+        "  GRAPH NODE` prints the whole record for one node (TF's words and the evidence).",
+        "",
     ]
     store = _examples_module().Examples(EXAMPLES)
     try:

@@ -241,6 +241,9 @@ def _print_cluster_report(con, args, pin, choice, version, version_reason, repor
         con.print(f"{count(len(reports), 'graph')}, {count(n_cl, 'cluster')}" +
                   (f" ({len(reports) - len(shown)} small graphs without clusters hidden; --all shows them)"
                    if len(shown) < len(reports) else ""))
+    # where the tables' words are explained (a newcomer met them undefined: issue 39)
+    con.print("words: candidates, effective size and the reason codes are explained in docs/reasons.md#words; "
+              "`jitsim explain GRAPH NODE` says why one node is (not) in a cluster")
 
 
 def add_parser(sub) -> None:
