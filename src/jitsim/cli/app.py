@@ -46,11 +46,9 @@ def _check_outputs(args) -> None:
     key = getattr(args, "crosscheck_command", None) or args.command
     kind = _OUTPUT_KIND.get(key, "file")
     if key == "render":
-        from jitsim.explain.render import FORMATS
+        from jitsim.explain.render import check_suffix
 
-        ext = Path(out).suffix.lower()
-        if ext not in FORMATS:
-            raise JitsimError(f"unknown picture format {ext or '(no extension)'!r}; use .dot, .svg or .png", out)
+        check_suffix(out)
     if kind == "file-or-dir":
         check_output(out, directory=_is_dir(out))
     else:

@@ -76,9 +76,10 @@ def _report_runtime(args, steps) -> dict:
 
 def add_parser(sub) -> None:
     """The ``render`` command's parser (and ``report``'s)."""
-    rd = sub.add_parser("render", help="draw the clusters with graphviz (.dot, .svg, .png)")
+    rd = sub.add_parser("render", help="draw the clusters with graphviz (.dot, .svg, .png) or for Model Explorer (.json)")
     rd.add_argument("graph", help="one graph (as for explain)")
-    rd.add_argument("-o", "--output", required=True, help="output file: .dot, .svg or .png (images need graphviz's dot)")
+    rd.add_argument("-o", "--output", required=True, help="output file: .dot, .svg or .png (images need graphviz's dot), or .json: a "
+                    "Model Explorer graph, each cluster a layer (model-explorer FILE.json opens it)")
     view = rd.add_mutually_exclusive_group()
     view.add_argument("--collapsed", action="store_true", help="one box per cluster (default for big graphs)")
     view.add_argument("--full", action="store_true", help="every node, even on big graphs")

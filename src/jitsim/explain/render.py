@@ -28,22 +28,16 @@ import graphviz
 
 from jitsim.codes import FAMILIES as CODE_FAMILIES, Code
 from jitsim.errors import JitsimError
-from jitsim.explain.summary import op_counts
+from jitsim.explain.summary import cluster_colours, op_counts
 from jitsim.words import count
 
 VIEWS = ("auto", "full", "collapsed")
 FORMATS = {".dot": None, ".gv": None, ".svg": "svg", ".png": "png"}
+MODEL_EXPLORER = ".json"  # render -o FILE.json: Model Explorer's graph (jitsim.explain.model_explorer)
 INSTALL_HINT = "install graphviz (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
 LABEL_WIDTH = 32  # characters per line of a node name in a label (the tooltip has all of it)
 COLLAPSED_MAX_BOXES = 120  # unclustered boxes in the collapsed view before the smallest are summarised
 TOP_OPS = 4
-
-# pastel fills for clusters (cycled), and a darker border of the same hue
-_CLUSTER_COLOURS = [
-    ("#e3f2fd", "#1e88e5"), ("#e8f5e9", "#43a047"), ("#fff8e1", "#ffb300"), ("#f3e5f5", "#8e24aa"),
-    ("#e0f7fa", "#00acc1"), ("#fbe9e7", "#f4511e"), ("#f1f8e9", "#7cb342"), ("#ede7f6", "#5e35b1"),
-    ("#fffde7", "#fdd835"), ("#e8eaf6", "#3949ab"), ("#fce4ec", "#d81b60"), ("#efebe9", "#6d4c41"),
-]
 
 # the colour of each reason-code family (jitsim.codes.FAMILIES: each code's ``family``):
 # family -> (fill colour, what the family means)
@@ -66,11 +60,6 @@ def code_family(code: str) -> str:
         return Code(code).family
     except ValueError:  # UNKNOWN: no decision
         return "unknown"
-
-
-def cluster_colours(c) -> dict[str, tuple[str, str]]:
-    """Cluster name -> (fill, border), stable in the clusters' order."""
-    return {name: _CLUSTER_COLOURS[i % len(_CLUSTER_COLOURS)] for i, name in enumerate(c.clusters)}
 
 
 def node_ids(c) -> dict[str, str]:
@@ -437,8 +426,18 @@ def render_to_file(c, path, view: str = "auto", max_nodes: int = 400, progress=N
     return wrote_line(info["output"], info["what"])
 
 
+def check_suffix(path) -> None:
+    """Refuse an output name ``render`` cannot write (before any simulation: the CLI checks it
+    first, :func:`render_file` again)."""
+    ext = Path(path).suffix.lower()
+    if ext not in FORMATS and ext != MODEL_EXPLORER:
+        raise JitsimError(f"unknown picture format {ext or '(no extension)'!r}; use .dot, .svg, .png or .json "
+                          f"(a Model Explorer graph)", path)
+
+
 def render_file(c, path, view: str = "auto", max_nodes: int = 400, progress=None) -> dict:
-    """Write the picture to ``path`` (.dot/.gv: DOT source; .svg/.png: through ``dot``).
+    """Write the picture to ``path`` (.dot/.gv: DOT source; .svg/.png: through ``dot``; .json:
+    Model Explorer's graph, :mod:`jitsim.explain.model_explorer`, every node whatever ``view``).
 
     Without ``dot``, or when dot runs past :data:`DOT_TIMEOUT_S`, an image request writes the
     DOT source next to ``path`` (same stem, ``.dot``) and raises :class:`JitsimError` saying
@@ -447,8 +446,9 @@ def render_file(c, path, view: str = "auto", max_nodes: int = 400, progress=None
     ``nodes``, ``what`` (those in words)."""
     path = Path(path)
     ext = path.suffix.lower()
-    if ext not in FORMATS:
-        raise JitsimError(f"unknown picture format {ext or '(no extension)'!r}; use .dot, .svg or .png", path)
+    check_suffix(path)
+    if ext == MODEL_EXPLORER:  # Model Explorer's graph JSON: every node, each cluster a layer
+        return _model_explorer_file(c, path)
     chosen = choose_view(c, view, max_nodes)
     source = to_dot(c, chosen, max_nodes)
     what = f"{count(len(c.clusters), 'cluster')}, {count(len(c.nodes), 'node')}, {chosen} view"
@@ -477,3 +477,17 @@ def render_file(c, path, view: str = "auto", max_nodes: int = 400, progress=None
                           f"(try --collapsed, or a .dot file and your own dot settings)", path) from None
     write_file(path, data)
     return info
+
+
+def _model_explorer_file(c, path: Path) -> dict:
+    """``render -o FILE.json``: the Model Explorer graph of :mod:`jitsim.explain.model_explorer`."""
+    import json
+
+    from jitsim.explain.model_explorer import collection_json
+
+    doc = collection_json(c, f"jitsim: {Path(c.source).name if c.source else path.stem}")
+    write_file(path, json.dumps(doc, separators=(",", ":")).encode("utf-8"))
+    shown = len(doc["graphs"][0]["nodes"])
+    return {"output": str(path), "format": "json", "view": "model-explorer", "clusters": len(c.clusters),
+            "nodes": shown, "what": f"a Model Explorer graph ({count(len(c.clusters), 'cluster')} as layers, "
+                                    f"{count(shown, 'node')}; open it with: model-explorer {path})"}
