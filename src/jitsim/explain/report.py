@@ -236,10 +236,22 @@ def _reasons(c) -> str:
             + "".join(rows) + "</tbody></table></section>")
 
 
+def uses_explorer(c, view: str, max_nodes: int) -> bool:
+    """The report draws the graph explorer (:mod:`jitsim.explain.explorer`) instead of a
+    graphviz picture: ``view="explorer"``, or ``auto`` on a graph over ``max_nodes`` nodes
+    (where graphviz's picture would be the whole graph, unreadable)."""
+    from jitsim.explain.render import choose_view
+
+    return view == "explorer" or (view == "auto" and choose_view(c, view, max_nodes) == "collapsed")
+
+
 def _graph(c, view: str, max_nodes: int) -> tuple[str, str | None]:
     """(the graph section, a problem to tell the user or None)."""
+    from jitsim.explain.explorer import explorer_section
     from jitsim.explain.render import INSTALL_HINT, choose_view, render_svg
 
+    if uses_explorer(c, view, max_nodes):
+        return explorer_section(c), None
     chosen = choose_view(c, view, max_nodes)
     try:
         svg = render_svg(c, chosen, max_nodes)
@@ -306,10 +318,13 @@ _JS = r"""
       a.textContent = "more about " + code + " and the other nodes it applies to";
       r.appendChild(a);
     }
+    if (window.jitsimReveal) { window.jitsimReveal(i); return; }  // the explorer opens the node's path
     if (lit) lit.classList.remove("hl");
     lit = document.getElementById("n" + i);
     if (lit) lit.classList.add("hl");
   }
+  window.jitsimShow = function (i) { show(i); search.value = N[i][0]; run(); };
+  window.jitsimText = text;
   function matches(q) {
     q = q.trim();
     if (!q) return [];
@@ -448,15 +463,21 @@ def _runtime(rt: dict | None) -> str:
 def report_html(c, view: str = "auto", max_nodes: int = 400, runtime: dict | None = None) -> tuple[str, str | None]:
     """The page, and a problem to tell the user (no picture) or None. ``runtime``: the run-time
     section's data (:func:`_runtime`), or None for none."""
+    from jitsim.explain.explorer import EXPLORER_CSS, EXPLORER_JS, dagre_js, explorer_data
+
     src = Path(c.source).name if c.source else "<graph>"
     graph, problem = _graph(c, view, max_nodes)
+    explorer = uses_explorer(c, view, max_nodes)
+    data = _data(c)
+    if explorer:
+        data["explorer"] = explorer_data(c)
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
         '<link rel="icon" href="data:,">',
-        f"<title>jitsim report: {_e(src)}</title><style>{_CSS}</style></head><body>",
+        f"<title>jitsim report: {_e(src)}</title><style>{_CSS}{EXPLORER_CSS if explorer else ''}</style></head><body>",
         f"<header><h1>jitsim report: {_e(src)}</h1><p>{count(len(c.clusters), 'cluster')}, {c.compiled_nodes} of "
         f"{len(c.nodes)} nodes compiled</p><nav><a href=\"#summary\">summary</a><a href=\"#search-section\">"
         'search</a><a href="#clusters">clusters</a><a href="#reasons">not in a cluster</a>'
@@ -474,8 +495,10 @@ def report_html(c, view: str = "auto", max_nodes: int = 400, runtime: dict | Non
         _merges(c),
         graph,
         _runtime(runtime),
-        f'</main><script type="application/json" id="jitsim-data">{_json_script(_data(c))}</script>',
-        f"<script>{_JS}</script></body></html>\n",
+        f'</main><script type="application/json" id="jitsim-data">{_json_script(data)}</script>',
+        f"<script>{_JS}</script>",
+        f"<script>{dagre_js()}</script><script>{EXPLORER_JS}</script>" if explorer else "",
+        "</body></html>\n",
     ]
     return "".join(parts), problem
 
