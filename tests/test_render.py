@@ -128,7 +128,7 @@ def test_collapsed_view_one_box_per_cluster(mnist):
 
 def test_auto_view_switches_at_max_nodes(mnist):
     assert "full view" in to_dot(mnist)
-    assert "collapsed view" in to_dot(mnist, max_nodes=len(mnist.nodes) - 1)
+    assert "scopes view" in to_dot(mnist, max_nodes=len(mnist.nodes) - 1)  # the big-graph default (issue 40)
     assert "full view" in to_dot(mnist, max_nodes=len(mnist.nodes))
     with pytest.raises(JitsimError, match="unknown view"):
         to_dot(mnist, view="sideways")
@@ -214,7 +214,9 @@ def test_cli_render_end_to_end(tmp_path, capsys, monkeypatch):
     assert main(["render", str(MNIST), "-o", str(out), "--collapsed"]) == 0
     assert "collapsed view" in capsys.readouterr().err and len(_blocks(out.read_text())) == 0
     assert main(["render", str(MNIST), "-o", str(out), "--max-nodes", "10"]) == 0
-    assert "collapsed view" in capsys.readouterr().err
+    assert "scopes view" in capsys.readouterr().err
+    assert main(["render", str(MNIST), "-o", str(out), "--scopes"]) == 0
+    assert "scopes view" in capsys.readouterr().err
     assert main(["render", str(MNIST), "-o", str(out), "--exclude-op", "Mul"]) == 0
     assert "[WHATIF_EXCLUDED]" in out.read_text()
     assert main(["render", str(MNIST), "-o", str(tmp_path / "no/such/dir/g.dot")]) == 2
@@ -278,3 +280,36 @@ def test_dot_past_its_time_limit_leaves_the_dot_source(mnist, tmp_path, monkeypa
     assert not (tmp_path / "g.svg").exists()
     assert (tmp_path / "g.dot").read_text().startswith("// jitsim render")
     assert heard and "graphviz dot drawing" in heard[0]
+
+
+def test_scope_view_is_the_top_level_with_cluster_bars():
+    """The scope view of MNIST (hand-checked against the graph's names): its top-level scopes
+    are boxes (gradient_tape among them, with its node count), the nodes at the top level are drawn as in the
+    full view, every box carries one bar cell per cluster of its nodes plus grey for the
+    unclustered, and an edge joins two top-level items once, labelled with how many edges it
+    stands for."""
+    from jitsim.explain.hierarchy import scope_tree
+
+    c = cluster(MNIST, flags=FLAGS)
+    src = to_dot(c, view="scopes")
+    names = [n for n in c.nodes]
+    h = scope_tree(names)
+    tops = [g for g, p in enumerate(h.parents) if p == 0]
+    for g in tops:
+        assert f"s{g} [label=<<TABLE" in src
+    members = {}
+    for n, g in zip(names, h.node_group):
+        while g and h.parents[g]:
+            g = h.parents[g]
+        members.setdefault(g, []).append(n)
+    gt = h.labels.index("gradient_tape")
+    assert f"<B>gradient_tape</B>" in src and f"{len(members[gt])} nodes" in src
+    cells = re.search(rf"s{gt} \[label=<<TABLE.*?</TABLE></TD></TR></TABLE>>", src, re.S).group(0)
+    want = {c.nodes[n].cluster for n in members[gt]}
+    assert cells.count("<TD WIDTH=") == len(want)
+    assert ("#d0d0d0" in cells) == (None in want)
+    # the top-level nodes (no scope) are drawn as nodes of the full view
+    assert all(f'"{render.node_ids(c)[n]}" [label=' in src or f"{render.node_ids(c)[n]} [label=" in src
+               for n in members.get(0, []))
+    edges = re.findall(r"^\s*(\S+) -> (\S+)", src, re.M)
+    assert len(edges) == len(set(edges))

@@ -108,7 +108,76 @@ def shot_model_explorer_mnist(tmp: Path) -> list[Path]:
     return out
 
 
-SHOTS = {"model_explorer_mnist": shot_model_explorer_mnist}
+def _bench_graph(name: str) -> Path:
+    """A graph of benchmarks/report_view.py (ResNet-50's training step, or 8 copies of it)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import report_view
+
+    return report_view.case_path(name)
+
+
+def _report(graph: Path, tmp: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "jitsim", "report", str(graph), "-o", str(tmp / "report"), "--tf", "never"],
+                   check=True, stderr=subprocess.DEVNULL, cwd=ROOT)
+    return tmp / "report" / "index.html"
+
+
+def _graph_section(d, path: Path) -> None:
+    """Crop the window to the report's graph section."""
+    from selenium.webdriver.common.by import By
+
+    d.execute_script("document.getElementById('graph').scrollIntoView()")
+    time.sleep(0.3)
+    d.find_element(By.ID, "graph").screenshot(str(path))
+
+
+def shot_report_resnet50(tmp: Path) -> list[Path]:
+    """ResNet-50's training step (12.6k nodes) in the HTML report: the explorer's first paint,
+    then grouped by cluster with cluster_3 opened by one click."""
+    from selenium.webdriver.common.by import By
+
+    page = _report(_bench_graph("resnet50"), tmp)
+    out = [IMG / "report_resnet50.png", IMG / "report_resnet50_cluster.png"]
+    d = browser(1300, 1100)
+    try:
+        d.get(page.as_uri())
+        wait_for_text(d, "boxes drawn")
+        _graph_section(d, out[0])
+        d.find_element(By.ID, "by-cluster").click()
+        box = next(b for b in d.find_elements(By.CSS_SELECTOR, "#explorer g.box")
+                   if b.text.split("\n")[0].strip().endswith("cluster_3"))
+        d.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", box)
+        time.sleep(0.5)
+        _graph_section(d, out[1])
+    finally:
+        d.quit()
+    return out
+
+
+def shot_report_100k(tmp: Path) -> list[Path]:
+    """Eight copies of the ResNet-50 step (101k nodes, 408 clusters): the first paint."""
+    page = _report(_bench_graph("resnet50_x8"), tmp)
+    out = [IMG / "report_100k.png"]
+    d = browser(1300, 1100)
+    try:
+        d.get(page.as_uri())
+        wait_for_text(d, "boxes drawn", timeout=120)
+        _graph_section(d, out[0])
+    finally:
+        d.quit()
+    return out
+
+
+def shot_render_scopes_resnet50(tmp: Path) -> list[Path]:
+    """``jitsim render`` of the ResNet-50 step: the scope view (graphviz, no browser)."""
+    out = IMG / "render_scopes_resnet50.png"
+    subprocess.run([sys.executable, "-m", "jitsim", "render", str(_bench_graph("resnet50")), "-o", str(out),
+                    "--tf", "never"], check=True, stderr=subprocess.DEVNULL, cwd=ROOT)
+    return [out]
+
+
+SHOTS = {"model_explorer_mnist": shot_model_explorer_mnist, "report_resnet50": shot_report_resnet50,
+         "report_100k": shot_report_100k, "render_scopes_resnet50": shot_render_scopes_resnet50}
 
 
 def main(argv: list[str]) -> int:

@@ -14,7 +14,7 @@ def cmd_render(args) -> int:
     from jitsim.explain.render import render_file
 
     c = _simulate_given(args)
-    view = "collapsed" if args.collapsed else ("full" if args.full else "auto")
+    view = "collapsed" if args.collapsed else ("full" if args.full else ("scopes" if args.scopes else "auto"))
     try:
         info = render_file(c, args.output, view=view, max_nodes=args.max_nodes, progress=_progress_line)
     finally:
@@ -81,10 +81,13 @@ def add_parser(sub) -> None:
     rd.add_argument("-o", "--output", required=True, help="output file: .dot, .svg or .png (images need graphviz's dot), or .json: a "
                     "Model Explorer graph, each cluster a layer (model-explorer FILE.json opens it)")
     view = rd.add_mutually_exclusive_group()
-    view.add_argument("--collapsed", action="store_true", help="one box per cluster (default for big graphs)")
+    view.add_argument("--scopes", action="store_true",
+                      help="the top level of the name scopes, each box with a bar of its clusters (default for big "
+                           "graphs; jitsim report opens each box)")
+    view.add_argument("--collapsed", action="store_true", help="one box per cluster")
     view.add_argument("--full", action="store_true", help="every node, even on big graphs")
     rd.add_argument("--max-nodes", type=int, default=400,
-                    help="above this many nodes the collapsed view is the default (default 400)")
+                    help="above this many nodes the scope view is the default (default 400)")
     _sim_args(rd)
     _whatif_args(rd)
     _tensorboard_arg(rd)

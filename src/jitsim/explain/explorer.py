@@ -97,7 +97,7 @@ def explorer_section(c) -> str:
 
 
 EXPLORER_CSS = """
-#explorer{overflow:auto;height:78vh;border:1px solid #ddd;cursor:grab;background:#fff}
+#explorer{overflow:auto;height:78vh;max-height:78vh;border:1px solid #ddd;cursor:grab;background:#fff}
 #explorer.panning{cursor:grabbing;user-select:none}#explorer svg{display:block}
 #explorer .box,#explorer .ttl{cursor:pointer}#explorer .node{cursor:pointer}
 #explorer text{font:12px system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;fill:#1d1d1f}
@@ -140,7 +140,7 @@ EXPLORER_JS = r"""
             open: new Set([0])};
   }
   var trees = {scope: prep(X.trees.scope), cluster: prep(X.trees.cluster)}, T = trees.scope;
-  var zoom = 1, natural = 1, lit = -1;
+  var zoom = 1, natural = 1, naturalH = 1, lit = -1;
   function reps() {
     var r = new Int32Array(T.G);
     r[0] = -1;
@@ -329,6 +329,7 @@ EXPLORER_JS = r"""
     s.push("</svg>");
     host.innerHTML = s.join("");
     natural = gw;
+    naturalH = gh;
     setZoom(zoom);
     var t4 = performance.now();
     host.setAttribute("data-drawn", String(nBoxes + nLeaves));
@@ -378,6 +379,8 @@ EXPLORER_JS = r"""
     var svg = host.querySelector("svg");
     if (svg) svg.style.width = (natural * zoom) + "px";
     if (svg) svg.style.height = "auto";
+    // the box is as tall as the drawing (up to most of the window): no empty screen below it
+    host.style.height = Math.max(160, Math.min(window.innerHeight * 0.78, naturalH * zoom + 24)) + "px";
     document.getElementById("ex-zoom").textContent = Math.round(zoom * 100) + "%";
   }
   function centre(el) {
@@ -442,6 +445,7 @@ EXPLORER_JS = r"""
     setZoom(Math.min(1, (host.clientWidth - 2) / natural));
   });
   draw();
-  host.setAttribute("data-first-paint-ms", (performance.now() - t0).toFixed(1));
+  host.setAttribute("data-first-paint-ms", (performance.now() - t0).toFixed(1));  // this script's share
+  host.setAttribute("data-painted-at-ms", performance.now().toFixed(1));  // since the page's navigation began
 })();
 """

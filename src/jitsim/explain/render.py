@@ -31,7 +31,7 @@ from jitsim.errors import JitsimError
 from jitsim.explain.summary import cluster_colours, op_counts
 from jitsim.words import count
 
-VIEWS = ("auto", "full", "collapsed")
+VIEWS = ("auto", "full", "scopes", "collapsed")
 FORMATS = {".dot": None, ".gv": None, ".svg": "svg", ".png": "png"}
 MODEL_EXPLORER = ".json"  # render -o FILE.json: Model Explorer's graph (jitsim.explain.model_explorer)
 INSTALL_HINT = "install graphviz (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
@@ -76,7 +76,7 @@ def choose_view(c, view: str = "auto", max_nodes: int = 400) -> str:
     if view not in VIEWS:
         raise JitsimError(f"unknown view {view!r}; one of {', '.join(VIEWS)}")
     if view == "auto":
-        return "collapsed" if len(c.nodes) > max_nodes else "full"
+        return "scopes" if len(c.nodes) > max_nodes else "full"
     return view
 
 
@@ -318,6 +318,90 @@ def _collapsed(c) -> graphviz.Digraph:
     return g
 
 
+# -- scope view -----------------------------------------------------------------------------
+
+SCOPE_BAR_WIDTH = 120  # points: the cluster bar under a scope box
+
+
+def _scope_bar(comp: Counter, colours) -> str:
+    """An HTML-like table row: one cell per cluster of the box's nodes, as wide as its share
+    (grey: nodes in no cluster), widest first."""
+    total = sum(comp.values())
+    cells = []
+    for cl, k in sorted(comp.items(), key=lambda kv: (kv[0] is None, -kv[1], kv[0] or "")):
+        w = max(1, round(SCOPE_BAR_WIDTH * k / total))
+        col = colours[cl][1] if cl is not None else "#d0d0d0"
+        cells.append(f'<TD WIDTH="{w}" HEIGHT="5" FIXEDSIZE="TRUE" BGCOLOR="{col}"></TD>')
+    return ('<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR>' + "".join(cells)
+            + "</TR></TABLE>")
+
+
+def _scopes(c) -> graphviz.Digraph:
+    """The top level of the name-scope tree (:mod:`jitsim.explain.hierarchy`, the report's
+    explorer at first paint): one box per top-level group with its node count and a bar of its
+    nodes' clusters, the nodes at the top level as in the full view, edges bundled."""
+    from jitsim.explain.hierarchy import scope_tree
+
+    g = _new_graph(c, "scopes")
+    recs = c.nodes
+    names = [n for n, r in recs.items() if not _removed(r)]
+    h = scope_tree(names)
+    top_of: dict[str, str] = {}
+    members: dict[int, list[str]] = defaultdict(list)
+    for name, gid in zip(names, h.node_group):
+        while gid and h.parents[gid] != 0:
+            gid = h.parents[gid]
+        if gid:
+            top_of[name] = f"s{gid}"
+            members[gid].append(name)
+        else:
+            top_of[name] = name
+    colours, ids = cluster_colours(c), node_ids(c)
+    for gid, ms in members.items():
+        comp = Counter(recs[m].cluster for m in ms)
+        ncl = sum(1 for cl in comp if cl is not None)
+        info = count(len(ms), "node") + (f" · {count(ncl, 'cluster')}" if ncl else "")
+        label = (f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">'
+                 f'<TR><TD ALIGN="LEFT"><B>{_html(h.labels[gid])}</B></TD></TR>'
+                 f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="8" COLOR="#555555">{_html(info)}</FONT></TD></TR>'
+                 f"<TR><TD>{_scope_bar(comp, colours)}</TD></TR></TABLE>>")
+        top = ", ".join(f"{cl} {k}" for cl, k in comp.most_common(4) if cl is not None)
+        g.node(f"s{gid}", label=label, id=f"s{gid}", style="rounded", color="#7d8590",
+               tooltip=_esc(f"{'/'.join(h.path(gid))}: {info}" + (f" ({top}…)" if top else "")))
+    for name in names:
+        if top_of[name] != name:
+            continue
+        rec = recs[name]
+        if rec.cluster is not None:
+            fill, border = colours[rec.cluster]
+            g.node(ids[name], label=_label(*_name_lines(name), rec.op, rec.cluster), fillcolor=fill, color=border,
+                   id=ids[name], tooltip=_esc(name))
+        else:
+            g.node(ids[name], label=_label(*_name_lines(name), rec.op, f"[{rec.code}]"),
+                   fillcolor=FAMILIES[code_family(rec.code)][0], id=ids[name], tooltip=_esc(name))
+        top_of[name] = ids[name]
+    agg: dict[tuple[str, str], list[int]] = {}
+    for s_, d, ctrl in _edges(c):
+        a, b = top_of.get(s_), top_of.get(d)
+        if a is None or b is None or a == b:
+            continue
+        agg.setdefault((a, b), [0, 0])[1 if ctrl else 0] += 1
+    for (a, b), (data, ctrl) in agg.items():
+        n = data + ctrl
+        attrs = {"penwidth": f"{min(1 + math.log2(n) / 2, 5):.2f}"}
+        if n > 1:
+            attrs.update(label=str(n), fontsize="8")
+        if not data:
+            attrs.update(style="dashed", color="#999999")
+        g.edge(a, b, **attrs)
+    g.attr(label=_label(_title(c), "scope view: the top level of the graph's name scopes (a wide level is grouped: "
+                        "name_* a series, name* names that start alike, a … b a run); the bar under a box: its "
+                        "nodes' clusters (grey: none); edge labels count the edges they stand for",
+                        *_removed_note(c),
+                        "jitsim report opens each box; jitsim render --collapsed: one box per cluster"))
+    return g
+
+
 def _bridges(box_of, box_exits, hidden_succ, budget: int = 2_000_000):
     """(box, box) -> number of hidden nodes on the paths from one box to the other that run
     through hidden nodes only; and whether every path was traced within ``budget`` steps."""
@@ -376,7 +460,7 @@ def to_dot(c, view: str = "auto", max_nodes: int = 400) -> str:
     """The DOT source of the picture of ``c`` (see the module docstring for the views);
     a big picture carries :data:`BOUNDED_LAYOUT` so that dot lays it out in seconds."""
     view = choose_view(c, view, max_nodes)
-    g = _full(c) if view == "full" else _collapsed(c)
+    g = {"full": _full, "scopes": _scopes, "collapsed": _collapsed}[view](c)
     if len(g.body) > BOUNDED_LAYOUT_STATEMENTS:
         g.graph_attr.update(BOUNDED_LAYOUT)
     return g.source

@@ -242,7 +242,7 @@ def uses_explorer(c, view: str, max_nodes: int) -> bool:
     (where graphviz's picture would be the whole graph, unreadable)."""
     from jitsim.explain.render import choose_view
 
-    return view == "explorer" or (view == "auto" and choose_view(c, view, max_nodes) == "collapsed")
+    return view == "explorer" or (view == "auto" and choose_view(c, view, max_nodes) != "full")
 
 
 def _graph(c, view: str, max_nodes: int) -> tuple[str, str | None]:
