@@ -303,3 +303,18 @@ def test_a_program_that_fails_after_tf_built_its_graph_keeps_it(tmp_path):
     assert cap.main_graph is not None
     note = next(n for n in cap.notes if n.startswith("the call failed after TensorFlow built its graph"))
     assert "sum_check" in note, note
+
+
+def test_kernel_files_a_program_read_are_not_cache_inputs(tmp_path):
+    """A program whose libraries read /proc/stat (psutil does, when installed): the file is
+    the machine's state and changes on every read, so it is no input of the capture (else the
+    capture would never be reused; found when psutil came into the test venv)."""
+    import json as _json
+
+    from jitsim.tfprocess.harvest import program_files
+
+    helper = tmp_path / "helper.py"
+    helper.write_text("X = 1\n")
+    deps = tmp_path / "deps.json"
+    deps.write_text(_json.dumps(["/proc/stat", "/proc/self/status", str(helper)]))
+    assert [e["path"] for e in program_files(deps, tmp_path / "prog.py")] == [str(helper)]

@@ -436,6 +436,12 @@ def failed_op(log_text: str) -> str:
     return f" (at node {found[-1]})" if found else ""
 
 
+# the kernel's files (/proc/stat, /sys/..., /dev/urandom): what a program reads there is the
+# machine's state, never an input of the program; they change on every read (psutil, a font
+# cache, a random seed read them), so a capture keyed by them would never be reused
+PSEUDO_FILESYSTEMS = ("/proc/", "/sys/", "/dev/")
+
+
 def program_files(deps: Path, target: Path, scratch=()) -> list[dict]:
     """What a program's run read beyond its own file (the files of its own modules, the files
     it opened, as the run's bootstrap listed them; not those of the run's own scratch
@@ -445,7 +451,7 @@ def program_files(deps: Path, target: Path, scratch=()) -> list[dict]:
         paths = json.loads(read_text(deps, what="the program's files"))
     except (JitsimError, ValueError):
         return []
-    skip = tuple(os.path.realpath(d) + os.sep for d in scratch)
+    skip = tuple(os.path.realpath(d) + os.sep for d in scratch) + PSEUDO_FILESYSTEMS
     out = []
     for p in sorted(set(paths) - {str(target)}):
         if os.path.realpath(p).startswith(skip):

@@ -82,7 +82,8 @@ BOOTSTRAP = PREAMBLE + textwrap.dedent(
                 if not f:
                     continue
                 p = os.path.realpath(f)
-                if os.path.isfile(p) and not p.startswith(skip) and "site-packages" not in p:
+                if os.path.isfile(p) and not p.startswith(skip) and "site-packages" not in p \
+                        and not p.startswith(("/proc/", "/sys/", "/dev/")):  # kernel files: never inputs
                     keep.add(p)
             with open(deps, "w") as fh:
                 json.dump(sorted(keep), fh)
