@@ -848,3 +848,61 @@ def test_switch_of_a_predicate_on_itself_becomes_constants():
     assert "ConstantFolding/cond/switch_pred/_2_const_false" not in eg
     # already simplified: a second run changes nothing
     assert fold_constants(eg).by_kind.get("Switch(p, p) outputs to constants") is None
+
+
+# -- the arithmetic optimizer's ConvertPow stage (issue 41) ----------------------------------
+
+
+def _pow_graph(values, device=CPU):
+    """x -> Pow(x, c) -> out, c a Const of ``values`` (float32, shape [len] or scalar)."""
+    import numpy as np
+
+    from graphs import arg, graph, node, op, ret
+    from jitsim.rewrites.folding.tensors import to_tensor_proto
+
+    g = graph(arg("x"), node("c", "Const"), op("m/p", "Pow", "x", "c"), ret("out", "m/p"))
+    eg = EditGraph(g.graphdef)
+    c = eg["c"]
+    c.attr["dtype"].type = DT_FLOAT
+    to_tensor_proto(np.array(values, dtype="float32"), DT_FLOAT, c.attr["value"].tensor)
+    for nd in eg.nodes.values():
+        nd.device = device
+    return eg
+
+
+@pytest.mark.parametrize("value,op_", [(2.0, "Square"), (0.5, "Sqrt"), (-0.5, "Rsqrt"), (-1.0, "Reciprocal"),
+                                       ([2.0, 2.0, 2.0], "Square")])
+def test_pow_by_a_constant_becomes_the_unary_op(value, op_):
+    """TF's ConvertPowStage: the exponent, all elements equal, picks the op; the Const stays
+    as a control input (arithmetic_optimizer.cc sets input 1 to ``^c``)."""
+    from jitsim.rewrites.grappler.arithmetic_optimizer import convert_pow
+
+    eg = _pow_graph(value)
+    convert_pow(eg)
+    assert eg["m/p"].op == op_ and list(eg["m/p"].input) == ["x", "^c"]
+
+
+def test_a_cube_is_a_mul_by_a_new_square_on_the_cpu_only():
+    """x**3 on a CPU: Mul(x, Square(x)), the square named as TF names it
+    (``<scope>/ArithmeticOptimizer/ConvertPow__inner_<name>``); on a GPU TF leaves it."""
+    from jitsim.rewrites.grappler.arithmetic_optimizer import convert_pow
+
+    eg = _pow_graph(3.0)
+    convert_pow(eg)
+    inner = "m/ArithmeticOptimizer/ConvertPow__inner_p"
+    assert eg["m/p"].op == "Mul" and list(eg["m/p"].input) == ["x", inner, "^c"]
+    assert eg[inner].op == "Square" and list(eg[inner].input) == ["x"] and eg[inner].device == CPU
+    gpu = _pow_graph(3.0, device="/job:localhost/replica:0/task:0/device:GPU:0")
+    convert_pow(gpu)
+    assert gpu["m/p"].op == "Pow" and inner not in gpu.nodes
+
+
+@pytest.mark.parametrize("value", [[2.0, 3.0], 1.5, 1.0])
+def test_pow_left_alone(value):
+    """Exponents that differ, one TF has no rewrite for, and 1 where x's shape is not known to
+    be the output's (TF's Identity rewrite needs symbolically equal shapes): still a Pow."""
+    from jitsim.rewrites.grappler.arithmetic_optimizer import convert_pow
+
+    eg = _pow_graph(value)
+    convert_pow(eg)
+    assert eg["m/p"].op == "Pow" and list(eg["m/p"].input) == ["x", "c"]

@@ -79,3 +79,39 @@ def test_grappler_rewrite_models_match_tf(grappler_model):
     for route in routes:
         assert (r[route]["clusters"], r[route]["clustered"]) == (tf["clusters"], tf["clustered"]), route
         assert r[route]["agreement"] in (None, 1.0), route
+
+
+def test_pow_by_constants_is_rewritten_as_tf_does(tmp_path_factory):
+    """Grappler's ConvertPow stage (fixtures/models/build_models.py ``pow``): each tf.pow by a
+    constant exponent, in TF's own dump of the signature call, has the op jitsim's TF-free route
+    gives the node of the same name (Mul for a cube, Rsqrt, Sqrt, Reciprocal, Pow where the
+    exponents differ), TF's new square of the cube (``.../ArithmeticOptimizer/
+    ConvertPow__inner_cube``) is in jitsim's graph too, and the clusters are TF's."""
+    from jitsim.frontend.prepare import prepare_without_tf
+    from jitsim.graph.io import load, read_graphdef
+
+    model = _built_and_harvested("pow", tmp_path_factory)
+    r = _measure(model)
+    # (as for `unary`: the SavedModel route keeps the signature's output Identity, which TF
+    # drops there, one clustered node more; the GraphDef has none)
+    assert (r["graphdef_prepared"]["clusters"], r["graphdef_prepared"]["clustered"]) == \
+        (r["tf"]["clusters"], r["tf"]["clustered"])
+    assert r["saved_model_prepared"]["agreement"] == r["graphdef_prepared"]["agreement"] == 1.0
+    truth_dir = Path(r["truth_dir"])
+    import json as _json
+
+    idx = _json.loads((truth_dir / "index.json").read_text())
+    g = max((g for g in idx["graphs"] if "before_clone_constants_for_better_clustering" in g["files"]),
+            key=lambda g: g["nodes"])
+    tf_ops = {n.name: n.op for n in read_graphdef(truth_dir / "dumps" / g["files"]["before_clone_constants_for_better_clustering"]).node}
+    ours = {n.name: n.op for n in prepare_without_tf(load(model / "saved_model", validate=False)).graph.graphdef.node}
+    want = {"cube": "Mul", "rsqrt": "Rsqrt", "sqrt": "Sqrt", "recip": "Reciprocal", "mixed": "Pow"}
+    for short, op in want.items():
+        name = next(n for n in tf_ops if n.endswith("/" + short))
+        assert tf_ops[name] == op, (name, tf_ops[name])  # what TF did (the case's premise)
+        assert ours.get(name) == op, (name, ours.get(name))
+    inner = next(n for n in tf_ops if n.endswith("ArithmeticOptimizer/ConvertPow__inner_cube"))
+    assert ours.get(inner) == "Square"
+    # tf.pow(h, 2.0) became Square(h) too, the same node as the cube's square: TF's second
+    # round of common-subgraph elimination kept the cube's, and so does jitsim
+    assert not any(n.endswith("/square") for n in tf_ops) and not any(n.endswith("/square") for n in ours)

@@ -76,12 +76,13 @@ def _common_subgraph_elimination(eg: EditGraph, cx: GrapplerContext):
 
 def _arithmetic_optimizer(eg: EditGraph, cx: GrapplerContext):
     from jitsim.rewrites.grappler.arithmetic_optimizer import (
-        compose_unary_chains, hoist_unary_out_of_concat, remove_redundant_reshapes,
+        compose_unary_chains, convert_pow, hoist_unary_out_of_concat, remove_redundant_reshapes,
     )
 
     rec = remove_redundant_reshapes(eg, cx.keep, cx.shapes)
-    for stage in (hoist_unary_out_of_concat, compose_unary_chains):
-        _merge(rec, stage(eg, cx.keep))
+    _merge(rec, hoist_unary_out_of_concat(eg, cx.keep))
+    _merge(rec, convert_pow(eg, cx.keep, cx.shapes))  # before the composition: a Square joins a unary chain
+    _merge(rec, compose_unary_chains(eg, cx.keep))
     return rec
 
 
@@ -277,7 +278,7 @@ def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
     hist = g.op_histogram()
     adds = sum(hist.get(o, 0) for o in ADD_OPS)
     if adds:
-        out.append(f"arithmetic optimizer simulated for Reshapes, Concat-hoisting and unary-op compositions only: TF may merge some of the "
+        out.append(f"arithmetic optimizer simulated for Reshapes, Concat-hoisting, unary-op compositions and Pow by constants only: TF may merge some of the "
                    f"{adds} Add/AddV2 nodes into AddN (the cluster keeps them, renamed) or rewrite other arithmetic")
     fused_add = sum(1 for n in g if n.op in ("_FusedConv2D", "_FusedMatMul")
                     and any(g[e.dst].op in ADD_OPS for e in g.out_edges(n.name)))

@@ -22,9 +22,15 @@ And the ``UnaryOpsComposition`` stage (:func:`compose_unary_chains`): chains of 
 unary ops on a CPU become one ``_UnaryOpsComposition`` node named ``<last op>/unary_ops_composition``
 (clustered like the ops it replaces, as one node: the clustered-node count drops).
 
-The other stages (AddN rewrites of Add trees, ``Pow`` and ``Reciprocal`` rewrites, unary ops
-sunk into ``Split`` outputs...) keep the same nodes in the same clusters under other names and
-are not simulated.
+And the ``ConvertPow`` stage (:func:`convert_pow`): ``Pow(x, c)`` with a constant exponent whose
+elements are all equal becomes ``Square`` (2), ``Sqrt`` (0.5), ``Rsqrt`` (-0.5), ``Reciprocal``
+(-1) or ``Identity`` (1, when x already has the output's shape), the exponent kept as a control
+input; on a CPU, 3 becomes ``Mul(x, Square(x))`` with the square a new node
+``<scope>/ArithmeticOptimizer/ConvertPow__inner_<name>`` (Keras' tanh GELU: one more clustered
+node, under TF's name).
+
+The other stages (AddN rewrites of Add trees, unary ops sunk into ``Split`` outputs...) keep the
+same nodes in the same clusters under other names and are not simulated.
 """
 
 from __future__ import annotations
@@ -207,4 +213,85 @@ def compose_unary_chains(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
             if n in eg and not eg.consumers(n):
                 eg.remove(n)
         rec.add(name, f"{len(chain)} unary ops composed")
+    return rec
+
+
+# ConvertPow: an exponent (all elements equal) -> the op Pow becomes; 3 and 1 are handled apart
+POW_AS_UNARY = {2.0: "Square", 0.5: "Sqrt", -0.5: "Rsqrt", -1.0: "Reciprocal"}
+
+
+def _uniform_value(nd):
+    """The one value every element of a ``Const`` holds (a Python complex), or None."""
+    from jitsim.rewrites.folding.tensors import tensor_proto_to_numpy
+
+    if nd.op != "Const" or "value" not in nd.attr:
+        return None
+    try:
+        arr = tensor_proto_to_numpy(nd.attr["value"].tensor)
+    except Exception:  # a dtype the numpy decoder does not read: TF's check fails the same way
+        return None
+    flat = arr.reshape(-1)
+    if flat.size == 0:
+        return None
+    first = complex(flat[0])
+    return first if all(complex(v) == first for v in flat[1:]) else None
+
+
+def optimized_node_name(name: str, stage: str, suffix: str = "") -> str:
+    """TF's ``OptimizedNodeName``: ``<scope>/ArithmeticOptimizer/<stage>_<suffix>_<name>``
+    (no ``_<suffix>`` without one).
+
+    >>> optimized_node_name("m/Gelu/Pow", "ConvertPow", "_inner")
+    'm/Gelu/ArithmeticOptimizer/ConvertPow__inner_Pow'
+    """
+    scope, _, base = name.rpartition("/")
+    prefix = f"{scope}/" if scope else ""
+    return f"{prefix}ArithmeticOptimizer/{stage}_{suffix + '_' if suffix else ''}{base}"
+
+
+def convert_pow(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
+    """``ConvertPowStage``: a ``Pow`` by a constant exponent rewritten as above."""
+    rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
+    shapes = shapes if shapes is not None else ShapeView()
+    for name in list(eg.nodes):
+        nd = eg.nodes.get(name)
+        if nd is None or nd.op != "Pow":
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        if len(data) != 2:
+            continue
+        ysrc, _ = parse_input(data[1])
+        y = eg.nodes.get(ysrc)
+        if y is None or ysrc in keep:  # a fed Const is no constant (TF's IsReallyConstant)
+            continue
+        value = _uniform_value(y)
+        if value is None or value.imag:
+            continue
+        v = value.real
+        if v in POW_AS_UNARY:
+            nd.op = POW_AS_UNARY[v]
+            eg.set_inputs(name, [data[0]] + ctrl + [f"^{ysrc}"])
+            rec.add(name, f"Pow by {v:g} rewritten as {nd.op}")
+        elif v == 3.0 and "CPU" in nd.device.upper():
+            inner = optimized_node_name(name, "ConvertPow", "_inner")
+            if inner not in eg.nodes:
+                sq = protos.NodeDef()
+                sq.CopyFrom(nd)
+                sq.name = inner
+                sq.op = "Square"
+                del sq.input[:]
+                sq.input.extend(list(nd.input)[:-1])  # TF drops the last input (the exponent)
+                eg.add_nodedef(sq)
+            nd.op = "Mul"
+            eg.set_inputs(name, [data[0], inner] + ctrl + [f"^{ysrc}"])
+            rec.add(name, "Pow by 3 rewritten as Mul(x, Square(x))")
+        elif v == 1.0:
+            src, port = parse_input(data[0])
+            x = eg.nodes.get(src)
+            out, into = shapes.known(nd), (shapes.known(x, port) if x is not None else None)
+            if out is not None and out == into:
+                nd.op = "Identity"
+                eg.set_inputs(name, [data[0]] + ctrl + [f"^{ysrc}"])
+                rec.add(name, "Pow by 1 rewritten as Identity")
     return rec
