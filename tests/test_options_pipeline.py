@@ -187,8 +187,10 @@ def test_cli_debug_mode_checks_and_shows_the_broken_pass(monkeypatch, tmp_path):
 
 def test_grappler_steps_are_declared_once():
     assert prepare.STEPS[2:] == tuple(s.name for s in prepare.GRAPPLER_STEPS)
+    # TF 2.21's order (its meta optimizer's per-optimizer dumps): constant folding before the
+    # arithmetic optimizer
     assert [s.name for s in prepare.GRAPPLER_STEPS if s.needs_shapes] == [
-        "arithmetic_optimizer", "constant_folding", "remapper"]
+        "constant_folding", "arithmetic_optimizer", "remapper"]
 
 
 def test_grappler_steps_run_from_the_list(monkeypatch):

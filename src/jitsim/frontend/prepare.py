@@ -119,12 +119,16 @@ class GrapplerStep:
     run: Callable  # (EditGraph, GrapplerContext) -> RewriteRecord; rewrites the graph in place
 
 
-# Grappler's optimizers jitsim simulates, in the meta optimizer's order for a function graph
+# Grappler's optimizers jitsim simulates, in the meta optimizer's order for a function graph, as
+# TF 2.21 dumps them (TF_CPP_VMODULE=meta_optimizer=4 with TF_DUMP_GRAPH_PREFIX: model_pruner,
+# tfg_optimizer, implementation_selector, function_optimizer, common_subgraph_elimination,
+# constant_folding, shape_optimizer, arithmetic_optimizer, layout, remapper, loop_optimizer,
+# dependency_optimizer; twice over)
 GRAPPLER_STEPS: tuple[GrapplerStep, ...] = (
     GrapplerStep("model_pruner", False, _model_pruner),
     GrapplerStep("common_subgraph_elimination", False, _common_subgraph_elimination),
-    GrapplerStep("arithmetic_optimizer", True, _arithmetic_optimizer),
     GrapplerStep("constant_folding", True, _constant_folding),
+    GrapplerStep("arithmetic_optimizer", True, _arithmetic_optimizer),
     GrapplerStep("remapper", True, _remapper),
     GrapplerStep("dependency_optimizer", False, _dependency_optimizer),
 )
