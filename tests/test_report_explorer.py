@@ -222,3 +222,27 @@ def test_too_much_to_draw_is_refused_with_a_message(browser, tmp_path, monkeypat
                            ".dispatchEvent(new MouseEvent('click', {bubbles: true}))" % big)
     assert _drawn(browser)["boxes"] == before["boxes"]
     assert "more than 20" in browser.find_element(By.ID, "ex-status").text
+
+
+def test_a_node_a_later_pass_deleted_is_grouped_apart():
+    """A record whose node a later pass deleted (``removed``: it has an explanation but no
+    place in the graph) sits under one group, ``(deleted by later passes)``, in both trees,
+    instead of among the live nodes of its scope (hand-made: MNIST with its first node marked
+    deleted)."""
+    c = cluster(MNIST, flags=FLAGS)
+    name = next(iter(c.nodes))
+    c.nodes[name].removed = True
+    d = explorer.explorer_data(c)
+    i = list(c.nodes).index(name)
+    for t in d["trees"].values():
+        g, path = t["node_group"][i], []
+        while g > 0:
+            path.append(t["labels"][g])
+            g = t["parents"][g]
+        assert path[-1] == explorer.DELETED
+        others = [j for j, g in enumerate(t["node_group"]) if j != i]
+        for j in others:  # no live node is under it
+            g = t["node_group"][j]
+            while g > 0 and t["labels"][g] != explorer.DELETED:
+                g = t["parents"][g]
+            assert g == 0
