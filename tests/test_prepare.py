@@ -906,3 +906,37 @@ def test_pow_left_alone(value):
     eg = _pow_graph(value)
     convert_pow(eg)
     assert eg["m/p"].op == "Pow" and list(eg["m/p"].input) == ["x", "c"]
+
+
+@pytest.mark.parametrize("op_,want_op,order", [("RealDiv", "Mul", "x_first"), ("Div", "Mul", "x_first"),
+                                               ("Xdivy", "MulNoNan", "recip_first")])
+def test_division_by_a_constant_is_a_product_by_its_reciprocal(op_, want_op, order):
+    """TF's ReduceDivToReciprocalMul (constant folding): ``x / 4`` becomes ``x * 0.25``, the
+    reciprocal a new constant ``ConstantFolding/<name>_recip`` (TF makes it a Reciprocal node and
+    folds it in its next round); the 4 goes, nothing else reads it. Xdivy becomes MulNoNan with
+    the reciprocal first (constant_folding.cc swaps the inputs)."""
+    import numpy as np
+
+    from jitsim.rewrites.folding.tensors import tensor_proto_to_numpy
+    from jitsim.rewrites.grappler.constant_folding import reduce_div_to_reciprocal_mul
+
+    eg = _pow_graph(4.0)
+    eg["m/p"].op = op_
+    reduce_div_to_reciprocal_mul(eg)
+    r = "ConstantFolding/m/p_recip"
+    assert eg["m/p"].op == want_op
+    assert list(eg["m/p"].input) == (["x", r] if order == "x_first" else [r, "x"])
+    assert eg[r].op == "Const" and eg[r].device == CPU
+    assert float(tensor_proto_to_numpy(eg[r].attr["value"].tensor)) == np.float32(0.25)
+    assert "c" not in eg.nodes
+
+
+def test_an_integer_division_by_a_constant_stays():
+    """``Div`` of integers is skipped by TF (``IsDiv && !floating``)."""
+    from jitsim.rewrites.grappler.constant_folding import reduce_div_to_reciprocal_mul
+
+    eg = _pow_graph(4.0)
+    eg["m/p"].op = "Div"
+    eg["m/p"].attr["T"].type = 3  # DT_INT32
+    reduce_div_to_reciprocal_mul(eg)
+    assert eg["m/p"].op == "Div" and list(eg["m/p"].input) == ["x", "c"]

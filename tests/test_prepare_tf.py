@@ -85,7 +85,8 @@ def test_pow_by_constants_is_rewritten_as_tf_does(tmp_path_factory):
     """Grappler's ConvertPow stage (fixtures/models/build_models.py ``pow``): each tf.pow by a
     constant exponent, in TF's own dump of the signature call, has the op jitsim's TF-free route
     gives the node of the same name (Mul for a cube, Rsqrt, Sqrt, Reciprocal, Pow where the
-    exponents differ), TF's new square of the cube (``.../ArithmeticOptimizer/
+    exponents differ; Mul for a division by a constant, by TF's new constant
+    ``ConstantFolding/.../quarter_recip``), TF's new square of the cube (``.../ArithmeticOptimizer/
     ConvertPow__inner_cube``) is in jitsim's graph too, and the clusters are TF's."""
     from jitsim.frontend.prepare import prepare_without_tf
     from jitsim.graph.io import load, read_graphdef
@@ -105,13 +106,16 @@ def test_pow_by_constants_is_rewritten_as_tf_does(tmp_path_factory):
             key=lambda g: g["nodes"])
     tf_ops = {n.name: n.op for n in read_graphdef(truth_dir / "dumps" / g["files"]["before_clone_constants_for_better_clustering"]).node}
     ours = {n.name: n.op for n in prepare_without_tf(load(model / "saved_model", validate=False)).graph.graphdef.node}
-    want = {"cube": "Mul", "rsqrt": "Rsqrt", "sqrt": "Sqrt", "recip": "Reciprocal", "mixed": "Pow"}
+    want = {"cube": "Mul", "rsqrt": "Rsqrt", "sqrt": "Sqrt", "recip": "Reciprocal", "mixed": "Pow", "quarter": "Mul"}
     for short, op in want.items():
         name = next(n for n in tf_ops if n.endswith("/" + short))
         assert tf_ops[name] == op, (name, tf_ops[name])  # what TF did (the case's premise)
         assert ours.get(name) == op, (name, ours.get(name))
     inner = next(n for n in tf_ops if n.endswith("ArithmeticOptimizer/ConvertPow__inner_cube"))
     assert ours.get(inner) == "Square"
+    # h / 4 became h * (1/4), the reciprocal a new constant named by constant folding
+    recip = next(n for n in tf_ops if n.endswith("/quarter_recip"))
+    assert recip.startswith("ConstantFolding/") and tf_ops[recip] == "Const" and ours.get(recip) == "Const"
     # tf.pow(h, 2.0) became Square(h) too, the same node as the cube's square: TF's second
     # round of common-subgraph elimination kept the cube's, and so does jitsim
     assert not any(n.endswith("/square") for n in tf_ops) and not any(n.endswith("/square") for n in ours)

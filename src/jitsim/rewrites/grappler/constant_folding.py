@@ -31,6 +31,8 @@ and with it one clusterable op: TF Text's ragged-tensor checks then fall under t
 cluster size (``text_tokenizer``).
 A ``Tile`` by a constant multiples vector of ones (or an empty one) likewise becomes an
 ``Identity`` (TF's ``SimplifyTile``): the gradient of a sum over a scalar tiles by ``[]``.
+A division by a constant becomes a multiplication by its reciprocal, a new constant
+``ConstantFolding/<name>_recip`` (TF's ``ReduceDivToReciprocalMul``, :func:`reduce_div_to_reciprocal_mul`).
 Not simulated: partial folding of ``AddN``/``Concat``, moving constants through associative ops,
 the shape-dependent reduction simplifications (reducing only size-1 dimensions: ``Identity``
 with ``keep_dims``, ``Reshape`` without).
@@ -123,7 +125,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
     # TF simplifies after it folds, in the same pass: what folding has just made a constant
     # (a reduction's axes, a Tile's multiples, a neutral operand) is simplified now
     for simplified in (simplify_empty_reductions(eg, keep), simplify_trivial_tiles(eg, keep),
-                       simplify_neutral_operands(eg, keep)):
+                       simplify_neutral_operands(eg, keep), reduce_div_to_reciprocal_mul(eg, keep)):
         rec.extend(simplified)
     # what folding leaves unread goes (TF's ConstantFolding deletes the nodes it made useless)
     while touched:
@@ -181,6 +183,62 @@ def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
             eg.set_inputs(name, [other, "^" + c] + ctrl)
             rec.add(name, f"{'x * 1' if neutral == 1.0 else 'x + 0'} to Identity")
             break
+    return rec
+
+
+# DT_HALF, DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_COMPLEX64, DT_COMPLEX128
+FLOAT_OR_COMPLEX = frozenset({19, 1, 2, 14, 8, 18})
+DIVISIONS = frozenset({"Div", "RealDiv", "Xdivy"})
+
+
+def reduce_div_to_reciprocal_mul(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """TF's ``ReduceDivToReciprocalMul``: ``x / c`` (``Div`` of a floating or complex type,
+    ``RealDiv``, ``Xdivy``) by a ``Const`` becomes ``Mul(x, r)`` (``Xdivy``: ``MulNoNan(r, x)``),
+    ``r`` a new node ``ConstantFolding/<name>_recip`` that TF's next folding round makes the
+    constant ``1 / c``; jitsim writes that constant at once (floating and complex values only:
+    an integer ``RealDiv`` is left as it is). The constant keeps ``c``'s control inputs, as a
+    folded node does; ``c`` goes when nothing else reads it."""
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    keep_set = preserved(eg, keep)
+    np = numpy()
+    for name in topological_order(eg):
+        nd = eg.nodes.get(name)
+        if nd is None or name in keep_set or nd.op not in DIVISIONS or "T" not in nd.attr:
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        if len(data) != 2:
+            continue
+        t = nd.attr["T"].type
+        if t not in FLOAT_OR_COMPLEX or t not in NP_DTYPES:
+            continue  # integer division (TF skips Div; an integer RealDiv jitsim does not evaluate)
+        c = parse_input(data[1])[0]
+        cnd = eg.nodes.get(c)
+        if cnd is None or cnd.op != "Const" or "value" not in cnd.attr:
+            continue
+        new = f"ConstantFolding/{name}_recip"
+        if new in eg.nodes:
+            continue
+        try:
+            value = tensor_proto_to_numpy(cnd.attr["value"].tensor)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                recip = np.reciprocal(value.astype(NP_DTYPES[t]))
+        except Exception:
+            continue
+        const = protos.NodeDef(name=new, op="Const", device=nd.device)
+        const.input.extend(r for r in cnd.input if r.startswith("^"))
+        const.attr["dtype"].type = t
+        to_tensor_proto(recip, t, const.attr["value"].tensor)
+        eg.add_nodedef(const)
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        if nd.op == "Xdivy":
+            nd.op = "MulNoNan"
+            eg.set_inputs(name, [new, data[0]] + ctrl)
+        else:
+            nd.op = "Mul"
+            eg.set_inputs(name, [data[0], new] + ctrl)
+        rec.add(name, "x / c to x * (1 / c)")
+        if c not in keep_set and not eg.consumers(c):
+            eg.remove(c)
     return rec
 
 
