@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from jitsim.registry import protos
 from jitsim.graph.model import CONTROL, Graph, format_input, parse_input, set_attr_value
-from jitsim.opsets import NEXT_ITERATION_OPS
+from jitsim.opsets import MERGE_OPS, NEXT_ITERATION_OPS
 
 
 class EditGraph:
@@ -265,10 +265,55 @@ def topological_order(eg: EditGraph) -> list[str]:
     return order
 
 
-def sort_topologically(eg: EditGraph) -> None:
-    """Reorder ``eg``'s nodes topologically, as Grappler leaves a graph (TF then gives the
-    nodes ids in that order when it rebuilds the graph)."""
-    order = topological_order(eg)
+def tf_topological_order(eg: EditGraph) -> list[str]:
+    """Grappler's own topological order (``ComputeTopologicalOrder`` in
+    ``grappler/utils/topological_sort.cc``): Kahn's algorithm with a first-in-first-out queue.
+    The queue starts with the nodes without inputs, in node order; a node's consumers are
+    visited in node order, each once however many edges join them; a node is ready when all
+    its distinct input nodes (data and control) are done, a ``Merge``'s ``NextIteration``
+    inputs counting as done from the start. Nodes left in a cycle follow in node order.
+
+    >>> from jitsim.graph.model import Graph
+    >>> g = Graph.from_nodes([("a", "Const", []), ("b", "Const", []), ("c", "AddV2", ["b", "a"]),
+    ...                       ("d", "Neg", ["a"]), ("e", "AddV2", ["c", "c"])])
+    >>> tf_topological_order(EditGraph(g.graphdef))
+    ['a', 'b', 'd', 'c', 'e']
+    """
+    names = list(eg.nodes)
+    index = {n: i for i, n in enumerate(names)}
+    fanin: dict[str, set[str]] = {}
+    fanout: dict[str, set[str]] = {n: set() for n in names}
+    ready_count: dict[str, int] = {}
+    for n, nd in eg.nodes.items():
+        srcs = {x for x in (parse_input(r)[0] for r in nd.input) if x in index}
+        fanin[n] = srcs
+        for x in srcs:
+            fanout[x].add(n)
+        ready_count[n] = (sum(1 for x in srcs if eg.nodes[x].op in NEXT_ITERATION_OPS)
+                          if nd.op in MERGE_OPS else 0)
+    order = [n for n in names if not fanin[n]]
+    front = 0
+    while front < len(order):
+        n = order[front]
+        front += 1
+        for c in sorted(fanout[n], key=index.__getitem__):
+            ready_count[c] += 1
+            if ready_count[c] == len(fanin[c]):
+                order.append(c)
+    seen = set(order)
+    order.extend(n for n in names if n not in seen)
+    return order
+
+
+def reorder(eg: EditGraph, order) -> None:
+    """Give ``eg``'s nodes the order ``order`` (every node once), as TF renumbers a graph."""
     eg.nodes = {n: eg.nodes[n] for n in order}
     eg._pos = {n: i for i, n in enumerate(order)}
     eg._seq = len(order)
+
+
+def sort_topologically(eg: EditGraph) -> None:
+    """Reorder ``eg``'s nodes as Grappler leaves a graph: its ``TopologicalSort``, the order of
+    :func:`tf_topological_order` (TF then gives the nodes ids in that order when it rebuilds
+    the graph: the clone numbering and cluster numbering that follow depend on it)."""
+    reorder(eg, tf_topological_order(eg))

@@ -4,7 +4,11 @@
 the graph in topological order and, for each node it may deduplicate, looks for an earlier
 node with the same op, device, attributes, data inputs (in order; sorted for commutative ops)
 and control inputs; the later node's consumers then read the earlier one and it is removed.
-(The order is :func:`_lifo_order`'s: it picks the survivors TF's dumps show more often.)
+Of identical nodes the first in Grappler's own topological order
+(:func:`~jitsim.graph.graphedit.tf_topological_order`, which CSE computes before it
+deduplicates) survives. That order starts from the model pruner's
+(:mod:`jitsim.rewrites.grappler.model_pruner`), so the survivors are TF's: checked against TF's
+per-optimizer dumps (``TF_CPP_VMODULE=meta_optimizer=4``).
 Deduplicable: nodes free of side effects that are not preserved (fetches, control outputs,
 feeds), not ``Enter``/``Exit``/``Merge``/``Switch``/``NextIteration``, not placeholders.
 Identical ``Const``s (same value) merge, so do the NoOps function inlining leaves with the
@@ -17,7 +21,7 @@ from jitsim.graph.model import CONTROL
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
-from jitsim.graph.graphedit import EditGraph, dependencies
+from jitsim.graph.graphedit import EditGraph, tf_topological_order
 from jitsim.registry import op_def
 
 COMMUTATIVE = frozenset({"Add", "AddV2", "Mul", "Maximum", "Minimum", "LogicalAnd", "LogicalOr", "Equal",
@@ -42,7 +46,7 @@ def eliminate_common_subgraphs(eg: EditGraph, keep=frozenset()) -> RewriteRecord
     rec = RewriteRecord(Code.COMMON_SUBGRAPH_ELIMINATION)
     keep_set = preserved(eg, keep)
     seen: dict[tuple, str] = {}
-    for name in _lifo_order(eg):
+    for name in tf_topological_order(eg):
         if name not in eg or name in keep_set:
             continue
         nd = eg[name]
@@ -65,22 +69,3 @@ def eliminate_common_subgraphs(eg: EditGraph, keep=frozenset()) -> RewriteRecord
         eg.remove(name)
         rec.add(name, f"{nd.op} deduplicated")
     return rec
-
-
-def _lifo_order(eg: EditGraph) -> list[str]:
-    """A topological order taking the most recently readied node first. With it, the
-    duplicates jitsim keeps are those TF's dumps show (of an LSTM's ``zeros`` and ``zeros_1``,
-    ``zeros_1``; of equal Consts, mostly the later one; of the NoOps inlining leaves, the
-    body's), better than with a first-in-first-out order; TF's own order is not reproduced."""
-    indeg, succ = dependencies(eg)
-    ready = [n for n in eg.nodes if indeg[n] == 0]
-    out = []
-    while ready:
-        n = ready.pop()
-        out.append(n)
-        for s in succ[n]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                ready.append(s)
-    seen = set(out)
-    return out + [n for n in eg.nodes if n not in seen]

@@ -18,8 +18,10 @@ from jitsim.graph.model import parse_input
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
-from jitsim.graph.graphedit import EditGraph
+from jitsim.graph.graphedit import EditGraph, reorder
 from jitsim.opsets import PLAIN_MERGE_OPS, SWITCH_OPS
+
+ARG_OPS = frozenset({"_Arg", "Placeholder"})
 
 
 def prune_unreachable(eg: EditGraph, keep=frozenset(), fetches=None) -> RewriteRecord:
@@ -31,19 +33,28 @@ def prune_unreachable(eg: EditGraph, keep=frozenset(), fetches=None) -> RewriteR
         rec.detail = "no _Retval nodes: fetches unknown, nothing pruned"
         return rec
     keep_set = preserved(eg, keep)
-    stack = terminals + [n for n in keep_set if n in eg]
-    seen = set(stack)
+    # TF's SetTransitiveFaninGraph: a stack walk from the nodes to preserve (fetches and control
+    # outputs, sorted by name; a node pushed once per input reference, visited when first
+    # popped); the kept graph is the visit order reversed, which is the order the rest of
+    # Grappler starts from (its survivors of common-subgraph elimination follow from it)
+    stack = sorted({*terminals, *(n for n in keep_set if n in eg and eg[n].op not in ARG_OPS)})
+    visited: dict[str, None] = {}
     while stack:
         n = stack.pop()
+        if n in visited:
+            continue
+        visited[n] = None
         for r in eg[n].input:
             src = parse_input(r)[0]
-            if src not in seen and src in eg:
-                seen.add(src)
+            if src in eg:
                 stack.append(src)
+    # the function's arguments stay whether read or not (its signature), first
+    args = [n for n in eg.nodes if eg[n].op in ARG_OPS and n not in visited]
     for n in list(eg.nodes):
-        if n not in seen:
+        if n not in visited and eg[n].op not in ARG_OPS:
             eg.remove(n)
             rec.add(n, "unreachable from the fetches")
+    reorder(eg, args + list(reversed(visited)))
     return rec
 
 
