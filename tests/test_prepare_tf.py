@@ -58,6 +58,26 @@ def test_saved_model_prediction_matches_tf(model):
     assert r["graphdef_prepared"]["clusters"] == tf["clusters"]
 
 
+def test_saved_model_prediction_has_tfs_node_names(model):
+    """The whole partition, names included, is TF's: every node of TF's clustered graph is in
+    jitsim's under the same name and in the same cluster. The names follow from TF's node
+    order: the model pruner's rebuild, common-subgraph elimination keeping the first of equal
+    nodes in Grappler's topological order (here the signature's ``NoOp`` against the
+    inliner's ``output_control_node``, and the batch norms' equal constants), the clone
+    numbering of the clustering passes."""
+    sys.path.insert(0, str(ROOT / "fixtures/models"))
+    try:
+        import measure_no_tf as m
+    finally:
+        sys.path.pop(0)
+    from jitsim.graph.io import load
+
+    truth, _ = m.truth_labels(model)
+    pred, _ = m.simulate(load(model / "saved_model", validate=False), prepared=True)
+    assert set(pred) == set(truth)
+    assert {n: c for n, c in pred.items()} == truth
+
+
 # Grappler rewrites of issue 21 item 5, each shown by a tiny model of build_models.py: a Keras
 # Conv1D (remapper's Conv2D + Squeeze + BiasAdd fusion: TF clusters nothing), ResNetV2-style
 # residual adds (oneDNN's Conv2D + BiasAdd + Add [+ Relu] fusions), chains of unary ops
