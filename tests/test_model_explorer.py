@@ -122,11 +122,14 @@ def test_render_json_writes_a_model_explorer_file(tmp_path, capsys):
 # -- the real Model Explorer, in a headless browser ------------------------------------------
 
 
-def _model_explorer_command() -> Path:
-    exe = Path(sys.executable).parent / "model-explorer"
-    if not exe.exists():
+def _model_explorer_command() -> list[str]:
+    """Model Explorer run by this Python (``python -m model_explorer``: found however pip
+    installed its console script)."""
+    import importlib.util
+
+    if importlib.util.find_spec("model_explorer") is None:
         pytest.skip("ai-edge-model-explorer is not installed (pip install -e '.[dev]')")
-    return exe
+    return [sys.executable, "-m", "model_explorer"]
 
 
 def _free_port() -> int:
@@ -145,7 +148,7 @@ def model_explorer(tmp_path_factory, mnist):
     path.write_text(json.dumps(doc))
     port = _free_port()
     env = {**os.environ, "HOME": str(d)}  # Model Explorer keeps its settings under HOME
-    proc = subprocess.Popen([str(exe), str(path), "--no_open_in_browser", "--host", "127.0.0.1",
+    proc = subprocess.Popen([*exe, str(path), "--no_open_in_browser", "--host", "127.0.0.1",
                              "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env, cwd=d)
     try:

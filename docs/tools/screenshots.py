@@ -53,9 +53,8 @@ def free_port() -> int:
 @contextmanager
 def model_explorer(graph_json: Path, home: Path):
     """Model Explorer serving ``graph_json`` on a free loopback port; yields the page's URL."""
-    exe = Path(sys.executable).parent / "model-explorer"
     port = free_port()
-    proc = subprocess.Popen([str(exe), str(graph_json), "--no_open_in_browser", "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-m", "model_explorer", str(graph_json), "--no_open_in_browser", "--host", "127.0.0.1",
                              "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "HOME": str(home)}, cwd=home)
     try:
