@@ -53,6 +53,7 @@ class GrapplerContext:
     cpu_fusions_off: bool = False  # the remapper skips its CPU fusions (jitsim.flags.remapper_cpu_fusions_off)
     shapes: object = None  # jitsim.analyses.shape_inference.ShapeView, for steps with needs_shapes
     assumed: list[str] = field(default_factory=list)  # bias adds the remapper assumed (a caveat)
+    uncertain: list = field(default_factory=list)  # (rewrite, node, why): what a rewrite could not be sure of
 
 
 def _merge(rec, more):
@@ -65,7 +66,7 @@ def _model_pruner(eg: EditGraph, cx: GrapplerContext):
     from jitsim.rewrites.grappler.model_pruner import prune_unreachable, remove_trivial_ops
 
     rec = prune_unreachable(eg, cx.keep, cx.fetches)
-    return _merge(rec, remove_trivial_ops(eg, cx.keep))
+    return _merge(rec, remove_trivial_ops(eg, cx.keep, cx.fetch_known))
 
 
 def _common_subgraph_elimination(eg: EditGraph, cx: GrapplerContext):
@@ -76,10 +77,20 @@ def _common_subgraph_elimination(eg: EditGraph, cx: GrapplerContext):
 
 def _arithmetic_optimizer(eg: EditGraph, cx: GrapplerContext):
     from jitsim.rewrites.grappler.arithmetic_optimizer import (
-        compose_unary_chains, convert_pow, hoist_unary_out_of_concat, remove_redundant_reshapes,
+        add_ops_rewrite, compose_unary_chains, convert_pow, hoist_unary_out_of_concat, minimize_broadcasts,
+        remove_redundant_reshapes, reorder_cast_like, simplify_aggregation,
     )
 
-    rec = remove_redundant_reshapes(eg, cx.keep, cx.shapes)
+    # TF's stages in its pipeline's order (each a sweep here; TF passes each node through all),
+    # after the TopologicalSort the optimizer starts with
+    sort_topologically(eg)
+    found: list = []
+    rec = add_ops_rewrite(eg, cx.keep, cx.shapes, uncertain=found)
+    cx.uncertain.extend(("arithmetic_optimizer/AddOpsRewrite", n, why) for n, why in found)
+    _merge(rec, minimize_broadcasts(eg, cx.keep, cx.shapes))
+    _merge(rec, remove_redundant_reshapes(eg, cx.keep, cx.shapes))
+    _merge(rec, reorder_cast_like(eg, cx.keep))
+    _merge(rec, simplify_aggregation(eg, cx.keep))
     _merge(rec, hoist_unary_out_of_concat(eg, cx.keep))
     _merge(rec, convert_pow(eg, cx.keep, cx.shapes))  # before the composition: a Square joins a unary chain
     _merge(rec, compose_unary_chains(eg, cx.keep))
@@ -146,6 +157,9 @@ class Prepared:
     steps: list[Step] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
     records: dict = field(default_factory=dict)  # step name -> its record object
+    # the rewrites the simulation could not be sure of, per rewrite and reason:
+    # {"rewrite", "why", "nodes"} (nodes as named in the prepared graph, where they remain)
+    uncertain: list[dict] = field(default_factory=list)
 
 
 def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
@@ -267,10 +281,39 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                            f"does not give the shape of (e.g. {assumed[0]!r}) were taken for bias adds and fused, as TF does "
                            "when the bias is 1-D and as long as the contraction output's last dimension (Keras' GRU cell, "
                            "MatMul + bias of a shapeless weight)")
+    out.uncertain = _uncertain(out.graph, cx, skip)
     if device.lower() != "cpu" and "remapper" not in skip:
         out.caveats.append("the remapper's GPU fusions (cuDNN Conv2D+BiasAdd+Relu, cuBLASLt MatMul+BiasAdd...) are "
                            "not simulated: GPU nodes are left unfused, so TF may split GPU clusters where jitsim "
                            "does not")
+    return out
+
+
+UNCERTAIN_LIMIT = 50  # nodes listed per rewrite and reason (the count is always whole)
+
+
+def _uncertain(g: Graph, cx, skip) -> list[dict]:
+    """Where this prediction may differ from TF's, node by node: the rewrites jitsim made on an
+    assumption, or left undone for want of what TF knows (shapes), and the patterns of rewrites
+    it does not simulate, found in the prepared graph."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for rewrite, node, why in cx.uncertain:
+        groups.setdefault((rewrite, why), []).append(node)
+    if cx.assumed:
+        groups.setdefault(("remapper", "an Add of a contraction and a tensor whose shape depends on a variable the "
+                           "graph does not give the shape of, taken for a bias add and fused"), []).extend(cx.assumed)
+    if "remapper" not in skip:
+        pattern = [n.name for n in g if n.op in ("Erf", "Pow", "SquaredDifference")]
+        if pattern:
+            groups[("remapper", "may belong to a fusion jitsim does not simulate (LayerNorm, InstanceNorm, GELU "
+                    "forms other than Keras' erfc one); a fused op has no XLA kernel and splits the cluster")] = pattern
+        bn = [n.name for n in g if n.op in FUSED_BATCH_NORM_OPS]
+        if bn:
+            groups[("remapper", "FusedBatchNorm not fused: TF may make _FusedBatchNormEx of it and an activation")] = bn
+    out = []
+    for (rewrite, why), nodes in groups.items():
+        nodes = list(dict.fromkeys(nodes))
+        out.append({"rewrite": rewrite, "why": why, "count": len(nodes), "nodes": nodes[:UNCERTAIN_LIMIT]})
     return out
 
 
@@ -282,8 +325,9 @@ def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
     hist = g.op_histogram()
     adds = sum(hist.get(o, 0) for o in ADD_OPS)
     if adds:
-        out.append(f"arithmetic optimizer simulated for Reshapes, Concat-hoisting, unary-op compositions and Pow by constants only: TF may merge some of the "
-                   f"{adds} Add/AddV2 nodes into AddN (the cluster keeps them, renamed) or rewrite other arithmetic")
+        out.append(f"arithmetic optimizer simulated for Add trees (AddN), Reshapes, Concat-hoisting, cast reordering, "
+                   f"equal-input aggregations, unary-op compositions and Pow by constants only: TF may rewrite other "
+                   f"arithmetic among the {adds} Add/AddV2 nodes left (MinimizeBroadcasts, HoistCommonFactor)")
     fused_add = sum(1 for n in g if n.op in ("_FusedConv2D", "_FusedMatMul")
                     and any(g[e.dst].op in ADD_OPS for e in g.out_edges(n.name)))
     if fused_add:

@@ -84,6 +84,8 @@ class Route:
     # what the simulation found that the route's reader must know (e.g. releases that cluster the
     # graph differently: jitsim.passes.releases)
     extra_notes: list = field(default_factory=list)
+    # the no-tf route: the rewrites the simulation could not be sure of (Prepared.uncertain)
+    uncertain: list = field(default_factory=list)
 
     @property
     def shapes_assumed(self) -> bool:
@@ -116,6 +118,10 @@ class Route:
                          f"call only: state the real shapes with {HOW_TO_SET}")
         for note in self.notes:
             text += f"; note: {note}"
+        if self.uncertain:
+            where = ", ".join(f"{u['rewrite']} at {u['count']} node{'s' if u['count'] != 1 else ''} (e.g. {u['nodes'][0]})"
+                              for u in self.uncertain)
+            text += f"; may differ from TF where the simulation was not sure: {where} (--format json lists them)"
         return text
 
     @property
@@ -138,6 +144,8 @@ class Route:
             out["shapes_assumed"] = self.shapes_assumed
         if self.notes:
             out["notes"] = self.notes
+        if self.uncertain:
+            out["uncertain"] = [dict(u) for u in self.uncertain]
         return out
 
 
@@ -469,8 +477,8 @@ def _prepared(graph, kind: str, device: str | None, call=None, *, flags: str = "
         done += f", the session's feed/fetch rewrite ({len(prep.graph)} nodes kept)"
     detail = (f"TensorFlow's rewrites before clustering simulated without TensorFlow ({done}); the notes say how "
               "this may differ from TF")
-    return PassInput(Route(kind, "no-tf", False, detail, call), [(Path(graph.source or "graph").name, prep.graph, RAW)],
-                     notes=list(prep.caveats))
+    return PassInput(Route(kind, "no-tf", False, detail, call, uncertain=list(prep.uncertain)),
+                     [(Path(graph.source or "graph").name, prep.graph, RAW)], notes=list(prep.caveats))
 
 
 def _is_keras_model(obj) -> bool:

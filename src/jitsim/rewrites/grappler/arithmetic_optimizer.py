@@ -29,18 +29,25 @@ input; on a CPU, 3 becomes ``Mul(x, Square(x))`` with the square a new node
 ``<scope>/ArithmeticOptimizer/ConvertPow__inner_<name>`` (Keras' tanh GELU: one more clustered
 node, under TF's name).
 
-The other stages (AddN rewrites of Add trees, unary ops sunk into ``Split`` outputs...) keep the
-same nodes in the same clusters under other names and are not simulated.
+And the ``AddOpsRewrite`` stage (:func:`add_ops_rewrite`), the first of TF's pipeline: a tree of
+``Add``/``AddV2``/``AddN`` nodes (each absorbed one read once, by the tree) becomes one ``AddN``
+per input shape (``<scope>/ArithmeticOptimizer/AddOpsRewrite_Leaf_<i>_<root>``, shapes from the
+smallest) and a chain of ``AddV2`` over them, the last under
+``<scope>/ArithmeticOptimizer/AddOpsRewrite_<root>`` (every Keras LayerNormalization and
+batch-norm residual add in TF's dumps).
+
+The other stages (``MinimizeBroadcasts``, ``HoistCommonFactor``, unary ops sunk into ``Split``
+outputs...) are not simulated.
 """
 
 from __future__ import annotations
 
-from jitsim.registry import protos
+from jitsim.registry import op_def, protos
 from jitsim.graph.model import CONTROL, parse_input
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
-from jitsim.graph.graphedit import EditGraph, topological_order
+from jitsim.graph.graphedit import EditGraph, tf_topological_order, topological_order
 from jitsim.analyses.shape_inference import ShapeView
 from jitsim.opsets import CONCAT_OPS
 
@@ -294,4 +301,471 @@ def convert_pow(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None
                 nd.op = "Identity"
                 eg.set_inputs(name, [data[0]] + ctrl + [f"^{ysrc}"])
                 rec.add(name, "Pow by 1 rewritten as Identity")
+    return rec
+
+
+# -- AddOpsRewrite -----------------------------------------------------------------------
+
+ADD_OPS = ("Add", "AddV2", "AddN")
+ADD_OPS_TAG = "_grappler_ArithmeticOptimizer_AddOpsRewriteStage"  # TF marks what the stage wrote
+_STRING = (7, 107)  # DT_STRING, DT_STRING_REF
+SYMBOLIC = -2  # jitsim's unknown dimension read as one symbolic dimension (see add_ops_rewrite)
+
+
+def _symbolic(shape):
+    """A shape as Grappler's symbolic shapes see it, or None (unknown rank). jitsim knows an
+    unknown dimension only as -1; GraphProperties gives each one a symbolic id, the same for
+    dimensions it can prove equal (a batch dimension carried through element-wise ops). jitsim
+    reads every unknown dimension as the same symbolic one, and says so."""
+    if shape is None:
+        return None
+    return tuple(SYMBOLIC if d < 0 else d for d in shape)
+
+
+def broadcastable(a, b) -> bool:
+    """TF's ``ShapesBroadcastable`` on symbolic shapes: equal dimensions or a 1, aligned right.
+
+    >>> broadcastable((2, 64), (64,)), broadcastable((2, 64), (1, 64)), broadcastable((2, 64), (3,))
+    (True, True, False)
+    """
+    if a is None or b is None:
+        return False
+    for x, y in zip(reversed(a), reversed(b)):
+        if x != y and x != 1 and y != 1:
+            return False
+    return True
+
+
+def smaller(a, b) -> bool:
+    """TF's ``CompareSymbolicallyShapedTensorSizes``: whether ``a`` is provably smaller than ``b``
+    (defined sizes compared once symbolic dimensions cancel; a side with unbalanced symbolic
+    dimensions is the larger).
+
+    >>> smaller((64,), (2, 64)), smaller((2, 64), (64,)), smaller((-2, 64), (-2, 64))
+    (True, False, False)
+    """
+    from collections import Counter
+
+    def split(s):
+        size, sym = 1, Counter()
+        for d in s:
+            if d > 0:
+                size *= d
+            elif d < 0:
+                sym[d] += 1
+        return size, sym
+
+    (ls, lsym), (rs, rsym) = split(a), split(b)
+    left, right = lsym - rsym, rsym - lsym
+    if not left and not right:
+        return ls < rs
+    return ls <= rs and not left and bool(right)
+
+
+def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None,
+                    uncertain: list | None = None) -> RewriteRecord:
+    """``AddOpsRewriteStage`` (``arithmetic_optimizer.cc``), over the graph in Grappler's order
+    (the optimizer sorts it topologically and takes nodes from the last, so a tree is taken whole
+    from its root).
+
+    A root is an ``Add`` (not of strings), ``AddV2`` or ``AddN`` that is not preserved, not already
+    written by the stage, has no control input or control output, a known (symbolic) shape and
+    inputs that broadcast to it. Walking its inputs depth first, an input node joins the tree
+    when it passes the same test, is on the root's device and has exactly one data consumer
+    (``Shape``/``ShapeN``/``Rank``/``Size`` consumers not counted); the tree's inputs are the
+    tensors where the walk stops. A root that takes no other node is left alone. The inputs are
+    grouped by shape (in the order found); each group of two or more becomes an ``AddN``,
+    ``Leaf_<i>`` for the i-th shape from the smallest; one shape gives a single ``AddN`` named
+    ``AddOpsRewrite_<root>``, several give a chain of ``AddV2`` (``Internal_<k>``, the last
+    ``AddOpsRewrite_<root>``). The root's consumers then read the new root; the old nodes are
+    gone (Grappler's next pruning). Where a shape holds an unknown dimension, every such
+    dimension is taken for the same symbolic one; ``uncertain`` (a list) gets ``(root, why)``
+    for those roots and for the Add trees left alone only because a shape is unknown to jitsim.
+    """
+    rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
+    shapes = shapes if shapes is not None else ShapeView()
+    keep_set = preserved(eg, keep)
+    SHAPE_CONSUMERS = ("Shape", "ShapeN", "Rank", "Size")
+
+    def tensor_shape(ref):
+        src, port = parse_input(ref)
+        nd = eg.nodes.get(src)
+        return None if nd is None else _symbolic(shapes.shape(nd, port))
+
+    def can_optimize(nd) -> bool:
+        if nd.op not in ADD_OPS or (nd.op == "Add" and "T" in nd.attr and nd.attr["T"].type in _STRING):
+            return False
+        if nd.name in keep_set or ADD_OPS_TAG in nd.attr:
+            return False
+        if any(r.startswith("^") for r in nd.input):
+            return False
+        return not eg.has_control_outputs(nd.name)
+
+    def inputs_broadcast(nd, out) -> bool:
+        return all(broadcastable(out, tensor_shape(r)) for r in nd.input if not r.startswith("^"))
+
+    def data_uses(name) -> int:
+        return sum(1 for c, _, p in eg.out_refs(name) if p != CONTROL and eg.nodes[c].op not in SHAPE_CONSUMERS)
+
+    def supported(nd):
+        if not can_optimize(nd):
+            return None
+        out = _symbolic(shapes.shape(nd, 0))
+        if out is None or not inputs_broadcast(nd, out):
+            return None
+        return out
+
+    order = tf_topological_order(eg)
+    stack = list(order)
+    queued = set(stack)
+    while stack:
+        name = stack.pop()
+        queued.discard(name)
+        root = eg.nodes.get(name)
+        if root is None:
+            continue
+        root_shape = supported(root)
+        if root_shape is None:
+            if uncertain is not None and can_optimize(root) and any(
+                    eg.nodes.get(parse_input(r)[0]) is not None and eg.nodes[parse_input(r)[0]].op in ADD_OPS
+                    for r in root.input if not r.startswith("^")) and (
+                    _symbolic(shapes.shape(root, 0)) is None
+                    or any(tensor_shape(r) is None for r in root.input if not r.startswith("^"))):
+                uncertain.append((name, "a shape jitsim does not know: this Add tree was left alone, TF may "
+                                        "rewrite it as AddN (same cluster, other node names)"))
+            continue
+        absorbed, inputs = [], []
+        todo = [r for r in root.input if not r.startswith("^")]
+        todo.reverse()
+        while todo:  # depth first, left to right (TF's deque, pushed at the front)
+            ref = todo.pop()
+            src, _ = parse_input(ref)
+            nd = eg.nodes.get(src)
+            if nd is not None and nd.device == root.device and can_optimize(nd) and data_uses(src) == 1:
+                out = _symbolic(shapes.shape(nd, 0))
+                if out is not None and inputs_broadcast(nd, out):
+                    absorbed.append(src)
+                    more = [r for r in nd.input if not r.startswith("^")]
+                    todo.extend(reversed(more))
+                    continue
+            inputs.append((ref, tensor_shape(ref)))
+        if not absorbed:
+            continue
+        if any(s is None for _, s in inputs):
+            continue  # TF's GetTensorProperties fails: no rewrite
+        groups: dict[tuple, list[str]] = {}
+        for ref, s in inputs:
+            groups.setdefault(s, []).append(ref)
+        if uncertain is not None and (any(SYMBOLIC in s for s in groups) or SYMBOLIC in root_shape):
+            uncertain.append((name, "unknown dimensions taken for one symbolic dimension (TF proves which "
+                                    "are equal): the AddN grouping may differ"))
+        dtype = root.attr["T"].type if "T" in root.attr else None
+        new_nodes = {}  # name -> its shape
+
+        def addn(node_name, refs, shape):
+            if len(refs) == 1 or dtype is None:
+                return refs[0]
+            eg.add(node_name, "AddN", refs, device=root.device,
+                   attrs={"T": protos.AttrValue(type=dtype), "N": protos.AttrValue(i=len(refs)),
+                          ADD_OPS_TAG: protos.AttrValue(b=True)})
+            new_nodes[node_name] = shape
+            return node_name
+
+        if len(groups) == 1:
+            (shape, refs), = groups.items()
+            new_root = addn(optimized_node_name(name, "AddOpsRewrite"), refs, shape)
+        else:
+            import functools
+            ordered = sorted(groups, key=functools.cmp_to_key(
+                lambda a, b: -1 if smaller(a, b) else (1 if smaller(b, a) else 0)))
+            ops = [addn(optimized_node_name(name, "AddOpsRewrite", f"Leaf_{i}"), groups[s], s)
+                   for i, s in enumerate(ordered)]
+            k = 0
+            while len(ops) > 1:
+                lhs, rhs = ops.pop(0), ops.pop(0)
+                if ops:
+                    nn = optimized_node_name(name, "AddOpsRewrite", f"Internal_{k}")
+                    k += 1
+                else:
+                    nn = optimized_node_name(name, "AddOpsRewrite")
+                op = "Add" if dtype in _STRING else "AddV2"
+                eg.add(nn, op, [lhs, rhs], device=root.device,
+                       attrs={"T": protos.AttrValue(type=dtype), ADD_OPS_TAG: protos.AttrValue(b=True)})
+                new_nodes[nn] = root_shape
+                ops.insert(0, nn)
+            new_root = ops[0]
+        for nn, shape in new_nodes.items():  # what GraphProperties would give the new nodes
+            shapes.inferred[(nn, 0)] = [-1 if d == SYMBOLIC else d for d in (root_shape if nn == new_root else shape)]
+        consumers = sorted(c for c in eg.consumers(name))
+        eg.replace_uses(name, 0, new_root)
+        for old in [name] + absorbed:
+            if old in eg.nodes and not eg.consumers(old):
+                eg.remove(old)
+        rec.add(name, f"Add tree of {len(absorbed) + 1} nodes rewritten as {new_root} "
+                      f"({len(groups)} input shape{'s' if len(groups) > 1 else ''})")
+        for n in [new_root] + consumers:
+            if n in eg.nodes and n not in queued:
+                stack.append(n)
+                queued.add(n)
+    return rec
+
+
+# -- ReorderCastLikeAndValuePreserving, SimplifyAggregation ---------------------------------
+
+# TF's IsValuePreserving (op_types.cc): value-and-order-preserving ops and the reorderings
+VALUE_PRESERVING = frozenset({
+    "CheckNumerics", "DebugGradientIdentity", "DeepCopy", "EnsureShape", "ExpandDims", "Identity",
+    "IdentityN", "PlaceholderWithDefault", "PreventGradient", "Reshape", "Snapshot", "Squeeze",
+    "StopGradient", "InvertPermutation", "Reverse", "ReverseV2", "Roll", "Transpose", "DepthToSpace",
+    "SpaceToDepth", "BatchToSpace", "BatchToSpaceND", "SpaceToBatch", "SpaceToBatchND"})
+# the cast-like ops whose source and destination types jitsim reads: (source attr, destination)
+CAST_TYPES = {"Cast": ("SrcT", "DstT"), "IsNan": ("T", 10), "IsInf": ("T", 10), "IsFinite": ("T", 10)}
+CAST_LIKE = frozenset({"Angle", "Bucketize", "Cast", "Dequantize", "HistogramFixedWidth", "Imag", "IsFinite",
+                       "IsInf", "IsNan", "Quantize", "QuantizeDownAndShrinkRange", "QuantizeV2",
+                       "QuantizedInstanceNorm", "QuantizedRelu", "QuantizedRelu6", "QuantizedReluX", "Real",
+                       "Requantize"})
+CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "Merge", "RefMerge", "Switch", "RefSwitch",
+                          "NextIteration", "RefNextIteration", "LoopCond", "ControlTrigger", "_SwitchN"})
+# DataTypeSize of the fixed-size types (bytes); others (string, variant, resource, quantized) none
+TYPE_SIZE = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 8: 8, 9: 8, 10: 1, 14: 2, 17: 2, 18: 16, 19: 2, 22: 4, 23: 8}
+
+
+def _type_name(dtype: int) -> str:
+    """TF's ``DataTypeString``: ``float``, ``int32``, ``bool``, ``half``..."""
+    return protos.dtype_name(dtype)[3:].lower()
+
+
+def _cast_types(nd):
+    src, dst = CAST_TYPES.get(nd.op, (None, None))
+    if src is None or src not in nd.attr:
+        return None
+    d = dst if isinstance(dst, int) else (nd.attr[dst].type if dst in nd.attr else None)
+    return (nd.attr[src].type, d) if d is not None else None
+
+
+def _on_cpu_or_gpu(nd) -> bool:
+    from jitsim.graph.device_names import device_type
+
+    return (device_type(nd.device) or "") in ("CPU", "GPU")
+
+
+def reorder_cast_like(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """``ReorderCastLikeAndValuePreserving``: a widening cast read by a value-preserving op
+    (``ExpandDims(Cast(bool -> int32))``), or a narrowing cast of a value-preserving op's output,
+    is moved to the narrow side: copies of both nodes under
+    ``<scope>/ArithmeticOptimizer/ReorderCastLikeAndValuePreserving_<type>_<name>`` take over (the
+    value-preserving copy named after its input type, the cast copy after its output type),
+    the consumers read the new cast. Both on the same CPU/GPU device, neither preserved nor
+    control flow; cast types jitsim reads: ``Cast``, ``IsNan``/``IsInf``/``IsFinite``."""
+    rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
+    keep_set = preserved(eg, keep)
+    stage = "ReorderCastLikeAndValuePreserving"
+    stack = list(tf_topological_order(eg))
+    queued = set(stack)
+    while stack:
+        name = stack.pop()
+        queued.discard(name)
+        consumer = eg.nodes.get(name)
+        if consumer is None or not (consumer.op in VALUE_PRESERVING or consumer.op in CAST_LIKE):
+            continue
+        if consumer.op == "CheckNumerics" or consumer.op in CONTROL_FLOW or name in keep_set:
+            continue
+        if not _on_cpu_or_gpu(consumer) or not consumer.input or consumer.input[0].startswith("^"):
+            continue
+        pname, _ = parse_input(consumer.input[0])
+        producer = eg.nodes.get(pname)
+        if producer is None or producer.op == "CheckNumerics" or producer.op in CONTROL_FLOW:
+            continue
+        producer_is_cast = producer.op in CAST_LIKE
+        if not ((producer_is_cast and consumer.op in VALUE_PRESERVING) or
+                (producer.op in VALUE_PRESERVING and consumer.op in CAST_LIKE)):
+            continue
+        if pname in keep_set or producer.device != consumer.device:
+            continue
+        cast = producer if producer_is_cast else consumer
+        value = consumer if producer_is_cast else producer
+        types = _cast_types(cast)
+        if types is None or not producer.input or producer.input[0].startswith("^"):
+            continue
+        src_t, dst_t = types
+        if src_t not in TYPE_SIZE or dst_t not in TYPE_SIZE:
+            continue
+        if producer_is_cast and TYPE_SIZE[dst_t] <= TYPE_SIZE[src_t]:
+            continue
+        if not producer_is_cast and TYPE_SIZE[dst_t] >= TYPE_SIZE[src_t]:
+            continue
+        od = op_def(value.op)
+        type_attr = od.input_arg[0].type_attr if od is not None and od.input_arg else ""
+        if not type_attr:
+            continue  # TF cannot set the moved op's input type (IdentityN): no rewrite
+        new_producer_name = optimized_node_name(name, stage, _type_name(src_t))
+        new_consumer_name = optimized_node_name(pname, stage, _type_name(dst_t))
+        if new_producer_name in eg.nodes or new_consumer_name in eg.nodes:
+            continue
+        new_producer = protos.NodeDef()
+        new_producer.CopyFrom(consumer)
+        new_producer.name = new_producer_name
+        new_producer.input[0] = producer.input[0]
+        new_consumer = protos.NodeDef()
+        new_consumer.CopyFrom(producer)
+        new_consumer.name = new_consumer_name
+        new_consumer.input[0] = new_producer_name
+        moved = new_producer if producer_is_cast else new_consumer
+        moved.attr[type_attr].type = src_t if producer_is_cast else dst_t
+        for k in ("_output_shapes",):
+            new_producer.attr.pop(k, None)
+            new_consumer.attr.pop(k, None)
+        eg.add_nodedef(new_producer)
+        eg.add_nodedef(new_consumer)
+        consumers = sorted(eg.consumers(name))
+        eg.replace_uses(name, 0, new_consumer_name)
+        for old in (name, pname):
+            if old in eg.nodes and not eg.consumers(old) and old not in keep_set:
+                eg.remove(old)
+        rec.add(name, f"{cast.op} moved past {value.op} ({new_producer_name}, {new_consumer_name})")
+        for n in [new_producer_name, new_consumer_name] + consumers:
+            if n in eg.nodes and n not in queued:
+                stack.append(n)
+                queued.add(n)
+    return rec
+
+
+def simplify_aggregation(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """``SimplifyAggregation``: an aggregation (``Add`` not of strings, ``AddV2``, ``AddN``; not of
+    variants) whose data inputs are all the same tensor ``x`` becomes ``Mul(c, x)``: a scalar
+    ``<scope>/ArithmeticOptimizer/SimplifyAggregation_Const_<name>`` holding the input count
+    (anchored on ``x``'s node by a control input) and
+    ``<scope>/ArithmeticOptimizer/SimplifyAggregation_Mul_<name>``, read by the node's consumers
+    (NASNet's ``Add(x, x)``). A one-input ``AddN`` is bypassed."""
+    from jitsim.rewrites.folding.tensors import NP_DTYPES, numpy, to_tensor_proto
+
+    rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
+    for name in reversed(tf_topological_order(eg)):
+        nd = eg.nodes.get(name)
+        if nd is None or nd.op not in ("Add", "AddV2", "AddN") or "T" not in nd.attr:
+            continue
+        dtype = nd.attr["T"].type
+        if dtype == 21 or (nd.op == "Add" and dtype in _STRING):  # DT_VARIANT
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        if not data:
+            continue
+        if len(nd.input) == 1:
+            eg.replace_uses(name, 0, data[0])
+            rec.add(name, f"{nd.op} of one input bypassed")
+            continue
+        if any(r != data[0] for r in data[1:]):
+            continue
+        const_name = optimized_node_name(name, "SimplifyAggregation", "Const")
+        mul_name = optimized_node_name(name, "SimplifyAggregation", "Mul")
+        if const_name in eg.nodes or mul_name in eg.nodes:
+            continue
+        if dtype not in NP_DTYPES:
+            continue  # a type jitsim writes no tensor of (TF: SetTensorValue fails, no rewrite)
+        src, _ = parse_input(data[0])
+        const = eg.add(const_name, "Const", [f"^{src}"], device=nd.device, attrs={"dtype": protos.AttrValue(type=dtype)})
+        to_tensor_proto(numpy().array(len(data), dtype=NP_DTYPES[dtype]), dtype, const.attr["value"].tensor)
+        eg.add(mul_name, "Mul", [const_name, data[0]] + ctrl, device=nd.device,
+               attrs={"T": protos.AttrValue(type=dtype)})
+        eg.replace_uses(name, 0, mul_name)
+        if not eg.consumers(name) and name not in preserved(eg, keep):
+            eg.remove(name)
+        rec.add(name, f"{nd.op} of {len(data)} equal inputs rewritten as {mul_name}")
+    return rec
+
+
+# -- MinimizeBroadcasts --------------------------------------------------------------------
+
+MINIMIZE_BROADCASTS_TAG = "_grappler_ArithmeticOptimizer_MinimizeBroadcasts"
+
+
+def minimize_broadcasts(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
+    """``MinimizeBroadcasts`` (``arithmetic_optimizer.cc``): a tree of one binary associative op
+    (``Mul``, or ``Add``/``AddV2`` the Add-tree stage left), each inner node read once, has its
+    inputs re-paired from the smallest shape up so that broadcasts happen as late as possible.
+    The nodes keep their names; only their inputs change (Keras' erf GELU
+    ``0.5 * x * erfc(...)``: the scalar is multiplied with ``erfc`` first, then ``x``, as in TF's
+    dump). Every member is tagged, as TF tags it, and not visited again; a tree whose inputs
+    all have one shape is tagged and left as it is."""
+    import functools
+
+    rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
+    shapes = shapes if shapes is not None else ShapeView()
+    keep_set = preserved(eg, keep)
+    tags = (MINIMIZE_BROADCASTS_TAG, ADD_OPS_TAG)
+
+    def assoc(nd) -> bool:
+        if nd.op == "Mul" or nd.op == "AddV2":
+            return True
+        return nd.op == "Add" and "T" in nd.attr and nd.attr["T"].type not in _STRING
+
+    def tensor_shape(ref):
+        src, port = parse_input(ref)
+        nd = eg.nodes.get(src)
+        return None if nd is None else _symbolic(shapes.shape(nd, port))
+
+    def inputs_broadcast(nd, out) -> bool:
+        return all(broadcastable(out, tensor_shape(r)) for r in nd.input if not r.startswith("^"))
+
+    def controls(nd) -> bool:
+        return any(r.startswith("^") for r in nd.input) or eg.has_control_outputs(nd.name)
+
+    def data_uses(name) -> int:
+        return sum(1 for _, _, p in eg.out_refs(name) if p != CONTROL)
+
+    order = tf_topological_order(eg)
+    for name in reversed(order):
+        root = eg.nodes.get(name)
+        if root is None or not assoc(root) or any(t in root.attr for t in tags):
+            continue
+        out = _symbolic(shapes.shape(root, 0))
+        if out is None or not inputs_broadcast(root, out):
+            continue
+        absorbed, inputs = [], []
+        todo = [r for r in root.input if not r.startswith("^")]
+        todo.reverse()
+        while todo:
+            ref = todo.pop()
+            src, _ = parse_input(ref)
+            nd = eg.nodes.get(src)
+            if (nd is not None and nd.op == root.op and src not in keep_set and not any(t in nd.attr for t in tags)
+                    and not controls(nd) and nd.device == root.device and data_uses(src) == 1):
+                s = _symbolic(shapes.shape(nd, 0))
+                if s is not None and inputs_broadcast(nd, s):
+                    absorbed.append(src)
+                    todo.extend(reversed([r for r in nd.input if not r.startswith("^")]))
+                    continue
+            inputs.append((ref, tensor_shape(ref)))
+        if not absorbed:
+            continue
+        for n in [name] + absorbed:
+            eg.nodes[n].attr[MINIMIZE_BROADCASTS_TAG].b = True
+        if any(s is None for _, s in inputs) or len({s for _, s in inputs}) <= 1:
+            continue
+        if len(absorbed) + 1 != len(inputs) - 1:
+            continue  # TF CHECK-fails here; a tree of binary ops always has one input more than nodes
+        ops = sorted(inputs, key=functools.cmp_to_key(
+            lambda a, b: -1 if smaller(a[1], b[1]) else (1 if smaller(b[1], a[1]) else 0)))  # stable
+        leftover = ops.pop() if len(ops) % 2 else None
+        free = list(absorbed)
+        changed = []
+        while True:
+            (lhs, _), (rhs, _) = ops.pop(0), ops.pop(0)
+            node = free.pop() if free else name
+            changed.append((node, lhs, rhs))
+            updated = (node, ())  # TF: the shape of an updated node no longer matters: a scalar's
+            if len(ops) >= 2 and smaller(ops[0][1], ops[1][1]):
+                ops.insert(0, updated)
+            else:
+                ops.append(updated)
+            if len(ops) <= 1:
+                break
+        if leftover is not None:
+            changed.append((name, ops[0][0], leftover[0]))
+        for node, lhs, rhs in changed:
+            rest = list(eg.nodes[node].input)[2:]
+            if list(eg.nodes[node].input)[:2] != [lhs, rhs]:
+                eg.set_inputs(node, [lhs, rhs] + rest)
+        rec.add(name, f"{root.op} tree of {len(absorbed) + 1} nodes re-paired to minimize broadcasts")
     return rec

@@ -21,11 +21,63 @@ from jitsim.graph.model import CONTROL
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
-from jitsim.graph.graphedit import EditGraph, tf_topological_order
+from jitsim.graph.graphedit import EditGraph, reorder, tf_topological_order
 from jitsim.registry import op_def
 
-COMMUTATIVE = frozenset({"Add", "AddV2", "Mul", "Maximum", "Minimum", "LogicalAnd", "LogicalOr", "Equal",
-                         "NotEqual", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "SquaredDifference"})
+STRING_TYPES = (7, 107)  # DT_STRING, DT_STRING_REF
+
+
+def is_commutative(nd) -> bool:
+    """TF's ``IsCommutative``: the op's OpDef says so (``AddV2``, ``Mul``, ``AddN``, ``Equal``...);
+    ``Add`` too, but not of strings (its OpDef does not say so: it concatenates strings).
+
+    >>> from jitsim.registry import protos
+    >>> is_commutative(protos.NodeDef(op="Mul")), is_commutative(protos.NodeDef(op="Maximum"))
+    (True, False)
+    """
+    if nd.op == "Add":
+        return "T" in nd.attr and nd.attr["T"].type not in (0,) + STRING_TYPES
+    od = op_def(nd.op)
+    return od is not None and od.is_commutative
+
+
+def canonicalize_node(eg: EditGraph, name: str) -> bool:
+    """TF's ``CanonicalizeNode``: in a node of two inputs or more, a commutative op's data inputs
+    sorted by name, and the control inputs sorted with duplicates dropped."""
+    nd = eg.nodes[name]
+    if len(nd.input) < 2:
+        return False
+    refs = list(nd.input)
+    k = next((i for i, r in enumerate(refs) if r.startswith("^")), len(refs))
+    data, ctrl = refs[:k], refs[k:]
+    if k and is_commutative(nd):
+        data = sorted(data)
+    ctrl = sorted(set(ctrl))
+    if data + ctrl == refs:
+        return False
+    eg.set_inputs(name, data + ctrl)
+    return True
+
+
+def canonicalize(eg: EditGraph) -> int:
+    """TF's ``CanonicalizeGraph``, which CSE runs first: every node canonicalized. Returns how
+    many nodes changed."""
+    return sum(canonicalize_node(eg, name) for name in list(eg.nodes))
+
+
+def erase_in_place(order: list[str], doomed: set[str]) -> list[str]:
+    """TF's ``EraseNodesFromGraph``: each node to delete, from the last, swapped with the last
+    node still kept, then the tail cut: the order Grappler leaves behind.
+
+    >>> erase_in_place(["a", "b", "c", "d", "e"], {"b"})
+    ['a', 'e', 'c', 'd']
+    """
+    arr = list(order)
+    last = len(arr) - 1
+    for i in sorted((i for i, n in enumerate(arr) if n in doomed), reverse=True):
+        arr[i], arr[last] = arr[last], arr[i]
+        last -= 1
+    return arr[:last + 1]
 NEVER = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "Merge", "RefMerge", "Switch", "RefSwitch",
                    "NextIteration", "RefNextIteration", "LoopCond", "_Arg", "_Retval", "Placeholder",
                    "PlaceholderWithDefault", "ControlTrigger", "Assert", "CheckNumerics"})
@@ -46,14 +98,20 @@ def eliminate_common_subgraphs(eg: EditGraph, keep=frozenset()) -> RewriteRecord
     rec = RewriteRecord(Code.COMMON_SUBGRAPH_ELIMINATION)
     keep_set = preserved(eg, keep)
     seen: dict[tuple, str] = {}
-    for name in tf_topological_order(eg):
+    # TF's Optimize: TopologicalSort first (the graph renumbered), then DedupComputations,
+    # which canonicalizes every node, merges, and erases the duplicates in place at the end
+    order = tf_topological_order(eg)
+    reorder(eg, order)
+    canonicalize(eg)
+    removed: set[str] = set()
+    for name in order:
         if name not in eg or name in keep_set:
             continue
         nd = eg[name]
         if not _dedupable(nd):
             continue
         data = [r for r in nd.input if not r.startswith("^")]
-        if nd.op in COMMUTATIVE:
+        if is_commutative(nd):
             data = sorted(data)
         ctrl = tuple(sorted(r for r in nd.input if r.startswith("^")))
         attrs = tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in nd.attr.items()
@@ -63,9 +121,16 @@ def eliminate_common_subgraphs(eg: EditGraph, keep=frozenset()) -> RewriteRecord
         if rep is None or rep not in eg:
             seen[key] = name
             continue
+        fanouts = eg.consumers(name)
         for port in sorted({p for _, _, p in eg.out_refs(name) if p != CONTROL}):
             eg.replace_uses(name, port, rep if port == 0 else f"{rep}:{port}")
         eg.replace_uses(name, CONTROL, None, control_to=rep)
+        for c in fanouts:
+            if c in eg.nodes:
+                canonicalize_node(eg, c)
         eg.remove(name)
+        removed.add(name)
         rec.add(name, f"{nd.op} deduplicated")
+    if removed:
+        reorder(eg, [n for n in erase_in_place(order, removed) if n in eg.nodes])
     return rec

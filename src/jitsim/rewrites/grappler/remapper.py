@@ -240,48 +240,65 @@ def _const_input(m: _Matcher, name: str):
 
 
 def _match_gelu_exact(m: _Matcher, root: str):
-    """``Mul(Mul(0.5, x), Erfc(Mul(Neg(x), 1/sqrt(2))))`` with ``x = BiasAdd(MatMul)``: what Keras'
-    exact GELU is on TF, fused into ``_FusedMatMul(fused_ops=[BiasAdd, GeluExact])``."""
+    """Keras' exact GELU on TF, ``0.5 * x * erfc(-x / sqrt(2))`` with ``x = BiasAdd(MatMul)``, fused
+    into ``_FusedMatMul(fused_ops=[BiasAdd, GeluExact])``. Two forms: as built,
+    ``Mul(Mul(0.5, x), Erfc(Mul(Neg(x), c)))``, and as the arithmetic optimizer's
+    MinimizeBroadcasts leaves it (the scalar multiplied first, TF 2.21's dump),
+    ``Mul(Mul(0.5, Erfc(...)), x)``; operands of a Mul in either order."""
     eg = m.eg
     data = [parse_input(r) for r in eg[root].input if not r.startswith("^")]
     if len(data) != 2:
         return None
-    for half_mul, erfc in ((data[0], data[1]), (data[1], data[0])):
-        if half_mul[0] not in eg or erfc[0] not in eg:
-            continue
-        if eg[half_mul[0]].op != "Mul" or eg[erfc[0]].op != "Erfc":
-            continue
-        hm = _const_input(m, half_mul[0])
-        if hm is None:
-            continue
-        x = hm[1]
-        inner = m.data_input(erfc[0], 0)
+
+    def erfc_of(ref):
+        """x, and the Erfc's inner Mul and Neg, when ``ref`` is ``Erfc(Mul(Neg(x), c))``."""
+        if ref[0] not in eg or eg[ref[0]].op != "Erfc":
+            return None
+        inner = m.data_input(ref[0], 0)
         if inner is None or inner[0] not in eg or eg[inner[0]].op != "Mul":
-            continue
+            return None
         sc = _const_input(m, inner[0])
         if sc is None or sc[1][0] not in eg or eg[sc[1][0]].op != "Neg":
-            continue
+            return None
         neg = sc[1][0]
-        if m.data_input(neg, 0) != x or x[1] != 0:
+        return m.data_input(neg, 0), inner[0], neg
+
+    for a, b in ((data[0], data[1]), (data[1], data[0])):
+        if a[0] not in eg or eg[a[0]].op != "Mul":
             continue
-        for a, b in ((half_mul[0], root), (erfc[0], root), (inner[0], erfc[0]), (neg, inner[0])):
-            if not m.single_use(a, b):
-                break
-        else:
-            bias_add = x[0]
-            users = {c for c, _, _ in eg.out_refs(bias_add)}
-            if users != {half_mul[0], neg} or bias_add in m.keep:
+        hm = _const_input(m, a[0])
+        if hm is None:
+            continue
+        got = erfc_of(b)
+        if got is not None:  # as built: a = Mul(0.5, x), b = Erfc(...)
+            x, inner, neg = got
+            if x != hm[1]:
                 continue
-            if eg[bias_add].op != "BiasAdd":
+            erfc, chain, users = b[0], ((a[0], root), (b[0], root), (inner, b[0]), (neg, inner)), {a[0], neg}
+        else:  # MinimizeBroadcasts' form: a = Mul(0.5, Erfc(...)), b = x
+            got = erfc_of(hm[1])
+            if got is None or got[0] != b:
                 continue
-            src = m.data_input(bias_add, 0)
-            if src is None or src[1] != 0:
-                continue
-            c = m.contraction(src[0], bias_add)
-            if c is None or c.op != "MatMul":
-                continue
-            bias = [r for r in eg[bias_add].input if not r.startswith("^")][1]
-            return c, bias, [bias_add, half_mul[0], erfc[0], inner[0], neg, root]
+            x, inner, neg = got
+            erfc = hm[1][0]
+            chain, users = ((a[0], root), (erfc, a[0]), (inner, erfc), (neg, inner)), {root, neg}
+        if x is None or x[1] != 0:
+            continue
+        if not all(m.single_use(p, q) for p, q in chain):
+            continue
+        bias_add = x[0]
+        if {c for c, _, _ in eg.out_refs(bias_add)} != users or bias_add in m.keep:
+            continue
+        if eg[bias_add].op != "BiasAdd":
+            continue
+        src = m.data_input(bias_add, 0)
+        if src is None or src[1] != 0:
+            continue
+        c = m.contraction(src[0], bias_add)
+        if c is None or c.op != "MatMul":
+            continue
+        bias = [r for r in eg[bias_add].input if not r.startswith("^")][1]
+        return c, bias, [bias_add, a[0], erfc, inner, neg, root]
     return None
 
 
