@@ -10,8 +10,10 @@ The tests without Ray use the in-process executor (the same items, records and r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -75,7 +77,8 @@ def test_records_are_the_source_of_truth_and_a_rerun_runs_only_what_is_missing(t
     assert [res[f"i{x}"].value["square"] for x in range(3)] == [0, 1, 4]
     assert not any(r.resumed for r in res.values())
     rec = json.loads((tmp_path / "campaign" / "items" / "i2.json").read_text())
-    assert rec["ok"] and rec["attempts"] == 1 and rec["tf_version"] and rec["files"] == ["bytes"]
+    assert rec["ok"] and rec["attempts"] == 1 and rec["tf_version"] and rec["schema"] == "jitsim.campaign-item/1"
+    assert rec["files"] == {"bytes": hashlib.sha256(bytes([2])).hexdigest()} and rec["key"] == "i2"
     assert (tmp_path / "campaign" / "items" / "i2.bytes").read_bytes() == bytes([2])
     (tmp_path / "campaign" / "items" / "i1.json").unlink()  # as if the first run stopped before it finished
     res = run_items(items, CampaignDir(tmp_path, {"command": "test", "n": 3}))
@@ -155,9 +158,14 @@ def _summary(stdout: str) -> dict:
     return {k: v for k, v in d.items() if k not in TF_NOISE}
 
 
+def _batch_records(items: Path) -> list[Path]:
+    """The batches' records (batch<k>.json; not their outcomes, batch<k>.outcomes.json)."""
+    return sorted(f for f in items.glob("batch*.json") if re.fullmatch(r"batch\d+\.json", f.name))
+
+
 def _verdicts_of_records(out: Path) -> dict:
     v = {}
-    for f in sorted((out / "campaign" / "items").glob("batch*.json")):
+    for f in _batch_records(out / "campaign" / "items"):
         rec = json.loads(f.read_text())
         assert rec["ok"] and rec["tf_version"].startswith("2."), rec
         v.update(rec["value"]["verdicts"])
@@ -197,7 +205,7 @@ def test_fuzz_on_ray_equals_the_serial_run_and_resumes_after_an_interruption(tmp
                           "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     items = out / "campaign" / "items"
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and not list(items.glob("batch*.json")):
+    while time.monotonic() < deadline and not _batch_records(items):
         time.sleep(0.5)
     p.send_signal(signal.SIGTERM)  # (SIGINT: a test run started in the background ignores it)
     _, err = p.communicate(timeout=120)
@@ -205,7 +213,7 @@ def test_fuzz_on_ray_equals_the_serial_run_and_resumes_after_an_interruption(tmp
     left = sorted(x.name for x in tmp_root.iterdir() if x.name.startswith("jitsim-"))
     shutil.rmtree(tmp_root, ignore_errors=True)
     assert not left  # (before: the killed worker's batch directory, jitsim-campaign-*)
-    first = {f.name: f.read_text() for f in items.glob("batch*.json")}
+    first = {f.name: f.read_text() for f in _batch_records(items)}
     assert 1 <= len(first) < 4, sorted(first)
     again = _fuzz(out, "--ray", "local", "--workers", "2")
     assert again.returncode == 0, again.stderr[-2000:]

@@ -16,7 +16,14 @@ from jitsim.flags import parse_tf_xla_flags
 
 from jitsim.cli.arguments import _call_args, _input_shape_arg, _no_defaults_arg, _ray_args, _sim_args
 from jitsim.cli.common import _campaign_progress, _check_ray_args, _flags_choice, _options, _positive_int
-from jitsim.cli.output import _console, _emit_json, _middle_cut, _progress_done, _progress_line, _write_out, _wrote
+from jitsim.cli.output import (_console, _emit_json, _middle_cut, _progress_done, _progress_line, _write_out, _wrote,
+                               terminal_safe)
+
+
+def _print_safe(*parts, **kwargs) -> None:
+    """print, control characters escaped: what a campaign prints comes from its records and the
+    worker's results, data that can hold anything (docs/campaigns.md)."""
+    print(*(terminal_safe(str(x)) for x in parts), **kwargs)
 
 
 def cmd_verify(args) -> int:
@@ -78,7 +85,7 @@ def _verify_campaign(args) -> int:
 
     def log(msg):
         _progress_done()
-        print(f"jitsim: {msg}", file=sys.stderr, flush=True)
+        _print_safe(f"jitsim: {msg}", file=sys.stderr, flush=True)
 
     try:
         rows, failed = verify_campaign(dirs, options, Path(args.output) if args.output else None, ray=args.ray,
@@ -100,11 +107,11 @@ def _verify_campaign(args) -> int:
                     "graphs": graphs, "identical": same, "same_names": names}, args)
     else:
         for d, _, v in rows:
-            print(f"{d}: TF {v['simulated_tf_version']}: {v['identical']}/{v['graphs']} graphs identical, "
+            _print_safe(f"{d}: TF {v['simulated_tf_version']}: {v['identical']}/{v['graphs']} graphs identical, "
                   f"{v['same_names']}/{v['graphs']} same names")
         for d, r in failed:
-            print(f"{d}: not verified: {r}")
-        print(f"{same}/{graphs} graphs identical, {names}/{graphs} same names; {len(rows)}/{len(dirs)} harvests "
+            _print_safe(f"{d}: not verified: {r}")
+        _print_safe(f"{same}/{graphs} graphs identical, {names}/{graphs} same names; {len(rows)}/{len(dirs)} harvests "
               "verified")
     return 0 if names == graphs and not failed else 1
 
@@ -218,7 +225,7 @@ def _harvest_campaign(args, flags: str) -> int:
 
     def log(msg):
         _progress_done()
-        print(f"jitsim: {msg}", file=sys.stderr, flush=True)
+        _print_safe(f"jitsim: {msg}", file=sys.stderr, flush=True)
 
     targets = [Path(t) for t in args.target]
     try:
@@ -236,10 +243,10 @@ def _harvest_campaign(args, flags: str) -> int:
                     "failed": [{"target": str(t), "reason": r} for t, r in failed]}, args)
     else:
         for t, d, v in rows:
-            print(f"{t}: {v['graphs']} graphs under TF {v['tf_version']} -> {d}")
+            _print_safe(f"{t}: {v['graphs']} graphs under TF {v['tf_version']} -> {d}")
         for t, r in failed:
-            print(f"{t}: not harvested: {r}")
-        print(f"{len(rows)}/{len(targets)} targets harvested")
+            _print_safe(f"{t}: not harvested: {r}")
+        _print_safe(f"{len(rows)}/{len(targets)} targets harvested")
     return 1 if failed else 0
 
 
@@ -265,7 +272,7 @@ def cmd_matrix(args) -> int:
 
     def log(msg):
         _progress_done()
-        print(f"jitsim: {msg}", file=sys.stderr, flush=True)
+        _print_safe(f"jitsim: {msg}", file=sys.stderr, flush=True)
 
     try:
         table = matrix_campaign(runs, corpus.root, args.python, Path(args.output), timeout=args.timeout,
@@ -291,13 +298,13 @@ def cmd_matrix(args) -> int:
         _emit_json({"schema": "jitsim.version-matrix/1", "corpus": str(corpus.root), "releases": out}, args)
     else:
         for rel in out:
-            print(f"TF {rel['tf_version']}: {rel['identical']}/{rel['graphs']} graphs identical, "
+            _print_safe(f"TF {rel['tf_version']}: {rel['identical']}/{rel['graphs']} graphs identical, "
                   f"{rel['same_names']}/{rel['graphs']} same names, {rel['harvested']}/{rel['runs']} runs harvested "
                   f"(jitsim simulated {', '.join(rel['simulated']) or '-'}; {rel['python']})")
             for d in rel["differing"]:
-                print(f"  {d['run']}: {d['identical']}/{d['graphs']} graphs identical")
+                _print_safe(f"  {d['run']}: {d['identical']}/{d['graphs']} graphs identical")
             for f in rel["failed"]:
-                print(f"  {f['run']}: not harvested/verified: {f['reason']}")
+                _print_safe(f"  {f['run']}: not harvested/verified: {f['reason']}")
     return 0 if ok else 1
 
 
@@ -420,7 +427,7 @@ def cmd_fuzz(args) -> int:
 
     def log(msg):
         _progress_done()
-        print(msg, file=sys.stderr, flush=True)
+        _print_safe(msg, file=sys.stderr, flush=True)
 
     evaluator = None
     _check_ray_args(args)
@@ -448,7 +455,7 @@ def cmd_fuzz(args) -> int:
         _wrote(args.output, f"summary.json, {len(res.reproducers)} reproducers, campaign/ (a record per batch, "
                             f"{evaluator.resumed} from an earlier run)")
         for label, reason in evaluator.failed:
-            print(f"jitsim: {label}: failed twice: {reason}", file=sys.stderr)
+            _print_safe(f"jitsim: {label}: failed twice: {reason}", file=sys.stderr)
     else:
         _wrote(args.output, f"summary.json, {len(res.reproducers)} reproducers")
     if args.format == "json":

@@ -4,9 +4,12 @@ source of truth (see docs/campaigns.md).
 
 * :class:`CampaignDir` -- ``OUT/campaign/campaign.json`` (what the campaign is; resuming
   another one into the same directory is refused) and ``OUT/campaign/items/<key>.json`` (one
-  record per finished item, written as it finishes, with the files it returned beside it as
-  ``<key>.<name>``). Re-running the same command runs only the items without a successful
-  record.
+  record per finished item, ``jitsim.campaign-item/1``, written as it finishes, with the files
+  it returned beside it as ``<key>.<name>``). Re-running the same command runs only the items
+  without a successful record. Everything there is data (JSON, a packed directory), never
+  unpickled: a record is checked field by field, against its item's input (sha256), against its
+  files (sha256) and against what its own data shows (an item's ``load``); one that does not
+  hold up is not done, and the item runs again (docs/campaigns.md).
 * :func:`run_items` -- runs the items not done: in this process one after another, or as Ray
   tasks (``ray`` = ``local`` starts Ray on this machine; an address -- ``auto``,
   ``ray://host:10001``, ``host:port`` -- joins a running cluster). Every item is one task with
@@ -25,10 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import io
 import json
 import os
-import pickle
 import shutil
 import signal
 import socket
@@ -37,11 +40,15 @@ import sys
 import tarfile
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jitsim
 from jitsim import process
+from jitsim.crosscheck.campaign_state import (BOOL, DICT, FILE_NAME, NONNEG, NUM, SHA256, STR, INT, StateError,
+                                              canonical_json, decode_fuzz_batch, dict_of, encode_fuzz_batch, fields,
+                                              list_of, opt, parse_json, sha256_hex)
 from jitsim.crosscheck.fuzz.evaluate import Outcome, evaluate_batch, plan_batches
 from jitsim.tfprocess.harvest import harvest
 from jitsim.errors import JitsimError
@@ -49,6 +56,7 @@ from jitsim.files.output import write_atomic
 from jitsim.options import options_for
 
 SCHEMA = "jitsim.campaign/1"
+ITEM_SCHEMA = "jitsim.campaign-item/1"  # OUT/campaign/items/<key>.json
 RETRIES = 1  # a failed item is tried once more
 # the environment variable of a release's runtime environment naming its Python with TensorFlow
 PYTHON_ENV = "JITSIM_TF_PYTHON"
@@ -103,38 +111,76 @@ class CampaignDir:
         if meta.exists():
             try:
                 old = json.loads(meta.read_text())
-            except (OSError, ValueError) as e:
+            except (OSError, ValueError, RecursionError) as e:
                 raise JitsimError(f"unreadable campaign record: {e}", meta) from None
+            if type(old) is not dict:
+                raise JitsimError("unreadable campaign record: not a JSON object", meta)
             if old.get("identity") != identity:
-                raise JitsimError("holds another campaign (" + _identity_diff(old.get("identity") or {}, identity)
+                old_identity = old.get("identity") if type(old.get("identity")) is dict else {}
+                raise JitsimError("holds another campaign (" + _identity_diff(old_identity, identity)
                                   + "): give another output directory", meta)
         else:
             self.items.mkdir(parents=True, exist_ok=True)
             write_atomic(meta, (json.dumps({"schema": SCHEMA, "identity": identity}, indent=1) + "\n").encode())
         self.items.mkdir(parents=True, exist_ok=True)
 
-    def record(self, key: str) -> dict | None:
+    def load(self, key: str) -> tuple[dict | None, str | None]:
+        """The item's record, checked against :data:`ITEM_SCHEMA`, or None and why not (None:
+        there is none)."""
         p = self.items / f"{key}.json"
-        if not p.exists():
-            return None
         try:
-            return json.loads(p.read_text())
-        except (OSError, ValueError):
-            return None  # a record cut short is not a record: the item runs again
+            data = p.read_bytes()
+        except FileNotFoundError:
+            return None, None
+        except OSError as e:
+            return None, f"its record {p.name} is unreadable ({type(e).__name__}: {e.strerror or e})"
+        try:
+            rec = check_record(parse_json(data, p.name), p.name)
+            if rec["key"] != key:
+                raise StateError(f"{p.name}: the record of item {rec['key']!r}")
+        except StateError as e:
+            return None, f"its record is damaged ({e})"
+        return rec, None
 
-    def done(self, key: str) -> bool:
-        r = self.record(key)
-        return bool(r and r.get("ok"))
+    def record(self, key: str) -> dict | None:
+        """The item's record if it holds up to its schema."""
+        return self.load(key)[0]
 
-    def file(self, key: str, name: str) -> bytes | None:
-        p = self.items / f"{key}.{name}"
-        return p.read_bytes() if p.exists() else None
+    def files(self, key: str, rec: dict) -> tuple[dict | None, str | None]:
+        """The files the record names, each matching its sha256, or None and why not."""
+        out = {}
+        for name, digest in rec["files"].items():
+            p = self.items / f"{key}.{name}"
+            try:
+                data = p.read_bytes()
+            except FileNotFoundError:
+                return None, f"its file {p.name} is missing"
+            except OSError as e:
+                return None, f"its file {p.name} is unreadable ({type(e).__name__}: {e.strerror or e})"
+            if sha256_hex(data) != digest:
+                return None, f"its file {p.name} is not the one its record names (sha256 differs)"
+            out[name] = data
+        return out, None
 
     def save(self, key: str, record: dict, files: dict[str, bytes]) -> None:
         """The item's files first, its record last: a record means the item is complete."""
         for name, data in files.items():
             write_atomic(self.items / f"{key}.{name}", data)
         write_atomic(self.items / f"{key}.json", (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
+
+
+# the fields of an item's record (jitsim.campaign-item/1); run_task's and Ray's own are optional
+RECORD_FIELDS = {"schema": STR, "key": STR, "label": STR, "input_sha256": SHA256, "ok": BOOL, "attempts": NONNEG,
+                 "value": DICT, "files": dict_of(SHA256, key=FILE_NAME)}
+RECORD_OPTIONAL = {"reason": STR, "tf_version": STR, "node": STR, "pid": INT, "ray_node": STR, "wall_s": NUM}
+
+
+def check_record(rec, where: str = "record") -> dict:
+    """An item's record as :data:`ITEM_SCHEMA` says, or :class:`StateError`."""
+    fields(rec, where, RECORD_FIELDS, RECORD_OPTIONAL)
+    if rec["schema"] != ITEM_SCHEMA:
+        raise StateError(f"{where}: schema {rec['schema']!r}, not {ITEM_SCHEMA!r}")
+    return rec
 
 
 def _identity_diff(old: dict, new: dict) -> str:
@@ -153,6 +199,15 @@ class Item:
     args: tuple
     python: str | None = None  # the Python with TensorFlow its TF process runs (a release's runtime env)
     label: str = ""
+    # what the item runs on, as JSON data: its sha256 is in the record, and a record of another
+    # input is not this item's
+    input: object = None
+    # (value, files) -> the item's data, read from its files and checked against the value (what
+    # the record claims); raises StateError where they disagree. None: the value is the data
+    load: object = None
+
+    def input_sha256(self) -> str:
+        return sha256_hex(canonical_json({"key": self.key, "input": self.input}))
 
 
 @dataclass
@@ -164,6 +219,7 @@ class ItemResult:
     reason: str = ""
     attempts: int = 1
     resumed: bool = False
+    data: object = None  # what the item's load made of its value and files (else its value)
 
 
 def run_task(func, args: tuple, python: str | None, scratch: str | None = None) -> dict:
@@ -204,10 +260,42 @@ def _temporary_files_in(scratch: str | None):
         tempfile.tempdir = saved
 
 
-def _record(res: dict, attempts: int, label: str) -> dict:
-    rec = {k: v for k, v in res.items() if k != "files"}
-    rec.update(attempts=attempts, label=label, files=sorted(res.get("files") or {}))
+def _record(it: Item, res: dict, attempts: int, files: dict[str, bytes]) -> dict:
+    rec = {"schema": ITEM_SCHEMA, "key": it.key, "label": it.label, "input_sha256": it.input_sha256(),
+           "ok": bool(res.get("ok")), "attempts": attempts, "value": (res.get("value") or {}) if res.get("ok") else {},
+           "files": {name: sha256_hex(data) for name, data in files.items()}}
+    rec.update({k: res[k] for k in RECORD_OPTIONAL if k in res})
     return rec
+
+
+def _load(it: Item, value: dict, files: dict):
+    """The item's data from its value and files (:attr:`Item.load`), or StateError."""
+    if it.load is None:
+        return value
+    try:
+        return it.load(value, files)
+    except StateError:
+        raise
+    except Exception as e:  # a file the loader could not read (a broken archive...): not this item's data
+        raise StateError(f"{type(e).__name__}: {str(e)[:200]}") from None
+
+
+def _resume(store: CampaignDir, it: Item) -> tuple[ItemResult | None, str | None]:
+    """The item's earlier result when its record holds up; else None, and why not (None: no
+    record, or a failed one: the item simply runs)."""
+    rec, problem = store.load(it.key)
+    if rec is None or not rec["ok"]:
+        return None, problem
+    if rec["input_sha256"] != it.input_sha256():
+        return None, "its record is of another input (its sha256 differs)"
+    files, problem = store.files(it.key, rec)
+    if files is None:
+        return None, problem
+    try:
+        data = _load(it, rec["value"], files)
+    except StateError as e:
+        return None, f"its record does not hold up ({e})"
+    return ItemResult(it.key, True, rec["value"], files, attempts=rec["attempts"], resumed=True, data=data), None
 
 
 def run_items(items: list[Item], store: CampaignDir, *, ray: str | None = None, workers: int | None = None,
@@ -218,22 +306,28 @@ def run_items(items: list[Item], store: CampaignDir, *, ray: str | None = None, 
     results: dict[str, ItemResult] = {}
     todo = []
     for it in items:
-        rec = store.record(it.key)
-        if rec and rec.get("ok"):
-            files = {n: store.file(it.key, n) for n in rec.get("files", [])}
-            if all(v is not None for v in files.values()):
-                results[it.key] = ItemResult(it.key, True, rec.get("value", {}), files, attempts=rec.get("attempts", 1),
-                                             resumed=True)
-                continue
+        res, problem = _resume(store, it)
+        if res is not None:
+            results[it.key] = res
+            continue
+        if problem and log:  # one line
+            log(f"{it.label or it.key}: {' '.join(problem.split())}; running it again")
         todo.append(it)
     clock = _Clock(len(items), len(items) - len(todo), progress)
     clock.tick()
 
     def finish(it: Item, res: dict, attempts: int) -> None:
-        rec = _record(res, attempts, it.label)
-        store.save(it.key, rec, (res.get("files") or {}) if res.get("ok") else {})
-        results[it.key] = ItemResult(it.key, bool(res.get("ok")), res.get("value") or {}, res.get("files") or {},
-                                     res.get("reason", ""), attempts)
+        files, data = (res.get("files") or {}) if res.get("ok") else {}, None
+        if res.get("ok"):  # what the task returned is read back as a resumed record would be
+            try:
+                data = _load(it, res.get("value") or {}, files)
+            except StateError as e:
+                res = {**res, "ok": False, "reason": f"its result does not hold up: {e}"[:500]}
+                files = {}
+        rec = _record(it, res, attempts, files)
+        store.save(it.key, rec, files)
+        results[it.key] = ItemResult(it.key, bool(res.get("ok")), rec["value"], files, res.get("reason", ""), attempts,
+                                     data=data)
         if not res.get("ok") and log:
             log(f"{it.label or it.key}: failed {attempts} times: {res.get('reason')}")
         clock.item_done(not res.get("ok"))
@@ -400,28 +494,83 @@ def verdict(o: Outcome) -> str:
 
 
 def fuzz_batch_task(exs: list, timeout: float, tf_reruns: int, *, python: str | None = None) -> tuple[dict, dict]:
-    """One fuzz batch on a worker, in a directory of its own: the outcomes (pickled) and, when
-    TF differed from itself, the batch's TF runs (the evidence OUT/tf-unstable/ is made from)."""
+    """One fuzz batch on a worker, in a directory of its own: the outcomes (``outcomes.json``,
+    ``jitsim.fuzz-batch/1``: :mod:`jitsim.crosscheck.campaign_state`) and, when TF differed from
+    itself, the batch's TF runs (``tar.gz``: the evidence OUT/tf-unstable/ is made from)."""
     with tempfile.TemporaryDirectory(prefix="jitsim-campaign-") as tmp:
         root = Path(tmp) / "batch"
         logs: list[str] = []
         outcomes, orphans = evaluate_batch(exs, root, timeout=timeout, tf_reruns=tf_reruns, log=logs.append)
-        files = {"pkl": pickle.dumps({"outcomes": outcomes, "orphans": orphans, "logs": logs, "root": str(root)})}
-        if any(o.tf_unstable for o in outcomes.values()) or any(c.tf_unstable for c in orphans):
+        files = {"outcomes.json": encode_fuzz_batch(outcomes, orphans, logs, root)}
+        if _has_unstable(outcomes, orphans):
             files["tar.gz"] = pack(root)
-    value = {"examples": len(exs), "verdicts": {str(i): verdict(o) for i, o in outcomes.items()},
-             "graphs": sum(o.graphs for o in outcomes.values())}
-    return value, files
+    return _fuzz_value(exs, outcomes), files
 
 
-def _remap(outcomes: dict, orphans: list, old: Path, new: Path) -> None:
-    """Point the TF runs of TF-unstable evidence at where the driver unpacked them."""
+def _has_unstable(outcomes: dict, orphans: list) -> bool:
+    return any(o.tf_unstable for o in outcomes.values()) or any(c.tf_unstable for c in orphans)
+
+
+def _fuzz_value(exs: list, outcomes: dict) -> dict:
+    """A batch's record's value: what its outcomes show."""
+    return {"examples": len(exs), "verdicts": {str(i): verdict(o) for i, o in outcomes.items()},
+            "graphs": sum(o.graphs for o in outcomes.values())}
+
+
+def _claims_differ(claims: dict, shown: dict, what: str) -> str | None:
+    """Where a record's value says other than its data shows (one difference), or None."""
+    for k in sorted(set(claims) | set(shown)):
+        if claims.get(k) != shown.get(k):
+            a, b = claims.get(k), shown.get(k)
+            if isinstance(a, dict) and isinstance(b, dict):
+                sub = next(x for x in sorted(set(a) | set(b)) if a.get(x) != b.get(x))
+                return f"its record says {k} {sub}: {a.get(sub)!r}, its {what} {b.get(sub)!r}"
+            return f"its record says {k}: {a!r}, its {what} {b!r}"
+    return None
+
+
+def load_fuzz_batch(exs: list, value: dict, files: dict) -> tuple[dict, list, list[str]]:
+    """A batch's outcomes read back (for the batch ``exs``, as the driver drew it) and checked
+    against its record's value: the verdicts and graph count it claims must be those of its
+    outcomes, and its TF runs (``tar.gz``) there exactly when an outcome shows TF unstable."""
+    fields(value, "value", {"examples": NONNEG, "verdicts": dict_of(STR), "graphs": NONNEG})
+    extra = sorted(set(files) - {"outcomes.json", "tar.gz"})
+    if extra or "outcomes.json" not in files:
+        raise StateError(f"a batch's files are outcomes.json (and tar.gz), not {sorted(files)}")
+    outcomes, orphans, logs = decode_fuzz_batch(files["outcomes.json"], exs)
+    why = _claims_differ(value, _fuzz_value(exs, outcomes), "outcomes")
+    if why:
+        raise StateError(why)
+    if _has_unstable(outcomes, orphans) != ("tar.gz" in files):
+        raise StateError("TF-unstable outcomes without their TF runs (tar.gz)" if "tar.gz" not in files else
+                         "TF runs (tar.gz) with no TF-unstable outcome")
+    if "tar.gz" in files:
+        _check_archive(files["tar.gz"])
+    return outcomes, orphans, logs
+
+
+def _check_archive(data: bytes) -> None:
+    """:func:`pack`'s bytes: a gzipped tar read to its end, every member under ``item``."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            for m in tar:
+                if m.name != "item" and not m.name.startswith("item/"):
+                    raise StateError(f"tar.gz: a member {m.name[:100]!r} outside item/")
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+        raise StateError(f"tar.gz: not a readable archive ({type(e).__name__}: {str(e)[:100]})") from None
+
+
+def _place_tf_runs(outcomes: dict, orphans: list, where: Path) -> None:
+    """Point the TF runs of TF-unstable evidence (relative to the batch's directory in its
+    file) at where the driver unpacked them."""
     for u in [u for o in outcomes.values() for u in o.tf_unstable] + [u for c in orphans for u in c.tf_unstable]:
         for g in u.tf:
-            try:
-                g.dumps = new / Path(g.dumps).relative_to(old)
-            except ValueError:
-                pass
+            g.dumps = where / g.dumps
+
+
+def _fuzz_input(exs: list) -> list:
+    """A batch's input: its programs and their TF configuration."""
+    return [[ex.id, ex.flags, ex.devices, ex.grappler, ex.source()] for ex in exs]
 
 
 @dataclass
@@ -445,7 +594,8 @@ class FuzzCampaign:
         store = CampaignDir(self.out, self.identity)
         batches = plan_batches(examples, self.batch_size)
         items = [Item(f"batch{gi}", fuzz_batch_task, (exs, self.timeout, self.tf_reruns),
-                      label=f"batch {gi} (examples {exs[0].id}-{exs[-1].id})") for gi, exs in enumerate(batches)]
+                      label=f"batch {gi} (examples {exs[0].id}-{exs[-1].id})", input=_fuzz_input(exs),
+                      load=functools.partial(load_fuzz_batch, exs)) for gi, exs in enumerate(batches)]
         # a batch's TF processes: the batch, its restarts, the reruns of its differences
         budget = self.timeout * (2 + 2 * self.tf_reruns) + 120
         results = run_items(items, store, ray=self.ray, workers=self.workers, item_timeout=budget,
@@ -460,15 +610,14 @@ class FuzzCampaign:
                 for ex in exs:
                     outcomes[ex.id].error = f"not run: campaign item failed: {r.reason}"
                 continue
-            data = pickle.loads(r.files["pkl"])
+            mine, lost, logs = r.data
             if "tar.gz" in r.files:
-                _remap(data["outcomes"], data["orphans"], Path(data["root"]),
-                       unpack(r.files["tar.gz"], work / f"batch{gi}"))
+                _place_tf_runs(mine, lost, unpack(r.files["tar.gz"], work / f"batch{gi}"))
             if self.log:
-                for line in data["logs"]:
+                for line in logs:
                     self.log(line)
-            outcomes.update(data["outcomes"])
-            orphans += data["orphans"]
+            outcomes.update(mine)
+            orphans += lost
         return [outcomes[ex.id] for ex in examples], orphans
 
 
@@ -496,8 +645,62 @@ def harvest_task(target: bytes, name: str, flags: str, signature: str | None, ti
         src = unpack(target, Path(tmp) / "in")
         t = src.rename(src.parent / name)  # the target's own name (its suffix says what it is)
         index = harvest(t, Path(tmp) / "out", flags=flags, signature=signature, python=python, timeout=timeout)
-        return ({"graphs": len(index["graphs"]), "tf_version": index.get("tf_version")},
-                {"tar.gz": pack(Path(tmp) / "out")})
+        return _harvest_value(index), {"tar.gz": pack(Path(tmp) / "out")}
+
+
+def _harvest_value(index: dict) -> dict:
+    return {"graphs": len(index["graphs"]), "tf_version": index.get("tf_version")}
+
+
+MAX_INDEX_BYTES = 256 << 20
+
+
+def load_harvest(value: dict, files: dict) -> dict:
+    """A harvest item's value as its packed harvest shows it (its ``index.json``: the graphs
+    harvested, the TF version), or StateError where the record claims otherwise."""
+    fields(value, "value", {"graphs": NONNEG, "tf_version": opt(STR)})
+    if sorted(files) != ["tar.gz"]:
+        raise StateError(f"a harvest's file is tar.gz, not {sorted(files)}")
+    _check_archive(files["tar.gz"])
+    try:
+        with tarfile.open(fileobj=io.BytesIO(files["tar.gz"]), mode="r:gz") as tar:
+            m = tar.getmember("item/index.json")
+            if not m.isfile() or m.size > MAX_INDEX_BYTES:
+                raise StateError("tar.gz: item/index.json is no harvest index")
+            data = tar.extractfile(m).read()
+    except KeyError:
+        raise StateError("tar.gz: no item/index.json") from None
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+        raise StateError(f"tar.gz: not a readable archive ({type(e).__name__})") from None
+    index = parse_json(data, "index.json")
+    if type(index) is not dict:
+        raise StateError("index.json: not an object")
+    list_of(DICT)(index.get("graphs"), "index.json.graphs")
+    opt(STR)(index.get("tf_version"), "index.json.tf_version")
+    why = _claims_differ(value, _harvest_value(index), "index.json")
+    if why:
+        raise StateError(why)
+    return _harvest_value(index)
+
+
+def _tree_sha256(path: Path) -> str:
+    """A file's or directory's content (names, bytes, links) as one sha256."""
+    h = hashlib.sha256()
+    path = Path(path)
+    if not path.is_dir():
+        h.update(b"file\0")
+        h.update(path.read_bytes())
+        return h.hexdigest()
+    for p in sorted(path.rglob("*")):
+        rel = p.relative_to(path).as_posix().encode("utf-8", "surrogateescape")
+        if p.is_symlink():
+            h.update(b"link\0" + rel + b"\0" + os.readlink(p).encode("utf-8", "surrogateescape") + b"\0")
+        elif p.is_file():
+            data = p.read_bytes()
+            h.update(b"file\0" + rel + b"\0" + str(len(data)).encode() + b"\0" + data)
+        elif p.is_dir():
+            h.update(b"dir\0" + rel + b"\0")
+    return h.hexdigest()
 
 
 def harvest_campaign(targets: list[Path], out: Path, *, flags: str, signature: str | None, python: str | None,
@@ -516,7 +719,8 @@ def harvest_campaign(targets: list[Path], out: Path, *, flags: str, signature: s
     items = []
     for t, name in zip(targets, names):
         items.append(Item(name, harvest_task, (pack(t), t.name, flags, signature, timeout), python=python,
-                          label=str(t)))
+                          label=str(t), input={"target": str(t), "name": t.name, "sha256": _tree_sha256(t)},
+                          load=load_harvest))
     results = run_items(items, store, ray=ray, workers=workers, item_timeout=timeout + 300, progress=progress,
                         log=log)
     rows, failed = [], []
@@ -535,7 +739,7 @@ def harvest_campaign(targets: list[Path], out: Path, *, flags: str, signature: s
                 if dest.exists():
                     shutil.rmtree(dest)
                 got.rename(dest)
-        rows.append((t, dest, r.value))
+        rows.append((t, dest, r.data))
     return rows, failed
 
 
@@ -548,11 +752,71 @@ def verify_task(harvest: bytes, options, *, python: str | None = None) -> tuple[
 
     with tempfile.TemporaryDirectory(prefix="jitsim-campaign-") as tmp:
         res = verify_dir(unpack(harvest, tmp), options)
-    rows = [r for r in res.rows]
-    value = {"graphs": len(rows), "identical": sum(r.diff is not None and r.diff.identical for r in rows),
-             "same_names": sum(r.diff is not None and r.diff.same_names for r in rows),
-             "simulated_tf_version": res.tf_version, "result": res.to_dict()}
+    value = {**_counts(res.rows), "simulated_tf_version": res.tf_version, "result": res.to_dict()}
     return value, {}
+
+
+def _counts(rows: list) -> dict:
+    return {"graphs": len(rows), "identical": sum(r.diff is not None and r.diff.identical for r in rows),
+            "same_names": sum(r.diff is not None and r.diff.same_names for r in rows)}
+
+
+def _rows_of_result(result, where: str = "result") -> list:
+    """The per-graph rows of a ``jitsim.compare/1`` result, each graph's comparison checked
+    against its own node differences (identical: none; same names: identical and every cluster
+    named as TF named it; agreeing nodes: the others) and the whole result against its rows
+    (its summary and derived fields are what they make): StateError where not."""
+    from jitsim.crosscheck.compare import KINDS, CorpusRow, PartitionDiff
+    from jitsim.crosscheck.scoring import CompareResult
+
+    fields(result, where, {"schema": STR, "truth_stage": STR, "notes": list_of(STR), "summary": DICT,
+                           "graphs": list_of(DICT)})
+    if result["schema"] != "jitsim.compare/1":
+        raise StateError(f"{where}: schema {result['schema']!r}, not 'jitsim.compare/1'")
+    rows = []
+    for i, g in enumerate(result["graphs"]):
+        w = f"{where}.graphs[{i}]"
+        fields(g, w, {"name": STR, "error": opt(STR), "diff": opt(DICT)})
+        if (g["error"] is None) == (g["diff"] is None):
+            raise StateError(f"{w}: an error or a comparison, one of them")
+        diff = None
+        if g["diff"] is not None:
+            d = fields(g["diff"], f"{w}.diff", {
+                "identical": BOOL, "same_names": BOOL, "n_nodes": NONNEG, "n_truth_clusters": NONNEG,
+                "n_predicted_clusters": NONNEG, "n_clustered_truth": NONNEG, "n_clustered_predicted": NONNEG,
+                "agreeing_nodes": NONNEG, "agreement": NUM, "summary": STR, "counts": dict_of(NONNEG),
+                "cluster_map": dict_of(opt(STR)), "clusters": list_of(DICT), "diffs": list_of(DICT)})
+            for k, x in enumerate(d["diffs"]):
+                fields(x, f"{w}.diff.diffs[{k}]", {"node": STR, "kind": STR, "predicted": opt(STR), "truth": opt(STR),
+                                                   "detail": STR})
+                if x["kind"] not in KINDS:
+                    raise StateError(f"{w}.diff.diffs[{k}]: no difference of kind {x['kind']!r}")
+            for k, x in enumerate(d["clusters"]):
+                fields(x, f"{w}.diff.clusters[{k}]", {"truth": opt(STR), "predicted": opt(STR), "truth_size": NONNEG,
+                                                      "predicted_size": NONNEG, "overlap": NONNEG})
+            diff = PartitionDiff.from_dict(d)
+            if diff.identical != (not diff.diffs) or diff.agreeing_nodes != diff.n_nodes - len(diff.diffs) \
+                    or diff.same_names != (diff.identical and all(k == v for k, v in diff.cluster_map.items())) \
+                    or diff.n_truth_clusters != len(diff.cluster_map) or diff.to_dict() != d:
+                raise StateError(f"{w}.diff: its counts and flags are not what its node differences show")
+        rows.append(CorpusRow(g["name"], diff, g["error"]))
+    if CompareResult(rows, truth_stage=result["truth_stage"], notes=list(result["notes"])).to_dict() != result:
+        raise StateError(f"{where}: its summary is not what its graphs show")
+    return rows
+
+
+def load_verify(value: dict, files: dict, extra: dict | None = None) -> dict:
+    """A verification's value with its counts derived from its per-graph results (the
+    comparison it holds), or StateError where the record claims other counts."""
+    fields(value, "value", {"graphs": NONNEG, "identical": NONNEG, "same_names": NONNEG,
+                            "simulated_tf_version": STR, "result": DICT, **(extra or {})})
+    if files:
+        raise StateError(f"no files expected, not {sorted(files)}")
+    shown = _counts(_rows_of_result(value["result"], "value.result"))
+    why = _claims_differ({k: value[k] for k in shown}, shown, "per-graph results")
+    if why:
+        raise StateError(why)
+    return {**value, **shown}
 
 
 def verify_campaign(dirs: list[Path], options: list, out: Path | None, *, ray: str | None, workers: int | None,
@@ -563,12 +827,14 @@ def verify_campaign(dirs: list[Path], options: list, out: Path | None, *, ray: s
     names = _unique_names(dirs)
     with tempfile.TemporaryDirectory(prefix="jitsim-verify-") as tmp:
         store = CampaignDir(out if out is not None else tmp, identity)
-        items = [Item(name, verify_task, (pack(d), opt), label=str(d)) for d, name, opt in zip(dirs, names, options)]
+        items = [Item(name, verify_task, (pack(d), o), label=str(d), load=load_verify,
+                      input={"dir": str(Path(d).absolute()), "sha256": _tree_sha256(d)})
+                 for d, name, o in zip(dirs, names, options)]
         results = run_items(items, store, ray=ray, workers=workers, item_timeout=3600, progress=progress, log=log)
     rows, failed = [], []
     for d, name in zip(dirs, names):
         r = results[name]
-        (rows.append((d, name, r.value)) if r.ok else failed.append((d, r.reason)))
+        (rows.append((d, name, r.data)) if r.ok else failed.append((d, r.reason)))
     return rows, failed
 
 
@@ -587,11 +853,13 @@ def matrix_task(program: bytes, name: str, flags: str, session, timeout: float, 
         t = src.rename(src.parent / name)
         index = harvest(t, Path(tmp) / "out", flags=flags, python=python, timeout=timeout)
         res = verify_dir(Path(tmp) / "out", options_for(flags, session=session))
-    rows = res.rows
-    return ({"graphs": len(rows), "identical": sum(r.diff is not None and r.diff.identical for r in rows),
-             "same_names": sum(r.diff is not None and r.diff.same_names for r in rows),
-             "harvest_tf_version": index.get("tf_version"), "simulated_tf_version": res.tf_version,
-             "simulated_reason": res.tf_version_reason}, {})
+    return ({**_counts(res.rows), "harvest_tf_version": index.get("tf_version"), "simulated_tf_version": res.tf_version,
+             "simulated_reason": res.tf_version_reason, "result": res.to_dict()}, {})
+
+
+def load_matrix(value: dict, files: dict) -> dict:
+    """:func:`load_verify` for a matrix item (its value also says which TF harvested)."""
+    return load_verify(value, files, {"harvest_tf_version": opt(STR), "simulated_reason": STR})
 
 
 def matrix_campaign(runs: list, corpus_root: Path, pythons: list[str], out: Path, *, timeout: float,
@@ -608,7 +876,9 @@ def matrix_campaign(runs: list, corpus_root: Path, pythons: list[str], out: Path
             prog = corpus_root / r.program
             items.append(Item(f"tf{releases[py]}-{k}-{r.name}", matrix_task,
                               (pack(prog), prog.name, r.flags, r.session(), timeout), python=py,
-                              label=f"TF {releases[py]}: {r.name}"))
+                              label=f"TF {releases[py]}: {r.name}", load=load_matrix,
+                              input={"python": py, "tf_version": releases[py], "run": r.name, "program": str(prog),
+                                     "flags": r.flags, "sha256": _tree_sha256(prog)}))
     results = run_items(items, store, ray=ray, workers=workers, item_timeout=timeout + 300, progress=progress,
                         log=log)
     table = {}
@@ -617,6 +887,6 @@ def matrix_campaign(runs: list, corpus_root: Path, pythons: list[str], out: Path
         rows = []
         for r in runs:
             res = results[next(it).key]
-            rows.append((r, res.value if res.ok else None, res.reason))
+            rows.append((r, res.data if res.ok else None, res.reason))
         table[py] = (releases[py], rows)
     return table
