@@ -1087,3 +1087,26 @@ def test_model_pruner_removes_trivial_identities():
     remove_trivial_ops(eg)
     assert "Func/input/_0" not in eg and list(eg["y"].input) == ["x"]
     assert "i2" in eg
+
+
+def test_the_route_says_which_rewrites_it_was_not_sure_of():
+    """A layer-norm-like Add tree whose root shape is unknown: TF (knowing it) may rewrite it as
+    AddN, jitsim cannot tell, and the prepared graph says where (Prepared.uncertain, the JSON's
+    route.uncertain)."""
+    g = graph_of([("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0, "_output_shapes": shapes_attr(2, 4)}),
+                  ("a", "Relu", ["x"], {"T": "DT_FLOAT", "_output_shapes": shapes_attr(2, 4)}),
+                  ("b", "Tanh", ["x"], {"T": "DT_FLOAT", "_output_shapes": shapes_attr(2, 4)}),
+                  ("s1", "AddV2", ["a", "b"], {"T": "DT_FLOAT", "_output_shapes": shapes_attr(2, 4)}),
+                  ("s2", "AddV2", ["s1", "x"], {"T": "DT_FLOAT"}),
+                  ("r", "_Retval", ["s2"], {"T": "DT_FLOAT", "index": 0})])
+    p = prepare_without_tf(g)
+    u = [e for e in p.uncertain if e["rewrite"] == "arithmetic_optimizer/AddOpsRewrite"]
+    assert u and u[0]["nodes"] == ["s2"] and u[0]["count"] == 1 and "shape" in u[0]["why"]
+    # with the root's shape known the tree is rewritten and nothing is uncertain about it
+    gd = g.to_graphdef()
+    for nd in gd.node:
+        if nd.name == "s2":
+            nd.attr["_output_shapes"].CopyFrom(gd.node[1].attr["_output_shapes"])
+    p2 = prepare_without_tf(Graph(gd, validate=False))
+    assert not [e for e in p2.uncertain if e["rewrite"] == "arithmetic_optimizer/AddOpsRewrite"]
+    assert any("AddOpsRewrite" in n.name for n in p2.graph)
