@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from jitsim.graph.model import Graph
+from jitsim.graph.model import Graph, parse_input
 from jitsim.graph.graphedit import EditGraph, sort_topologically
 from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR
-from jitsim.registry import op_def
+from jitsim.registry import op_def, protos
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord, Step
 from jitsim.opsets import ADD_OPS, FUSED_BATCH_NORM_OPS, PARTITIONED_CALL_OPS, SHAPE_OPS
@@ -186,10 +186,38 @@ def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
             od = op_def(n.op)
             return n.op == "NoOp" or (od is not None and od.is_stateful)
         fetches = outs + [n.name for n in sinks if n.name not in outs and stateful(n)]
+        # the function's control outputs (its FunctionDef's control_ret, which TF preserves): the
+        # control inputs of the NoOp automatic control dependencies make the outputs wait on
+        for o in outs:
+            for r in graph[o].nodedef.input:
+                src = r[1:] if r.startswith("^") else None
+                if src and src in graph and graph[src].op == "NoOp":
+                    keep |= {x[1:] for x in graph[src].nodedef.input if x.startswith("^") and x[1:] in graph}
     else:
         fetches = [n.name for n in sinks]
     keep |= set(fetches) | {n.name for n in graph if n.op == "Placeholder"}
     return fetches, keep
+
+
+def _function_returns(eg: EditGraph, graph: Graph, fetches) -> list[str]:
+    """A ConcreteFunction's GraphDef called as the function it is: TF instantiates it with a
+    ``_Retval`` node reading each output ``Identity``, and Grappler preserves the ``_Retval``s, not
+    the Identities (its dependency optimizer may then bypass an output Identity, which decides
+    whether the function's control-output ``NoOp`` is bypassed too). One ``<output>_RetVal``
+    stand-in per output is added for the Grappler steps and removed after them."""
+    import re
+
+    if not fetches or any(n.op == "_Retval" for n in graph):
+        return []
+    made = []
+    for i, f in enumerate(o for o in fetches if re.fullmatch(r"Identity(_\d+)?", o)):
+        nd = eg.nodes.get(f)
+        if nd is None or nd.op != "Identity" or "T" not in nd.attr or f"{f}_RetVal" in eg.nodes:
+            continue
+        eg.add(f"{f}_RetVal", "_Retval", [f], device=nd.device,
+               attrs={"T": protos.AttrValue(type=nd.attr["T"].type), "index": protos.AttrValue(i=i)})
+        made.append(f"{f}_RetVal")
+    return made
 
 
 def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ...] = (),
@@ -250,6 +278,11 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                                f"(e.g. {pr.cpu_fallback[0]!r}); TF's placer may colocate some of them differently")
         eg = EditGraph.from_graph(g)
 
+    retvals = _function_returns(eg, graph, fetches) if fetch is None else []
+    if retvals:  # called as a function: its outputs feed _Retval nodes, which Grappler preserves
+        outs = {parse_input(eg[r].input[0])[0] for r in retvals}
+        fetches = retvals + [f for f in fetches if f not in outs]
+        keep = (set(keep) - outs) | set(retvals)
     grappler = [step for step in GRAPPLER_STEPS if step.name not in skip]
     # Grappler's meta optimizer runs its optimizers twice over; the second round matters when
     # a removal exposes a new pattern.
@@ -272,6 +305,9 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                 prev.extend(rec)
                 i = next(j for j, s in enumerate(out.steps) if s[0] == step.name)
                 out.steps[i] = Step(prev.code, prev.count, prev.summary())
+    for r in retvals:  # jitsim's stand-ins go again: the graph keeps the user's nodes only
+        if r in eg.nodes:
+            eg.remove(r)
     sort_topologically(eg)
     out.graph = eg.to_graph(graph.source)
     out.caveats.extend(_caveats(out.graph, skip, inferring))
@@ -290,6 +326,8 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
 
 
 UNCERTAIN_LIMIT = 50  # nodes listed per rewrite and reason (the count is always whole)
+# ops of the remapper fusions jitsim does not simulate (LayerNorm, InstanceNorm, other GELU forms)
+UNSIMULATED_FUSION_OPS = frozenset({"Erf", "Pow", "SquaredDifference"})
 
 
 def _uncertain(g: Graph, cx, skip) -> list[dict]:
@@ -303,7 +341,7 @@ def _uncertain(g: Graph, cx, skip) -> list[dict]:
         groups.setdefault(("remapper", "an Add of a contraction and a tensor whose shape depends on a variable the "
                            "graph does not give the shape of, taken for a bias add and fused"), []).extend(cx.assumed)
     if "remapper" not in skip:
-        pattern = [n.name for n in g if n.op in ("Erf", "Pow", "SquaredDifference")]
+        pattern = [n.name for n in g if n.op in UNSIMULATED_FUSION_OPS]
         if pattern:
             groups[("remapper", "may belong to a fusion jitsim does not simulate (LayerNorm, InstanceNorm, GELU "
                     "forms other than Keras' erfc one); a fused op has no XLA kernel and splits the cluster")] = pattern
@@ -334,7 +372,7 @@ def _caveats(g: Graph, skip, inferred: bool = False) -> list[str]:
         out.append(f"{fused_add} fused contraction(s) feed an Add that the remapper's residual-Add fusion left alone "
                    "(operand shapes not known to be equal, or the Add is read elsewhere); TF, with its symbolic "
                    "shapes, may fold some of them into the contraction (oneDNN)")
-    gelu_ln = sum(hist.get(o, 0) for o in ("Erf", "Pow", "SquaredDifference"))
+    gelu_ln = sum(hist.get(o, 0) for o in UNSIMULATED_FUSION_OPS)
     if gelu_ln:
         out.append(f"remapper fusions other than jitsim's (LayerNorm, InstanceNorm, GELU forms other than Keras' "
                    f"erfc one) are not simulated: {gelu_ln} Erf/Pow/SquaredDifference node(s) could belong to such "

@@ -34,8 +34,9 @@ Lowered nodes are named by the graph's ``NewName`` counter, as in TF's dumps:
   ``W/<input node name>_switch/_k`` Switch per loop variable, the body call on the Switches'
   true outputs (with a control edge from ``W/loop_body_control/_k``, an Identity of the first
   Switch), ``W/exit/_k`` Exits, ``W/next_iteration/_k`` back to the Merges; ``W`` becomes a NoOp
-  (IdentityN when fetchable) of the Exits, waiting on ``W/loop_executed/_k`` (jitsim's stand-in
-  for the node TF 2.21 numbers between the Exits and the NextIterations); control inputs go
+  (IdentityN when fetchable) of the Exits, waiting on ``W/LoopExecuted/_k``, a NoOp on the Exits
+  (TF 2.21's node between the Exits and the NextIterations, kept when the lowered While is a
+  function's control output); control inputs go
   through a ``W/LoopControlInputs`` NoOp to the Enters.
 """
 
@@ -278,10 +279,10 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
         x = eg.new_name(f"{name}/exit")
         eg.add(x, "Exit", [switches[i]], device=dev, attrs={"T": type_attr(types[i])})
         exits[i] = x
-    # TF 2.21 makes one more node here (its NewName counter skips a number between the Exits
-    # and the NextIterations in every dump) that Grappler always removes; jitsim's stand-in is
-    # a NoOp waiting for the Exits, through which the lowered While's control consumers wait.
-    executed = eg.new_name(f"{name}/loop_executed")
+    # TF 2.21's LoopExecuted NoOp on the Exits (numbered between the Exits and the
+    # NextIterations in its dumps), through which the lowered While's control consumers wait;
+    # Grappler removes it unless the While is preserved (a function's control output)
+    executed = eg.new_name(f"{name}/LoopExecuted")
     eg.add(executed, "NoOp", [f"^{exits[i]}" for i in variant], device=dev)
     for i in variant:
         ni = eg.new_name(f"{name}/next_iteration")

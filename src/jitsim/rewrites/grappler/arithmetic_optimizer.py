@@ -49,7 +49,7 @@ from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, tf_topological_order, topological_order
 from jitsim.analyses.shape_inference import ShapeView
-from jitsim.opsets import CONCAT_OPS
+from jitsim.opsets import ADD_OR_ADD_N_OPS, CONCAT_OPS, CONTROL_FLOW_OPS, SHAPE_OPS
 
 
 def remove_redundant_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
@@ -306,7 +306,7 @@ def convert_pow(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None
 
 # -- AddOpsRewrite -----------------------------------------------------------------------
 
-ADD_OPS = ("Add", "AddV2", "AddN")
+ADD_OPS = ADD_OR_ADD_N_OPS
 ADD_OPS_TAG = "_grappler_ArithmeticOptimizer_AddOpsRewriteStage"  # TF marks what the stage wrote
 _STRING = (7, 107)  # DT_STRING, DT_STRING_REF
 SYMBOLIC = -2  # jitsim's unknown dimension read as one symbolic dimension (see add_ops_rewrite)
@@ -385,7 +385,7 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
     rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
     shapes = shapes if shapes is not None else ShapeView()
     keep_set = preserved(eg, keep)
-    SHAPE_CONSUMERS = ("Shape", "ShapeN", "Rank", "Size")
+    SHAPE_CONSUMERS = SHAPE_OPS  # NumNonControlDataOutputs skips them
 
     def tensor_shape(ref):
         src, port = parse_input(ref)
@@ -524,8 +524,7 @@ CAST_LIKE = frozenset({"Angle", "Bucketize", "Cast", "Dequantize", "HistogramFix
                        "IsInf", "IsNan", "Quantize", "QuantizeDownAndShrinkRange", "QuantizeV2",
                        "QuantizedInstanceNorm", "QuantizedRelu", "QuantizedRelu6", "QuantizedReluX", "Real",
                        "Requantize"})
-CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "Merge", "RefMerge", "Switch", "RefSwitch",
-                          "NextIteration", "RefNextIteration", "LoopCond", "ControlTrigger", "_SwitchN"})
+CONTROL_FLOW = CONTROL_FLOW_OPS | {"LoopCond", "ControlTrigger"}  # TF's IsControlFlow
 # DataTypeSize of the fixed-size types (bytes); others (string, variant, resource, quantized) none
 TYPE_SIZE = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 8: 8, 9: 8, 10: 1, 14: 2, 17: 2, 18: 16, 19: 2, 22: 4, 23: 8}
 
@@ -642,7 +641,7 @@ def simplify_aggregation(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
     for name in reversed(tf_topological_order(eg)):
         nd = eg.nodes.get(name)
-        if nd is None or nd.op not in ("Add", "AddV2", "AddN") or "T" not in nd.attr:
+        if nd is None or nd.op not in ADD_OR_ADD_N_OPS or "T" not in nd.attr:
             continue
         dtype = nd.attr["T"].type
         if dtype == 21 or (nd.op == "Add" and dtype in _STRING):  # DT_VARIANT

@@ -20,7 +20,7 @@ from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, reorder
 from jitsim.registry import protos
-from jitsim.opsets import PLAIN_MERGE_OPS, SWITCH_OPS
+from jitsim.opsets import IDENTITY_OPS, PLAIN_MERGE_OPS, SWITCH_OPS
 
 ARG_OPS = frozenset({"_Arg", "Placeholder"})
 
@@ -133,7 +133,6 @@ def split_identity_n(eg: EditGraph, terminals, rec) -> bool:
 
 
 TRIVIAL_OPS = frozenset({"StopGradient", "Snapshot"})
-IDENTITY_OPS = frozenset({"Identity", "RefIdentity"})
 
 
 def _trivial(eg: EditGraph, nd) -> bool:
