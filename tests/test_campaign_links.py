@@ -46,8 +46,8 @@ def test_a_target_with_links_is_packed_as_what_they_point_to(tmp_path):
     assert (got / "variables" / "variables.data-00000-of-00001").read_bytes() == b"\x00weights"
     assert (got / "fingerprint.pb").read_bytes() == b"fp" and not (got / "fingerprint.pb").is_symlink()
     assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*")) == [
-        "fingerprint.pb", "real_fingerprint.pb", "saved_model.pb", "variables", "variables/variables.data-00000-of-00001",
-        "variables/variables.index"]
+        "fingerprint.pb", "real_fingerprint.pb", "saved_model.pb", "variables",
+        "variables/variables.data-00000-of-00001", "variables/variables.index"]
     # a target that is itself a link (a program linked into the corpus)
     (tmp_path / "prog_real.py").write_text("print(1)\n")
     os.symlink(tmp_path / "prog_real.py", tmp_path / "prog.py")
