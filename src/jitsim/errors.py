@@ -41,6 +41,19 @@ class HarvestError(JitsimError):
     """Running real TensorFlow to collect ground truth failed."""
 
 
+class StorageError(JitsimError):
+    """A directory jitsim writes (the capture cache, a harvest's output, the temporary directory
+    TF's run works in) could not take its files: no space left, a quota, a file size limit, a
+    read-only file system, no permission. ``path`` is that directory. Not a
+    :class:`HarvestError`: TF did not fail on the call, so the TF route never falls back to
+    predicting without TF over it. ``problem``: the system's words (``no space left on
+    device``); ``what``: what could not be written there and what to do."""
+
+    def __init__(self, problem: str, what: str, path: object):
+        super().__init__(f"{problem}: {what}", path)
+        self.problem = problem
+
+
 class JitsimWarning(_MessageAboutPath, UserWarning):
     """What jitsim assumed to accept an odd input (TF would accept it too). The CLI prints it
     as one ``jitsim: <path>: note: <message>`` line on stderr."""

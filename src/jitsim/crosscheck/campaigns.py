@@ -35,6 +35,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tarfile
@@ -65,12 +66,63 @@ PYTHON_ENV = "JITSIM_TF_PYTHON"
 # -- bytes in, bytes out ------------------------------------------------------------------
 
 
-def pack(path: Path | str) -> bytes:
-    """A file or directory as a gzipped tar (its content under the name ``item``)."""
+def pack(path: Path | str, *, follow_links: bool = False) -> bytes:
+    """A file or directory as a gzipped tar (its content under the name ``item``).
+
+    ``follow_links``: for the user's own input (a target, a harvest directory), which a
+    worker must get as the serial command reads it: every symbolic link, inside or out of the
+    directory, is packed as what it points to (a SavedModel's ``variables/`` linked to another
+    disk arrives as a directory), since :func:`unpack` keeps refusing links that leave the
+    archive. A link to nothing or a loop is a :class:`~jitsim.errors.JitsimError` naming it.
+    Without it (what a worker sends back), links are packed as links."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(str(path), arcname="item")
+    with tarfile.open(fileobj=buf, mode="w:gz", dereference=follow_links) as tar:
+        if follow_links:
+            _add_followed(tar, Path(path), "item")
+        else:
+            tar.add(str(path), arcname="item")
     return buf.getvalue()
+
+
+def _followed(path: Path, ancestors: tuple = ()):
+    """``(relative path, path)`` of ``path`` and everything under it, symbolic links followed,
+    in a fixed order (sorted names); a link to nothing, a loop (a directory inside itself) or
+    something that is not a file or a directory (a FIFO, a device) is refused."""
+    from jitsim.files.input import kind_of_mode
+    from jitsim.files.paths import missing_reason
+
+    stack = [(Path(), path, ancestors)]
+    while stack:
+        rel, p, above = stack.pop()
+        try:
+            st = os.stat(p)
+        except OSError:
+            raise JitsimError(missing_reason(p), p) from None
+        if stat.S_ISDIR(st.st_mode):
+            here = (st.st_dev, st.st_ino)
+            if here in above:
+                raise JitsimError("is a symbolic link loop (following its links leads back to a directory it is in)",
+                                  p)
+            yield rel, p
+            try:
+                names = sorted(os.listdir(p))
+            except OSError as e:
+                from jitsim.files.input import os_problem
+
+                raise JitsimError(os_problem(e), p) from None
+            stack.extend((rel / n, p / n, above + (here,)) for n in reversed(names))
+        elif stat.S_ISREG(st.st_mode):
+            yield rel, p
+        else:
+            raise JitsimError(f"is {kind_of_mode(st.st_mode)}, not a regular file or directory: a campaign packs "
+                              "only files and directories", p)
+
+
+def _add_followed(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
+    """Add ``path`` to ``tar`` (opened with ``dereference=True``) with its links followed."""
+    for rel, p in _followed(path):
+        name = arcname if rel == Path() else f"{arcname}/{rel.as_posix()}"
+        tar.add(str(p), arcname=name, recursive=False)
 
 
 def unpack(data: bytes, dest: Path | str) -> Path:
@@ -684,22 +736,24 @@ def load_harvest(value: dict, files: dict) -> dict:
 
 
 def _tree_sha256(path: Path) -> str:
-    """A file's or directory's content (names, bytes, links) as one sha256."""
+    """A file's or directory's content (names, bytes) as one sha256: what :func:`pack` with
+    ``follow_links`` packs, so a symbolic link counts as what it points to (another file
+    behind it is another input)."""
     h = hashlib.sha256()
     path = Path(path)
     if not path.is_dir():
         h.update(b"file\0")
         h.update(path.read_bytes())
         return h.hexdigest()
-    for p in sorted(path.rglob("*")):
-        rel = p.relative_to(path).as_posix().encode("utf-8", "surrogateescape")
-        if p.is_symlink():
-            h.update(b"link\0" + rel + b"\0" + os.readlink(p).encode("utf-8", "surrogateescape") + b"\0")
-        elif p.is_file():
+    for rel, p in _followed(path):
+        if rel == Path():
+            continue
+        name = rel.as_posix().encode("utf-8", "surrogateescape")
+        if p.is_dir():
+            h.update(b"dir\0" + name + b"\0")
+        else:
             data = p.read_bytes()
-            h.update(b"file\0" + rel + b"\0" + str(len(data)).encode() + b"\0" + data)
-        elif p.is_dir():
-            h.update(b"dir\0" + rel + b"\0")
+            h.update(b"file\0" + name + b"\0" + str(len(data)).encode() + b"\0" + data)
     return h.hexdigest()
 
 
@@ -715,10 +769,13 @@ def harvest_campaign(targets: list[Path], out: Path, *, flags: str, signature: s
     for t in targets:  # before anything is written
         if not t.exists():
             raise JitsimError("no such file or directory", t)
+    # the targets as the serial harvest reads them: links followed (a SavedModel's variables/
+    # linked elsewhere travels as a directory); a link to nothing refused before anything is written
+    packed = [pack(t, follow_links=True) for t in targets]
     store = CampaignDir(out, identity)
     items = []
-    for t, name in zip(targets, names):
-        items.append(Item(name, harvest_task, (pack(t), t.name, flags, signature, timeout), python=python,
+    for t, name, data in zip(targets, names, packed):
+        items.append(Item(name, harvest_task, (data, t.name, flags, signature, timeout), python=python,
                           label=str(t), input={"target": str(t), "name": t.name, "sha256": _tree_sha256(t)},
                           load=load_harvest))
     results = run_items(items, store, ray=ray, workers=workers, item_timeout=timeout + 300, progress=progress,
@@ -825,11 +882,12 @@ def verify_campaign(dirs: list[Path], options: list, out: Path | None, *, ray: s
     failed)`` as :func:`harvest_campaign`. Without ``out`` the records go to a temporary
     directory (nothing to resume)."""
     names = _unique_names(dirs)
+    packed = [pack(d, follow_links=True) for d in dirs]  # links followed, as for harvest targets
     with tempfile.TemporaryDirectory(prefix="jitsim-verify-") as tmp:
         store = CampaignDir(out if out is not None else tmp, identity)
-        items = [Item(name, verify_task, (pack(d), o), label=str(d), load=load_verify,
+        items = [Item(name, verify_task, (data, o), label=str(d), load=load_verify,
                       input={"dir": str(Path(d).absolute()), "sha256": _tree_sha256(d)})
-                 for d, name, o in zip(dirs, names, options)]
+                 for d, name, o, data in zip(dirs, names, options, packed)]
         results = run_items(items, store, ray=ray, workers=workers, item_timeout=3600, progress=progress, log=log)
     rows, failed = [], []
     for d, name in zip(dirs, names):
@@ -875,7 +933,7 @@ def matrix_campaign(runs: list, corpus_root: Path, pythons: list[str], out: Path
         for r in runs:
             prog = corpus_root / r.program
             items.append(Item(f"tf{releases[py]}-{k}-{r.name}", matrix_task,
-                              (pack(prog), prog.name, r.flags, r.session(), timeout), python=py,
+                              (pack(prog, follow_links=True), prog.name, r.flags, r.session(), timeout), python=py,
                               label=f"TF {releases[py]}: {r.name}", load=load_matrix,
                               input={"python": py, "tf_version": releases[py], "run": r.name, "program": str(prog),
                                      "flags": r.flags, "sha256": _tree_sha256(prog)}))

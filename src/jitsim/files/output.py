@@ -31,6 +31,7 @@ removes what is left, and the CLI calls it when a signal (TERM, HUP, INT) ends a
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -487,6 +488,39 @@ def private_directory(path: Path | str) -> Path:
     if st.st_uid == os.getuid() and st.st_mode & 0o077:
         os.chmod(path, 0o700)
     return path
+
+
+# what a write gives when the directory cannot take the file, whatever the file holds: a full
+# disk, a quota, a file size limit (``ulimit -f``), a read-only file system, no permission
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+_STORAGE_WORDS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+                  errno.EFBIG: "file too large (a file size limit: ulimit -f)", errno.EROFS: "read-only file system",
+                  errno.EACCES: "permission denied", errno.EPERM: "operation not permitted"}
+
+
+def storage_words(e: OSError) -> str:
+    """The problem of an error in :data:`STORAGE_ERRNOS`, in words (``no space left on device``)."""
+    return _STORAGE_WORDS.get(e.errno) or (e.strerror or str(e)).lower()
+
+
+def write_probe(directory: Path | str, size: int) -> None:
+    """Write a file of ``size`` bytes in ``directory`` and remove it: raises the ``OSError`` a
+    write there gives now (:data:`STORAGE_ERRNOS`: full, over quota, read-only...). The bytes
+    are written and the file closed (a network file system may say so only then)."""
+    fd, probe = tempfile.mkstemp(prefix=".jitsim-probe.", dir=directory)
+    try:
+        chunk = b"\0" * min(size, 1 << 16)
+        left = size
+        try:
+            while left > 0:
+                left -= os.write(fd, chunk[:left])
+        finally:
+            os.close(fd)
+    finally:
+        try:
+            os.unlink(probe)
+        except OSError:
+            pass
 
 
 def temporary_directory(prefix: str = "jitsim-", dir: Path | str | None = None) -> Path:

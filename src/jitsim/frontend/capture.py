@@ -47,9 +47,10 @@ from pathlib import Path
 
 from jitsim.tfprocess import harvest as _harvest
 from jitsim.tfprocess import targets as _targets
-from jitsim.errors import HarvestError, JitsimError
+from jitsim.errors import HarvestError, JitsimError, StorageError
 from jitsim.files.input import hash_file, os_problem, read_json
-from jitsim.files.output import private_directory, remove_tree, temporary_directory
+from jitsim.files.output import (STORAGE_ERRNOS, private_directory, remove_tree, storage_words, temporary_directory,
+                                 write_probe)
 from jitsim.defs import BEFORE_CLONE_DUMP
 
 RUNNER_VERSION = "capture/9"  # bump when a runner's behaviour changes: old cache entries go stale
@@ -461,6 +462,7 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
             return Capture(out, kind, 0.0, True, key, idx.get("main_graph"), tf_flags, flags, added,
                            notes + list(idx.get("run_notes", [])), session_jit, _inputs(idx, inputs))
         t0 = time.monotonic()
+        _check_cache_room(cache_dir, cache_note)
         # harvest assembles the directory under a temporary name next to `out` and renames it
         # at the end: a concurrent or failed capture never leaves a half-written entry
         try:
@@ -468,6 +470,10 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
                                    progress=progress, extra=extra, call=call_dict,
                                    input_shapes=shapes if kind == "keras" else (), dry_run=True, isolate=True,
                                    env_extra={"JITSIM_USER_TF_XLA_FLAGS": flags or ""})
+        except StorageError as e:
+            if e.path in (str(out), str(out.resolve())):  # the cache's entry (not $TMPDIR, where TF works)
+                raise _cache_full(e.problem, cache_dir, cache_note) from None
+            raise
         except HarvestError as e:
             if (out / "index.json").exists():  # another process finished the same capture
                 idx = _cached_index(out)
@@ -481,6 +487,34 @@ def capture(target, *, flags: str, signature: str | None = None, cache_dir: Path
     finally:
         if bundle_tmp is not None:
             remove_tree(bundle_tmp)
+
+
+# free room a capture needs in the cache before TF runs: a small model's dumps and log take about
+# 150 KiB (a cache with less cannot take them; a larger model's that fill it are caught as TF's run ends)
+CAPTURE_ROOM = 256 << 10
+
+
+def _cache_full(problem: str, cache_dir: Path, cache_note: str | None) -> StorageError:
+    """The error for a capture cache that cannot take TF's dumps of the call (``problem``: ``no
+    space left on device``...): the cache named as the user set it, or the temporary directory
+    used instead of a cache that could not be used (``cache_note``), by where it is."""
+    if cache_note:
+        return StorageError(problem, "the temporary directory a capture uses instead of the capture cache (which "
+                            "cannot be used) could not take TensorFlow's dumps of the call (free some space, or set "
+                            "JITSIM_CACHE to a writable directory)", cache_dir.parent)
+    return StorageError(problem, "the capture cache could not take TensorFlow's dumps of the call (free some space, "
+                        "or set JITSIM_CACHE to another directory)", cache_dir)
+
+
+def _check_cache_room(cache_dir: Path, cache_note: str | None) -> None:
+    """Before TF runs: the cache takes :data:`CAPTURE_ROOM` bytes, else the one-line error
+    (:func:`_cache_full`). A full disk is said as such, never taken for TF failing on the call."""
+    try:
+        write_probe(cache_dir, CAPTURE_ROOM)
+    except OSError as e:
+        if e.errno not in STORAGE_ERRNOS:
+            raise
+        raise _cache_full(storage_words(e), cache_dir, cache_note) from None
 
 
 def _cached_index(entry: Path) -> dict:

@@ -24,6 +24,7 @@ session run, the function); :func:`main_graph_id` uses it to find the call's gra
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -33,16 +34,18 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from jitsim.graph.dumps import INDEX_SCHEMA, index_dump_dir
-from jitsim.errors import HarvestError, JitsimError
+from jitsim.errors import HarvestError, JitsimError, StorageError
 from jitsim.registry import protos
 from jitsim.graph.events import is_event_file
 from jitsim.files.input import read_file, read_text
 from jitsim.graph.io import check_signature_name, read_graph_file, read_graphdef, read_saved_model
-from jitsim.files.output import release, remove_tree, temporary_directory
+from jitsim.files.output import (STORAGE_ERRNOS, release, remove_tree, storage_words, temporary_directory,
+                                 write_probe)
 from jitsim.registry import OP_LIBRARY_FILE, op_defs
 from jitsim.defs import MARK_DUMP
 from jitsim.tfprocess.targets import target_kind
@@ -279,15 +282,31 @@ def harvest(
     out = Path(out).resolve()  # TF runs in a scratch cwd: the dump prefix must be absolute
     if python is None and not tf_importable():  # said before anything is made or started
         raise HarvestError(_NO_TF, target)
-    kind, work = checked_target_and_output(target, out, signature, overwrite)
+    try:
+        kind, work = checked_target_and_output(target, out, signature, overwrite)
+    except OSError as e:
+        if e.errno not in STORAGE_ERRNOS:
+            raise
+        raise StorageError(storage_words(e), OUT_UNWRITABLE, out) from None
     runtmp = reaper = None
+    ran = False
     try:
         dumps = work / "dumps"
         dumps.mkdir()
-        runtmp = temporary_directory(prefix="jitsim-run-")
+        try:
+            runtmp = temporary_directory(prefix="jitsim-run-")
+        except OSError as e:
+            if e.errno not in STORAGE_ERRNOS:
+                raise
+            raise StorageError(storage_words(e), TMP_UNWRITABLE, tempfile.gettempdir()) from None
         # started before TF: if jitsim is killed, it kills TF's process group and removes both
         reaper = sandbox.Reaper([runtmp, work], timeout)
-        cmd = _command(target, kind, signature, python or sys.executable, runtmp, tail, call, input_shapes)
+        try:  # the runner script and a GraphDef TF can read go into the temporary directory
+            cmd = _command(target, kind, signature, python or sys.executable, runtmp, tail, call, input_shapes)
+        except OSError as e:
+            if e.errno not in STORAGE_ERRNOS:
+                raise
+            raise StorageError(storage_words(e), TMP_UNWRITABLE, runtmp.parent) from None
         # TF's and Keras' own temporary files (a .keras file's weights unpacked) go under runtmp,
         # which is removed whatever happens
         if isolate:
@@ -335,6 +354,10 @@ def harvest(
             finally:  # Ctrl-C, a signal, an error, the time limit: TF's process group ends with jitsim
                 _kill_group(proc)
         wall = time.monotonic() - t0
+        ran = True
+        # a full disk (or a file size limit) cuts TF's dumps and log short, often silently: said
+        # as such, before what TF made of it and before anything is indexed or cached
+        check_room(work, runtmp if proc.returncode != 0 or _dumps_cut_short(dumps) else None, out)
         library_ops = _library_op_defs(all_ops, work / OP_LIBRARY_FILE)
         log_text = read_text(log_path, what="TF's log")
         notes = [ln[len(NOTE_MARK):].strip() for ln in log_text.splitlines() if ln.startswith(NOTE_MARK)]
@@ -397,6 +420,18 @@ def harvest(
         os.replace(work, out)
         release(work)
         return index
+    except StorageError:
+        raise
+    except (JitsimError, OSError) as e:
+        # a directory that cannot take TF's files explains a failure better than what TF (or a
+        # write of jitsim's) made of it: never taken for the call's failure
+        if ran:
+            check_room(work, runtmp, out)
+        if isinstance(e, OSError):
+            where = _storage_directory(e, work, runtmp, out)
+            if where is not None:
+                raise StorageError(storage_words(e), *where) from None
+        raise
     finally:
         if runtmp is not None:
             remove_tree(runtmp)
@@ -404,6 +439,68 @@ def harvest(
             remove_tree(work)
         if reaper is not None:
             reaper.done()
+
+
+# what could not be written, and what to do, where a harvest's directories cannot take its files
+OUT_UNWRITABLE = "TensorFlow's dumps and log of the run could not be written there (free some space, or write the " \
+                 "output elsewhere)"
+TMP_UNWRITABLE = "the temporary directory TensorFlow's run works in could not be written (free some space, or set " \
+                 "TMPDIR to another directory)"
+# bytes written where TF's run failed, to tell a directory that is full from a failure of the call
+ROOM_PROBE = 64 << 10
+
+
+def _dumps_cut_short(dumps: Path) -> bool:
+    """No dump, or an empty one (TF never writes an empty graph: its write failed)."""
+    files = list(dumps.iterdir())
+    return not files or any(p.stat().st_size == 0 for p in files)
+
+
+def check_room(work: Path, runtmp: Path | None, out: Path) -> None:
+    """Raise :class:`~jitsim.errors.StorageError` naming the directory the user can act on
+    (``out``, or the temporary directory) when ``work`` (beside ``out``) or ``runtmp``
+    cannot take :data:`ROOM_PROBE` more bytes now, or a file in ``work`` reached the process's
+    file size limit (``ulimit -f``: a write past it failed)."""
+    limit = _file_size_limit()
+    if limit is not None and work.is_dir():
+        for p in work.rglob("*"):
+            if p.is_file() and p.stat().st_size >= limit:
+                raise StorageError(storage_words(OSError(errno.EFBIG, "File too large")), OUT_UNWRITABLE, out)
+    places = [(work, out, OUT_UNWRITABLE)] + ([(runtmp, runtmp.parent, TMP_UNWRITABLE)] if runtmp else [])
+    for d, where, what in places:
+        if not d.is_dir():
+            continue
+        try:
+            write_probe(d, ROOM_PROBE)
+        except OSError as e:
+            if e.errno in STORAGE_ERRNOS:
+                raise StorageError(storage_words(e), what, where) from None
+
+
+def _file_size_limit() -> int | None:
+    """The process's file size limit in bytes (``ulimit -f``), None when there is none."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else soft
+
+
+def _storage_directory(e: OSError, work: Path, runtmp: Path | None, out: Path) -> tuple[str, Path] | None:
+    """``(what, directory)`` when ``e`` says one of the harvest's own directories cannot take a
+    file (a write of jitsim's names no file: it is of ``work``); None for anything else."""
+    if e.errno not in STORAGE_ERRNOS:
+        return None
+    if e.filename is None:
+        return OUT_UNWRITABLE, out
+    f = os.path.abspath(os.fsdecode(e.filename))
+    for d, where, what in ((work, out, OUT_UNWRITABLE), (out, out, OUT_UNWRITABLE),
+                           (runtmp, runtmp.parent if runtmp else None, TMP_UNWRITABLE)):
+        if d is not None and (f == str(d) or f.startswith(str(d) + os.sep)):
+            return what, where
+    return None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -560,15 +657,35 @@ def _tf_version(log_text: str) -> str | None:
     return None
 
 
+# what TF logs on every start (its own log lines: ``E0000 00:00:... file.cc:52] ...``), "error" in
+# words but never why a run failed: oneDNN's round-off errors and, on a machine without a GPU or
+# its libraries, ``failed call to cuInit: ... UNKNOWN ERROR (303)``, a cuDNN/cuFFT/cuBLAS factory
+# registered twice, TensorRT missing. A Python exception's line is never one of them.
+_START_NOISE = re.compile(r"[IWE]\d{4} .*(oneDNN custom operations|cuInit|\bCUDA\b|\bcuda|cuDNN|cuFFT|cuBLAS|"
+                          r"TensorRT|TF-TRT|GPU will not be used)")
+
+
 def last_error_line(log_text: str) -> str:
+    """The line of TF's log that says why its run failed: the runner's own ``JITSIM_ERROR``,
+    else the last line that speaks of an error (a Python exception's, a TF error's), TF's start-up
+    lines about a missing GPU left out; ``no error in its log`` when none does."""
     lines = [l.strip() for l in log_text.splitlines() if l.strip() and not l.startswith(VERSION_MARK)]
     for l in reversed(lines):
         if l.startswith("JITSIM_ERROR: "):
             return cut_message(l[len("JITSIM_ERROR: "):], 800)
+    lines = [l for l in lines if not _START_NOISE.match(l)]
     for l in reversed(lines):
         if "Error" in l or "error" in l:
             return cut_message(l, 800)
-    return cut_message(lines[-1], 800) if lines else "no output"
+    # else the last line the program printed (sys.exit("why")), not TF's information or jitsim's marks
+    plain = [l for l in lines if not _INFO_LINE.match(l)]
+    if plain:
+        return cut_message(plain[-1], 800)
+    return "no error in its log" if log_text.strip() else "no output"
+
+
+_INFO_LINE = re.compile(r"[IW]\d{4} |WARNING: All log messages before absl|To enable the following instructions|"
+                        r"JITSIM_[A-Z_]+(: |=|$)")
 
 
 def cut_message(text: str, limit: int) -> str:
