@@ -308,3 +308,23 @@ def test_the_cluster_tables_words_are_defined_where_the_report_points():
     # the stated default is the pass's
     from jitsim.flags import parse_tf_xla_flags
     assert parse_tf_xla_flags("").min_cluster_size == 4
+
+
+def test_harvest_of_a_function_export_says_why_it_cannot_feed_it(tmp_path):
+    """A tf.function's GraphDef (cf.graph.as_graph_def()) holds its captured variables as
+    resource placeholders; `crosscheck harvest` runs a GraphDef as a TF1 session, which cannot
+    feed them. It used to end with "TensorFlow run failed (exit 1): KeyError: 20"; now the line
+    names the placeholder and the routes that do call the function."""
+    tf = pytest.importorskip("tensorflow")
+    v = tf.Variable(tf.ones([3]))
+
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def f(x):
+        return x * v
+
+    g = tmp_path / "export.pbtxt"
+    g.write_text(str(f.get_concrete_function().graph.as_graph_def()))
+    p = _run("crosscheck", "harvest", g, "-o", tmp_path / "out")
+    assert p.returncode != 0
+    line = [l for l in p.stderr.splitlines() if l.startswith("jitsim:")][-1]
+    assert "KeyError" not in line and "resource handle" in line and "--tf always" in line

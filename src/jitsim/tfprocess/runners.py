@@ -394,6 +394,12 @@ _GRAPHDEF = textwrap.dedent(
                     t = op.outputs[0]
                     if t.dtype in (tf.variant, tf.resource) and not t.consumers():
                         continue  # e.g. a frozen while loop's unused_control_flow_input: nothing to feed
+                    if t.dtype in (tf.variant, tf.resource):
+                        raise SystemExit(
+                            "JITSIM_ERROR: placeholder %r holds a %s handle, which a TF1 session call cannot "
+                            "feed: the GraphDef looks like a tf.function's export (cf.graph.as_graph_def()); "
+                            "jitsim's TF route calls it as the function (jitsim cluster FILE --tf always), or "
+                            "harvest the SavedModel or the program instead" % (op.name, t.dtype.name))
                     dims = t.shape.as_list() if t.shape.rank is not None else [2]
                     feeds[t] = _gen(t.dtype, dims)
                 elif not any(c for o in op.outputs for c in o.consumers()) and not op._control_outputs:
