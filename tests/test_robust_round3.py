@@ -328,3 +328,25 @@ def test_harvest_of_a_function_export_says_why_it_cannot_feed_it(tmp_path):
     assert p.returncode != 0
     line = [l for l in p.stderr.splitlines() if l.startswith("jitsim:")][-1]
     assert "KeyError" not in line and "resource handle" in line and "--tf always" in line
+
+
+def test_a_node_the_remapper_fused_resolves_to_what_it_became(tmp_path):
+    """Item 9: `explain G dense1/MatMul`, where Grappler's remapper fuses MatMul + BiasAdd + Relu
+    into one _FusedMatMul under the Relu's name `out` (a different scope), explains `out` and
+    says so, where it used to answer "did you mean dense1/BiasAdd?"."""
+    from graphs import Tensor
+
+    t = {"T": Type(F32)}
+    nodes = [("x", "_Arg", [], {"T": Type(F32), "index": 0}),
+             ("w", "Const", [], {"dtype": Type(F32), "value": Tensor(F32, (4, 4))}),
+             ("b", "Const", [], {"dtype": Type(F32), "value": Tensor(F32, (4,))}),
+             ("dense1/MatMul", "MatMul", ["x", "w"], t), ("dense1/BiasAdd", "BiasAdd", ["dense1/MatMul", "b"], t),
+             ("out", "Relu", ["dense1/BiasAdd"], t), ("r", "_Retval", ["out"], {"T": Type(F32), "index": 0})]
+    path = tmp_path / "fused.pbtxt"
+    save(graph_of(nodes), path)
+    for name in ("dense1/MatMul", "dense1/BiasAdd"):
+        p = _run("explain", path, name, "--tf", "never")
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.startswith("out (_FusedMatMul")
+        assert f"'{name}' is not in the graph TF clusters: fused by Grappler's remapper into 'out' (_FusedMatMul)" \
+            in p.stderr

@@ -189,7 +189,8 @@ class Clustering:
         """The node ``pattern`` names: an exact name wins, else the one node whose name
         contains ``pattern`` or matches it as a regex (``re.search``). Raises a
         :class:`~jitsim.errors.JitsimError` listing candidates when none or several match."""
-        return find_node(self.nodes, pattern, self.source)
+        return find_node(self.nodes, pattern, self.source,
+                         provenance=getattr(self.route, "provenance", None) or {})
 
     def explain(self, node: str, other: str | None = None):
         """Why ``node`` is (not) in a cluster; with ``other``: why the two are (not) together.
@@ -322,12 +323,18 @@ def _mark_labels(mark) -> dict[str, str]:
 _RENAMED = ("_arg_{}_\\d+_\\d+", "_retval_{}_\\d+_\\d+")
 
 
-def find_node(names, pattern: str, source: str | None = None) -> str:
+def find_node(names, pattern: str, source: str | None = None, provenance=None) -> str:
     """Resolve a user's node name: exact > the node TF's rewrites renamed it to (a fed
-    placeholder ``x`` became ``_arg_x_0_0``; said in a note) > substring/regex match (unique) >
-    error."""
+    placeholder ``x`` became ``_arg_x_0_0``; said in a note) > the node a simulated rewrite took
+    it into (``provenance``: a MatMul fused by the remapper; said in a note) > substring/regex
+    match (unique) > error."""
     if pattern in names:
         return pattern
+    if provenance and pattern in provenance and provenance[pattern][0] in names:
+        new, words = provenance[pattern]
+        warnings.warn(JitsimWarning(f"{pattern!r} is not in the graph TF clusters: {words}, explained here", source),
+                      stacklevel=2)
+        return new
     renamed = [n for n in names if any(re.fullmatch(r.format(re.escape(pattern)), n) for r in _RENAMED)]
     if len(renamed) == 1:
         warnings.warn(JitsimWarning(f"{pattern!r} is the call's {'feed' if renamed[0].startswith('_arg') else 'fetch'}"

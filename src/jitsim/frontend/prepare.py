@@ -160,6 +160,8 @@ class Prepared:
     # the rewrites the simulation could not be sure of, per rewrite and reason:
     # {"rewrite", "why", "nodes"} (nodes as named in the prepared graph, where they remain)
     uncertain: list[dict] = field(default_factory=list)
+    # a node of the input a simulated rewrite took into another: name -> (that node, in words)
+    provenance: dict = field(default_factory=dict)
 
 
 def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
@@ -305,6 +307,14 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                 prev.extend(rec)
                 i = next(j for j, s in enumerate(out.steps) if s[0] == step.name)
                 out.steps[i] = Step(prev.code, prev.count, prev.summary())
+    # where each node a rewrite took went, followed to a node of the final graph
+    for old, (new, words) in eg.provenance.items():
+        seen = {old}
+        while new not in eg.nodes and new in eg.provenance and new not in seen:
+            seen.add(new)
+            new, words = eg.provenance[new]
+        if old not in eg.nodes and new in eg.nodes:
+            out.provenance[old] = (new, words)
     for r in retvals:  # jitsim's stand-ins go again: the graph keeps the user's nodes only
         if r in eg.nodes:
             eg.remove(r)

@@ -86,6 +86,8 @@ class Route:
     extra_notes: list = field(default_factory=list)
     # the no-tf route: the rewrites the simulation could not be sure of (Prepared.uncertain)
     uncertain: list = field(default_factory=list)
+    # the no-tf route: a node of the input a simulated rewrite took into another (not in JSON)
+    provenance: dict = field(default_factory=dict)
 
     @property
     def shapes_assumed(self) -> bool:
@@ -477,7 +479,8 @@ def _prepared(graph, kind: str, device: str | None, call=None, *, flags: str = "
         done += f", the session's feed/fetch rewrite ({len(prep.graph)} nodes kept)"
     detail = (f"TensorFlow's rewrites before clustering simulated without TensorFlow ({done}); the notes say how "
               "this may differ from TF")
-    return PassInput(Route(kind, "no-tf", False, detail, call, uncertain=list(prep.uncertain)),
+    return PassInput(Route(kind, "no-tf", False, detail, call, uncertain=list(prep.uncertain),
+                           provenance=dict(prep.provenance)),
                      [(Path(graph.source or "graph").name, prep.graph, RAW)], notes=list(prep.caveats))
 
 

@@ -31,6 +31,8 @@ class EditGraph:
             self.nodes[nd.name] = nd
         self.counter = 0
         self.added: list = []  # the NodeDefs add_nodedef took, in order (an append-only log)
+        # a node a rewrite took into another: name -> (the node it became part of, the rewrite)
+        self.provenance: dict[str, tuple[str, str]] = {}
         self._seq = 0  # position of each node in creation order, for consumers()
         self._pos: dict[str, int] = {}
         for n in self.nodes:

@@ -497,6 +497,9 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
         for nn, shape in new_nodes.items():  # what GraphProperties would give the new nodes
             shapes.inferred[(nn, 0)] = [-1 if d == SYMBOLIC else d for d in (root_shape if nn == new_root else shape)]
         consumers = sorted(c for c in eg.consumers(name))
+        for old in [name] + absorbed:
+            eg.provenance[old] = (new_root, f"merged by Grappler's arithmetic optimizer (AddOpsRewrite) into "
+                                            f"{new_root!r} ({eg.nodes[new_root].op})")
         eg.replace_uses(name, 0, new_root)
         for old in [name] + absorbed:
             if old in eg.nodes and not eg.consumers(old):

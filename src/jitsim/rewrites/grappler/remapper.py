@@ -131,6 +131,8 @@ def _fuse(eg: EditGraph, root: str, contraction, extra_inputs: list[str], fused_
     rnd.CopyFrom(new)
     eg.set_inputs(root, list(new.input))
     pending = [contraction.name] + [a for a in absorbed if a != root]
+    for n in pending:
+        eg.provenance[n] = (root, f"fused by Grappler's remapper into {root!r} ({fused_op})")
     changed = True
     while changed:  # intermediates go once nothing reads them (their own Const operands too)
         changed = False
