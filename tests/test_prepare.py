@@ -1110,3 +1110,22 @@ def test_the_route_says_which_rewrites_it_was_not_sure_of():
     p2 = prepare_without_tf(Graph(gd, validate=False))
     assert not [e for e in p2.uncertain if e["rewrite"] == "arithmetic_optimizer/AddOpsRewrite"]
     assert any("AddOpsRewrite" in n.name for n in p2.graph)
+
+
+def test_output_identity_goes_once_its_control_edges_are_redundant():
+    """TF's dependency optimizer on a tf.function's tail (its dump of the zoo's attention
+    export called as a function: Identity and NoOp gone after iteration 0): the NoOp the
+    output Identity waits on is bypassed, handing the Identity its control inputs (reads);
+    TransitiveReduction then drops them, since each read already reaches the Identity through
+    the data path, and the Identity, down to one input, is bypassed (its _Retval reads y)."""
+    eg = EditGraph.from_graph(graph_of([
+        ("r1", "Placeholder", [], {"dtype": "DT_FLOAT"}), ("r2", "Placeholder", [], {"dtype": "DT_FLOAT"}),
+        ("y", "AddV2", ["r1", "r2"], {"T": "DT_FLOAT"}),
+        ("NoOp", "NoOp", ["^r1", "^r2"]),
+        ("Identity", "Identity", ["y", "^NoOp"], {"T": "DT_FLOAT"}),
+        ("ret", "_Retval", ["Identity"], {"T": "DT_FLOAT", "index": 0})]))
+    for nd in eg.nodes.values():
+        nd.device = CPU
+    optimize_dependencies(eg, fetch_known=True)
+    assert "NoOp" not in eg and "Identity" not in eg
+    assert list(eg["ret"].input) == ["y"]

@@ -15,7 +15,10 @@ consumers. An Identity is kept when it is not safe to remove (``SafeToRemoveIden
 * it reads a ``Switch`` and a consumer depends on it by a control edge (a cond pivot).
 
 Before that, a node whose outputs only control edges read, and that is free of side effects,
-becomes a NoOp (``SafeToConvertToNoOp``). It runs to a fixed point. The effect on clustering: the inliner's ``Func/.../input`` /
+becomes a NoOp (``SafeToConvertToNoOp``). It runs to a fixed point, twice, each time after
+``TransitiveReduction`` (:func:`transitive_reduction`): a control edge is dropped where another
+path already orders the two nodes (the control edges a bypassed NoOp handed to an output
+``Identity`` are dropped this way, so TF then removes that Identity too). The effect on clustering: the inliner's ``Func/.../input`` /
 ``output`` Identities and the NoOps of inlining and lowering disappear, so the control edges
 they carried go straight between the real nodes (as in TF's dumps).
 """
@@ -26,9 +29,11 @@ from jitsim.graph.model import CONTROL, parse_input
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
-from jitsim.graph.graphedit import EditGraph
+from jitsim.graph.graphedit import EditGraph, tf_topological_order
 from jitsim.registry import op_def
-from jitsim.opsets import IDENTITY_N_OPS, MERGE_OPS, SWITCH_OPS
+from jitsim.opsets import ENTER_OPS, EXIT_OPS, IDENTITY_N_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
+
+FRAME_OPS = ENTER_OPS | EXIT_OPS | NEXT_ITERATION_OPS  # TF's ModifiesFrameInfo
 
 VARIABLE_OPS = frozenset({"Variable", "VariableV2", "AutoReloadVariable", "VarHandleOp", "_Recv", "_HostRecv"})
 
@@ -135,6 +140,15 @@ def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool 
     keep_set = preserved(eg, keep)
     if fetch_known is None:
         fetch_known = any(nd.op == "_Retval" for nd in eg.nodes.values()) or bool(keep)
+    for _ in range(2):  # TF's two iterations: transitive reduction, then the fixed point
+        cut = transitive_reduction(eg)
+        if cut:
+            rec.detail = (rec.detail + "; " if rec.detail else "") + f"{cut} redundant control edge(s) removed"
+        _optimize_nodes(eg, keep_set, fetch_known, rec)
+    return rec
+
+
+def _optimize_nodes(eg: EditGraph, keep_set: set[str], fetch_known: bool, rec: RewriteRecord) -> None:
     changed = True
     while changed:
         changed = fetch_known and _convert_control_only(eg, keep_set, rec)
@@ -160,4 +174,69 @@ def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool 
             _bypass(eg, name)
             rec.add(name, f"{nd.op} removed")
             changed = True
-    return rec
+
+
+def transitive_reduction(eg: EditGraph) -> int:
+    """TF's ``DependencyOptimizer::TransitiveReduction``: a control edge ``src -> dst`` is
+    removed when ``dst`` is reached from ``src`` along more than one path (a longer one, or a
+    data edge beside it). Edges into or out of frame ops (``Enter``/``Exit``/``NextIteration``),
+    out of a ``Merge`` and into an op without an OpDef are left out, as TF leaves them; the
+    removed input is swapped with the node's last input, as TF removes it. Returns how many.
+
+    >>> from jitsim.graph.model import Graph
+    >>> g = Graph.from_nodes([("a", "Const", []), ("b", "Neg", ["a"]), ("c", "Neg", ["b", "^a"])])
+    >>> eg = EditGraph(g.graphdef)
+    >>> transitive_reduction(eg), list(eg["c"].input)
+    (1, ['b'])
+    """
+    from collections import deque
+
+    order = tf_topological_order(eg)
+    idx = {n: i for i, n in enumerate(order)}
+    n_nodes = len(order)
+    outputs: list[list[int]] = [[] for _ in order]
+    control_outputs: list[list[tuple[int, int]]] = [[] for _ in order]
+    lo = [n_nodes] * n_nodes
+    hi = [-1] * n_nodes
+    for i, name in enumerate(order):
+        nd = eg.nodes[name]
+        if nd.op in FRAME_OPS or op_def(nd.op) is None:
+            continue
+        for slot, ref in enumerate(nd.input):
+            src = parse_input(ref)[0]
+            if src not in idx:
+                continue
+            snd = eg.nodes[src]
+            if snd.op in FRAME_OPS or snd.op in MERGE_OPS:
+                continue
+            s = idx[src]
+            outputs[s].append(i)
+            lo[s] = min(lo[s], i)
+            if ref.startswith("^"):
+                control_outputs[s].append((i, slot))
+                hi[s] = max(hi[s], i)
+    to_remove: dict[int, set[tuple[int, int]]] = {}
+    for source in range(n_nodes):
+        if lo[source] >= hi[source] or hi[source] <= source:
+            continue
+        dist: dict[int, int] = {}  # 1: reached once, 2: twice or more (TF's longest-path bound)
+        queue = deque([source])
+        while queue:
+            node = queue.popleft()
+            for f in outputs[node]:
+                if lo[source] <= f <= hi[source] and dist.get(f, 0) != 2:
+                    dist[f] = 1 if dist.get(f, 0) == 0 else 2
+                    queue.appendleft(f)
+        for target, slot in control_outputs[source]:
+            if dist.get(target) == 2:
+                to_remove.setdefault(target, set()).add((slot, source))
+    removed = 0
+    for target, slots in to_remove.items():
+        name = order[target]
+        refs = list(eg.nodes[name].input)
+        for slot, _ in sorted(slots, reverse=True):
+            refs[slot], refs[-1] = refs[-1], refs[slot]
+            refs.pop()
+            removed += 1
+        eg.set_inputs(name, refs)
+    return removed
