@@ -1129,3 +1129,25 @@ def test_output_identity_goes_once_its_control_edges_are_redundant():
     optimize_dependencies(eg, fetch_known=True)
     assert "NoOp" not in eg and "Identity" not in eg
     assert list(eg["ret"].input) == ["y"]
+
+
+def test_constant_folding_folds_then_simplifies_until_nothing_changes():
+    """TF's ConstantFolding pass folds, then simplifies, and repeats while the graph changes
+    (its dump of the zoo's Gemma call: the rotary embedding's ``x / 1`` of a folded power, then
+    the Einsum reading it, are constants after the first constant-folding run). Here ``d =
+    (2 ** 3) / 1`` folds to 8 (the division by one folded, not made an Identity first) and
+    ``e = d * c`` to a constant in the same run."""
+    from jitsim.rewrites.folding.tensors import numpy, to_tensor_proto
+
+    np = numpy()
+    eg = EditGraph.from_graph(graph_of([
+        ("two", "Const", [], {"dtype": "DT_FLOAT"}), ("three", "Const", [], {"dtype": "DT_FLOAT"}),
+        ("one", "Const", [], {"dtype": "DT_FLOAT"}), ("c", "Const", [], {"dtype": "DT_FLOAT"}),
+        ("p", "Pow", ["two", "three"], {"T": "DT_FLOAT"}), ("d", "RealDiv", ["p", "one"], {"T": "DT_FLOAT"}),
+        ("e", "Mul", ["d", "c"], {"T": "DT_FLOAT"}),
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0}), ("y", "AddV2", ["x", "e"], {"T": "DT_FLOAT"}),
+        ("r", "_Retval", ["y"], {"T": "DT_FLOAT", "index": 0})]))
+    for name, v in (("two", 2.0), ("three", 3.0), ("one", 1.0), ("c", 0.5)):
+        to_tensor_proto(np.array(v, dtype=np.float32), 1, eg[name].attr["value"].tensor)
+    fold_constants(eg)
+    assert eg["e"].op == "Const" and "p" not in eg and "d" not in eg

@@ -49,7 +49,7 @@ from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, topological_order
 from jitsim.analyses.shape_inference import ShapeView
-from jitsim.opsets import CONSTANT_OPS, IDENTITY_N_OPS, SHAPE_SIZE_RANK_OPS
+from jitsim.opsets import FUNCTION_IO_OPS, CONSTANT_OPS, IDENTITY_N_OPS, SHAPE_SIZE_RANK_OPS
 
 MAX_CONSTANT_BYTES = 10 * 1024 * 1024
 NEVER_FOLD = frozenset({"Const", "HostConst", "Placeholder", "PlaceholderWithDefault", "_Arg", "_Retval",
@@ -57,15 +57,31 @@ NEVER_FOLD = frozenset({"Const", "HostConst", "Placeholder", "PlaceholderWithDef
                         "LoopCond", "RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
 
 
+MAX_PASSES = 10  # TF's ConstantFolding repeats its pass while it changes the graph (bounded)
+
+
 def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
     """Fold constant subgraphs and static shape queries (module docstring); edits ``eg``.
-    ``shapes``: what is statically known (default: recorded shapes, Const and Placeholder shapes)."""
+    ``shapes``: what is statically known (default: recorded shapes, Const and Placeholder shapes).
+    As TF's optimizer does, the pass runs again while it changes something: a simplification
+    (``x / 1`` to an Identity of a constant) makes more to fold (Gemma's rotary embedding)."""
+    rec = _fold_once(eg, keep, shapes)
+    for _ in range(MAX_PASSES - 1):
+        more = _fold_once(eg, keep, shapes)
+        if not more.count:
+            break
+        rec.extend(more)
+    return rec
+
+
+def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
     from jitsim.registry.optypes import output_types
 
     np = numpy()
     shapes = shapes if shapes is not None else ShapeView(literals=True)
     shapes.literals = True
-    rec = simplify_neutral_operands(eg, keep)
+    # TF's pass: fold, then simplify (neutral operands, after folding, in the loop above)
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
     switches = simplify_switches(eg, keep)
     rec.extend(switches)
     keep_set = preserved(eg, keep)
@@ -131,7 +147,7 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
     while touched:
         n = touched.pop()
         nd = eg.nodes.get(n)
-        if nd is None or n in keep_set or nd.op not in CONSTANT_OPS or eg.consumers(n):
+        if nd is None or n in keep_set or eg.consumers(n) or not _stateless(nd):
             continue
         ins = [parse_input(r)[0] for r in nd.input]
         eg.remove(n)
@@ -140,6 +156,19 @@ def fold_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = N
         if n in eg and n not in keep_set and not eg.consumers(n):
             eg.remove(n)
     return rec
+
+
+def _stateless(nd) -> bool:
+    """A node whose only effect is its outputs (a constant, or an op whose OpDef is not
+    stateful, not a function's argument): one folding left unread can go."""
+    from jitsim.registry import op_def
+
+    if nd.op in CONSTANT_OPS:
+        return True
+    if nd.op in FUNCTION_IO_OPS or nd.op == "Placeholder" or nd.op == "NoOp":
+        return False
+    od = op_def(nd.op)
+    return od is not None and not od.is_stateful
 
 
 NEUTRAL = {  # op -> (neutral value, operand positions the constant may take)
