@@ -1151,3 +1151,17 @@ def test_constant_folding_folds_then_simplifies_until_nothing_changes():
         to_tensor_proto(np.array(v, dtype=np.float32), 1, eg[name].attr["value"].tensor)
     fold_constants(eg)
     assert eg["e"].op == "Const" and "p" not in eg and "d" not in eg
+
+
+def test_remapper_walks_the_graph_in_mutable_graph_view_order():
+    """TF's remapper sorts with utils::MutableGraphView::SortTopologically (a reversed post-order
+    of depth-first walks from the sources, last source first) and the dependency optimizer
+    then re-sorts with Grappler's TopologicalSort: checked on TF's per-optimizer dumps of the
+    zoo's Gemma, Llama and ViT calls, whose orders after both optimizers jitsim now gives node
+    for node. Here: the two sorts differ (the DFS takes b's chain before a's)."""
+    from jitsim.graph.graphedit import dfs_topological_order, tf_topological_order
+
+    eg = EditGraph.from_graph(graph_of([("a", "Const", []), ("b", "Const", []), ("c", "AddV2", ["b", "a"]),
+                                        ("d", "Neg", ["a"]), ("e", "AddV2", ["c", "c"])]))
+    assert dfs_topological_order(eg) == ["a", "d", "b", "c", "e"]
+    assert tf_topological_order(eg) == ["a", "b", "d", "c", "e"]

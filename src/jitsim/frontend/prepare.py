@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from jitsim.graph.model import Graph, parse_input
-from jitsim.graph.graphedit import EditGraph, sort_topologically
+from jitsim.graph.graphedit import EditGraph, dfs_topological_order, reorder, sort_topologically
 from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR
 from jitsim.registry import op_def, protos
 from jitsim.codes import Code
@@ -110,6 +110,8 @@ def _remapper(eg: EditGraph, cx: GrapplerContext):
         return RewriteRecord(Code.REMAPPER, detail="CPU fusions off: XLA auto-clustering is on and the remapper finds "
                                                    "--tf_xla_cpu_global_jit in TF_XLA_FLAGS")
 
+    # the remapper walks the graph in its MutableGraphView's sort (reversed post-order DFS)
+    reorder(eg, dfs_topological_order(eg))
     rec = remap(eg, cx.keep, onednn=cx.onednn, shapes=cx.shapes)
     cx.assumed.extend(cx.shapes.assumed)
     return rec
@@ -118,6 +120,7 @@ def _remapper(eg: EditGraph, cx: GrapplerContext):
 def _dependency_optimizer(eg: EditGraph, cx: GrapplerContext):
     from jitsim.rewrites.grappler.dependency_optimizer import optimize_dependencies
 
+    sort_topologically(eg)  # TF's dependency optimizer sorts the graph first
     return optimize_dependencies(eg, cx.keep, fetch_known=cx.fetch_known)
 
 

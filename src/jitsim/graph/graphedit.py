@@ -319,3 +319,70 @@ def sort_topologically(eg: EditGraph) -> None:
     :func:`tf_topological_order` (TF then gives the nodes ids in that order when it rebuilds
     the graph: the clone numbering and cluster numbering that follow depend on it)."""
     reorder(eg, tf_topological_order(eg))
+
+
+def dfs_topological_order(eg: EditGraph) -> list[str]:
+    """The order ``utils::MutableGraphView::SortTopologically`` gives (the sort Grappler's
+    remapper starts with): a reversed post-order of iterative depth-first walks, one from each
+    node without inputs, taken from the last such node to the first; a node's consumers are
+    pushed port by port (data), then its control consumers, each list in node order, so the
+    last pushed is walked first. ``NextIteration -> Merge`` edges are not followed.
+
+    >>> from jitsim.graph.model import Graph
+    >>> g = Graph.from_nodes([("a", "Const", []), ("b", "Const", []), ("c", "AddV2", ["b", "a"]),
+    ...                       ("d", "Neg", ["a"]), ("e", "AddV2", ["c", "c"])])
+    >>> dfs_topological_order(EditGraph(g.graphdef))  # b walked first (b, c, e), then a (a, d)
+    ['a', 'd', 'b', 'c', 'e']
+    """
+    names = list(eg.nodes)
+    index = {n: i for i, n in enumerate(names)}
+    n_nodes = len(names)
+    data_out: list[dict[int, list[int]]] = [dict() for _ in names]
+    ctrl_out: list[list[int]] = [[] for _ in names]
+    has_fanin = [False] * n_nodes
+    for i, n in enumerate(names):
+        for r in eg.nodes[n].input:
+            src, port = parse_input(r)
+            if src not in index:
+                continue
+            has_fanin[i] = True
+            s = index[src]
+            if port == CONTROL:
+                if i not in ctrl_out[s]:
+                    ctrl_out[s].append(i)
+            else:
+                data_out[s].setdefault(port, []).append(i)
+    PENDING, PROCESSING, PROCESSED = 0, 1, 2
+    state = [PENDING] * n_nodes
+    position = [0] * n_nodes
+    pos = n_nodes - 1
+
+    def walk(root: int) -> None:
+        nonlocal pos
+        if state[root] != PENDING:
+            return
+        stack = [(root, True)]
+        while stack:
+            cur, enter = stack.pop()
+            if state[cur] == PROCESSED:
+                continue
+            if not enter:
+                position[cur] = pos
+                state[cur] = PROCESSED
+                pos -= 1
+                continue
+            state[cur] = PROCESSING
+            stack.append((cur, False))
+            outs = [f for p in sorted(data_out[cur]) for f in data_out[cur][p]] + ctrl_out[cur]
+            for f in outs:
+                if eg.nodes[names[cur]].op in NEXT_ITERATION_OPS and eg.nodes[names[f]].op in MERGE_OPS:
+                    continue
+                if state[f] == PENDING:
+                    stack.append((f, True))
+
+    for i in range(n_nodes - 1, -1, -1):
+        if not has_fanin[i]:
+            walk(i)
+    for i in range(n_nodes):  # nodes left in a cycle: walked from anywhere, as TF does with ignore_cycles
+        walk(i)
+    return [n for _, n in sorted(zip(position, names))]
