@@ -1165,3 +1165,30 @@ def test_remapper_walks_the_graph_in_mutable_graph_view_order():
                                         ("d", "Neg", ["a"]), ("e", "AddV2", ["c", "c"])]))
     assert dfs_topological_order(eg) == ["a", "d", "b", "c", "e"]
     assert tf_topological_order(eg) == ["a", "b", "d", "c", "e"]
+
+
+def test_lowered_while_control_consumers_wait_on_loop_executed():
+    """TF's LowerWhileHelper (lower_while_op.cc, checked on its dump of the zoo's bidirectional
+    GRU call before Grappler): the While's control consumers wait on ``W/LoopExecuted/_N`` (the
+    ``W`` NoOp is left unread), and each NextIteration waits on the body call as well as
+    reading it (after inlining: on the body's control outputs)."""
+    cond_f = fdef("c", [("i", DT_FLOAT)], [("o", 10, "l:z:0")], [
+        ("k", "Const", [], {"dtype": "DT_FLOAT", "value": const(3.0)}),
+        ("l", "Less", ["i", "k:output:0"], {"T": "DT_FLOAT"}),
+    ])
+    body_f = fdef("b", [("i", DT_FLOAT)], [("o", DT_FLOAT, "a:y:0")], [
+        ("a", "Neg", ["i"], {"T": "DT_FLOAT"}),
+    ])
+    g = graph_of([
+        ("i0", "_Arg", [], {"T": "DT_FLOAT", "index": 0}),
+        ("loop", "While", ["i0"], {"cond": func_attr("c"), "body": func_attr("b"), "T": ["DT_FLOAT"],
+                                   "parallel_iterations": 10, "_lower_using_switch_merge": True}),
+        ("after", "NoOp", ["^loop"]),
+        ("out", "_Retval", ["loop"], {"T": "DT_FLOAT", "index": 0}),
+    ], [cond_f, body_f])
+    res = lower_functional_ops(g, fetchable=False)
+    executed = [n.name for n in res.graph if n.name.startswith("loop/LoopExecuted/")]
+    assert len(executed) == 1
+    assert [e.src for e in res.graph.in_edges("after")] == executed
+    nexts = [n.name for n in res.graph if n.op == "NextIteration"]
+    assert nexts and all(any(e.is_control for e in res.graph.in_edges(n)) for n in nexts)

@@ -296,6 +296,14 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     if inferring and any(step.needs_shapes for step in grappler):
         out.steps.append(Step(Code.SHAPE_INFERENCE, 0, "the graph records no _output_shapes: shapes inferred "
                           "(jitsim.analyses.shape_inference) for the shape-dependent rewrites"))
+    # Grappler is handed the function graph as TF's Graph::ToGraphDef writes it: each node's
+    # control inputs sorted by the name of their source (the order the model pruner's walk takes)
+    for name, nd in list(eg.nodes.items()):
+        refs = list(nd.input)
+        k = next((i for i, r in enumerate(refs) if r.startswith("^")), len(refs))
+        ctrl = sorted(refs[k:], key=lambda r: r[1:])
+        if ctrl != refs[k:]:
+            eg.set_inputs(name, refs[:k] + ctrl)
     for round_ in range(2):
         for step in grappler:
             # shapes as they stand before each shape-dependent rewrite (Grappler recomputes

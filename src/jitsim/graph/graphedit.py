@@ -386,3 +386,37 @@ def dfs_topological_order(eg: EditGraph) -> list[str]:
     for i in range(n_nodes):  # nodes left in a cycle: walked from anywhere, as TF does with ignore_cycles
         walk(i)
     return [n for _, n in sorted(zip(position, names))]
+
+
+def dedup_control_inputs(eg: EditGraph, name: str) -> bool:
+    """TF's ``DedupControlInputs``: a control input from a node the list already names (as data
+    or control) is dropped, swapped with the last input first, as TF drops it.
+
+    >>> from jitsim.graph.model import Graph
+    >>> g = Graph.from_nodes([("a", "Const", []), ("b", "Const", []), ("c", "AddV2", ["a", "b", "^a", "^b"])])
+    >>> eg = EditGraph(g.graphdef)
+    >>> dedup_control_inputs(eg, "c"), list(eg["c"].input)
+    (True, ['a', 'b'])
+    """
+    refs = list(eg.nodes[name].input)
+    seen: set[str] = set()
+    pos, changed = 0, False
+    while pos < len(refs):
+        src = parse_input(refs[pos])[0]
+        if src in seen and refs[pos].startswith("^"):
+            refs[pos], refs[-1] = refs[-1], refs[pos]
+            refs.pop()
+            changed = True
+        else:
+            seen.add(src)
+            pos += 1
+    if changed:
+        nd = eg.nodes[name]
+        eg._where.pop(name, None)
+        for ref in nd.input:
+            eg._consumers.get(parse_input(ref)[0], set()).discard(name)
+        del nd.input[:]
+        nd.input.extend(refs)
+        for ref in refs:
+            eg._consumers.setdefault(parse_input(ref)[0], set()).add(name)
+    return changed

@@ -35,8 +35,8 @@ Lowered nodes are named by the graph's ``NewName`` counter, as in TF's dumps:
   true outputs (with a control edge from ``W/loop_body_control/_k``, an Identity of the first
   Switch), ``W/exit/_k`` Exits, ``W/next_iteration/_k`` back to the Merges; ``W`` becomes a NoOp
   (IdentityN when fetchable) of the Exits, waiting on ``W/LoopExecuted/_k``, a NoOp on the Exits
-  (TF 2.21's node between the Exits and the NextIterations, kept when the lowered While is a
-  function's control output); control inputs go
+  (TF 2.21's node between the Exits and the NextIterations) on which the While's control
+  consumers wait; each NextIteration also waits on the body call; control inputs go
   through a ``W/LoopControlInputs`` NoOp to the Enters.
 """
 
@@ -286,7 +286,8 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
     eg.add(executed, "NoOp", [f"^{exits[i]}" for i in variant], device=dev)
     for i in variant:
         ni = eg.new_name(f"{name}/next_iteration")
-        eg.add(ni, "NextIteration", [ref(body_name, i)], device=dev, attrs={"T": type_attr(types[i])})
+        # TF's NextIteration waits on the body call too (its control outputs, once inlined)
+        eg.add(ni, "NextIteration", [ref(body_name, i), f"^{body_name}"], device=dev, attrs={"T": type_attr(types[i])})
         eg.set_inputs(merges[i], [enters[i], ni])
     # an invariant resource's consumers read the loop's input itself
     out_refs = [ref(exits[i]) if i in exits else data[i] for i in range(len(data))]
@@ -301,8 +302,8 @@ def lower_while(eg: EditGraph, name: str, *, fetchable: bool) -> int:
                attrs={"T": type_list_attr([types[i] for i in variant])})
     else:
         eg.add(name, "NoOp", [f"^{executed}"], device=dev)
-    for c in ctl_consumers:
-        eg.add_control_input(c, name)
+    for c in ctl_consumers:  # TF's UpdateConsumers: control consumers wait on LoopExecuted
+        eg.add_control_input(c, executed)
     # the cond and body calls carry _lower_as_multi_device_function: the walk inlines them when
     # it reaches their ids, after every node that existed before them (TF 2.21's numbering: a
     # second While lowered before the first one's body is inlined)

@@ -29,7 +29,7 @@ from jitsim.graph.model import CONTROL, parse_input
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
-from jitsim.graph.graphedit import EditGraph, tf_topological_order
+from jitsim.graph.graphedit import EditGraph, dedup_control_inputs, tf_topological_order
 from jitsim.registry import op_def
 from jitsim.opsets import ENTER_OPS, EXIT_OPS, IDENTITY_N_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
 
@@ -140,11 +140,15 @@ def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool 
     keep_set = preserved(eg, keep)
     if fetch_known is None:
         fetch_known = any(nd.op == "_Retval" for nd in eg.nodes.values()) or bool(keep)
+    for name in list(eg.nodes):  # CleanControlInputs
+        dedup_control_inputs(eg, name)
     for _ in range(2):  # TF's two iterations: transitive reduction, then the fixed point
         cut = transitive_reduction(eg)
         if cut:
             rec.detail = (rec.detail + "; " if rec.detail else "") + f"{cut} redundant control edge(s) removed"
         _optimize_nodes(eg, keep_set, fetch_known, rec)
+        for name in list(eg.nodes):  # CleanControlInputs
+            dedup_control_inputs(eg, name)
     return rec
 
 

@@ -18,7 +18,7 @@ from jitsim.graph.model import parse_input
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
-from jitsim.graph.graphedit import EditGraph, reorder
+from jitsim.graph.graphedit import EditGraph, dedup_control_inputs, reorder
 from jitsim.registry import protos
 from jitsim.opsets import IDENTITY_OPS, PLAIN_MERGE_OPS, SWITCH_OPS
 
@@ -183,8 +183,11 @@ def _can_remove(eg: EditGraph, nd, functions) -> bool:
 def remove_trivial_ops(eg: EditGraph, keep=frozenset(), fetch_known: bool = True) -> RewriteRecord:
     """``ModelPruner``'s trivial ops (:func:`_trivial`) removed, their consumers reading their
     inputs (a control use of a removed node becomes control uses of its inputs), unless
-    preserved or not removable (:func:`_can_remove`); only when the fetches are known."""
+    preserved or not removable (:func:`_can_remove`); only when the fetches are known. Every
+    node's control inputs are deduplicated first (``DedupControlInputs``), as the pruner does."""
     rec = RewriteRecord(Code.MODEL_PRUNER)
+    for name in list(eg.nodes):
+        dedup_control_inputs(eg, name)
     if not fetch_known:
         return rec
     keep_set = preserved(eg, keep)
