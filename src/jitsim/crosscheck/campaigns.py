@@ -47,6 +47,8 @@ from pathlib import Path
 
 import jitsim
 from jitsim import process
+from jitsim.files.input import kind_of_mode, os_problem
+from jitsim.files.paths import missing_reason
 from jitsim.crosscheck.campaign_state import (BOOL, DICT, FILE_NAME, NONNEG, NUM, SHA256, STR, INT, StateError,
                                               canonical_json, decode_fuzz_batch, dict_of, encode_fuzz_batch, fields,
                                               list_of, opt, parse_json, sha256_hex)
@@ -88,9 +90,6 @@ def _followed(path: Path, ancestors: tuple = ()):
     """``(relative path, path)`` of ``path`` and everything under it, symbolic links followed,
     in a fixed order (sorted names); a link to nothing, a loop (a directory inside itself) or
     something that is not a file or a directory (a FIFO, a device) is refused."""
-    from jitsim.files.input import kind_of_mode
-    from jitsim.files.paths import missing_reason
-
     stack = [(Path(), path, ancestors)]
     while stack:
         rel, p, above = stack.pop()
@@ -107,8 +106,6 @@ def _followed(path: Path, ancestors: tuple = ()):
             try:
                 names = sorted(os.listdir(p))
             except OSError as e:
-                from jitsim.files.input import os_problem
-
                 raise JitsimError(os_problem(e), p) from None
             stack.extend((rel / n, p / n, above + (here,)) for n in reversed(names))
         elif stat.S_ISREG(st.st_mode):

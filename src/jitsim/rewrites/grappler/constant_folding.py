@@ -40,7 +40,7 @@ with ``keep_dims``, ``Reshape`` without).
 
 from __future__ import annotations
 
-from jitsim.registry import protos
+from jitsim.registry import op_def, protos
 from jitsim.graph.model import CONTROL, Graph, parse_input
 from jitsim.rewrites.folding.kernels import GRAPPLER_KERNELS, KERNELS
 from jitsim.rewrites.folding.tensors import NP_DTYPES, numpy, tensor_proto_to_numpy, to_tensor_proto
@@ -161,8 +161,6 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
 def _stateless(nd) -> bool:
     """A node whose only effect is its outputs (a constant, or an op whose OpDef is not
     stateful, not a function's argument): one folding left unread can go."""
-    from jitsim.registry import op_def
-
     if nd.op in CONSTANT_OPS:
         return True
     if nd.op in FUNCTION_IO_OPS or nd.op == "Placeholder" or nd.op == "NoOp":
