@@ -58,29 +58,49 @@ def _safe_identity(eg: EditGraph, name: str, keep: set[str], fetch_known: bool) 
 
 
 def _bypass(eg: EditGraph, name: str) -> None:
+    """TF's rerouting around a bypassed node, input lists as TF leaves them: an Identity's data
+    input (an IdentityN's data inputs) replaces the consumer's use of it in place (a control use
+    becomes a control input from that input's node); each of its other inputs (all of a NoOp's)
+    is appended to the consumer as a control input unless the consumer already reads that
+    node; then the consumer's ``^name`` is swapped with its last input and dropped
+    (``RemoveControlInput``)."""
     nd = eg[name]
-    data = [r for r in nd.input if not r.startswith("^")]
-    ctrl = [r for r in nd.input if r.startswith("^")]
-    # what a control consumer must still wait for: every input of the removed node
-    as_ctrl = ["^" + parse_input(r)[0] for r in nd.input]
+    refs = list(nd.input)
+    is_identity = nd.op in ("Identity", "RefIdentity") or (nd.op == "IdentityN" and
+                                                          sum(1 for r in refs if not r.startswith("^")) == 1)
+    multi_identity_n = nd.op == "IdentityN" and not is_identity
+    data = [r for r in refs if not r.startswith("^")]
+    ctrl = [r for r in refs if r.startswith("^")]
     for c in eg.consumers(name):
         # the common case in place (a wide consumer is not rewritten once per bypassed input)
         if not ctrl and eg.redirect_data_uses(c, name, lambda p, r: data[p] if nd.op == "IdentityN" else data[0]):
             continue
-        new = []
-        for r in eg[c].input:
-            src, port = parse_input(r)
-            if src != name:
-                new.append(r)
-            elif port == CONTROL:
-                new.extend(x for x in as_ctrl if x[1:] != c)
-            elif nd.op == "IdentityN":
-                new.append(data[port])
-                new.extend(ctrl)
+        inputs = list(eg[c].input)
+        readers = {parse_input(r)[0] for r in inputs}
+        for i, ref in enumerate(refs):
+            if (is_identity and i == 0) or (multi_identity_n and not ref.startswith("^")):
+                for j, r in enumerate(inputs):
+                    src, port = parse_input(r)
+                    if src == name:
+                        if port == i:
+                            inputs[j] = ref
+                        elif port == CONTROL:
+                            inputs[j] = "^" + parse_input(ref)[0]
             else:
-                new.append(data[0])
-                new.extend(ctrl)
-        eg.set_inputs(c, new)
+                src = parse_input(ref)[0]
+                if src not in readers and src != c:
+                    inputs.append("^" + src)
+                    readers.add(src)
+        # RemoveControlInput: from the end, among the control inputs
+        for pos in range(len(inputs) - 1, -1, -1):
+            if not inputs[pos].startswith("^"):
+                break
+            if inputs[pos] == "^" + name:
+                inputs[pos], inputs[-1] = inputs[-1], inputs[pos]
+                inputs.pop()
+                break
+        inputs = [r for r in inputs if parse_input(r)[0] != name]
+        eg.set_inputs(c, inputs)
     eg.remove(name)
 
 
