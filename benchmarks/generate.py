@@ -5,6 +5,8 @@
     python benchmarks/generate.py layered N -o OUT.pb [--width W] [--seed S]
     python benchmarks/generate.py functions N -o OUT.pb [--consumer AddN|Pack|IdentityN] [--nested]
     python benchmarks/generate.py nested D -o OUT.pb [--kind direct|PartitionedCall|...|If|While]
+    python benchmarks/generate.py noops N -o OUT.pb [--chain]
+    python benchmarks/generate.py fanned D -o OUT.pb [--fan F]
 
 ``tile(graphdef, k)``: ``k`` disjoint copies of a graph (a real model's dump), node names
 prefixed ``tile{i}/``, data inputs (``x``, ``x:1``) and control inputs (``^x``) renamed with
@@ -401,6 +403,46 @@ def nested_calls(depth: int, *, kind: str = "direct"):
     return gd
 
 
+def noops(n: int, *, chain: bool = False):
+    """``n`` NoOps named ``n0``, ``n1``... (issue 39: the smallest nodes there are, 18 bytes each
+    in a .pb): unconnected, or with ``chain`` each waiting on the one before (a control input).
+    The graph's size is all node count: what jitsim needs per node."""
+    gd = protos.GraphDef()
+    gd.versions.producer = 2474  # TF 2.21's
+    add = gd.node.add
+    for i in range(n):
+        if chain and i:
+            add(name=f"n{i}", op="NoOp", input=[f"^n{i - 1}"])
+        else:
+            add(name=f"n{i}", op="NoOp")
+    return gd
+
+
+def fanned_calls(depth: int, fan: int = 2):
+    """Calls nested ``depth`` deep where each function calls the next ``fan`` times (issue 39):
+    ``depth`` small functions that, inlined, are ``fan ** depth`` copies of the last one: a
+    file of a few kilobytes whose inlined graph no machine holds (fan 2, depth 40: 15 KB, 5 * 10^12 nodes)."""
+    gd = protos.GraphDef()
+    gd.versions.producer = 2474
+    x = _graph_input(gd)
+    lib = gd.library
+    for i in range(depth):
+        f = _function(lib, f"f{i}", 2.0)
+        if i + 1 < depth:
+            names = [f"inner{k}" for k in range(fan)]
+            for k, name in enumerate(names):
+                _call(f.node_def, name, f"f{i + 1}", "PartitionedCall", ["x"])
+            s = f.node_def.add(name="sum", op="AddN", input=[f"{n}:output:0" for n in names])
+            s.attr["N"].i = fan
+            s.attr["T"].type = DT_FLOAT
+            f.node_def[[nd.name for nd in f.node_def].index("m")].input[0] = "sum:sum:0"
+    c = _call(gd.node, "call", "f0", "PartitionedCall", [x])
+    c.device = CPU
+    out = gd.node.add(name="result", op="Identity", device=CPU, input=["call"])
+    out.attr["T"].type = DT_FLOAT
+    return gd
+
+
 # -- CLI ------------------------------------------------------------------------------------
 
 def main(argv=None) -> int:
@@ -426,6 +468,14 @@ def main(argv=None) -> int:
     ne.add_argument("depth", type=int)
     ne.add_argument("--kind", default="direct", choices=NESTING_KINDS)
     ne.add_argument("-o", "--output", required=True)
+    no = sub.add_parser("noops", help="N NoOps (unconnected, or a chain of control edges)")
+    no.add_argument("n", type=int)
+    no.add_argument("--chain", action="store_true")
+    no.add_argument("-o", "--output", required=True)
+    fa = sub.add_parser("fanned", help="calls nested D deep, each function calling the next F times")
+    fa.add_argument("depth", type=int)
+    fa.add_argument("--fan", type=int, default=2)
+    fa.add_argument("-o", "--output", required=True)
     a = ap.parse_args(argv)
     if a.cmd == "tile":
         gd = tile(read_graphdef(a.graph), a.k)
@@ -433,6 +483,10 @@ def main(argv=None) -> int:
         gd = layered(a.nodes, a.width, a.seed)
     elif a.cmd == "functions":
         gd = functions(a.n, consumer=a.consumer, nested=a.nested)
+    elif a.cmd == "noops":
+        gd = noops(a.n, chain=a.chain)
+    elif a.cmd == "fanned":
+        gd = fanned_calls(a.depth, a.fan)
     else:
         gd = nested_calls(a.depth, kind=a.kind)
     save(gd, a.output)

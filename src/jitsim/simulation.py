@@ -126,6 +126,7 @@ def simulate(target, options: Options, call: Call = Call(), *, tf: str = "auto",
         recorded = recorded_tf_version(target) if isinstance(target, (str, Path)) else None
         route, notes, recorded_flags = pin.route, list(pin.notes), pin.recorded_flags
         inputs, main = list(pin.graphs), pin.main
+        pin = None  # (its graphs are in inputs: the call's is given up once copied, _simulate_the_call)
     else:
         if call.fetch or call.feed or call.captured:
             raise JitsimError("fetch/feed/captured state the call of a graph file: give the GraphDef or MetaGraphDef "
@@ -139,6 +140,7 @@ def simulate(target, options: Options, call: Call = Call(), *, tf: str = "auto",
     version, reason = choose_tf_version(options.tf_version, producer_of(main_graph), recorded)
     check = check_releases(main_graph, replace(options, tf_version=version, input_stage=main_stage),
                            release_candidates(options.tf_version, producer_of(main_graph), recorded))
+    main_graph = None
     options = replace(options, tf_version=version, tf_version_reason=check.reason(reason))
     if not check.agree:  # the result holds for one of the releases the graph may be from
         if route is not None:
@@ -183,9 +185,13 @@ def _simulate_the_call(sim: Simulation, target, move_devices: bool) -> None:
     # the passes annotate NodeDefs in place: keep the input intact (for the caller and for whatif)
     snapshot = g.graphdef.SerializeToString()
     if g is target or sim.route is not None:
+        source = g.source
+        if g is not target:  # the route's own graph: dropped before its copy is made (issue 39)
+            sim.graphs[sim.main] = (label, None, stage)
+            g = None
         gd = protos.GraphDef()
         gd.ParseFromString(snapshot)
-        g = Graph(gd, source=g.source, validate=False)
+        g = Graph(gd, source=source, validate=False)
     if move_devices and options.device:
         from jitsim.rewrites.placement import replace_devices
 

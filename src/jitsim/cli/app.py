@@ -89,6 +89,25 @@ def _main_input(args):
 
 
 
+def _memory_exhausted(e: BaseException) -> bool:
+    """Whether ``e`` says the memory ran out, whatever its type: a MemoryError, an OSError
+    ENOMEM, or a module that could not be loaded for want of address space (numpy's
+    ``ImportError: libopenblas.so: failed to map segment from shared object`` under ``ulimit
+    -v``), itself or in its causes (issue 39)."""
+    import errno
+
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOMEM):
+            return True
+        if isinstance(e, ImportError) and any(w in str(e).lower() for w in (
+                "failed to map segment", "cannot allocate memory", "out of memory")):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def _resource_error(args, e: BaseException) -> JitsimError:
     path = _main_input(args)
     if isinstance(e, RecursionError):
@@ -97,6 +116,59 @@ def _resource_error(args, e: BaseException) -> JitsimError:
     return JitsimError("jitsim ran out of memory on this input (MemoryError); try a machine with more "
                        "memory", path)
 
+
+
+# the command's parsed arguments while it runs, for the out-of-memory line that protobuf's C
+# code failing to allocate ends the process with (_memory_guard)
+_RUNNING: list = [None]
+
+
+def _out_of_memory_line(args) -> str:
+    return f"jitsim: {_one_line(str(_resource_error(args, MemoryError())))}"
+
+
+def _out_of_memory_in_c() -> None:
+    """Called by ``jitsim._memguard`` (with the GIL, inside protobuf's C code, whose allocation
+    failed): the command's out-of-memory line, every temporary file removed; the process then
+    exits with code 2 (docs/cli.md, exit codes)."""
+    from jitsim.files import output as _output
+
+    process.SIGNALS_MUTED.append(True)
+    process.print_error(_out_of_memory_line(_RUNNING[0]))
+    _output.cleanup()
+
+
+def _memory_guard(install: bool) -> None:
+    """Where upb (protobuf's C messages) fails to allocate, it crashes (SIGSEGV, exit 139)
+    instead of raising MemoryError: ``jitsim._memguard`` (optional C extension) makes such a
+    failure end the command as any other out-of-memory error does (issue 39)."""
+    from jitsim.accel import load
+
+    guard = load("jitsim._memguard")
+    if guard is None:
+        return
+    if not install:
+        guard.uninstall()
+        return
+    try:
+        from google.protobuf.internal import api_implementation
+        from jitsim.registry import protos  # noqa: F401 - loads protobuf's C module, the one hooked
+
+        if api_implementation.Type() != "upb":
+            return
+        import google._upb._message as upb
+    except ImportError:
+        return
+    path = getattr(upb, "__file__", None)
+    names = ([os.fsencode(path)] if path else []) + [b"/google/_upb/_message."]  # (as loaded, or any such)
+    guard.install(names, (_out_of_memory_line(_RUNNING[0]) + "\n").encode(errors="replace"), _out_of_memory_in_c)
+
+
+def _running(args) -> None:
+    """``args`` is the command running (parsed: ``--help`` and usage errors never get here): the
+    memory guard is installed, its out-of-memory line naming the command's input."""
+    _RUNNING[0] = args
+    _memory_guard(True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         _output.cleanup()
         restore_signals()
         process.SIGNALS_MUTED.clear()
+        _RUNNING[0] = None
+        _memory_guard(False)
     return rc
 
 
@@ -172,6 +246,7 @@ def _run(argv: list[str] | None) -> int:
         argv = _join_flag_values(sys.argv[1:] if argv is None else list(argv))
         parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
         args = parser.parse_args(argv)
+        _running(args)
         rc, notes = _checked_run(args)
         # what jitsim assumed to accept the input: said once the command succeeded (a failing
         # command prints its one error line only)
@@ -189,7 +264,10 @@ def _run(argv: list[str] | None) -> int:
         return e.exit_code
     except (RecursionError, MemoryError) as e:
         # input-sized limits, not bugs to show as a traceback: an input too deep for a walk
-        # still recursive, or too large for this machine's memory (docs/cli.md, exit codes)
+        # still recursive, or too large for this machine's memory (docs/cli.md, exit codes).
+        # The traceback's frames hold what filled the memory: dropped before the line is made
+        e.__traceback__ = None
+        gc.collect()
         print(f"jitsim: {_one_line(str(_resource_error(args, e)))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -201,9 +279,20 @@ def _run(argv: list[str] | None) -> int:
 
         process.print_error(f"jitsim: terminated by {signal.Signals(e.signum).name}")
         raise
-    except OSError as e:
+    except Exception as e:  # noqa: BLE001 - sorted below: the memory ran out, the environment, a bug
+        return _failed(args, e)
+
+
+def _failed(args, e: Exception) -> int:
+    """The one line and exit code of an exception no command turned into a JitsimError."""
+    if _memory_exhausted(e):  # (e.g. a library that could not be loaded for want of memory)
+        e.__traceback__ = None
+        gc.collect()
+        print(f"jitsim: {_one_line(str(_resource_error(args, MemoryError())))}", file=sys.stderr)
+        return 2
+    if isinstance(e, OSError):
         if isinstance(e, BrokenPipeError):
-            raise
+            raise  # (the exception being handled, for main)
         # the last resort for the environment's errors a command did not name itself: one line
         from jitsim.files.input import os_problem
 
@@ -213,16 +302,16 @@ def _run(argv: list[str] | None) -> int:
         where = f"{_shown(named)}: " if named else ""
         process.print_error(f"jitsim: {_one_line(where + os_problem(e, 'cannot use'))}")
         return 2
-    except Exception as e:  # noqa: BLE001 - a bug in jitsim: one line naming the input, exit 3
-        if debug_mode():
-            raise
-        _progress_done()
-        where = _main_input(args)
-        where = f"{_shown(where)}: " if where else ""
-        detail = f"{type(e).__name__}: {e}"[:300]
-        process.print_error(_one_line(f"jitsim: {where}internal error ({detail}); please report it with this "
-                                      "input and command (JITSIM_DEBUG=1 shows the traceback)"))
-        return EXIT_INTERNAL
+    # anything else: a bug in jitsim: one line naming the input, exit 3
+    if debug_mode():
+        raise
+    _progress_done()
+    where = _main_input(args)
+    where = f"{_shown(where)}: " if where else ""
+    detail = f"{type(e).__name__}: {e}"[:300]
+    process.print_error(_one_line(f"jitsim: {where}internal error ({detail}); please report it with this "
+                                  "input and command (JITSIM_DEBUG=1 shows the traceback)"))
+    return EXIT_INTERNAL
 
 
 

@@ -247,12 +247,15 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     from jitsim.rewrites.lower_functional_ops import lower_and_inline
     from jitsim.rewrites.placement import place
     from jitsim.analyses.shape_inference import ShapeView, records_shapes
+    from jitsim.memory import check_inlining_room
 
     unknown = set(skip) - set(STEPS)
     if unknown:
         raise ValueError(f"unknown step(s) {sorted(unknown)}; steps are {', '.join(STEPS)}")
     out = Prepared(graph)
     fetches, keep = fetches_of(graph) if fetch is None else (list(fetch[0]), set(fetch[1]))
+    # an input that cannot fit is refused before the work, not after minutes of it (issue 39)
+    check_inlining_room(graph, "inline_and_lower" not in skip)
     eg = EditGraph.from_graph(graph)
 
     if "inline_and_lower" not in skip:
@@ -271,8 +274,11 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
                                f"and stay as they are (e.g. {kept[0].node!r}); TF clusters them only under "
                                "tf.function(jit_compile=True)")
 
-    g = eg.to_graph(graph.source)
     if "placement" not in skip:
+        # one form of the graph alive at a time (issue 39): each conversion drops the form it
+        # was made from before the next is built
+        g = eg.to_graph(graph.source, release=True)
+        eg = None
         pr = place(g, device)
         out.records["placement"] = pr
         n = sum(pr.placed.values())
@@ -281,7 +287,10 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
         if pr.cpu_fallback:
             out.caveats.append(f"{len(pr.cpu_fallback)} node(s) have no GPU kernel and were placed on the CPU "
                                f"(e.g. {pr.cpu_fallback[0]!r}); TF's placer may colocate some of them differently")
-        eg = EditGraph.from_graph(g)
+        # g's GraphDef, taken as it is (g was made from it, nodes in its order, and placement
+        # only sets devices): what EditGraph.from_graph(g) would copy
+        eg = EditGraph(g.graphdef, copy=False)
+        pr.graph = g = None  # (the record keeps its counts, not the graph: eg has it now)
 
     retvals = _function_returns(eg, graph, fetches) if fetch is None else []
     if retvals:  # called as a function: its outputs feed _Retval nodes, which Grappler preserves
@@ -330,7 +339,9 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
         if r in eg.nodes:
             eg.remove(r)
     sort_topologically(eg)
-    out.graph = eg.to_graph(graph.source)
+    cx.shapes = None
+    out.graph = eg.to_graph(graph.source, release=True)
+    eg = None
     out.caveats.extend(_caveats(out.graph, skip, inferring))
     assumed = cx.assumed
     if assumed:

@@ -308,6 +308,12 @@ def _pass_inputs(target, *, flags: str, tf: str, signature: str | None, device: 
                                   "(its feeds and fetches are already _Arg/_Retval nodes)")
             return PassInput(Route("dump-file", "dump", True, f"TF's own graph ({stage}; {words}TF's node and edge ids "
                                    "reconstructed)"), [(Path(target).name, graph, stage)])
+        if tf == "never" or (tf == "auto" and not have_tensorflow()):
+            from jitsim.memory import check_inlining_room
+
+            # the TF-free route, which inlines every call: an input that cannot fit is refused
+            # now, before the session call is worked out (prepare_without_tf checks again)
+            check_inlining_room(graph)
         if export:
             if fetch or feed:
                 raise JitsimError("--fetch/--feed name a session call, but this graph is a tf.function's graph "

@@ -18,15 +18,24 @@ graph, shared by every rewrite (that is why TF's lowered and inlined nodes are n
 from __future__ import annotations
 
 from jitsim.registry import protos
-from jitsim.graph.model import CONTROL, Graph, format_input, parse_input, set_attr_value
+from jitsim.graph.model import CONTROL, Graph, format_input, graphdef_without_nodes, parse_input, set_attr_value
 from jitsim.opsets import MERGE_OPS, NEXT_ITERATION_OPS
 
 
 class EditGraph:
-    def __init__(self, graphdef):
-        self.graphdef = protos.GraphDef()
-        self.graphdef.CopyFrom(graphdef)
+    def __init__(self, graphdef, *, copy: bool = True):
+        """``graphdef`` is copied (not changed) unless ``copy`` is False: then the EditGraph
+        takes it and edits it in place (a GraphDef made for it alone)."""
+        if copy:
+            self.graphdef = protos.GraphDef()
+            self.graphdef.CopyFrom(graphdef)
+        else:
+            self.graphdef = graphdef
         self.nodes: dict[str, object] = {}
+        # each name is read from its NodeDef once, and that one str is the key of every index
+        # below (each read of a proto's string field makes a new str: names of functions
+        # inlined D deep are D levels long, so copies of them made memory grow like D² times
+        # the number of indexes, issue 39)
         for nd in self.graphdef.node:
             self.nodes[nd.name] = nd
         self.counter = 0
@@ -39,24 +48,33 @@ class EditGraph:
             self._pos[n] = self._seq
             self._seq += 1
         self._consumers: dict[str, set[str]] = {n: set() for n in self.nodes}
-        for nd in self.nodes.values():
+        for name, nd in self.nodes.items():
             for ref in nd.input:
                 src = parse_input(ref)[0]
-                self._consumers.setdefault(src, set()).add(nd.name)
+                self._consumers.setdefault(src, set()).add(name)
         # consumer -> (producer -> [(position, port)], whether the input list is in TF's
         # order: data inputs, then control inputs without duplicates)
         self._where: dict[str, tuple[dict[str, list[tuple[int, int]]], bool]] = {}
 
     @classmethod
     def from_graph(cls, graph: Graph) -> "EditGraph":
-        return cls(graph.to_graphdef())
+        return cls(graph.to_graphdef(), copy=False)  # (a new GraphDef: no second copy)
 
-    def to_graph(self, source: str | None = None) -> Graph:
-        gd = protos.GraphDef()
-        gd.CopyFrom(self.graphdef)
-        del gd.node[:]
-        for nd in self.nodes.values():
-            gd.node.add().CopyFrom(nd)
+    def to_graph(self, source: str | None = None, *, release: bool = False) -> Graph:
+        """The graph as it stands, as a :class:`Graph` (a copy). ``release``: this EditGraph
+        is given up (left empty) and each node's NodeDef dropped once copied, so that the two
+        forms of a big graph are not alive at once (issue 39)."""
+        gd = graphdef_without_nodes(self.graphdef)
+        if not release:
+            for nd in self.nodes.values():
+                gd.node.add().CopyFrom(nd)
+            return Graph(gd, source=source, validate=False)
+        nodes, self.nodes = self.nodes, {}
+        self.added, self._pos, self._consumers, self._where = [], {}, {}, {}
+        add = gd.node.add
+        for name in list(nodes):
+            add().CopyFrom(nodes.pop(name))
+        self.graphdef = protos.GraphDef()
         return Graph(gd, source=source, validate=False)
 
     @property
@@ -160,15 +178,16 @@ class EditGraph:
         return self.add_nodedef(nd)
 
     def add_nodedef(self, nd):
-        if nd.name in self.nodes:
-            raise ValueError(f"duplicate node name {nd.name!r}")
-        self.nodes[nd.name] = nd
+        name = nd.name  # read once: one str for every index (__init__)
+        if name in self.nodes:
+            raise ValueError(f"duplicate node name {name!r}")
+        self.nodes[name] = nd
         self.added.append(nd)
-        self._pos[nd.name] = self._seq
+        self._pos[name] = self._seq
         self._seq += 1
-        self._consumers.setdefault(nd.name, set())
+        self._consumers.setdefault(name, set())
         for ref in nd.input:
-            self._consumers.setdefault(parse_input(ref)[0], set()).add(nd.name)
+            self._consumers.setdefault(parse_input(ref)[0], set()).add(name)
         return nd
 
     def set_inputs(self, name: str, inputs) -> None:

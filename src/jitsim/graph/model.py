@@ -70,6 +70,38 @@ def format_input(src: str, src_output: int) -> str:
     return src if src_output == 0 else f"{src}:{src_output}"
 
 
+def graphdef_without_nodes(graphdef):
+    """A new ``GraphDef`` with every field of ``graphdef`` but its nodes (versions, library...).
+
+    What ``CopyFrom`` then ``del node[:]`` gives, without the copy of every node those leave
+    behind: a upb message's memory is an arena that keeps all it ever held until the message is
+    freed, so the nodes deleted stayed there, a dead copy of the graph as long as the new one
+    lived (issue 39). A GraphDef with fields this protobuf does not know is copied that way
+    still (they are kept)."""
+    out = protos.GraphDef()
+    try:
+        from google.protobuf import unknown_fields
+
+        unknown = len(unknown_fields.UnknownFieldSet(graphdef)) > 0
+    except (ImportError, AttributeError, TypeError):  # (an older protobuf: copy, then delete)
+        unknown = True
+    if unknown:
+        out.CopyFrom(graphdef)
+        del out.node[:]
+        return out
+    for fd, value in graphdef.ListFields():
+        if fd.name == "node":
+            continue
+        field = getattr(out, fd.name)
+        if isinstance(value, (list, tuple)) or hasattr(value, "extend"):  # a repeated field
+            field.extend(value)
+        elif fd.message_type is not None:
+            field.CopyFrom(value)
+        else:
+            setattr(out, fd.name, value)
+    return out
+
+
 class Node:
     """A view of one ``NodeDef``. Attribute reads go to the proto."""
 
@@ -190,17 +222,21 @@ def _in_edges(graphdef, names: list[str], nodes: dict, source,
         last_control = None  # the previous control input's source, while they are in order
         for ref in refs:
             if ref in plain:  # the common case: output 0 of a node
-                lst.append(new_edge(Edge, (ref, name, 0, slot)))
+                j = nodes[ref].index
+                src = names[j]  # the node's own name (one str per name: __init__)
+                lst.append(new_edge(Edge, (src, name, 0, slot)))
                 slot += 1
                 if last_control is not None:
                     unwritten.add(name)
-                if nodes[ref].index >= i:
-                    upward.append((ref, name))
+                if j >= i:
+                    upward.append((src, name))
                 continue
             src, out = parse_input(ref)
             if src not in nodes:
                 raise GraphError(f"node {name!r} has input {ref!r}, which names no node", source)
-            if nodes[src].index >= i:
+            j = nodes[src].index
+            src = names[j]
+            if j >= i:
                 upward.append((src, name))
             if out == CONTROL:
                 lst.append(new_edge(Edge, (src, name, CONTROL, CONTROL)))
@@ -509,9 +545,7 @@ class Graph:
     # -- writing -----------------------------------------------------------------------
     def to_graphdef(self):
         """A ``GraphDef`` (our proto classes) with every untouched field preserved."""
-        gd = protos.GraphDef()
-        gd.CopyFrom(self.graphdef)
-        del gd.node[:]
+        gd = graphdef_without_nodes(self.graphdef)
         for node in sorted(self.nodes.values(), key=lambda n: n.index):
             gd.node.add().CopyFrom(node.nodedef)
         return gd

@@ -29,7 +29,7 @@ from jitsim.opsets import FUNCTION_IO_OPS
 
 @dataclass
 class PlacementResult:
-    graph: Graph
+    graph: Graph | None  # the graph placed (prepare_without_tf drops it once it has read it: issue 39)
     placed: dict[str, int] = field(default_factory=dict)  # device -> nodes placed there
     completed: int = 0  # partial device names completed
     cpu_fallback: list[str] = field(default_factory=list)  # GPU requested, no GPU kernel

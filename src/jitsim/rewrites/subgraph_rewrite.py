@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from jitsim.errors import GraphError
 from jitsim.registry import protos
-from jitsim.graph.model import Graph, parse_input
+from jitsim.graph.model import Graph, graphdef_without_nodes, parse_input
 from jitsim.opsets import PLACEHOLDER_OPS
 from jitsim.defs import DEVICES
 
@@ -77,8 +77,10 @@ def rewrite_for_execution(graph: Graph, *, feeds=(), fetches=(), targets=(), dev
         if split_tensor_name(t)[0] not in graph:
             raise GraphError(f"target {t}: no node {t!r} in the graph", graph.source)
 
-    gd = protos.GraphDef()
-    gd.CopyFrom(graph.graphdef)
+    gd = graph.graphdef
+    if fed:  # the fed tensors' consumers are rewired below: on a copy (graph is not modified)
+        gd = protos.GraphDef()
+        gd.CopyFrom(graph.graphdef)
     by_name = {nd.name: nd for nd in gd.node}
     new_nodes = []
     args = {}  # (node, port) fed -> its _Arg's name
@@ -126,8 +128,6 @@ def rewrite_for_execution(graph: Graph, *, feeds=(), fetches=(), targets=(), dev
             if src not in need:
                 need.add(src)
                 stack.append(src)
-    out = protos.GraphDef()
-    out.CopyFrom(gd)
-    del out.node[:]
+    out = graphdef_without_nodes(gd)
     out.node.extend(nd for nd in list(gd.node) + new_nodes if nd.name in need)
     return Graph(out, source=graph.source)

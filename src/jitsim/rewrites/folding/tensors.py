@@ -18,7 +18,26 @@ class EvalError(Exception):
 
 
 def numpy():
-    """numpy, imported on first use (jitsim starts without it)."""
+    """numpy, imported on first use (jitsim starts without it).
+
+    Its OpenBLAS starts one thread a core when it loads, and where one cannot be made (a
+    memory limit nearly reached: each thread's stack is address space) it raises SIGINT, which
+    would end jitsim as "interrupted" (issue 39). Folding evaluates small tensors, with no use
+    for those threads: unless the environment says otherwise, OpenBLAS is loaded with one
+    (the environment is left as it was)."""
+    import sys
+
+    if "numpy" not in sys.modules:
+        import os
+
+        names = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+        if not any(os.environ.get(n) for n in names):
+            os.environ["OPENBLAS_NUM_THREADS"] = "1"
+            try:
+                import numpy as np
+            finally:
+                os.environ.pop("OPENBLAS_NUM_THREADS", None)
+            return np
     import numpy as np
 
     return np
