@@ -163,7 +163,7 @@ LAYERS = [
     ("jitsim.tfprocess",),                   # real TF's processes: the sandbox, the runners, a harvest
     ("jitsim.analyses",),                    # what TF's passes consult
     ("jitsim.rewrites",),                    # what TF does before its JIT passes
-    ("jitsim.passes",),                      # TF's JIT passes and their pipeline
+    ("jitsim.passes", "jitsim.memory"),      # TF's JIT passes and their pipeline; memory bounds
     ("jitsim.testing",),                     # program generators and invariants
     ("jitsim.crosscheck",),                  # real TF: harvests, dumps compared
     ("jitsim.frontend",),                    # what users hold -> TF's pass input
