@@ -1192,3 +1192,25 @@ def test_lowered_while_control_consumers_wait_on_loop_executed():
     assert [e.src for e in res.graph.in_edges("after")] == executed
     nexts = [n.name for n in res.graph if n.op == "NextIteration"]
     assert nexts and all(any(e.is_control for e in res.graph.in_edges(n)) for n in nexts)
+
+
+def test_shape_n_outputs_of_known_shapes_become_constants():
+    """TF's MaterializeShapes for ShapeN (its dump of the zoo's hand-written training step:
+    ``ConstantFolding/gradient_tape/ShapeN-matshapes-1``): the output whose input has a fully
+    known shape ([3, 4]) becomes a constant waiting on the ShapeN, read in its place; the
+    output of the unknown shape stays."""
+    from jitsim.rewrites.folding.tensors import tensor_proto_to_numpy
+
+    eg = EditGraph.from_graph(graph_of([
+        ("x", "_Arg", [], {"T": "DT_FLOAT", "index": 0, "_output_shapes": shapes_attr(-1, 3)}),
+        ("w", "_Arg", [], {"T": "DT_FLOAT", "index": 1, "_output_shapes": shapes_attr(3, 4)}),
+        ("g/ShapeN", "ShapeN", ["x", "w"], {"T": "DT_FLOAT", "N": 2, "out_type": "DT_INT32"}),
+        ("a", "Identity", ["g/ShapeN"], {"T": "DT_INT32"}), ("b", "Identity", ["g/ShapeN:1"], {"T": "DT_INT32"}),
+        ("ra", "_Retval", ["a"], {"T": "DT_INT32", "index": 0}),
+        ("rb", "_Retval", ["b"], {"T": "DT_INT32", "index": 1})]))
+    fold_constants(eg)
+    c = "ConstantFolding/g/ShapeN-matshapes-1"
+    assert eg[c].op == "Const" and list(eg[c].input) == ["^g/ShapeN"]
+    assert list(tensor_proto_to_numpy(eg[c].attr["value"].tensor)) == [3, 4]
+    assert list(eg["b"].input) == [c] and list(eg["a"].input) == ["g/ShapeN"]
+    assert "ConstantFolding/g/ShapeN-matshapes-0" not in eg

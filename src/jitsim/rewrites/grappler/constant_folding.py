@@ -80,8 +80,8 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
     np = numpy()
     shapes = shapes if shapes is not None else ShapeView(literals=True)
     shapes.literals = True
-    # TF's pass: fold, then simplify (neutral operands, after folding, in the loop above)
-    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    # TF's pass: materialize shapes, fold, then simplify (neutral operands, after folding)
+    rec = materialize_shape_n(eg, keep, shapes)
     switches = simplify_switches(eg, keep)
     rec.extend(switches)
     keep_set = preserved(eg, keep)
@@ -155,6 +155,44 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
     for n in rec.nodes:
         if n in eg and n not in keep_set and not eg.consumers(n):
             eg.remove(n)
+    return rec
+
+
+def materialize_shape_n(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
+    """TF's ``MaterializeShapes`` for ``ShapeN``: each output whose input's shape is fully known
+    becomes a constant ``ConstantFolding/<name>-matshapes-<port>`` (waiting on the ShapeN by a
+    control input), read in its place; the outputs of unknown shapes stay (a gradient's
+    ``ShapeN`` of a known kernel and a batch-dependent activation)."""
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    shapes = shapes if shapes is not None else ShapeView(literals=True)
+    keep_set = preserved(eg, keep)
+    np = numpy()
+    for name in list(eg.nodes):
+        nd = eg.nodes.get(name)
+        if nd is None or nd.op != "ShapeN" or name in keep_set:
+            continue
+        data = [parse_input(r) for r in nd.input if not r.startswith("^")]
+        out_t = nd.attr["out_type"].type if "out_type" in nd.attr else 3  # DT_INT32
+        if out_t not in NP_DTYPES:
+            continue
+        for port, (src, sport) in enumerate(data):
+            if src not in eg.nodes:
+                continue
+            shp = shapes.known(eg.nodes[src], sport)
+            if shp is None:
+                continue
+            const = f"ConstantFolding/{name}-matshapes-{port}"
+            if const not in eg.nodes:
+                c = eg.add(const, "Const", [f"^{name}"], device=nd.device,
+                           attrs={"dtype": protos.AttrValue(type=out_t)})
+                to_tensor_proto(np.array(shp, dtype=NP_DTYPES[out_t]), out_t, c.attr["value"].tensor)
+            used = False
+            for c_name, _, p in list(eg.out_refs(name)):
+                if p == port:
+                    used = True
+            if used:
+                eg.replace_uses(name, port, const)
+                rec.add(const, f"output {port} of ShapeN {name!r}: a static shape")
     return rec
 
 

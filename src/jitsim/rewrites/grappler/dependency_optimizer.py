@@ -31,7 +31,7 @@ from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import preserved
 from jitsim.graph.graphedit import EditGraph, dedup_control_inputs, tf_topological_order
 from jitsim.registry import op_def
-from jitsim.opsets import ENTER_OPS, EXIT_OPS, IDENTITY_N_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
+from jitsim.opsets import ENTER_OPS, EXIT_OPS, IDENTITY_N_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
 
 FRAME_OPS = ENTER_OPS | EXIT_OPS | NEXT_ITERATION_OPS  # TF's ModifiesFrameInfo
 
@@ -66,7 +66,7 @@ def _bypass(eg: EditGraph, name: str) -> None:
     (``RemoveControlInput``)."""
     nd = eg[name]
     refs = list(nd.input)
-    is_identity = nd.op in ("Identity", "RefIdentity") or (nd.op == "IdentityN" and
+    is_identity = nd.op in IDENTITY_OPS or (nd.op == "IdentityN" and
                                                           sum(1 for r in refs if not r.startswith("^")) == 1)
     multi_identity_n = nd.op == "IdentityN" and not is_identity
     data = [r for r in refs if not r.startswith("^")]
