@@ -1214,3 +1214,25 @@ def test_shape_n_outputs_of_known_shapes_become_constants():
     assert list(tensor_proto_to_numpy(eg[c].attr["value"].tensor)) == [3, 4]
     assert list(eg["b"].input) == [c] and list(eg["a"].input) == ["g/ShapeN"]
     assert "ConstantFolding/g/ShapeN-matshapes-0" not in eg
+
+
+def test_a_concat_read_only_by_a_concat_on_its_axis_is_merged_into_it():
+    """TF's MergeConcat (its dump of the zoo's InceptionV3 call: the mixed blocks' inner
+    ``concatenate`` nodes are gone, their tensors concatenated by the block's own ConcatV2):
+    ``outer = concat([inner, c], 3)`` with ``inner = concat([a, b], 3)`` read by ``outer`` only
+    becomes ``concat([a, b, c], 3)``, ``inner`` a NoOp waiting on what it read."""
+    from jitsim.rewrites.folding.tensors import numpy, to_tensor_proto
+
+    np = numpy()
+    eg = EditGraph.from_graph(graph_of([
+        ("a", "_Arg", [], {"T": "DT_FLOAT", "index": 0}), ("b", "_Arg", [], {"T": "DT_FLOAT", "index": 1}),
+        ("c", "_Arg", [], {"T": "DT_FLOAT", "index": 2}),
+        ("ax", "Const", [], {"dtype": "DT_INT32"}), ("ax2", "Const", [], {"dtype": "DT_INT32"}),
+        ("inner", "ConcatV2", ["a", "b", "ax"], {"T": "DT_FLOAT", "N": 2, "Tidx": "DT_INT32"}),
+        ("outer", "ConcatV2", ["inner", "c", "ax2"], {"T": "DT_FLOAT", "N": 2, "Tidx": "DT_INT32"}),
+        ("r", "_Retval", ["outer"], {"T": "DT_FLOAT", "index": 0})]))
+    for n in ("ax", "ax2"):
+        to_tensor_proto(np.array(3, dtype=np.int32), 3, eg[n].attr["value"].tensor)
+    fold_constants(eg)
+    assert list(eg["outer"].input) == ["a", "b", "c", "ax2"] and eg["outer"].attr["N"].i == 3
+    assert "inner" not in eg or eg["inner"].op == "NoOp"

@@ -141,7 +141,8 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
     # TF simplifies after it folds, in the same pass: what folding has just made a constant
     # (a reduction's axes, a Tile's multiples, a neutral operand) is simplified now
     for simplified in (simplify_empty_reductions(eg, keep), simplify_trivial_tiles(eg, keep),
-                       simplify_neutral_operands(eg, keep), reduce_div_to_reciprocal_mul(eg, keep)):
+                       simplify_neutral_operands(eg, keep), reduce_div_to_reciprocal_mul(eg, keep),
+                       merge_concats(eg, keep)):
         rec.extend(simplified)
     # what folding leaves unread goes (TF's ConstantFolding deletes the nodes it made useless)
     while touched:
@@ -155,6 +156,72 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
     for n in rec.nodes:
         if n in eg and n not in keep_set and not eg.consumers(n):
             eg.remove(n)
+    return rec
+
+
+def _concat_axis(eg: EditGraph, nd):
+    """TF's ``GetConcatAxis``: a ``ConcatV2``'s axis when its last data input is a constant."""
+    if nd.op != "ConcatV2":
+        return None
+    data = [r for r in nd.input if not r.startswith("^")]
+    if not data:
+        return None
+    src = eg.nodes.get(parse_input(data[-1])[0])
+    if src is None or src.op not in CONSTANT_OPS or "value" not in src.attr:
+        return None
+    try:
+        return int(tensor_proto_to_numpy(src.attr["value"].tensor).reshape(-1)[0])
+    except Exception:
+        return None
+
+
+def merge_concats(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """TF's ``MergeConcat``: a ``ConcatV2`` read by one node only, itself a ``ConcatV2`` on the
+    same constant axis, is spliced into it (its tensors where it was read, its control inputs
+    appended) and becomes a NoOp (InceptionV3's nested concatenations). Not when every tensor
+    it concatenates is a constant (folding takes those) or when it is preserved."""
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    keep_set = preserved(eg, keep)
+    for name in list(eg.nodes):
+        nd = eg.nodes.get(name)
+        if nd is None or name in keep_set:
+            continue
+        axis = _concat_axis(eg, nd)
+        consumers = eg.consumers(name)
+        if axis is None or len(consumers) != 1:
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        if all(eg.nodes.get(parse_input(r)[0]) is not None and eg.nodes[parse_input(r)[0]].op in CONSTANT_OPS
+               for r in data[:-1]):
+            continue
+        parent = eg.nodes[consumers[0]]
+        if _concat_axis(eg, parent) != axis:
+            continue
+        pdata = [r for r in parent.input if not r.startswith("^")]
+        tasks = set()
+        for r in pdata[:-1]:
+            src = eg.nodes.get(parse_input(r)[0])
+            if src is not None and src.device:
+                tasks.add(src.device.split("/device:")[0])
+        if len(tasks) >= 2:
+            continue
+        new = []
+        for r in parent.input:
+            if parse_input(r)[0] == name and not r.startswith("^") and parse_input(r)[1] == 0:
+                new.extend(data[:-1])
+            else:
+                new.append(r)
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        new.extend(reversed(ctrl))
+        eg.set_inputs(parent.name, new)
+        parent.attr["N"].i = sum(1 for r in parent.input if not r.startswith("^")) - 1
+        # the child becomes a NoOp waiting on what it read (ReplaceOperationWithNoOp)
+        for k in list(nd.attr):
+            if k != "_class":
+                del nd.attr[k]
+        nd.op = "NoOp"
+        eg.set_inputs(name, ["^" + parse_input(r)[0] for r in nd.input])
+        rec.add(name, f"ConcatV2 merged into {parent.name!r}")
     return rec
 
 
