@@ -153,6 +153,7 @@ def _dump_bytes(path):
     return re.sub(rb'(key: "config_proto"\s*value \{\s*s: )"[^\n]*"', rb'\1"..."', path.read_bytes())
 
 
+@pytest.mark.slow  # two real TF harvests (16 s): .ci/run's slow stage
 def test_a_linked_variables_directory_harvests_in_a_campaign_as_serially(tmp_path):
     """Real TF: the campaign's harvest of the SavedModel equals the serial command's (the same
     dumps, byte for byte but for the order of a ConfigProto map TF serializes, and the same

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import resource
 
+from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR
 from jitsim.errors import JitsimError
 from jitsim.opsets import PARTITIONED_CALL_OPS
 
@@ -50,7 +51,7 @@ def _callees(nd, fns) -> list[str]:
         fdef = fns.get(fname)
         return [fname] if not_inlined_reason(nd, fdef) is None else []
     attrs = _LOWERED_OPS.get(op)
-    if attrs is None or not bool_attr(nd, "_lower_using_switch_merge"):
+    if attrs is None or not bool_attr(nd, LOWER_USING_SWITCH_MERGE_ATTR):
         return []
     out = []
     for a in attrs:
