@@ -144,3 +144,25 @@ def graph(*nodes, producer: int | None = None) -> Graph:
     if producer is not None:
         g.graphdef.versions.producer = producer
     return g
+
+
+_SAVED_MODEL_PROGRAM = """
+import sys, tensorflow as tf
+m = tf.Module()
+m.w = tf.Variable(tf.ones([4, 3]), name="w")
+@tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32, name="x")])
+def f(x):
+    return tf.reduce_sum(tf.tanh(tf.nn.relu(tf.matmul(x, m.w) * 2.0 + 1.0)), axis=1)
+m.f = f
+tf.saved_model.save(m, sys.argv[1], signatures={"serving_default": f})
+"""
+
+
+def make_saved_model(path) -> None:
+    """A tiny SavedModel at ``path`` (one variable, a MatMul call as ``serving_default``), saved
+    by TF in a process of its own."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", _SAVED_MODEL_PROGRAM, str(path)], check=True, capture_output=True,
+                   timeout=300)

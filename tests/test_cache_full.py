@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from graphs import make_saved_model
+
 from jitsim.tfprocess.harvest import last_error_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,23 +82,13 @@ def _one_line(stderr: str, cache: Path, problem: str) -> None:
     assert "JITSIM_CACHE" in lines[0] and "303" not in lines[0] and "Traceback" not in stderr
 
 
-_MAKE_SM = """
-import sys, tensorflow as tf
-m = tf.Module()
-m.w = tf.Variable(tf.ones([4, 3]), name="w")
-@tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32, name="x")])
-def f(x):
-    return tf.reduce_sum(tf.tanh(tf.nn.relu(tf.matmul(x, m.w) * 2.0 + 1.0)), axis=1)
-m.f = f
-tf.saved_model.save(m, sys.argv[1], signatures={"serving_default": f})
-"""
 
 
 @pytest.fixture(scope="module")
 def saved_model(tmp_path_factory):
     """A SavedModel whose capture logs about 15 KiB (its runner script is 8 KiB, a GraphDef's 17)."""
     sm = tmp_path_factory.mktemp("full") / "sm"
-    subprocess.run([sys.executable, "-c", _MAKE_SM, str(sm)], check=True, capture_output=True, timeout=300)
+    make_saved_model(sm)
     return sm
 
 

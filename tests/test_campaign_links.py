@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from graphs import make_saved_model
+
 from jitsim.crosscheck import campaigns
 from jitsim.errors import JitsimError
 
@@ -128,16 +130,6 @@ def test_a_campaign_harvests_a_saved_model_with_linked_variables(tmp_path):
     assert json.loads((tmp_path / "out" / "sm" / "index.json").read_text())["weights"] == b"\x00weights".hex()
 
 
-_MAKE_SM = """
-import sys, tensorflow as tf
-m = tf.Module()
-m.w = tf.Variable(tf.ones([4, 3]), name="w")
-@tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32, name="x")])
-def f(x):
-    return tf.reduce_sum(tf.tanh(tf.nn.relu(tf.matmul(x, m.w) * 2.0 + 1.0)), axis=1)
-m.f = f
-tf.saved_model.save(m, sys.argv[1], signatures={"serving_default": f})
-"""
 
 
 def _graphs(index: dict) -> list:
@@ -159,7 +151,7 @@ def test_a_linked_variables_directory_harvests_in_a_campaign_as_serially(tmp_pat
     dumps, byte for byte but for the order of a ConfigProto map TF serializes, and the same
     graphs in index.json but for TF's timings)."""
     sm = tmp_path / "sm"
-    subprocess.run([sys.executable, "-c", _MAKE_SM, str(sm)], check=True, capture_output=True, timeout=300)
+    make_saved_model(sm)
     (tmp_path / "disk2").mkdir()
     (sm / "variables").rename(tmp_path / "disk2" / "variables")
     os.symlink(tmp_path / "disk2" / "variables", sm / "variables")

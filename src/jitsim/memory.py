@@ -128,32 +128,27 @@ def _read_int(path: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _meminfo() -> dict[str, int]:
+def _proc_kib(path: str, keep=lambda key: True) -> dict[str, int]:
+    """The ``Key: N kB`` lines of a ``/proc`` file, in bytes (``keep`` picks the keys)."""
     out = {}
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
                 key, _, rest = line.partition(":")
                 parts = rest.split()
-                if parts and parts[0].isdigit():
+                if keep(key) and parts and parts[0].isdigit():
                     out[key] = int(parts[0]) * 1024
     except OSError:
         pass
     return out
+
+
+def _meminfo() -> dict[str, int]:
+    return _proc_kib("/proc/meminfo")
 
 
 def _status() -> dict[str, int]:
-    out = {}
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                parts = rest.split()
-                if key.startswith("Vm") and parts and parts[0].isdigit():
-                    out[key] = int(parts[0]) * 1024
-    except OSError:
-        pass
-    return out
+    return _proc_kib("/proc/self/status", lambda key: key.startswith("Vm"))
 
 
 def _cgroup_room() -> int | None:

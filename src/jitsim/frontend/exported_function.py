@@ -58,7 +58,7 @@ from jitsim.opsets import FUNCTION_IO_OPS, PLACEHOLDER_OPS
 
 EXPORTED_FUNCTION = "the exported function's own call"
 DT_RESOURCE = 20
-_OUTPUT_NAME = re.compile(r"Identity(_\d+)?")
+OUTPUT_NAME = re.compile(r"Identity(_\d+)?")
 _NOOP_NAME = re.compile(r"NoOp(_\d+)?")
 # ops that read a variable and say its dtype in their "dtype" attribute, and whether their
 # first output has the variable's shape
@@ -172,7 +172,7 @@ def is_function_export(graph: Graph) -> bool:
         return any("_user_specified_name" in n.nodedef.attr or _dtype(n.nodedef) == DT_RESOURCE for n in placeholders)
     consumed = {e.src for e in graph.edges()}
     sinks = [n.name for n in graph if n.name not in consumed]
-    return bool(sinks) and all(_OUTPUT_NAME.fullmatch(s) for s in sinks) and not graph.collections
+    return bool(sinks) and all(OUTPUT_NAME.fullmatch(s) for s in sinks) and not graph.collections
 
 
 def exported_function(graph: Graph, shapes=(), captured=None) -> ExportedFunction:
@@ -191,7 +191,7 @@ def exported_function(graph: Graph, shapes=(), captured=None) -> ExportedFunctio
                                                     f"no node {c!r} in the graph"))
     inputs = tuple(n.name for n in graph if n.op in PLACEHOLDER_OPS or n.name in named)
     out_nodes = [n.name for n in graph if n.op == "Identity" and n.name not in consumed
-                 and _OUTPUT_NAME.fullmatch(n.name)]
+                 and OUTPUT_NAME.fullmatch(n.name)]
     noop = _control_noop(graph, out_nodes)
     if noop is not None:
         control = tuple(sorted({e.src for e in graph.in_edges(noop) if e.is_control}))

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from jitsim.graph.model import Graph, parse_input
+from jitsim.frontend.exported_function import OUTPUT_NAME
 from jitsim.graph.graphedit import EditGraph, dfs_topological_order, reorder, sort_topologically
 from jitsim.defs import LOWER_USING_SWITCH_MERGE_ATTR
 from jitsim.registry import op_def, protos
@@ -178,14 +179,12 @@ def fetches_of(graph: Graph) -> tuple[list[str] | None, set[str]]:
     ``NoOp`` automatic control dependencies make; those without consumers are the fetches and
     the ``Placeholder``s the arguments. With none of these, every node without consumers is a
     fetch."""
-    import re
-
     keep = {n.name for n in graph if n.op in PARTITIONED_CALL_OPS}
     if any(n.op == "_Retval" for n in graph):
         return None, keep
     consumed = {e.src for e in graph.edges()}
     sinks = [n for n in graph if n.name not in consumed]
-    outs = [n.name for n in sinks if re.fullmatch(r"Identity(_\d+)?", n.name)]
+    outs = [n.name for n in sinks if OUTPUT_NAME.fullmatch(n.name)]
     if outs:
         def stateful(n):
             od = op_def(n.op)
@@ -210,12 +209,10 @@ def _function_returns(eg: EditGraph, graph: Graph, fetches) -> list[str]:
     the Identities (its dependency optimizer may then bypass an output Identity, which decides
     whether the function's control-output ``NoOp`` is bypassed too). One ``<output>_RetVal``
     stand-in per output is added for the Grappler steps and removed after them."""
-    import re
-
     if not fetches or any(n.op == "_Retval" for n in graph):
         return []
     made = []
-    for i, f in enumerate(o for o in fetches if re.fullmatch(r"Identity(_\d+)?", o)):
+    for i, f in enumerate(o for o in fetches if OUTPUT_NAME.fullmatch(o)):
         nd = eg.nodes.get(f)
         if nd is None or nd.op != "Identity" or "T" not in nd.attr or f"{f}_RetVal" in eg.nodes:
             continue

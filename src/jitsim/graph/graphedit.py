@@ -430,12 +430,5 @@ def dedup_control_inputs(eg: EditGraph, name: str) -> bool:
             seen.add(src)
             pos += 1
     if changed:
-        nd = eg.nodes[name]
-        eg._where.pop(name, None)
-        for ref in nd.input:
-            eg._consumers.get(parse_input(ref)[0], set()).discard(name)
-        del nd.input[:]
-        nd.input.extend(refs)
-        for ref in refs:
-            eg._consumers.setdefault(parse_input(ref)[0], set()).add(name)
+        eg.set_inputs(name, refs)  # data first, no duplicate left: kept in this order
     return changed

@@ -13,13 +13,30 @@ loop... twice over). jitsim simulates the parts that decide clusters, each a pur
   ``_FusedDepthwiseConv2dNative`` / ``_MklSwish`` / ``_FusedBatchNormEx``, which split XLA
   clusters because most of them have no XLA kernel;
 * :mod:`.common_subgraph_elimination`: identical nodes merged;
-* :mod:`.arithmetic_optimizer`: redundant Reshapes, unary ops hoisted out of Concats;
+* :mod:`.arithmetic_optimizer`: Add trees into AddN, redundant Reshapes, unary ops hoisted out
+  of Concats, and the other stages its docstring names;
 * :mod:`.constant_folding`: constant subgraphs, shape queries with static answers, neutral
   operands (``x * 1``).
 """
 
 from __future__ import annotations
 from jitsim.opsets import FUNCTION_IO_OPS
+
+STRING_TYPES = (7, 107)  # DT_STRING, DT_STRING_REF
+
+
+def is_add(nd) -> bool:
+    """TF's ``IsAdd``: an ``AddV2``, or an ``Add`` not of strings (which concatenates them).
+
+    >>> from jitsim.registry import protos
+    >>> n = protos.NodeDef(op="Add"); n.attr["T"].type = 7
+    >>> is_add(protos.NodeDef(op="AddV2")), is_add(n)
+    (True, False)
+    """
+    if nd.op == "AddV2":
+        return True
+    return nd.op == "Add" and "T" in nd.attr and nd.attr["T"].type not in (0,) + STRING_TYPES
+
 
 def preserved(eg, keep=frozenset()) -> set[str]:
     """Grappler's nodes-to-preserve in a function graph: its ``_Arg`` and ``_Retval`` nodes

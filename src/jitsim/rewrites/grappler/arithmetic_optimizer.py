@@ -42,11 +42,14 @@ outputs...) are not simulated.
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
+
 from jitsim.registry import op_def, protos
 from jitsim.graph.model import CONTROL, parse_input
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
-from jitsim.rewrites.grappler import preserved
+from jitsim.rewrites.grappler import STRING_TYPES, is_add, preserved
 from jitsim.graph.graphedit import EditGraph, tf_topological_order, topological_order
 from jitsim.analyses.shape_inference import ShapeView
 from jitsim.opsets import ADD_OR_ADD_N_OPS, CONCAT_OPS, CONTROL_FLOW_OPS, SHAPE_OPS
@@ -306,9 +309,7 @@ def convert_pow(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None
 
 # -- AddOpsRewrite -----------------------------------------------------------------------
 
-ADD_OPS = ADD_OR_ADD_N_OPS
 ADD_OPS_TAG = "_grappler_ArithmeticOptimizer_AddOpsRewriteStage"  # TF marks what the stage wrote
-_STRING = (7, 107)  # DT_STRING, DT_STRING_REF
 SYMBOLIC = -2  # jitsim's unknown dimension read as one symbolic dimension (see add_ops_rewrite)
 
 
@@ -344,8 +345,6 @@ def smaller(a, b) -> bool:
     >>> smaller((64,), (2, 64)), smaller((2, 64), (64,)), smaller((-2, 64), (-2, 64))
     (True, False, False)
     """
-    from collections import Counter
-
     def split(s):
         size, sym = 1, Counter()
         for d in s:
@@ -393,7 +392,7 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
         return None if nd is None else _symbolic(shapes.shape(nd, port))
 
     def can_optimize(nd) -> bool:
-        if nd.op not in ADD_OPS or (nd.op == "Add" and "T" in nd.attr and nd.attr["T"].type in _STRING):
+        if not (is_add(nd) or nd.op == "AddN"):
             return False
         if nd.name in keep_set or ADD_OPS_TAG in nd.attr:
             return False
@@ -427,7 +426,7 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
         root_shape = supported(root)
         if root_shape is None:
             if uncertain is not None and can_optimize(root) and any(
-                    eg.nodes.get(parse_input(r)[0]) is not None and eg.nodes[parse_input(r)[0]].op in ADD_OPS
+                    eg.nodes.get(parse_input(r)[0]) is not None and eg.nodes[parse_input(r)[0]].op in ADD_OR_ADD_N_OPS
                     for r in root.input if not r.startswith("^")) and (
                     _symbolic(shapes.shape(root, 0)) is None
                     or any(tensor_shape(r) is None for r in root.input if not r.startswith("^"))):
@@ -475,7 +474,6 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
             (shape, refs), = groups.items()
             new_root = addn(optimized_node_name(name, "AddOpsRewrite"), refs, shape)
         else:
-            import functools
             ordered = sorted(groups, key=functools.cmp_to_key(
                 lambda a, b: -1 if smaller(a, b) else (1 if smaller(b, a) else 0)))
             ops = [addn(optimized_node_name(name, "AddOpsRewrite", f"Leaf_{i}"), groups[s], s)
@@ -488,7 +486,7 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
                     k += 1
                 else:
                     nn = optimized_node_name(name, "AddOpsRewrite")
-                op = "Add" if dtype in _STRING else "AddV2"
+                op = "Add" if dtype in STRING_TYPES else "AddV2"
                 eg.add(nn, op, [lhs, rhs], device=root.device,
                        attrs={"T": protos.AttrValue(type=dtype), ADD_OPS_TAG: protos.AttrValue(b=True)})
                 new_nodes[nn] = root_shape
@@ -614,9 +612,9 @@ def reorder_cast_like(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         new_consumer.input[0] = new_producer_name
         moved = new_producer if producer_is_cast else new_consumer
         moved.attr[type_attr].type = src_t if producer_is_cast else dst_t
-        for k in ("_output_shapes",):
-            new_producer.attr.pop(k, None)
-            new_consumer.attr.pop(k, None)
+        for copy in (new_producer, new_consumer):  # their shapes are not the originals'
+            if "_output_shapes" in copy.attr:
+                del copy.attr["_output_shapes"]
         eg.add_nodedef(new_producer)
         eg.add_nodedef(new_consumer)
         consumers = sorted(eg.consumers(name))
@@ -642,12 +640,13 @@ def simplify_aggregation(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     from jitsim.rewrites.folding.tensors import NP_DTYPES, numpy, to_tensor_proto
 
     rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
+    keep_set = preserved(eg, keep)
     for name in reversed(tf_topological_order(eg)):
         nd = eg.nodes.get(name)
         if nd is None or nd.op not in ADD_OR_ADD_N_OPS or "T" not in nd.attr:
             continue
         dtype = nd.attr["T"].type
-        if dtype == 21 or (nd.op == "Add" and dtype in _STRING):  # DT_VARIANT
+        if dtype == 21 or not (is_add(nd) or nd.op == "AddN"):  # DT_VARIANT
             continue
         data = [r for r in nd.input if not r.startswith("^")]
         ctrl = [r for r in nd.input if r.startswith("^")]
@@ -671,7 +670,7 @@ def simplify_aggregation(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         eg.add(mul_name, "Mul", [const_name, data[0]] + ctrl, device=nd.device,
                attrs={"T": protos.AttrValue(type=dtype)})
         eg.replace_uses(name, 0, mul_name)
-        if not eg.consumers(name) and name not in preserved(eg, keep):
+        if not eg.consumers(name) and name not in keep_set:
             eg.remove(name)
         rec.add(name, f"{nd.op} of {len(data)} equal inputs rewritten as {mul_name}")
     return rec
@@ -690,17 +689,13 @@ def minimize_broadcasts(eg: EditGraph, keep=frozenset(), shapes: ShapeView | Non
     ``0.5 * x * erfc(...)``: the scalar is multiplied with ``erfc`` first, then ``x``, as in TF's
     dump). Every member is tagged, as TF tags it, and not visited again; a tree whose inputs
     all have one shape is tagged and left as it is."""
-    import functools
-
     rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
     shapes = shapes if shapes is not None else ShapeView()
     keep_set = preserved(eg, keep)
     tags = (MINIMIZE_BROADCASTS_TAG, ADD_OPS_TAG)
 
     def assoc(nd) -> bool:
-        if nd.op == "Mul" or nd.op == "AddV2":
-            return True
-        return nd.op == "Add" and "T" in nd.attr and nd.attr["T"].type not in _STRING
+        return nd.op == "Mul" or is_add(nd)
 
     def tensor_shape(ref):
         src, port = parse_input(ref)

@@ -20,12 +20,9 @@ from __future__ import annotations
 from jitsim.graph.model import CONTROL
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
-from jitsim.rewrites.grappler import preserved
+from jitsim.rewrites.grappler import is_add, preserved
 from jitsim.graph.graphedit import EditGraph, reorder, tf_topological_order
 from jitsim.registry import op_def
-
-STRING_TYPES = (7, 107)  # DT_STRING, DT_STRING_REF
-
 
 def is_commutative(nd) -> bool:
     """TF's ``IsCommutative``: the op's OpDef says so (``AddV2``, ``Mul``, ``AddN``, ``Equal``...);
@@ -36,7 +33,7 @@ def is_commutative(nd) -> bool:
     (True, False)
     """
     if nd.op == "Add":
-        return "T" in nd.attr and nd.attr["T"].type not in (0,) + STRING_TYPES
+        return is_add(nd)
     od = op_def(nd.op)
     return od is not None and od.is_commutative
 

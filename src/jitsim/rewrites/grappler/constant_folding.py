@@ -253,11 +253,7 @@ def materialize_shape_n(eg: EditGraph, keep=frozenset(), shapes: ShapeView | Non
                 c = eg.add(const, "Const", [f"^{name}"], device=nd.device,
                            attrs={"dtype": protos.AttrValue(type=out_t)})
                 to_tensor_proto(np.array(shp, dtype=NP_DTYPES[out_t]), out_t, c.attr["value"].tensor)
-            used = False
-            for c_name, _, p in list(eg.out_refs(name)):
-                if p == port:
-                    used = True
-            if used:
+            if any(p == port for _, _, p in eg.out_refs(name)):
                 eg.replace_uses(name, port, const)
                 rec.add(const, f"output {port} of ShapeN {name!r}: a static shape")
     return rec
