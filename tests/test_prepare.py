@@ -1236,3 +1236,41 @@ def test_a_concat_read_only_by_a_concat_on_its_axis_is_merged_into_it():
     fold_constants(eg)
     assert list(eg["outer"].input) == ["a", "b", "c", "ax2"] and eg["outer"].attr["N"].i == 3
     assert "inner" not in eg or eg["inner"].op == "NoOp"
+
+
+def test_an_export_without_variable_shapes_gets_them_from_their_uses():
+    """A ConcreteFunction's GraphDef (``cf.graph.as_graph_def()``) holds its variables as shapeless
+    resource Placeholders. Two Dense layers on x [2, 8] (kernels and biases of unknown shape,
+    Keras 3's MatMul + AddV2) summed with a residual r [2, 16]: TF, knowing the variables' shapes
+    in the call, groups the Add tree's leaves by shape: the MatMuls and r ([2, 16]) in one AddN,
+    the two [16] biases in another (``Leaf_0`` is the smaller shape). jitsim reads the kernels'
+    and biases' shapes back from their uses (the residual says the Dense output is [2, 16]; a
+    shapeless variable added to it is a bias, [16]), rewrites the tree as TF does and lists the
+    variables whose shapes it took under ``route.uncertain``."""
+    def dense(i):
+        return [(f"k{i}", "Placeholder", [], {"dtype": "DT_RESOURCE"}),
+                (f"b{i}", "Placeholder", [], {"dtype": "DT_RESOURCE"}),
+                (f"k{i}/read", "ReadVariableOp", [f"k{i}"], {"dtype": "DT_FLOAT"}),
+                (f"b{i}/read", "ReadVariableOp", [f"b{i}"], {"dtype": "DT_FLOAT"}),
+                (f"mm{i}", "MatMul", ["x", f"k{i}/read"], {"T": "DT_FLOAT"}),
+                (f"d{i}", "AddV2", [f"mm{i}", f"b{i}/read"], {"T": "DT_FLOAT"})]
+    shape = protos.AttrValue()
+    for d in (2, 8):
+        shape.shape.dim.add(size=d)
+    rshape = protos.AttrValue()
+    for d in (2, 16):
+        rshape.shape.dim.add(size=d)
+    g = graph_of([("x", "Placeholder", [], {"dtype": "DT_FLOAT", "shape": shape}),
+                  ("r", "Placeholder", [], {"dtype": "DT_FLOAT", "shape": rshape})] + dense(1) + dense(2) + [
+                  ("s1", "AddV2", ["d1", "d2"], {"T": "DT_FLOAT"}),
+                  ("s2", "AddV2", ["s1", "r"], {"T": "DT_FLOAT"}),
+                  ("out", "Identity", ["s2"], {"T": "DT_FLOAT"})])
+    p = prepare_without_tf(g)
+    names = {n.name: n for n in p.graph}
+    leaf0 = names["ArithmeticOptimizer/AddOpsRewrite_Leaf_0_s2"]
+    leaf1 = names["ArithmeticOptimizer/AddOpsRewrite_Leaf_1_s2"]
+    assert leaf0.op == leaf1.op == "AddN"
+    assert sorted(leaf0.nodedef.input) == ["b1/read", "b2/read"]
+    assert sorted(leaf1.nodedef.input) == ["mm1", "mm2", "r"]
+    u = [e for e in p.uncertain if e["rewrite"] == "shape_inference"]
+    assert u and sorted(u[0]["nodes"]) == ["b1", "b2", "k1", "k2"] and "uses" in u[0]["why"]

@@ -337,3 +337,105 @@ def test_softmax_cross_entropy_losses():
                ("y", "SoftmaxCrossEntropyWithLogits", ["g", "h"], {"T": "DT_FLOAT"})])
     assert s[("x", 0)] == (8,) and s[("x", 1)] == (8, 10)
     assert s[("y", 0)] == (4,) and s[("y", 1)] == (4, 10)
+
+
+# -- variables whose shapes the graph does not give, read back from their uses -----------------
+
+
+def test_a_dense_layers_kernel_and_bias_shapes_come_from_their_uses():
+    # x [2, 8] @ kernel + bias, added to a residual r [2, 16]. The graph gives neither variable's
+    # shape (a ConcreteFunction's captures). MatMul needs kernel [8, n]; the residual Add says the
+    # Dense output is [2, 16] (an unknown dim broadcast against 16 is taken for 16, not 1), so
+    # n = 16; the bias, of unknown rank, added to a [2, 16] tensor, is taken for a bias: [16].
+    from_use = {}
+    s = infer_shapes(graph_of([
+        ph("x", 2, 8), ph("r", 2, 16), resource("kernel"), resource("bias"),
+        ("k", "ReadVariableOp", ["kernel"], {"dtype": "DT_FLOAT"}),
+        ("b", "ReadVariableOp", ["bias"], {"dtype": "DT_FLOAT"}),
+        ("mm", "MatMul", ["x", "k"], {"T": "DT_FLOAT"}),
+        ("dense", "AddV2", ["mm", "b"], {"T": "DT_FLOAT"}),
+        ("res", "AddV2", ["dense", "r"], {"T": "DT_FLOAT"})]), from_use)
+    assert s[("k", 0)] == (8, 16) and s[("b", 0)] == (16,)
+    assert s[("mm", 0)] == (2, 16) and s[("dense", 0)] == (2, 16) and s[("res", 0)] == (2, 16)
+    assert from_use == {"kernel": (8, 16), "bias": (16,)}
+
+
+def test_a_convolution_of_a_shapeless_kernel_takes_its_channels_from_the_bias():
+    # Keras' Conv2D: Pad [2, 8, 8, 3] by 1 -> [2, 10, 10, 3]; a 3x3 VALID convolution whose kernel
+    # shape is unknown: spatial dims unknown (they need the kernel's size), channels from the
+    # BiasAdd's 4-long bias (TF's BiasAddShape merges them); the kernel is then [?, ?, 3, 4]. A
+    # SAME convolution's spatial dims need no kernel size: ceil(10 / 2) = 5.
+    nodes = [ph("x", 2, 8, 8, 3), ("pads", "Const", [], {"dtype": "DT_INT32", "value": ints(0, 0, 1, 1, 1, 1, 0, 0)}),
+             resource("kernel"), ("bias", "Const", [], {"dtype": "DT_FLOAT", "value": floats(4)}),
+             ("pad", "Pad", ["x", "pads"], {"T": "DT_FLOAT"}),
+             ("k", "ReadVariableOp", ["kernel"], {"dtype": "DT_FLOAT"}),
+             ("conv", "Conv2D", ["pad", "k"], {"T": "DT_FLOAT", "strides": ilist(1, 1, 1, 1), "padding": "VALID"}),
+             ("biased", "BiasAdd", ["conv", "bias"], {"T": "DT_FLOAT"}),
+             ("same", "Conv2D", ["pad", "k"], {"T": "DT_FLOAT", "strides": ilist(1, 2, 2, 1), "padding": "SAME"})]
+    nodes[1][3]["value"].tensor.tensor_shape.ClearField("dim")
+    nodes[1][3]["value"].tensor.tensor_shape.dim.add(size=4)
+    nodes[1][3]["value"].tensor.tensor_shape.dim.add(size=2)
+    s = infer(nodes)
+    assert s[("pad", 0)] == (2, 10, 10, 3)
+    assert s[("biased", 0)] == (2, -1, -1, 4)
+    assert s[("k", 0)] == (-1, -1, 3, 4) and s[("conv", 0)] == (2, -1, -1, 4)
+    assert s[("same", 0)] == (2, 5, 5, 4)
+
+
+def test_an_embedding_table_takes_its_width_from_what_the_rows_are_added_to():
+    # position embedding: rows [1, 17] gathered from a table of unknown shape, added to [2, 17, 16]:
+    # taken for a [?, 16] table, so the gather is [1, 17, 16] and the sum [2, 17, 16]
+    s = infer([ph("x", 2, 17, 16), ("ids", "Placeholder", [], {"dtype": "DT_INT32", "shape": shape_attr(1, 17)}),
+               resource("table"), scalar("axis", 0),
+               ("t", "ReadVariableOp", ["table"], {"dtype": "DT_FLOAT"}),
+               ("rows", "GatherV2", ["t", "ids", "axis"], {"Tparams": "DT_FLOAT", "Tindices": "DT_INT32",
+                                                           "Taxis": "DT_INT32", "batch_dims": 0}),
+               ("sum", "AddV2", ["x", "rows"], {"T": "DT_FLOAT"})])
+    assert s[("t", 0)] == (-1, 16) and s[("rows", 0)] == (1, 17, 16) and s[("sum", 0)] == (2, 17, 16)
+
+
+def test_einsum_shapes_forward_and_its_kernel_backward():
+    # EinsumDense "abc,cde->abde": x [2, 17, 16] and a kernel of unknown shape; the bias add's
+    # other operand [2, 17, 2, 8] (a known tensor) says d = 2, e = 8, so the kernel is [16, 2, 8]
+    from_use = {}
+    s = infer_shapes(graph_of([
+        ph("x", 2, 17, 16), ph("other", 2, 17, 2, 8), resource("kernel"),
+        ("k", "ReadVariableOp", ["kernel"], {"dtype": "DT_FLOAT"}),
+        ("e", "Einsum", ["x", "k"], {"T": "DT_FLOAT", "N": 2, "equation": "abc,cde->abde"}),
+        ("sum", "AddV2", ["e", "other"], {"T": "DT_FLOAT"}),
+        ("f", "Einsum", ["x", "x"], {"T": "DT_FLOAT", "N": 2, "equation": "...c,...c->..."})]), from_use)
+    assert from_use == {"kernel": (16, 2, 8)}
+    assert s[("e", 0)] == (2, 17, 2, 8) and s[("sum", 0)] == (2, 17, 2, 8)
+    assert s[("f", 0)] == (2, 17)
+
+
+def test_conflicting_uses_give_no_shape():
+    # the same variable read as a [8, n] MatMul operand and as a [3, n] one: no shape is taken
+    from_use = {}
+    s = infer_shapes(graph_of([
+        ph("x", 2, 8), ph("y", 2, 3), resource("w"),
+        ("k", "ReadVariableOp", ["w"], {"dtype": "DT_FLOAT"}),
+        ("a", "MatMul", ["x", "k"], {"T": "DT_FLOAT"}),
+        ("b", "MatMul", ["y", "k"], {"T": "DT_FLOAT"})]), from_use)
+    assert "w" not in from_use and s[("k", 0)] is None
+
+
+def test_a_batch_norms_parameters_are_one_value_per_channel():
+    # Keras' BatchNormalization without a conv bias: y = x * (gamma * rsqrt(var + eps)) +
+    # (beta - mean * gamma * rsqrt(var + eps)), all four variables shapeless, x [2, 4, 4, C] with C
+    # unknown (a kernel of unknown shape). The parameter expressions are taken to broadcast into x
+    # (forward: y is [2, 4, 4, ?], not unknown) and to hold one value per channel (backward: each
+    # variable is [?]); an activation of unknown rank is not taken for a parameter.
+    rd = lambda n: (n + "_r", "ReadVariableOp", [n], {"dtype": "DT_FLOAT"})  # noqa: E731
+    f = {"T": "DT_FLOAT"}
+    s = infer([ph("x", 2, 4, 4, 3), resource("kernel"), resource("gamma"), resource("beta"), resource("mean"),
+               resource("var"), rd("kernel"), rd("gamma"), rd("beta"), rd("mean"), rd("var"),
+               ("eps", "Const", [], {"dtype": "DT_FLOAT", "value": floats()}),
+               ("conv", "Conv2D", ["x", "kernel_r"], {"T": "DT_FLOAT", "strides": ilist(1, 1, 1, 1), "padding": "SAME"}),
+               ("add", "AddV2", ["var_r", "eps"], f), ("rsqrt", "Rsqrt", ["add"], f),
+               ("scale", "Mul", ["rsqrt", "gamma_r"], f), ("mul_1", "Mul", ["conv", "scale"], f),
+               ("mul_2", "Mul", ["mean_r", "scale"], f), ("shift", "Sub", ["beta_r", "mul_2"], f),
+               ("y", "AddV2", ["mul_1", "shift"], f)])
+    assert s[("conv", 0)] == (2, 4, 4, -1) and s[("y", 0)] == (2, 4, 4, -1)
+    assert all(s[(v + "_r", 0)] == (-1,) for v in ("gamma", "beta", "mean", "var"))
+    assert s[("scale", 0)] == (-1,) and s[("shift", 0)] == (-1,)

@@ -16,6 +16,11 @@ exported with ``cf.graph.as_graph_def()`` does not. :func:`infer_shapes` recompu
   ``AssignAddVariableOp``/``AssignSubVariableOp`` (TF's variable has that shape in the real run:
   a Keras/``tf.Variable`` write keeps the variable's shape). ``ReadVariableOp`` reads it through
   ``Identity``/``Enter``/``Switch``... of the handle;
+* variables still without a shape (an inference-only export: nothing writes them): their shapes
+  read back from their uses (:meth:`_Inference.guess_from_use`: a contraction's operand, a bias's
+  length, an embedding's width, a layer's per-channel parameters), as TF's run knows them; a
+  layer's parameter expression of unknown shape applied element-wise to a tensor is taken to
+  broadcast into it. An assumption: ``infer_shapes(..., from_use=)`` says which variables;
 * shape functions re-implemented for the ops that decide those rewrites (element-wise ops with
   broadcasting, ``MatMul``/``BatchMatMul*``, ``BiasAdd``, ``Reshape``/``Transpose``/``ExpandDims``/
   ``Squeeze``/``ConcatV2``/``Pack``/``Split``/``StridedSlice``/``GatherV2`` with constant operands,
@@ -60,6 +65,8 @@ BINARY = frozenset({
 })
 REDUCTIONS = frozenset({"Sum", "Mean", "Max", "Min", "Prod", "All", "Any", "EuclideanNorm"})
 WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
+# element-wise ops a layer applies its parameters with (a bias, a scale, a batch norm's terms)
+PARAMETER_OPS = frozenset({"Add", "AddV2", "Sub", "Mul", "RealDiv"})
 # ops that take a part of a tensor without computing on it
 SLICING = frozenset({"Identity", "Snapshot", "Cast", "Split", "SplitV", "Squeeze", "Unpack", "StridedSlice",
                      "Slice", "GatherV2", "Gather", "Reshape", "ExpandDims", "Transpose", "Enter", "Switch",
@@ -140,17 +147,20 @@ def recorded(nd, port: int):
     return False, None
 
 
-def _const_value(nd):
-    """The value of a small integer ``Const`` as a flat list (with its shape), or None."""
+def _const_value(nd, max_rank: int = 1):
+    """The value of a small integer ``Const`` (of rank ``max_rank`` at most) as a flat list, or
+    None."""
     if nd.op not in CONSTANT_OPS or "value" not in nd.attr:
         return None
     t = nd.attr["value"].tensor
     if t.dtype not in (3, 9):  # DT_INT32, DT_INT64
         return None
     shape = _proto_shape(t.tensor_shape)
-    if shape is None or len(shape) > 1:
+    if shape is None or len(shape) > max_rank or any(x < 0 for x in shape):
         return None
-    n = shape[0] if shape else 1
+    n = 1
+    for x in shape:
+        n *= x
     if n > 64:
         return None
     if t.tensor_content:
@@ -194,7 +204,30 @@ class _Inference:
         self.shapes: dict[tuple[str, int], object] = {}
         self.values: dict[tuple[str, int], list[int]] = {}  # integer vectors, -1 unknown entries
         self.var_shapes: dict[str, object] = {}  # resource root -> variable shape
+        self.from_use: dict[str, object] = {}  # the variables' shapes read back from their uses
+        self._parameter: dict = {}  # tensor -> whether it is a shapeless parameter expression
         self.back_edges = False
+
+    def is_parameter(self, ref) -> bool:
+        """Whether tensor ``ref`` is of unknown shape only because it is computed from variables
+        whose shape the graph does not give (and constants): a layer's parameter expression."""
+        memo = self._parameter
+        if ref in memo:
+            return memo[ref]
+        memo[ref] = False  # a cycle (a loop) is not a parameter
+        nd = self.nodes.get(ref[0])
+        out = False
+        if nd is not None and ref[1] == 0:
+            if nd.op == "ReadVariableOp":
+                d = self.data(nd)
+                out = bool(d) and self.handle_shape(d[0]) is None
+            elif nd.op in UNARY or nd.op in BINARY:
+                d = self.data(nd)
+                kinds = [self.is_parameter(r) or (self.nodes.get(r[0]) is not None and self.nodes[r[0]].op in CONSTANT_OPS)
+                         for r in d]
+                out = bool(d) and all(kinds) and any(self.is_parameter(r) for r in d)
+        memo[ref] = out
+        return out
 
     # inputs
     def data(self, nd) -> list[tuple[str, int]]:
@@ -263,7 +296,200 @@ class _Inference:
                 self.shapes = {}
                 self.back_edges = False
                 self.settle()
+        for _ in range(6):  # what the variables' uses need, until it settles
+            try:
+                guesses = self.guess_from_use()
+            except (IndexError, KeyError, ValueError, ZeroDivisionError, TypeError, OverflowError):
+                break  # an op's attributes not as its shape function reads them: no guess
+            if not guesses:
+                break
+            self.var_shapes.update(guesses)
+            self.from_use.update(guesses)
+            self.shapes = {}
+            self.back_edges = False
+            self.settle()
         return self.shapes
+
+    def guess_from_use(self) -> dict:
+        """Shapes for the variables still without one (a ConcreteFunction's captured variables
+        are shapeless resource ``Placeholder`` nodes), read back from what their values' consumers
+        require: TF's shape functions run backwards over the graph, from the last node to the
+        first. A contraction names its operands' dims (``MatMul``: ``[k, n]`` with ``k`` from the
+        other operand and ``n`` from the output as its consumers know it; a convolution its
+        kernel's channels; ``Einsum`` each letter), ``BiasAdd`` its bias' length, an element-wise
+        op its operands' dims (an unknown dimension broadcast against a known one taken for it,
+        not for 1, as TF's shape function assumes of the output); a variable of unknown rank added
+        to or multiplied with a tensor of known rank is taken for a bias: one dimension, the
+        output's last. ``{variable root: shape}``; :attr:`from_use` keeps what was taken."""
+        want: dict = {}  # (node, port) -> the shape its consumers require
+        bias: dict = {}  # variable root -> the bias shape an element-wise op suggests
+        conflict: set = set()
+
+        def eff(ref):
+            return _refine(self.shapes.get(ref), want.get(ref))
+
+        def demand(ref, shape):
+            if shape is None or ref in conflict:
+                return
+            have = eff(ref)
+            if have is not None and (len(have) != len(shape) or not compatible(have, shape)):
+                conflict.add(ref)
+                want.pop(ref, None)
+                return
+            want[ref] = _refine(shape, have)
+
+        def variable_of(ref):
+            """The variable an operand reads whole (through Identity/Cast...), if its shape is unknown."""
+            for _ in range(8):
+                nd = self.nodes.get(ref[0])
+                if nd is None:
+                    return None
+                if nd.op == "ReadVariableOp":
+                    d = self.data(nd)
+                    root = self.resource_root(d[0]) if d else None
+                    return root if root is not None and self.handle_shape(d[0]) is None else None
+                if nd.op not in ("Identity", "Cast", "Snapshot", "StopGradient"):
+                    return None
+                d = self.data(nd)
+                if not d:
+                    return None
+                ref = d[0]
+            return None
+
+        def gathered(ref):
+            """``(variable, indices' shape)`` where ``ref`` gathers rows of a variable of unknown shape."""
+            nd = self.nodes.get(ref[0])
+            if nd is None or ref[1] != 0 or nd.op not in ("GatherV2", "ResourceGather") or _i(nd, "batch_dims"):
+                return None, None
+            d = self.data(nd)
+            if len(d) < 2 or (nd.op == "GatherV2" and (len(d) != 3 or self.value_of(d[2]) != [0])):
+                return None, None
+            idx = self.shapes.get(d[1])
+            root = (self.resource_root(d[0]) if self.handle_shape(d[0]) is None else None) \
+                if nd.op == "ResourceGather" else variable_of(d[0])
+            return (root, idx) if root is not None and idx is not None else (None, None)
+
+        for name in reversed(self.order):
+            nd = self.nodes[name]
+            op = nd.op
+            d = self.data(nd)
+            if not d:
+                continue
+            out = eff((name, 0))
+            ins = [eff(r) for r in d]
+            if op in UNARY and op not in ("Enter", "Exit", "NextIteration", "RefEnter", "RefExit", "LoopCond"):
+                demand(d[0], out)
+            elif op in BINARY and len(d) == 2 and (out is not None or (ins[0] is None) != (ins[1] is None)):
+                if (ins[0] is None) != (ins[1] is None):  # one operand of unknown rank: taken to
+                    other = ins[0] if ins[0] is not None else ins[1]  # broadcast into the other
+                    out = other if out is None else _refine(out, other)
+                for i, (r, x) in enumerate(zip(d, ins)):
+                    if x is None and out and op in PARAMETER_OPS:
+                        root = variable_of(r)
+                        if root is not None:
+                            bias.setdefault(root, (out[-1],))
+                            continue
+                        root, idx = gathered(r)
+                        if root is not None:
+                            if len(out) > len(idx):
+                                bias.setdefault(root, (-1, out[-1]))  # an embedding table
+                            continue
+                    if x is None and out:
+                        # an activation of unknown rank (an op with an operand of the output's
+                        # rank: a Dense layer's MatMul + shapeless bias) is taken to be as large
+                        # as what it is added to; a parameter expression is not
+                        src = self.nodes.get(r[0])
+                        if self.is_parameter(r):
+                            if op in PARAMETER_OPS:
+                                # a parameter expression (a batch norm's gamma * rsqrt(var + eps)):
+                                # one value per channel, the output's last dimension
+                                demand(r, (out[-1],))
+                        elif src is not None and r[1] == 0 and (src.op in BINARY or src.op == "BiasAdd") and any(
+                                t is not None and len(t) == len(out) for t in map(eff, self.data(src))):
+                            demand(r, out)
+                        continue
+                    if x is None or len(x) > len(out):
+                        continue
+                    k = len(out) - len(x)
+                    demand(r, tuple(out[k + j] if v < 0 and out[k + j] >= 0 else v for j, v in enumerate(x)))
+            elif op in ("AddN", "AccumulateNV2") and out is not None:
+                for r in d:
+                    demand(r, out)
+            elif op == "BiasAdd" and len(d) == 2 and out is not None and len(out) >= 2:
+                demand(d[0], out)
+                demand(d[1], (out[1 if _s(nd, "data_format") == b"NCHW" else -1],))
+            elif op == "MatMul" and len(d) == 2:
+                a, b = ins
+                ta, tb = _b(nd, "transpose_a"), _b(nd, "transpose_b")
+                m, n = (out if out is not None and len(out) == 2 else (-1, -1))
+                ka = a[0 if ta else 1] if a is not None and len(a) == 2 else -1
+                kb = b[1 if tb else 0] if b is not None and len(b) == 2 else -1
+                demand(d[0], (kb, m) if ta else (m, kb))  # each operand's k is the other's
+                demand(d[1], (n, ka) if tb else (ka, n))
+            elif op in ("BatchMatMulV2", "BatchMatMulV3") and len(d) == 2 and out is not None and len(out) >= 2:
+                a, b = ins
+                if a is not None and len(a) >= 2 and b is None and variable_of(d[1]) is not None:
+                    k = a[-2] if _b(nd, "adj_x") else a[-1]
+                    demand(d[1], (out[-1], k) if _b(nd, "adj_y") else (k, out[-1]))
+            elif op in ("Conv2D", "DepthwiseConv2dNative") and len(d) == 2 and out is not None and len(out) == 4:
+                x, f = ins
+                c = 1 if _s(nd, "data_format") == b"NCHW" else 3
+                cin = x[c] if x is not None and len(x) == 4 else -1
+                if op == "Conv2D":
+                    demand(d[1], (-1, -1, cin, out[c]))
+                else:
+                    mult = out[c] // cin if cin > 0 and out[c] >= 0 and out[c] % cin == 0 else -1
+                    demand(d[1], (-1, -1, cin, mult))
+            elif op == "Einsum":
+                parsed = einsum_subscripts(_s(nd, "equation").decode("utf-8", "replace"),
+                                           [None if x is None else len(x) for x in ins])
+                if parsed is None:
+                    continue
+                subs, osub = parsed
+                size: dict = {}
+                for sub, x in list(zip(subs, ins)) + ([(osub, out)] if out is not None else []):
+                    if x is not None and len(x) == len(sub):
+                        for c, v in zip(sub, x):
+                            if v >= 0 and not (c.isdigit() and v == 1):
+                                size.setdefault(c, v)
+                for r, sub, x in zip(d, subs, ins):
+                    if not any(ch.isdigit() for ch in sub):
+                        demand(r, tuple(size.get(c, -1) for c in sub))
+            elif op == "Transpose" and out is not None:
+                perm = self.value_of(d[1])
+                if perm is not None and len(perm) == len(out) and sorted(perm) == list(range(len(out))):
+                    inv = [0] * len(perm)
+                    for i, q in enumerate(perm):
+                        inv[q] = i
+                    demand(d[0], tuple(out[inv[j]] for j in range(len(out))))
+            elif op == "ResourceGather" and out is not None and _i(nd, "batch_dims") == 0 and len(d) == 2:
+                idx = ins[1]
+                root = self.resource_root(d[0])
+                if idx is not None and root is not None and self.handle_shape(d[0]) is None and len(out) >= len(idx):
+                    want[("@var", root)] = _refine((-1,) + tuple(out[len(idx):]), want.get(("@var", root)))
+
+        found: dict = {}
+        bad: set = set()
+        for name, nd in self.nodes.items():
+            if nd.op != "ReadVariableOp":
+                continue
+            d = self.data(nd)
+            if not d or self.handle_shape(d[0]) is not None:
+                continue
+            root = self.resource_root(d[0])
+            w = want.get((name, 0))
+            if root is None or w is None or (name, 0) in conflict:
+                continue
+            prev = found.get(root)
+            if prev is not None and (len(prev) != len(w) or not compatible(prev, w)):
+                bad.add(root)
+            found[root] = _refine(w, prev)
+        for (tag, root), w in list(want.items()):
+            if tag == "@var" and root not in found:
+                found[root] = w
+        for root, b in bias.items():
+            found.setdefault(root, b)
+        return {r: v for r, v in found.items() if r not in bad and v is not None and v != self.var_shapes.get(r)}
 
     def writes_to(self, root):
         for nd in self.nodes.values():
@@ -304,6 +530,7 @@ class _Inference:
     def settle(self):
         for _ in range(4):  # forward, loops' back edges and variable writes, then settle
             before = (dict(self.shapes), dict(self.var_shapes))
+            self._parameter = {}  # the variables known so far decide what is a parameter
             for name in self.order:
                 nd = self.nodes[name]
                 try:
@@ -540,7 +767,15 @@ def _sf_unary(inf, nd, d, ins):
 
 
 def _sf_binary(inf, nd, d, ins):
-    return [broadcast(ins[0], ins[1])] if len(ins) == 2 else None
+    if len(ins) != 2:
+        return None
+    if (ins[0] is None) != (ins[1] is None) and nd.op in PARAMETER_OPS:
+        p, t = (d[0], d[1]) if ins[0] is None else (d[1], d[0])
+        src = inf.nodes.get(t[0])
+        if inf.is_parameter(p) and src is not None and src.op not in CONSTANT_OPS:
+            # a layer's parameters (shapeless variables) applied to a tensor: taken to broadcast into it
+            return [ins[1] if ins[0] is None else ins[0]]
+    return [broadcast(ins[0], ins[1])]
 
 
 def _sf_select(inf, nd, d, ins):
@@ -558,8 +793,99 @@ def _sf_add_n(inf, nd, d, ins):
     return [out]
 
 
-def _sf_first(inf, nd, d, ins):  # BiasAdd: the value's shape
-    return [ins[0]]
+def _sf_bias_add(inf, nd, d, ins):
+    """The value's shape, its channel dimension merged with the bias' length (TF's ``BiasAddShape``:
+    a convolution of a shapeless kernel still gets its channels from the bias)."""
+    s = ins[0]
+    if s is None or len(ins) < 2 or ins[1] is None or len(ins[1]) != 1 or len(s) < 2:
+        return [s]
+    c = 1 if _s(nd, "data_format") == b"NCHW" else len(s) - 1
+    return [tuple(merge_dims(x, ins[1][0]) if i == c else x for i, x in enumerate(s))]
+
+
+def _sf_pad(inf, nd, d, ins):
+    """``Pad``/``PadV2``/``MirrorPad``: each dimension grown by its constant paddings."""
+    src = inf.nodes.get(d[1][0]) if len(d) > 1 and d[1][1] == 0 else None
+    s, pads = ins[0], _const_value(src, max_rank=2) if src is not None else None
+    if s is None:
+        ps = ins[1] if len(ins) > 1 else None
+        return [None if ps is None or len(ps) != 2 or ps[0] < 0 else (-1,) * ps[0]]
+    if pads is None or len(pads) != 2 * len(s):
+        return [(-1,) * len(s)]
+    return [tuple(-1 if x < 0 or pads[2 * i] < 0 or pads[2 * i + 1] < 0 else x + pads[2 * i] + pads[2 * i + 1]
+                  for i, x in enumerate(s))]
+
+
+def _sf_slice(inf, nd, d, ins):
+    """``Slice`` with a constant size (``-1``: to the end, known where the dimension and begin are)."""
+    s = ins[0]
+    size = inf.value_of(d[2]) if len(d) == 3 else None
+    if size is None:
+        return [None if s is None else (-1,) * len(s)]
+    begin = inf.value_of(d[1])
+    out = []
+    for i, x in enumerate(size):
+        if x >= 0:
+            out.append(x)
+        elif s is not None and i < len(s) and s[i] >= 0 and begin is not None and i < len(begin) and begin[i] >= 0:
+            out.append(s[i] - begin[i])
+        else:
+            out.append(-1)
+    return [tuple(out)]
+
+
+def einsum_subscripts(equation: str, ranks: list) -> tuple[list, str] | None:
+    """An ``Einsum`` equation's operand subscripts and output subscript, each ``...`` spelled as
+    that many ``0``, ``1``.. placeholders (aligned right, as numpy broadcasts), or None where a rank
+    is needed and unknown or the equation is not one jitsim reads.
+
+    >>> einsum_subscripts("abc,cd->abd", [3, 2])
+    (['abc', 'cd'], 'abd')
+    >>> einsum_subscripts("...ij,jk->...ik", [4, 2])
+    (['01ij', 'jk'], '01ik')
+    """
+    if "->" not in equation:
+        return None
+    lhs, out = equation.replace(" ", "").split("->")
+    ins = lhs.split(",")
+    if len(ins) != len(ranks):
+        return None
+    width = 0
+    expanded = []
+    for sub, r in zip(ins, ranks):
+        if "..." in sub:
+            if r is None:
+                return None
+            n = r - (len(sub) - 3)
+            if n < 0:
+                return None
+            width = max(width, n)
+            expanded.append(sub.replace("...", "".join(str(i) for i in range(10 - n, 10)) if n else ""))
+        else:
+            expanded.append(sub)
+    if "..." in out:
+        out = out.replace("...", "".join(str(i) for i in range(10 - width, 10)))
+    letters = "".join(expanded) + out
+    if any(not (c.isalpha() or c.isdigit()) for c in letters):
+        return None
+    return expanded, out
+
+
+def _sf_einsum(inf, nd, d, ins):
+    """``Einsum``: each output letter's size from the operands that hold it (``...`` broadcast)."""
+    eq = _s(nd, "equation").decode("utf-8", "replace")
+    parsed = einsum_subscripts(eq, [None if x is None else len(x) for x in ins])
+    if parsed is None:
+        return [None]
+    subs, out = parsed
+    size: dict = {}
+    for sub, x in zip(subs, ins):
+        if x is None or len(x) != len(sub):
+            continue
+        for c, v in zip(sub, x):
+            prev = size.get(c, -1)
+            size[c] = v if prev < 0 or (c.isdigit() and prev == 1) else prev
+    return [tuple(size.get(c, -1) for c in out)]
 
 
 def _sf_bias_add_grad(inf, nd, d, ins):
@@ -723,8 +1049,11 @@ def _sf_arg_extreme(inf, nd, d, ins):
 
 def _sf_tile(inf, nd, d, ins):
     s, mult = ins[0], inf.value_of(d[1])
-    if s is None or mult is None or len(mult) != len(s):
-        return [None if s is None else (-1,) * len(s)]
+    if s is None:
+        ms = ins[1] if len(ins) > 1 else None
+        return [(-1,) * ms[0] if ms is not None and len(ms) == 1 and ms[0] >= 0 else None]
+    if mult is None or len(mult) != len(s):
+        return [(-1,) * len(s)]
     return [tuple(x * m if x >= 0 else -1 for x, m in zip(s, mult))]
 
 
@@ -782,10 +1111,6 @@ def _sf_one_hot(inf, nd, d, ins):
     return [tuple(s[:a]) + (dep,) + tuple(s[a:])]
 
 
-def _sf_unknown(inf, nd, d, ins):  # Einsum: one output, shape not inferred
-    return [None]
-
-
 def _sf_sparse_xent(inf, nd, d, ins):
     if len(ins) != 2:
         return None
@@ -827,7 +1152,7 @@ SHAPE_FUNCTIONS: dict = _table(
     (BINARY, _sf_binary),
     (("Select", "SelectV2"), _sf_select),
     (("AddN", "AccumulateNV2"), _sf_add_n),
-    ("BiasAdd", _sf_first),
+    ("BiasAdd", _sf_bias_add),
     ("BiasAddGrad", _sf_bias_add_grad),
     (("MatMul", "_FusedMatMul"), _sf_mat_mul),
     (("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "_MklBatchMatMulV2"), _sf_batch_mat_mul),
@@ -860,7 +1185,10 @@ SHAPE_FUNCTIONS: dict = _table(
       "DepthwiseConv2dNativeBackpropInput"), _sf_conv_backprop),
     ("Range", _sf_vector),
     ("OneHot", _sf_one_hot),
-    ("Einsum", _sf_unknown),
+    ("Einsum", _sf_einsum),
+    (("Pad", "PadV2", "MirrorPad"), _sf_pad),
+    ("Slice", _sf_slice),
+    ("ReverseV2", _sf_unary),
     ("SparseSoftmaxCrossEntropyWithLogits", _sf_sparse_xent),
     ("SoftmaxCrossEntropyWithLogits", _sf_xent),
 )
@@ -890,6 +1218,16 @@ def compatible(a, b) -> bool:
     return len(a) == len(b) and all(x < 0 or y < 0 or x == y for x, y in zip(a, b))
 
 
+def _refine(a, b):
+    """``a`` with its unknown dims filled from ``b`` where both have one rank (``b`` alone where
+    ``a`` is None)."""
+    if a is None:
+        return b
+    if b is None or len(a) != len(b):
+        return a
+    return tuple(y if x < 0 else x for x, y in zip(a, b))
+
+
 def _merge_same(a, b):
     """Two shapes that must be equal (AddN, Pack inputs): their common knowledge."""
     if a is None:
@@ -901,14 +1239,19 @@ def _merge_same(a, b):
     return tuple(merge_dims(x, y) for x, y in zip(a, b))
 
 
-def infer_shapes(graph) -> dict:
+def infer_shapes(graph, from_use: dict | None = None) -> dict:
     """``{(node, port): shape}`` for every output the analysis reaches (module docstring).
     ``graph``: a :class:`jitsim.graph.graphedit.EditGraph` or a :class:`jitsim.graph.Graph`;
-    not modified."""
+    not modified. ``from_use`` (a dict) gets ``{variable: shape}`` for the variables whose
+    shapes were read back from their uses (:meth:`_Inference.guess_from_use`), an assumption."""
     from jitsim.graph.graphedit import EditGraph, topological_order
 
     eg = graph if isinstance(graph, EditGraph) else EditGraph.from_graph(graph)
-    return _Inference(eg.nodes, topological_order(eg)).run()
+    inf = _Inference(eg.nodes, topological_order(eg))
+    shapes = inf.run()
+    if from_use is not None:
+        from_use.update(inf.from_use)
+    return shapes
 
 
 def records_shapes(eg) -> bool:
@@ -933,9 +1276,10 @@ class ShapeView:
         self.inferring = False
         self.literals = literals
         self.assumed: list[str] = []  # nodes a rewrite took for what their unknown shape hid
+        self.from_use: dict = {}  # variable -> the shape read back from its uses (an assumption)
         self.eg = eg
         if eg is not None and infer and not records_shapes(eg):
-            self.inferred = infer_shapes(eg)
+            self.inferred = infer_shapes(eg, self.from_use)
             self.inferring = True
 
     def shape(self, nd, port: int = 0, eg=None):

@@ -315,6 +315,8 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
             # shapes as they stand before each shape-dependent rewrite (Grappler recomputes
             # GraphProperties per optimizer)
             cx.shapes = ShapeView(eg, infer=inferring) if step.needs_shapes else None
+            if cx.shapes is not None and cx.shapes.from_use:
+                cx.uncertain.extend(("shape_inference", v, VARIABLES_FROM_USE) for v in cx.shapes.from_use)
             rec = step.run(eg, cx)
             if round_ == 0:
                 out.records[step.name] = rec
@@ -354,6 +356,8 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     return out
 
 
+VARIABLES_FROM_USE = ("the graph does not give this variable's shape: it was read back from its uses (a "
+                      "contraction's operand, a bias's length, an embedding's width), as TF's run would know it")
 UNCERTAIN_LIMIT = 50  # nodes listed per rewrite and reason (the count is always whole)
 # ops of the remapper fusions jitsim does not simulate (LayerNorm, InstanceNorm, other GELU forms)
 UNSIMULATED_FUSION_OPS = frozenset({"Erf", "Pow", "SquaredDifference"})
