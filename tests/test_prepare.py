@@ -278,10 +278,11 @@ def _dense(act="Relu", extra_consumer=False):
         ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT", "transpose_a": False, "transpose_b": False}),
         ("ba", "BiasAdd", ["mm", "b"], {"T": "DT_FLOAT", "data_format": "NHWC"}),
         ("act", act, ["ba"], {"T": "DT_FLOAT"}),
-        # (not a unary op: Relu -> Square would become an _UnaryOpsComposition before the
-        # remapper runs, as TF's arithmetic optimizer runs first)
-        ("sq", "Mul", ["act", "act"], {"T": "DT_FLOAT"}),
+        # (not a unary op, nor Mul(act, act), which TF's ReplaceMulWithSquare makes a Square:
+        # Relu -> Square would become an _UnaryOpsComposition before the remapper runs, as TF's
+        # arithmetic optimizer runs first)
         ("neg", "Neg", ["x"], {"T": "DT_FLOAT"}),
+        ("sq", "Mul", ["act", "neg"], {"T": "DT_FLOAT"}),
         ("add", "AddV2", ["sq", "neg"], {"T": "DT_FLOAT"}),
         ("exp", "Exp", ["add"], {"T": "DT_FLOAT"}),
         ("out", "_Retval", ["exp"], {"T": "DT_FLOAT", "index": 0}),

@@ -803,6 +803,15 @@ def _sf_bias_add(inf, nd, d, ins):
     return [tuple(merge_dims(x, ins[1][0]) if i == c else x for i, x in enumerate(s))]
 
 
+def _sf_dynamic_partition(inf, nd, d, ins):
+    """``DynamicPartition``: each of ``num_partitions`` outputs is ``[?] + data.shape[rank(partitions):]``."""
+    n = _i(nd, "num_partitions", 1)
+    data, parts = (ins + [None, None])[:2]
+    if data is None or parts is None or len(parts) > len(data):
+        return [None] * n
+    return [(-1,) + tuple(data[len(parts):])] * n
+
+
 def _sf_pad(inf, nd, d, ins):
     """``Pad``/``PadV2``/``MirrorPad``: each dimension grown by its constant paddings."""
     src = inf.nodes.get(d[1][0]) if len(d) > 1 and d[1][1] == 0 else None
@@ -836,13 +845,13 @@ def _sf_slice(inf, nd, d, ins):
 
 def einsum_subscripts(equation: str, ranks: list) -> tuple[list, str] | None:
     """An ``Einsum`` equation's operand subscripts and output subscript, each ``...`` spelled as
-    that many ``0``, ``1``.. placeholders (aligned right, as numpy broadcasts), or None where a rank
+    that many digits ``..8``, ``9`` (aligned right, as numpy broadcasts), or None where a rank
     is needed and unknown or the equation is not one jitsim reads.
 
     >>> einsum_subscripts("abc,cd->abd", [3, 2])
     (['abc', 'cd'], 'abd')
     >>> einsum_subscripts("...ij,jk->...ik", [4, 2])
-    (['01ij', 'jk'], '01ik')
+    (['89ij', 'jk'], '89ik')
     """
     if "->" not in equation:
         return None
@@ -1146,6 +1155,7 @@ SHAPE_FUNCTIONS: dict = _table(
     (SHAPED_PLACEHOLDER_OPS, _sf_placeholder),
     ("_Arg", _sf_arg),
     ("VarHandleOp", _sf_scalar),
+    (("VariableV2", "Variable", "TemporaryVariable"), _sf_arg),  # a TF1 ref variable: its value, of `shape`
     ("ReadVariableOp", _sf_read_variable),
     ("ResourceGather", _sf_resource_gather),
     (UNARY, _sf_unary),
@@ -1188,6 +1198,7 @@ SHAPE_FUNCTIONS: dict = _table(
     ("Einsum", _sf_einsum),
     (("Pad", "PadV2", "MirrorPad"), _sf_pad),
     ("Slice", _sf_slice),
+    ("DynamicPartition", _sf_dynamic_partition),
     ("ReverseV2", _sf_unary),
     ("SparseSoftmaxCrossEntropyWithLogits", _sf_sparse_xent),
     ("SoftmaxCrossEntropyWithLogits", _sf_xent),

@@ -79,7 +79,7 @@ def _common_subgraph_elimination(eg: EditGraph, cx: GrapplerContext):
 def _arithmetic_optimizer(eg: EditGraph, cx: GrapplerContext):
     from jitsim.rewrites.grappler.arithmetic_optimizer import (
         add_ops_rewrite, compose_unary_chains, convert_pow, hoist_unary_out_of_concat, minimize_broadcasts,
-        remove_redundant_reshapes, reorder_cast_like, simplify_aggregation,
+        remove_redundant_reshapes, reorder_cast_like, replace_mul_with_square, simplify_aggregation,
     )
 
     # TF's stages in its pipeline's order (each a sweep here; TF passes each node through all),
@@ -90,6 +90,7 @@ def _arithmetic_optimizer(eg: EditGraph, cx: GrapplerContext):
     cx.uncertain.extend(("arithmetic_optimizer/AddOpsRewrite", n, why) for n, why in found)
     _merge(rec, minimize_broadcasts(eg, cx.keep, cx.shapes))
     _merge(rec, remove_redundant_reshapes(eg, cx.keep, cx.shapes))
+    _merge(rec, replace_mul_with_square(eg, cx.keep))
     _merge(rec, reorder_cast_like(eg, cx.keep))
     _merge(rec, simplify_aggregation(eg, cx.keep))
     _merge(rec, hoist_unary_out_of_concat(eg, cx.keep))

@@ -319,6 +319,24 @@ def _mat_mul(np, ins, nd):
     return [np.asarray(a @ b, dtype=a.dtype)]
 
 
+def _concat_offset(np, ins, nd):
+    """ConcatOffset(dim, shape_0..shape_n-1) -> where each input starts in the concatenation:
+    zeros but along ``dim``, the sum of the earlier shapes' ``dim``."""
+    dim = int(np.asarray(ins[0]).reshape(-1)[0])
+    shapes = [np.asarray(t).reshape(-1) for t in ins[1:]]
+    rank = len(shapes[0])
+    dim = dim + rank if dim < 0 else dim
+    if not 0 <= dim < rank:
+        raise ValueError("concat_dim out of range")
+    out, at = [], 0
+    for s in shapes:
+        off = np.zeros(rank, dtype=s.dtype)
+        off[dim] = at
+        out.append(off)
+        at += int(s[dim])
+    return out
+
+
 def _broadcast_gradient_args(np, ins, nd):
     """BroadcastGradientArgs(s0, s1) -> (r0, r1): the axes along which each operand's gradient
     must be summed after broadcasting the two shapes together."""
@@ -523,6 +541,7 @@ KERNELS: dict[str, Callable] = {
     "ArgMin": _arg_extreme("ArgMin"),
     "MatMul": _mat_mul,
     "BroadcastGradientArgs": _broadcast_gradient_args,
+    "ConcatOffset": _concat_offset,
     "UnsortedSegmentSum": _unsorted_segment_sum,
     "DynamicStitch": _dynamic_stitch,
     "Cumsum": _cumulative("Cumsum"),

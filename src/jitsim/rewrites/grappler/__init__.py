@@ -20,7 +20,13 @@ loop... twice over). jitsim simulates the parts that decide clusters, each a pur
 """
 
 from __future__ import annotations
+
+from jitsim.graph.model import parse_input
 from jitsim.opsets import FUNCTION_IO_OPS
+from jitsim.registry import protos
+
+CTRL_PREFIX = "ConstantFoldingCtrl"  # TF's kConstantFoldingCtrl: the Identity a control edge from a Switch goes through
+DT_BOOL = 10
 
 STRING_TYPES = (7, 107)  # DT_STRING, DT_STRING_REF
 
@@ -42,3 +48,27 @@ def preserved(eg, keep=frozenset()) -> set[str]:
     """Grappler's nodes-to-preserve in a function graph: its ``_Arg`` and ``_Retval`` nodes
     (feeds and fetches) and its control outputs (``keep``)."""
     return {n for n, nd in eg.nodes.items() if nd.op in FUNCTION_IO_OPS} | set(keep)
+
+
+def control_dependency(eg, ref: str, nd) -> str:
+    """TF's ``AddControlDependency``: ``^node`` of a tensor, or for a ``Switch`` output the
+    ``ConstantFoldingCtrl`` Identity of that output (a control edge from a Switch would wait on
+    both branches)."""
+    src, port = parse_input(ref)
+    snd = eg.nodes.get(src)
+    if snd is not None and snd.op in ("Switch", "RefSwitch"):
+        return "^" + switch_anchor(eg, src, port, nd)
+    return "^" + src
+
+
+def switch_anchor(eg, switch: str, port: int, nd) -> str:
+    """TF's ``AddControlDependency`` on a switch output: the Identity
+    ``ConstantFoldingCtrl/<switch>_<port>`` of it (made once). TF also looks for an Identity
+    already reading the output, but compares the *switch's* first input with the output's name,
+    which never match: it always makes (or reuses by name) this one. An existing reader could
+    not anchor anyway: it is one of the consumers rewired to the constant, a cycle."""
+    name = f"{CTRL_PREFIX}/{switch}_{port}"
+    if name not in eg:
+        eg.add(name, "Identity", [switch if port == 0 else f"{switch}:{port}"], device=nd.device,
+               attrs={"T": protos.AttrValue(type=nd.attr["T"].type if "T" in nd.attr else DT_BOOL)})
+    return name

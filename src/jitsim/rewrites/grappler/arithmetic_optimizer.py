@@ -36,8 +36,11 @@ smallest) and a chain of ``AddV2`` over them, the last under
 ``<scope>/ArithmeticOptimizer/AddOpsRewrite_<root>`` (every Keras LayerNormalization and
 batch-norm residual add in TF's dumps).
 
-The other stages (``MinimizeBroadcasts``, ``HoistCommonFactor``, unary ops sunk into ``Split``
-outputs...) are not simulated.
+And ``ReplaceMulWithSquare`` (:func:`replace_mul_with_square`): ``Mul(x, x)`` becomes
+``<scope>/ArithmeticOptimizer/ReplaceMulWithSquare_<name>``, a ``Square``.
+
+The other stages (``HoistCommonFactor``, unary ops sunk into ``Split`` outputs...) are not
+simulated.
 """
 
 from __future__ import annotations
@@ -53,6 +56,31 @@ from jitsim.rewrites.grappler import STRING_TYPES, is_add, preserved
 from jitsim.graph.graphedit import EditGraph, tf_topological_order, topological_order
 from jitsim.analyses.shape_inference import ShapeView
 from jitsim.opsets import ADD_OR_ADD_N_OPS, CONCAT_OPS, CONTROL_FLOW_OPS, SHAPE_OPS
+
+
+def _own_length(eg: EditGraph, shape_ref: str, data_ref: str, shapes: ShapeView) -> bool:
+    """Whether a Reshape's shape operand is ``[size(x)]`` of its own data input ``x``, a vector:
+    ``ExpandDims(Size(x), 0)`` or ``Pack(Size(x))``. TF's shape inference tracks the size of a
+    vector as the vector's own (symbolic) dimension, so the output's shape is the input's: a
+    no-op (``tf.gather``'s gradient reshaping its indices; a size of another tensor is another
+    dimension, so that Reshape stays)."""
+    nd = eg.nodes.get(parse_input(shape_ref)[0])
+    if nd is None or parse_input(shape_ref)[1] != 0:
+        return False
+    data = [r for r in nd.input if not r.startswith("^")]
+    if nd.op == "ExpandDims" and len(data) == 2:
+        axis = eg.nodes.get(parse_input(data[1])[0])
+        if axis is None or axis.op != "Const" or _uniform_value(axis) not in (0, -1):
+            return False
+    elif not (nd.op == "Pack" and len(data) == 1):
+        return False
+    size = eg.nodes.get(parse_input(data[0])[0])
+    if size is None or size.op != "Size" or not size.input or size.input[0] != data_ref:
+        return False
+    src, port = parse_input(data_ref)
+    x = eg.nodes.get(src)
+    s = shapes.shape(x, port) if x is not None else None
+    return s is not None and len(s) == 1
 
 
 def remove_redundant_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
@@ -72,7 +100,8 @@ def remove_redundant_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView
             continue
         # a no-op reshape: consumers read its input
         out_shape, in_shape = shapes.known(nd), shapes.known(inner, port)
-        if out_shape is not None and out_shape == in_shape and not any(r.startswith("^") for r in nd.input):
+        if (out_shape is not None and out_shape == in_shape or _own_length(eg, data[1], data[0], shapes)) \
+                and not any(r.startswith("^") for r in nd.input):
             eg.replace_uses(name, 0, data[0])
             if not eg.consumers(name):
                 eg.remove(name)
@@ -674,6 +703,47 @@ def simplify_aggregation(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
             eg.remove(name)
         rec.add(name, f"{nd.op} of {len(data)} equal inputs rewritten as {mul_name}")
     return rec
+
+
+def replace_mul_with_square(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """``ReplaceMulWithSquare``: a ``Mul``/``MulNoNan`` of a tensor by itself (its first two inputs
+    the same) becomes a copy of the node as ``Square`` of that tensor (its control inputs kept),
+    ``<scope>/ArithmeticOptimizer/ReplaceMulWithSquare_<name>``, read by the node's consumers; a
+    complex product off the CPU is left alone.
+
+    >>> from jitsim.graph.graphedit import EditGraph
+    >>> from jitsim.registry import protos
+    >>> gd = protos.GraphDef()
+    >>> for name, op, ins in (("x", "Placeholder", []), ("sq", "Mul", ["x", "x"]), ("y", "Neg", ["sq"])):
+    ...     n = gd.node.add(name=name, op=op); n.input.extend(ins)
+    >>> eg = EditGraph(gd)
+    >>> _ = replace_mul_with_square(eg)
+    >>> [(n, eg.nodes[n].op, list(eg.nodes[n].input)) for n in eg.nodes if n != "x"]
+    [('y', 'Neg', ['ArithmeticOptimizer/ReplaceMulWithSquare_sq']), ('ArithmeticOptimizer/ReplaceMulWithSquare_sq', 'Square', ['x'])]
+    """
+    rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
+    keep_set = preserved(eg, keep)
+    for name in reversed(tf_topological_order(eg)):
+        nd = eg.nodes.get(name)
+        if nd is None or nd.op not in ("Mul", "MulNoNan") or len(nd.input) < 2 or nd.input[0] != nd.input[1]:
+            continue
+        new = optimized_node_name(name, "ReplaceMulWithSquare")
+        if new in eg.nodes:
+            continue
+        if "T" in nd.attr and nd.attr["T"].type in (8, 18) and not _on_cpu(nd):  # DT_COMPLEX64/128
+            continue
+        eg.add(new, "Square", list(nd.input[1:]), device=nd.device, attrs=dict(nd.attr))
+        eg.replace_uses(name, 0, new)
+        if not eg.consumers(name) and name not in keep_set:
+            eg.remove(name)
+        rec.add(name, f"{nd.op} of a tensor by itself rewritten as {new}")
+    return rec
+
+
+def _on_cpu(nd) -> bool:
+    from jitsim.graph.device_names import device_type
+
+    return device_type(nd.device) in (None, "CPU")
 
 
 # -- MinimizeBroadcasts --------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 ``CommonSubgraphElimination`` (``grappler/optimizers/common_subgraph_elimination.cc``) visits
 the graph in topological order and, for each node it may deduplicate, looks for an earlier
-node with the same op, device, attributes, data inputs (in order; sorted for commutative ops)
-and control inputs; the later node's consumers then read the earlier one and it is removed.
+node with the same op, device, attributes (all of them, ``_class`` too; not ``_output_shapes``),
+data inputs (in order; sorted for commutative ops) and control inputs; the later node's consumers then read the earlier one and it is removed.
 Of identical nodes the first in Grappler's own topological order
 (:func:`~jitsim.graph.graphedit.tf_topological_order`, which CSE computes before it
 deduplicates) survives. That order starts from the model pruner's
@@ -112,7 +112,7 @@ def eliminate_common_subgraphs(eg: EditGraph, keep=frozenset()) -> RewriteRecord
             data = sorted(data)
         ctrl = tuple(sorted(r for r in nd.input if r.startswith("^")))
         attrs = tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in nd.attr.items()
-                             if k not in ("_class", "_output_shapes")))
+                             if k != "_output_shapes"))  # TF's SameNode compares `_class` too
         key = (nd.op, nd.device, tuple(data), ctrl, attrs)
         rep = seen.get(key)
         if rep is None or rep not in eg:

@@ -33,6 +33,17 @@ A ``Tile`` by a constant multiples vector of ones (or an empty one) likewise bec
 ``Identity`` (TF's ``SimplifyTile``): the gradient of a sum over a scalar tiles by ``[]``.
 A division by a constant becomes a multiplication by its reciprocal, a new constant
 ``ConstantFolding/<name>_recip`` (TF's ``ReduceDivToReciprocalMul``, :func:`reduce_div_to_reciprocal_mul`).
+Before it folds, TF materializes what its shape inference already knows (:func:`materialize_shapes`,
+:func:`materialize_constants`): ``Shape``/``Size``/``Rank`` of a fully known shape, ``Fill`` of
+constants, ``ZerosLike``/``OnesLike`` of a known shape, and the integer shape vectors it tracks
+(``StridedSlice``/``Slice``/``ConcatV2``/``Pack`` of constant shape vectors) become constants
+that wait on their former inputs by control edges; a folded node instead keeps only the control
+inputs of itself and of its inputs, and none of its attributes (``_class`` included). A node of
+several outputs folds into one ``ConstantFolding/<name>-folded-<i>`` per output (``ConcatOffset``,
+``BroadcastGradientArgs``). Simplified after folding: ``Pack`` of one tensor to ``ExpandDims``
+(``SimplifyPack``), ``Reshape`` to the shape its input has to ``Identity`` (``SimplifyReshape``),
+``1 / y`` to ``Reciprocal(y)``. These were measured on TF 1 session programs (TF's
+per-optimizer dumps of ``fixtures/tf1``).
 Not simulated: partial folding of ``AddN``/``Concat``, moving constants through associative ops,
 the shape-dependent reduction simplifications (reducing only size-1 dimensions: ``Identity``
 with ``keep_dims``, ``Reshape`` without).
@@ -46,7 +57,7 @@ from jitsim.rewrites.folding.kernels import GRAPPLER_KERNELS, KERNELS
 from jitsim.rewrites.folding.tensors import NP_DTYPES, numpy, tensor_proto_to_numpy, to_tensor_proto
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
-from jitsim.rewrites.grappler import preserved
+from jitsim.rewrites.grappler import control_dependency, preserved, switch_anchor
 from jitsim.graph.graphedit import EditGraph, topological_order
 from jitsim.analyses.shape_inference import ShapeView
 from jitsim.opsets import FUNCTION_IO_OPS, CONSTANT_OPS, IDENTITY_N_OPS, SHAPE_SIZE_RANK_OPS
@@ -82,6 +93,8 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
     shapes.literals = True
     # TF's pass: materialize shapes, fold, then simplify (neutral operands, after folding)
     rec = materialize_shape_n(eg, keep, shapes)
+    rec.extend(materialize_shapes(eg, keep, shapes))
+    rec.extend(materialize_constants(eg, keep, shapes))
     switches = simplify_switches(eg, keep)
     rec.extend(switches)
     keep_set = preserved(eg, keep)
@@ -97,6 +110,11 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
         if not data or any(src not in eg for src, _ in data):
             continue
         outs_t = output_types(nd, None)
+        if outs_t and len(outs_t) > 1:
+            if _fold_outputs(eg, nd, data, ctrl, outs_t, np):
+                rec.add(name, f"{nd.op} of constants: one Const per output")
+                touched.update(src for src, _ in data)
+            continue
         if not outs_t or len(outs_t) != 1 or outs_t[0] not in NP_DTYPES:
             continue
         value = None
@@ -129,9 +147,8 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
             continue
         device = nd.device
         nd.op = "Const"
-        for k in list(nd.attr):
-            if k != "_class":
-                del nd.attr[k]
+        for k in list(nd.attr):  # FoldNode: the constant's attributes only (`_class` goes too)
+            del nd.attr[k]
         nd.attr["dtype"].type = outs_t[0]
         to_tensor_proto(arr, outs_t[0], nd.attr["value"].tensor)
         nd.device = device
@@ -140,7 +157,8 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
         touched.update(src for src, _ in data)
     # TF simplifies after it folds, in the same pass: what folding has just made a constant
     # (a reduction's axes, a Tile's multiples, a neutral operand) is simplified now
-    for simplified in (simplify_empty_reductions(eg, keep), simplify_trivial_tiles(eg, keep),
+    for simplified in (simplify_trivial_tiles(eg, keep), simplify_single_packs(eg, keep),
+                       simplify_empty_reductions(eg, keep), simplify_reshapes(eg, keep, shapes),
                        simplify_neutral_operands(eg, keep), reduce_div_to_reciprocal_mul(eg, keep),
                        merge_concats(eg, keep)):
         rec.extend(simplified)
@@ -157,6 +175,241 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
         if n in eg and n not in keep_set and not eg.consumers(n):
             eg.remove(n)
     return rec
+
+
+def _to_const(eg: EditGraph, nd, value, dtype: int, *, keep_attrs=None) -> None:
+    """``nd`` made a ``Const`` of ``value`` whose data inputs become control inputs (first, in
+    order, once each), as TF's ``ReplaceOperationWithConstantTensor`` does; the attributes kept
+    are TF's internal ones (``_class``...: ``EraseRegularNodeAttributes``) or ``keep_attrs``."""
+    data = [r for r in nd.input if not r.startswith("^")]
+    ctrl = [r for r in nd.input if r.startswith("^")]
+    keep = keep_attrs if keep_attrs is not None else lambda k: k.startswith("_")
+    for k in list(nd.attr):
+        if not keep(k):
+            del nd.attr[k]
+    nd.op = "Const"
+    nd.attr["dtype"].type = dtype
+    to_tensor_proto(value, dtype, nd.attr["value"].tensor)
+    deps: list[str] = []
+    for r in [control_dependency(eg, r, nd) for r in data] + ctrl:
+        if r not in deps:
+            deps.append(r)
+    eg.set_inputs(nd.name, deps)
+
+
+def materialize_shapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
+    """TF's ``MaterializeShapes`` for ``Shape``/``Size``/``Rank`` of a tensor whose shape is fully
+    known: the node becomes a ``Const`` of it, waiting on the tensor's node by a control input
+    (so it runs where the shape op would have)."""
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    shapes = shapes if shapes is not None else ShapeView(literals=True)
+    keep_set = preserved(eg, keep)
+    np = numpy()
+    for name in list(eg.nodes):
+        nd = eg.nodes.get(name)
+        if nd is None or nd.op not in SHAPE_SIZE_RANK_OPS or name in keep_set:
+            continue
+        data = [parse_input(r) for r in nd.input if not r.startswith("^")]
+        if len(data) != 1 or data[0][0] not in eg.nodes:
+            continue
+        shp = shapes.known(eg[data[0][0]], data[0][1])
+        out_t = nd.attr["out_type"].type if "out_type" in nd.attr else 3  # DT_INT32
+        if shp is None or out_t not in NP_DTYPES:
+            continue
+        value = shp if nd.op == "Shape" else (int(np.prod(shp)) if nd.op == "Size" else len(shp))
+        _to_const(eg, nd, np.array(value, dtype=NP_DTYPES[out_t]), out_t)
+        rec.add(name, f"{nd.op} of a static shape")
+    return rec
+
+
+# ops whose value TF's GraphProperties knows from integer shape vectors it tracks (its
+# ``tensors_as_shapes``): those constant folding materializes before it folds
+SHAPE_VALUE_OPS = frozenset({"StridedSlice", "Slice", "ConcatV2", "Pack"})
+MAX_SHAPE_VECTOR = 128  # GraphProperties' kThresholdToSkipConstTensorInstantiation (elements)
+
+
+def _shape_vector(eg: EditGraph, ref):
+    """An integer Const read as a shape (``MaybeTensorProtoToShape``): its dims (a scalar ``v >= 0``
+    is ``[v]``), or None (not integer, too large, a matrix, a value below 0)."""
+    nd = eg.nodes.get(parse_input(ref)[0])
+    if nd is None or nd.op not in CONSTANT_OPS or "value" not in nd.attr:
+        return None
+    t = nd.attr["value"].tensor
+    if t.dtype not in (3, 9) or len(t.tensor_shape.dim) > 1:
+        return None
+    try:
+        v = tensor_proto_to_numpy(t)
+    except Exception:
+        return None
+    if v.size > MAX_SHAPE_VECTOR:
+        return None
+    vals = [int(x) for x in v.reshape(-1)]
+    if v.ndim == 0:
+        return vals if vals[0] >= 0 else None
+    return vals if all(x >= 0 for x in vals) else None
+
+
+def _shape_value(eg: EditGraph, nd):
+    """The value GraphProperties knows of ``nd`` from the shape vectors it reads (TF's
+    ``MaybeUpdateNodeContextOutput``), or None."""
+    data = [r for r in nd.input if not r.startswith("^")]
+    if nd.op == "Pack":
+        dims = []
+        for r in data:
+            src = eg.nodes.get(parse_input(r)[0])
+            v = _shape_vector(eg, r)
+            if v is None or src is None or len(src.attr["value"].tensor.tensor_shape.dim) != 0:
+                return None
+            dims.append(v[0])
+        return dims
+    if nd.op == "ConcatV2":
+        out = []
+        for r in data[:-1]:
+            v = _shape_vector(eg, r)
+            if v is None:
+                return None
+            out.extend(v)
+        return out
+    if nd.op in ("Slice", "StridedSlice"):
+        base = _shape_vector(eg, data[0])
+        if base is None or len(data) < 3:
+            return None
+        args = []
+        for r in data[1:]:
+            c = eg.nodes.get(parse_input(r)[0])
+            if c is None or c.op not in CONSTANT_OPS or "value" not in c.attr:
+                return None
+            a = tensor_proto_to_numpy(c.attr["value"].tensor).reshape(-1)
+            if a.size != 1:
+                return None
+            args.append(int(a[0]))
+        if nd.op == "Slice":
+            start, size = args[0], args[1]
+            if start < 0 or start > len(base):
+                return None
+            return base[start:] if size == -1 else (base[start:start + size] if start + size <= len(base) else None)
+        if any(nd.attr[k].i for k in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask") if k in nd.attr):
+            return None
+        bm = nd.attr["begin_mask"].i if "begin_mask" in nd.attr else 0
+        em = nd.attr["end_mask"].i if "end_mask" in nd.attr else 0
+        if bm not in (0, 1) or em not in (0, 1) or len(args) != 3 or args[2] == 0:
+            return None
+        begin = None if bm else args[0]
+        end = None if em else args[1]
+        return base[slice(begin, end, args[2])]
+    return None
+
+
+def materialize_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
+    """TF's ``MaterializeConstants``, before it folds, over the graph in its order:
+
+    * ``Fill`` of two constants (``MaterializeConstantValuedNode``): a ``Const`` of the filled
+      value, keeping the node's attributes but ``T``/``index_type``, its inputs made control
+      inputs (Keras' and ``tf.gradients``' ``ones``/``grad_ys_0``);
+    * ``ZerosLike``/``OnesLike`` of a tensor of fully known shape: a ``Const`` of zeros/ones (no
+      attributes kept), the input a control input;
+    * an op of constants whose value TF's shape inference already knows, from the integer
+      shape vectors it tracks (``StridedSlice``/``Slice`` of one element each, ``ConcatV2``,
+      ``Pack`` of scalars; :func:`_shape_value`): a ``Const`` of it waiting on each former input
+      (``MaterializeOutputValues``: ``tf.gather``'s gradient slicing a constant shape).
+
+    Other constant subgraphs are folded next, their constants keeping only the control inputs
+    of the folded node and of its inputs."""
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    shapes = shapes if shapes is not None else ShapeView(literals=True)
+    keep_set = preserved(eg, keep)
+    np = numpy()
+    for name in list(eg.nodes):
+        nd = eg.nodes.get(name)
+        if nd is None or name in keep_set or "_noinline" in nd.attr:
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        if not data or any(parse_input(r)[0] not in eg.nodes for r in data):
+            continue
+        consts = all(eg[parse_input(r)[0]].op in CONSTANT_OPS for r in data)
+        try:
+            if nd.op == "Fill" and consts and len(data) == 2:
+                dims, val = (tensor_proto_to_numpy(eg[parse_input(r)[0]].attr["value"].tensor) for r in data)
+                dtype = eg[parse_input(data[1])[0]].attr["dtype"].type
+                if dtype not in NP_DTYPES:
+                    continue
+                value = np.full([int(d) for d in dims.reshape(-1)], val, dtype=NP_DTYPES[dtype])
+                if value.nbytes > MAX_CONSTANT_BYTES:
+                    continue
+                ctrl = [r for r in nd.input if r.startswith("^")]
+                for k in ("T", "index_type"):
+                    if k in nd.attr:
+                        del nd.attr[k]
+                nd.op = "Const"
+                nd.attr["dtype"].type = dtype
+                to_tensor_proto(value, dtype, nd.attr["value"].tensor)
+                eg.set_inputs(name, ["^" + parse_input(r)[0] for r in data] + ctrl)
+                rec.add(name, "Fill of constants materialized")
+            elif nd.op in ("ZerosLike", "OnesLike") and len(data) == 1 and "T" in nd.attr:
+                src, port = parse_input(data[0])
+                shp = shapes.known(eg[src], port)
+                dtype = nd.attr["T"].type
+                if shp is None or dtype not in NP_DTYPES:
+                    continue
+                value = (np.zeros if nd.op == "ZerosLike" else np.ones)(shp, dtype=NP_DTYPES[dtype])
+                if value.nbytes > MAX_CONSTANT_BYTES:
+                    continue
+                _to_const(eg, nd, value, dtype, keep_attrs=lambda k: False)
+                rec.add(name, f"{nd.op} of a static shape materialized")
+            elif nd.op in SHAPE_VALUE_OPS and consts:
+                value = _shape_value(eg, nd)
+                out_t = nd.attr["T"].type if nd.op in ("Pack", "ConcatV2") and "T" in nd.attr else \
+                    eg[parse_input(data[0])[0]].attr["dtype"].type
+                if value is None or out_t not in (3, 9):
+                    continue
+                _to_const(eg, nd, np.array(value, dtype=NP_DTYPES[out_t]), out_t)
+                rec.add(name, f"{nd.op} of a known shape vector materialized")
+        except (KeyError, ValueError, TypeError, IndexError):
+            continue
+    return rec
+
+
+def _fold_outputs(eg: EditGraph, nd, data, ctrl, outs_t, np) -> bool:
+    """A node of several outputs whose data inputs are all constants (``ConcatOffset``,
+    ``BroadcastGradientArgs``, ``Unpack``... of constants), folded as TF's ``FoldNode`` does: one
+    ``Const`` per output, ``ConstantFolding/<name>-folded-<i>`` (the node's control inputs and
+    its inputs' with it), each consumer of output i reading the i-th, a control consumer waiting
+    on the last; the node, read no more, goes."""
+    if not all(eg[src].op in CONSTANT_OPS for src, _ in data) or any(t not in NP_DTYPES for t in outs_t):
+        return False
+    fn = KERNELS.get(nd.op) or GRAPPLER_KERNELS.get(nd.op)
+    if fn is None:
+        return False
+    try:
+        ins = [tensor_proto_to_numpy(eg[src].attr["value"].tensor) for src, _ in data]
+        values = [np.asarray(v).astype(NP_DTYPES[t]) for v, t in zip(fn(np, ins, nd), outs_t)]
+    except Exception:
+        return False
+    names = [f"ConstantFolding/{nd.name}-folded-{i}" for i in range(len(outs_t))]
+    if len(values) != len(outs_t) or any(n in eg.nodes for n in names) or \
+            sum(v.nbytes for v in values) > MAX_CONSTANT_BYTES:
+        return False
+    deps = list(ctrl)
+    for src, _ in data:
+        deps.extend(r for r in eg[src].input if r.startswith("^") and r not in deps)
+    for n, v, t in zip(names, values, outs_t):
+        const = protos.NodeDef(name=n, op="Const", device=nd.device)
+        const.input.extend(deps)
+        const.attr["dtype"].type = t
+        to_tensor_proto(v, t, const.attr["value"].tensor)
+        eg.add_nodedef(const)
+    for c in sorted(eg.consumers(nd.name)):
+        refs = []
+        for r in eg[c].input:
+            src, port = parse_input(r)
+            if src != nd.name:
+                refs.append(r)
+            elif port < 0:
+                refs.append("^" + names[-1])
+            else:
+                refs.append(names[port])
+        eg.set_inputs(c, refs)
+    return True
 
 
 def _concat_axis(eg: EditGraph, nd):
@@ -276,16 +529,39 @@ NEUTRAL = {  # op -> (neutral value, operand positions the constant may take)
 }
 
 
+def _scalar_one(eg: EditGraph, ref: str) -> bool:
+    cnd = eg.nodes.get(parse_input(ref)[0])
+    if cnd is None or cnd.op != "Const" or "value" not in cnd.attr:
+        return False
+    try:
+        v = tensor_proto_to_numpy(cnd.attr["value"].tensor)
+    except Exception:
+        return False
+    return v.ndim == 0 and v == 1
+
+
 def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
-    """``x op c`` with ``c`` a scalar neutral constant becomes ``Identity(x)`` (``^c`` kept)."""
+    """``x op c`` with ``c`` a scalar neutral constant becomes ``Identity(x)`` (``^c`` kept); a
+    division of a scalar one by ``y`` (floating or complex) becomes ``Reciprocal(y, ^one)``, as
+    TF's ``SimplifyArithmeticOperations`` checks it first (``ReplaceDivisionOfOnesByReciprocal``:
+    ``tf.clip_by_global_norm``'s ``1.0 / global_norm``)."""
     rec = RewriteRecord(Code.CONSTANT_FOLDING)
     keep_set = preserved(eg, keep)
     for name in topological_order(eg):
         nd = eg.nodes.get(name)
-        if nd is None or name in keep_set or nd.op not in NEUTRAL:
+        if nd is None or name in keep_set or (nd.op not in NEUTRAL and nd.op not in ANY_DIV):
             continue
         data = [r for r in nd.input if not r.startswith("^")]
         if len(data) != 2:
+            continue
+        if (nd.op in ANY_DIV and "T" in nd.attr and nd.attr["T"].type in FLOAT_OR_COMPLEX
+                and parse_input(data[0])[0] != parse_input(data[1])[0] and _scalar_one(eg, data[0])):
+            ctrl = [r for r in nd.input if r.startswith("^")]
+            nd.op = "Reciprocal"
+            eg.set_inputs(name, [data[1], "^" + parse_input(data[0])[0]] + ctrl)
+            rec.add(name, "1 / y to Reciprocal(y)")
+            continue
+        if nd.op not in NEUTRAL:
             continue
         neutral, positions = NEUTRAL[nd.op]
         for pos in positions:
@@ -317,6 +593,7 @@ def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
 # DT_HALF, DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_COMPLEX64, DT_COMPLEX128
 FLOAT_OR_COMPLEX = frozenset({19, 1, 2, 14, 8, 18})
 DIVISIONS = frozenset({"Div", "RealDiv", "Xdivy"})
+ANY_DIV = frozenset({"Div", "RealDiv", "Xdivy", "TruncateDiv"})  # TF's IsAnyDiv but FloorDiv
 
 
 def reduce_div_to_reciprocal_mul(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
@@ -372,6 +649,84 @@ def reduce_div_to_reciprocal_mul(eg: EditGraph, keep=frozenset()) -> RewriteReco
 
 REDUCTIONS = frozenset({"Sum", "Prod", "Min", "Max", "Mean", "Any", "All"})
 DT_BOOL = 10
+
+
+def simplify_single_packs(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """TF's ``SimplifyPack``: a ``Pack`` of one tensor becomes ``ExpandDims`` of it along the
+    Pack's ``axis``, a new int32 scalar ``ConstantFolding/<name>_const_axis`` (on the node's
+    device, waiting on the packed tensor's node, or on a ``Switch`` output through its
+    ``ConstantFoldingCtrl`` Identity, so that it lives in the same frame) read as the second
+    input; not when the tensor is fed (a ``Placeholder``'s value). ``tf.stack([i])`` as a
+    loop's slice index (``strided_slice/stack``)."""
+
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    keep_set = preserved(eg, keep)
+    np = numpy()
+    for name in topological_order(eg):
+        nd = eg.nodes.get(name)
+        if nd is None or nd.op != "Pack" or name in keep_set:
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        axis_name = f"ConstantFolding/{name}_const_axis"
+        if len(data) != 1 or axis_name in eg.nodes:
+            continue
+        src, port = parse_input(data[0])
+        snd = eg.nodes.get(src)
+        if snd is None or snd.op in ("Placeholder", "PlaceholderWithDefault"):
+            continue
+        anchor = switch_anchor(eg, src, port, nd) if snd.op in ("Switch", "RefSwitch") else src
+        axis = nd.attr["axis"].i if "axis" in nd.attr else 0
+        const = protos.NodeDef(name=axis_name, op="Const", device=nd.device)
+        const.input.append("^" + anchor)
+        const.attr["dtype"].type = 3  # DT_INT32
+        to_tensor_proto(np.array(axis, dtype=np.int32), 3, const.attr["value"].tensor)
+        eg.add_nodedef(const)
+        nd.op = "ExpandDims"
+        for k in ("axis", "N"):
+            if k in nd.attr:
+                del nd.attr[k]
+        nd.attr["Tdim"].type = 3
+        eg.set_inputs(name, [data[0], axis_name] + ctrl)
+        rec.add(name, "Pack of one tensor to ExpandDims")
+    return rec
+
+
+def simplify_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
+    """TF's ``SimplifyReshape``: a ``Reshape`` to a constant shape its input already has (the
+    input's shape fully known, the constant's dims equal to it or -1) becomes ``Identity`` of the
+    input, the shape kept as a control input (``ReplaceOperationWithIdentity``: attributes but
+    ``T`` dropped)."""
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    shapes = shapes if shapes is not None else ShapeView(literals=True)
+    keep_set = preserved(eg, keep)
+    for name in topological_order(eg):
+        nd = eg.nodes.get(name)
+        if nd is None or nd.op != "Reshape" or name in keep_set or "T" not in nd.attr:
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        ctrl = [r for r in nd.input if r.startswith("^")]
+        if len(data) != 2:
+            continue
+        snd = eg.nodes.get(parse_input(data[1])[0])
+        xsrc, xport = parse_input(data[0])
+        if snd is None or snd.op not in CONSTANT_OPS or "value" not in snd.attr or xsrc not in eg.nodes:
+            continue
+        have = shapes.known(eg[xsrc], xport)
+        try:
+            want = [int(v) for v in tensor_proto_to_numpy(snd.attr["value"].tensor).reshape(-1)]
+        except Exception:
+            continue
+        if have is None or len(have) != len(want) or any(w != -1 and w != h for w, h in zip(want, have)):
+            continue
+        t = nd.attr["T"].type
+        for k in list(nd.attr):
+            del nd.attr[k]
+        nd.op = "Identity"
+        nd.attr["T"].type = t
+        eg.set_inputs(name, [data[0], control_dependency(eg, data[1], nd)] + ctrl)
+        rec.add(name, "Reshape to the shape it has to Identity")
+    return rec
 
 
 def simplify_empty_reductions(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
@@ -434,7 +789,7 @@ def _by_constant_operand(eg: EditGraph, keep, ops, identity_type, kind: str) -> 
     return rec
 
 
-FOLDING_PREFIX, CTRL_PREFIX = "ConstantFolding", "ConstantFoldingCtrl"
+FOLDING_PREFIX = "ConstantFolding"
 
 
 def simplify_switches(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
@@ -461,7 +816,7 @@ def simplify_switches(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
             continue
         made = []
         for port, value in ((0, False), (1, True)):
-            anchor = _control_anchor(eg, name, port, nd)
+            anchor = switch_anchor(eg, name, port, nd)
             value_attr = protos.AttrValue()
             to_tensor_proto(numpy().array(value), DT_BOOL, value_attr.tensor)
             made.append(f"{base}_const_{'true' if value else 'false'}")
@@ -482,19 +837,6 @@ def _bare_identity(eg: EditGraph, name: str) -> bool:
     nd = eg[name]
     return (nd.op in IDENTITY_N_OPS and sum(1 for r in nd.input if not r.startswith("^")) == 1
             and not any(p != CONTROL for _, _, p in eg.out_refs(name)))
-
-
-def _control_anchor(eg: EditGraph, switch: str, port: int, nd) -> str:
-    """TF's ``AddControlDependency`` on a switch output: the Identity
-    ``ConstantFoldingCtrl/<switch>_<port>`` of it (made once). TF also looks for an Identity
-    already reading the output, but compares the *switch's* first input with the output's name,
-    which never match: it always makes (or reuses by name) this one. An existing reader could
-    not anchor anyway: it is one of the consumers rewired to the constant, a cycle."""
-    name = f"{CTRL_PREFIX}/{switch}_{port}"
-    if name not in eg:
-        eg.add(name, "Identity", [switch if port == 0 else f"{switch}:{port}"], device=nd.device,
-               attrs={"T": protos.AttrValue(type=nd.attr["T"].type if "T" in nd.attr else DT_BOOL)})
-    return name
 
 
 def foldable_candidates(g: Graph) -> int:

@@ -2,9 +2,13 @@
 
 ``DependencyOptimizer::OptimizeNode`` (``grappler/optimizers/dependency_optimizer.cc``) removes
 a NoOp, Identity or IdentityN node that is not to be preserved when doing so does not add
-edges: with ``i`` control inputs (all of a NoOp's inputs) and ``o`` consumers it requires
-``i * o <= i + o`` (an Identity's data input moves to each consumer one for one; TF's dumps show
-every Keras custom-gradient ``IdentityN`` gone, whatever its number of inputs).
+edges: with ``i`` inputs and ``o`` consumers it requires ``i * o <= i + o`` (an IdentityN of
+several data inputs counts the edges it would really make: TF's dumps show every Keras
+custom-gradient ``IdentityN`` gone, whatever its number of inputs), nor device crossings.
+A constant without inputs runs early anyway: the control edges out of it go, and it goes when
+nothing reads it. The candidates are taken as TF takes them, from the top of a stack of unique
+entries filled in graph order, each rewrite pushing the nodes it touched: which of a
+``tf.group`` NoOp and its tuple Identities survives depends on that order.
 Each consumer then reads the Identity's input directly (control consumers depend on the
 removed node's inputs), and the removed node's control inputs become control inputs of its
 consumers. An Identity is kept when it is not safe to remove (``SafeToRemoveIdentity``):
@@ -28,7 +32,7 @@ from __future__ import annotations
 from jitsim.graph.model import CONTROL, parse_input
 from jitsim.codes import Code
 from jitsim.records import RewriteRecord
-from jitsim.rewrites.grappler import preserved
+from jitsim.rewrites.grappler import control_dependency, preserved
 from jitsim.graph.graphedit import EditGraph, dedup_control_inputs, tf_topological_order
 from jitsim.registry import op_def
 from jitsim.opsets import ENTER_OPS, EXIT_OPS, IDENTITY_N_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
@@ -127,32 +131,20 @@ def _free_of_side_effects(nd) -> bool:
     return "Queue" not in nd.op and not nd.op.startswith("_Send")
 
 
-def _convert_control_only(eg: EditGraph, keep_set: set[str], rec: RewriteRecord) -> bool:
-    """Nodes whose outputs only control edges use become NoOps (their data inputs become
-    control inputs)."""
-    changed = False
-    for name in list(eg.nodes):
-        nd = eg[name]
-        if name in keep_set or nd.op in DO_NOT_CONVERT:
-            continue
-        refs = eg.out_refs(name)
-        if not refs or any(p != CONTROL for _, _, p in refs):
-            continue
-        if not _free_of_side_effects(nd):
-            continue
-        if nd.op in IDENTITY_N_OPS and nd.input and \
-                eg.nodes.get(parse_input(nd.input[0])[0]) is not None and \
-                eg[parse_input(nd.input[0])[0]].op in SWITCH_OPS:
-            continue  # a control-flow pivot
-        ins = ["^" + parse_input(r)[0] for r in nd.input]
-        nd.op = "NoOp"
-        for k in list(nd.attr):
-            if k != "_class":
-                del nd.attr[k]
-        eg.set_inputs(name, ins)
-        rec.add(name, "converted to NoOp (only control consumers)")
-        changed = True
-    return changed
+def _safe_to_convert(eg: EditGraph, name: str, keep_set: set[str], fetch_known: bool) -> bool:
+    """TF's ``SafeToConvertToNoOp``: no data consumer, the fetches known, not preserved, free of
+    side effects, an op with outputs that is neither control flow nor in TF's list of ops never
+    rewritten, and (an Identity) safe to remove."""
+    nd = eg[name]
+    if not fetch_known or name in keep_set or nd.op in DO_NOT_CONVERT:
+        return False
+    if any(p != CONTROL for _, _, p in eg.out_refs(name)):
+        return False
+    if not _free_of_side_effects(nd):
+        return False
+    if nd.op in IDENTITY_OPS or nd.op in IDENTITY_N_OPS:
+        return _safe_identity(eg, name, keep_set, fetch_known)
+    return True
 
 
 def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool | None = None) -> RewriteRecord:
@@ -172,32 +164,124 @@ def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool 
     return rec
 
 
+CONSTANT_NODE_OPS = frozenset({"Const", "HostConst"})
+
+
 def _optimize_nodes(eg: EditGraph, keep_set: set[str], fetch_known: bool, rec: RewriteRecord) -> None:
-    changed = True
-    while changed:
-        changed = fetch_known and _convert_control_only(eg, keep_set, rec)
-        for name in list(eg.nodes):
-            if name not in eg or name in keep_set:
+    """TF's ``OptimizeDependencies``: the candidates (NoOps, Identities, constants, nodes only
+    control edges read) pushed in graph order on a stack of unique entries, taken from its top;
+    each rewrite pushes the nodes it touched (TF's ``SetVector``), so the order in which nodes
+    are bypassed, hence which survive, is TF's."""
+    stack: list[str] = []
+    queued: set[str] = set()
+
+    def push(n: str) -> None:
+        if n in eg.nodes and n not in queued:
+            stack.append(n)
+            queued.add(n)
+
+    for name in list(eg.nodes):
+        nd = eg[name]
+        if nd.op == "NoOp" or nd.op in IDENTITY_OPS or nd.op in IDENTITY_N_OPS or nd.op in CONSTANT_NODE_OPS or \
+                _safe_to_convert(eg, name, keep_set, fetch_known):
+            push(name)
+    while stack:
+        name = stack.pop()
+        queued.discard(name)
+        if name in eg.nodes:
+            _optimize_node(eg, name, keep_set, fetch_known, rec, push)
+
+
+def _optimize_node(eg: EditGraph, name: str, keep_set: set[str], fetch_known: bool, rec: RewriteRecord, push) -> None:
+    nd = eg[name]
+    if nd.op in CONSTANT_NODE_OPS and not nd.input:
+        # a constant without inputs runs early anyway: its control edges out go
+        for c in sorted(eg.consumers(name)):
+            refs = list(eg[c].input)
+            hit = False
+            for i in range(len(refs) - 1, -1, -1):
+                if refs[i] == "^" + name:
+                    refs[i], refs[-1] = refs[-1], refs[i]
+                    refs.pop()
+                    hit = True
+            if hit:
+                eg.set_inputs(c, refs)
+                push(c)
+        if not eg.consumers(name) and fetch_known and name not in keep_set:
+            eg.remove(name)
+            rec.add(name, "Const without consumers removed")
+        return
+    if nd.op != "NoOp" and _safe_to_convert(eg, name, keep_set, fetch_known):
+        ins: list[str] = []
+        for r in nd.input:
+            if r.startswith("^"):
+                if r not in ins:
+                    ins.append(r)
                 continue
-            nd = eg[name]
-            if nd.op not in ("NoOp", "Identity", "IdentityN"):
-                continue
-            if nd.op != "NoOp":
-                if not _safe_identity(eg, name, keep_set, fetch_known):
-                    continue
-                if nd.op == "IdentityN" and not eg.consumers(name):
-                    continue
-            n_out = len(eg.consumers(name))
-            # an Identity's data inputs move to its consumers one for one; only the control
-            # inputs it would copy to every consumer count (all of a NoOp's inputs are control)
-            n_in = sum(1 for r in nd.input if r.startswith("^")) if nd.op != "NoOp" else len(nd.input)
-            if n_in and n_in * n_out > n_in + n_out:
-                continue
-            if nd.op != "NoOp" and any(eg[c].device != nd.device for c in eg.consumers(name)):
-                continue
-            _bypass(eg, name)
-            rec.add(name, f"{nd.op} removed")
-            changed = True
+            ref = control_dependency(eg, r, nd)
+            if ref not in ins:
+                ins.append(ref)
+            push(parse_input(r)[0])
+        nd.op = "NoOp"
+        for k in list(nd.attr):
+            del nd.attr[k]
+        eg.set_inputs(name, ins)
+        rec.add(name, "converted to NoOp (only control consumers)")
+        push(name)
+        return
+    if name in keep_set:
+        return
+    if nd.op != "NoOp":
+        if nd.op not in IDENTITY_OPS and nd.op not in IDENTITY_N_OPS:
+            return
+        if not _safe_identity(eg, name, keep_set, fetch_known):
+            return
+        if nd.op == "IdentityN" and not eg.consumers(name):
+            return
+    if not _beneficial(eg, name):
+        return
+    ins = [parse_input(r)[0] for r in nd.input]
+    outs = sorted(eg.consumers(name))
+    _bypass(eg, name)
+    rec.add(name, f"{nd.op} removed")
+    for n in ins:
+        push(n)
+    for c in outs:
+        push(c)
+
+
+def _beneficial(eg: EditGraph, name: str) -> bool:
+    """TF's ``BypassingNodeIsBeneficial``: bypassing adds no edge (inputs x consumers, or for an
+    IdentityN of several data inputs the edges it would really make, against inputs +
+    consumers) and no device crossing."""
+    nd = eg[name]
+    outs = [eg[c] for c in eg.consumers(name)]
+    n_in, n_out = len(nd.input), len(outs)
+    data = [r for r in nd.input if not r.startswith("^")]
+    if nd.op == "IdentityN" and len(data) > 1:
+        edges = sum(n_out if r.startswith("^") else 1 for r in nd.input)
+        for c in outs:
+            for r in c.input:
+                src, port = parse_input(r)
+                if src == name:
+                    edges += n_in if port == CONTROL else 1
+    else:
+        edges = n_in * n_out
+    if edges > n_in + n_out:
+        return False
+    ins = [eg.nodes.get(parse_input(r)[0]) for r in nd.input]
+    if any(i is None for i in ins):
+        return False
+    if (n_in == 1 and n_out > 1 and ins[0].device != nd.device) or \
+            (n_in > 1 and n_out == 1 and outs[0].device != nd.device):
+        return False
+    cross_in = sum(1 for i in ins if i.device != nd.device)
+    cross_out = sum(1 for o in outs if o.device != nd.device)
+    cross_after = sum(1 for i in ins for o in outs if i.device != o.device)
+    if cross_after > cross_in + cross_out:
+        return False
+    identity_like = nd.op in IDENTITY_OPS or nd.op in IDENTITY_N_OPS
+    return not (identity_like and cross_in > 0 and cross_out > 0 and cross_after > 0)
 
 
 def transitive_reduction(eg: EditGraph) -> int:

@@ -158,7 +158,7 @@ def _trivial(eg: EditGraph, nd) -> bool:
 
 def _can_remove(eg: EditGraph, nd, functions) -> bool:
     """TF's ``CanRemoveNode`` for a trivial node: not one that would add edges, every fan-in on
-    its device and none a function call, no fan-out a function call."""
+    its device, none a function call or a ref-typed output, no fan-out a function call."""
     if nd.op == "NoOp" and (not nd.input or not eg.consumers(nd.name)):
         return True
     if nd.op == "Const" and not nd.input and not any(p >= 0 for _, _, p in eg.out_refs(nd.name)):
@@ -177,7 +177,20 @@ def _can_remove(eg: EditGraph, nd, functions) -> bool:
             continue
         if src.op in functions:
             return False
+        if _ref_output(src, parse_input(r)[1]):
+            return False  # a ref-typed value (a TF1 VariableV2's `w/read`) keeps its Identity
     return not any(eg[c].op in functions for c, _, p in eg.out_refs(nd.name) if p >= 0)
+
+
+def _ref_output(nd, port: int) -> bool:
+    """TF's ``IsOutputPortRefValue``: whether output ``port`` of ``nd`` is of a ref type."""
+    from jitsim.registry.optypes import is_ref_type, output_types
+
+    try:
+        types = output_types(nd)
+    except (KeyError, ValueError, IndexError):
+        return False
+    return types is not None and 0 <= port < len(types) and is_ref_type(types[port])
 
 
 def remove_trivial_ops(eg: EditGraph, keep=frozenset(), fetch_known: bool = True) -> RewriteRecord:
