@@ -259,3 +259,58 @@ def test_a_partitioned_embedding_training_step_is_exact_without_tf(tmp_path):
         pin = pass_inputs(files / target, flags=tf1_measure.USER_FLAGS, tf="never", fetch=call["fetch"],
                           feed=call["feed"])
         assert classify(tf1_measure.simulate(pin), truth) == "exact", target
+
+
+def test_constant_folding_does_not_know_a_feeds_shape():
+    # Grappler's constant folding does not assume valid feeds: a fed tensor's shape is unknown
+    # to it, so `1.0 * squared_difference(x, out)` of a fed x stays a Mul (TF's dump of the
+    # autoencoder's `mean_squared_error/Mul`); without the feed the operand's shape is known
+    # and the Mul goes (x * 1 = x). The remapper and arithmetic optimizer read the feed's shape.
+    from jitsim.frontend.prepare import prepare_without_tf
+
+    def g():
+        return graph_of([ph("x", 2, 3), c("one", 1.0, DT_FLOAT),
+                         ("sq", "Square", ["x"], {"T": "DT_FLOAT"}),
+                         ("mul", "Mul", ["one", "sq"], {"T": "DT_FLOAT"}),
+                         ("out", "Neg", ["mul"], {"T": "DT_FLOAT"})])
+    fed = prepare_without_tf(g(), fetch=(["out"], {"out", "x"}), feeds=["x:0"])
+    plain = prepare_without_tf(g(), fetch=(["out"], {"out"}))
+    assert {n.name: n.op for n in fed.graph}["mul"] == "Mul"
+    assert "mul" not in {n.name for n in plain.graph} or {n.name: n.op for n in plain.graph}["mul"] != "Mul"
+
+
+def test_broadcast_gradient_args_of_one_symbolic_shape_is_materialized():
+    # MaterializeBroadcastGradientArgs: the gradient of a dropout's SelectV2(mask, x * c, 0)
+    # compares Shape(x * c) with Shape(SelectV2): one symbolic shape [?, 12] (the mask is a
+    # random tensor shaped by Shape(x), x * c is x's shape), so nothing is reduced: both outputs
+    # become constants `-bcastargs-0/1` (TF's dump keeps the one read); Shape of an unrelated
+    # [?, 12] tensor (its own batch symbol) is not decided, and stays.
+    eg = edit([ph("a", -1, 12), ph("b", -1, 12), c("k", 0.5, DT_FLOAT), c("zero", 0.0, DT_FLOAT),
+               ("x", "Elu", ["a"], {"T": "DT_FLOAT"}), ("shape", "Shape", ["x"], {"T": "DT_FLOAT", "out_type": "DT_INT32"}),
+               ("rnd", "RandomUniform", ["shape"], {"T": "DT_INT32", "dtype": "DT_FLOAT"}),
+               ("keep", "GreaterEqual", ["rnd", "k"], {"T": "DT_FLOAT"}),
+               ("scaled", "Mul", ["x", "k"], {"T": "DT_FLOAT"}),
+               ("sel", "SelectV2", ["keep", "scaled", "zero"], {"T": "DT_FLOAT"}),
+               ("s1", "Shape", ["scaled"], {"T": "DT_FLOAT", "out_type": "DT_INT32"}),
+               ("s2", "Shape", ["sel"], {"T": "DT_FLOAT", "out_type": "DT_INT32"}),
+               ("s3", "Shape", ["b"], {"T": "DT_FLOAT", "out_type": "DT_INT32"}),
+               ("bga", "BroadcastGradientArgs", ["s1", "s2"], {"T": "DT_INT32"}),
+               ("bgb", "BroadcastGradientArgs", ["s1", "s3"], {"T": "DT_INT32"}),
+               ("out", "IdentityN", ["bga", "bgb"], {"T": ["DT_INT32"] * 2})])
+    fold(eg)
+    assert inputs(eg, "out") == ["ConstantFolding/bga-bcastargs-0", "bgb"]
+    assert inputs(eg, "ConstantFolding/bga-bcastargs-0") == ["^bga"]
+    assert tensor_proto_to_numpy(eg.nodes["ConstantFolding/bga-bcastargs-0"].attr["value"].tensor).tolist() == []
+
+
+def test_symbolic_dims_follow_tfs_shape_functions():
+    from jitsim.analyses.shape_inference import SymbolicDims
+
+    eg = edit([ph("x", -1, 4), ph("y", -1, 4), ("w", "Const", [], {"dtype": "DT_FLOAT", "value": value([[1.0] * 3] * 4, DT_FLOAT)}),
+               ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT"}), ("t", "Tanh", ["mm"], {"T": "DT_FLOAT"}),
+               ("g", "TanhGrad", ["t", "up"], {"T": "DT_FLOAT"}), ph("up", -1, 3),
+               ("other", "MatMul", ["y", "w"], {"T": "DT_FLOAT"})])
+    sym = SymbolicDims(eg, ShapeView(eg, infer=True))
+    assert sym.same(("t", 0), ("mm", 0)) and sym.same(("up", 0), ("t", 0))  # TanhGrad merges its inputs
+    assert sym.dims(("mm", 0))[0] == sym.dims(("x", 0))[0] and sym.dims(("mm", 0))[1] == 3
+    assert not sym.same(("other", 0), ("mm", 0))  # y's batch is another symbol

@@ -198,9 +198,13 @@ def _s(nd, key, default=b""):
 # -- the analysis ------------------------------------------------------------------------------
 
 class _Inference:
-    def __init__(self, nodes: dict, order: list[str]):
+    def __init__(self, nodes: dict, order: list[str], unknown=frozenset()):
         self.nodes = nodes
         self.order = order
+        # tensors of unknown shape whatever the graph says (a session's feeds: Grappler's
+        # constant folding and arithmetic optimizer do not assume valid feeds); with them, the
+        # shapes the graph records are not read either (TF infers its own from the feeds)
+        self.unknown = frozenset(unknown)
         self.shapes: dict[tuple[str, int], object] = {}
         self.values: dict[tuple[str, int], list[int]] = {}  # integer vectors, -1 unknown entries
         self.var_shapes: dict[str, object] = {}  # resource root -> variable shape
@@ -540,11 +544,14 @@ class _Inference:
                 if outs is None:
                     outs = []
                 for p, s in enumerate(outs):
-                    ok, rec = recorded(nd, p)
+                    ok, rec = recorded(nd, p) if not self.unknown else (False, None)
                     self.shapes[(name, p)] = rec if ok else s
-                if "_output_shapes" in nd.attr:
+                if "_output_shapes" in nd.attr and not self.unknown:
                     for p, shp in enumerate(nd.attr["_output_shapes"].list.shape):
                         self.shapes[(name, p)] = _proto_shape(shp)
+                for p in range(max(len(outs), 1)):
+                    if (name, p) in self.unknown:
+                        self.shapes[(name, p)] = None
             self.collect_writes()
             self.back_edges = True
             if (self.shapes, self.var_shapes) == before:
@@ -801,6 +808,11 @@ def _sf_bias_add(inf, nd, d, ins):
         return [s]
     c = 1 if _s(nd, "data_format") == b"NCHW" else len(s) - 1
     return [tuple(merge_dims(x, ins[1][0]) if i == c else x for i, x in enumerate(s))]
+
+
+def _sf_shaped_by_operand(inf, nd, d, ins):
+    """``RandomUniform``/``RandomStandardNormal``/``TruncatedNormal``...: the shape input 0 holds."""
+    return [inf.reshape(None, d[0])] if d else None
 
 
 def _sf_dynamic_partition(inf, nd, d, ins):
@@ -1177,7 +1189,7 @@ SHAPE_FUNCTIONS: dict = _table(
     ("SplitV", _sf_split_v),
     ("Shape", _sf_shape),
     ("ShapeN", _sf_shape_n),
-    (("Size", "Rank"), _sf_scalar),
+    (("Size", "Rank", "L2Loss"), _sf_scalar),
     ("Fill", _sf_fill),
     (BINARY_SWITCH_OPS, _sf_switch),
     (PLAIN_MERGE_OPS, _sf_merge),
@@ -1199,6 +1211,7 @@ SHAPE_FUNCTIONS: dict = _table(
     (("Pad", "PadV2", "MirrorPad"), _sf_pad),
     ("Slice", _sf_slice),
     ("DynamicPartition", _sf_dynamic_partition),
+    (("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt"), _sf_shaped_by_operand),
     ("ReverseV2", _sf_unary),
     ("SparseSoftmaxCrossEntropyWithLogits", _sf_sparse_xent),
     ("SoftmaxCrossEntropyWithLogits", _sf_xent),
@@ -1250,15 +1263,17 @@ def _merge_same(a, b):
     return tuple(merge_dims(x, y) for x, y in zip(a, b))
 
 
-def infer_shapes(graph, from_use: dict | None = None) -> dict:
+def infer_shapes(graph, from_use: dict | None = None, unknown=frozenset()) -> dict:
     """``{(node, port): shape}`` for every output the analysis reaches (module docstring).
     ``graph``: a :class:`jitsim.graph.graphedit.EditGraph` or a :class:`jitsim.graph.Graph`;
     not modified. ``from_use`` (a dict) gets ``{variable: shape}`` for the variables whose
-    shapes were read back from their uses (:meth:`_Inference.guess_from_use`), an assumption."""
+    shapes were read back from their uses (:meth:`_Inference.guess_from_use`), an assumption.
+    ``unknown``: ``(node, port)`` tensors taken to be of unknown shape (a session call's feeds),
+    recorded shapes then not read."""
     from jitsim.graph.graphedit import EditGraph, topological_order
 
     eg = graph if isinstance(graph, EditGraph) else EditGraph.from_graph(graph)
-    inf = _Inference(eg.nodes, topological_order(eg))
+    inf = _Inference(eg.nodes, topological_order(eg), unknown)
     shapes = inf.run()
     if from_use is not None:
         from_use.update(inf.from_use)
@@ -1282,18 +1297,21 @@ class ShapeView:
     ``_output_shapes`` at all, the shape :func:`infer_shapes` gives (computed once, when the
     view is made: rewrites keep a rewritten node's name and output shape). ``None``: unknown."""
 
-    def __init__(self, eg=None, *, infer: bool = False, literals: bool = False):
+    def __init__(self, eg=None, *, infer: bool = False, literals: bool = False, unknown=frozenset()):
         self.inferred: dict = {}
         self.inferring = False
         self.literals = literals
         self.assumed: list[str] = []  # nodes a rewrite took for what their unknown shape hid
         self.from_use: dict = {}  # variable -> the shape read back from its uses (an assumption)
+        self.unknown = frozenset(unknown)  # tensors of unknown shape (feeds); recorded shapes unread
         self.eg = eg
-        if eg is not None and infer and not records_shapes(eg):
-            self.inferred = infer_shapes(eg, self.from_use)
+        if eg is not None and (self.unknown or infer and not records_shapes(eg)):
+            self.inferred = infer_shapes(eg, self.from_use, self.unknown)
             self.inferring = True
 
     def shape(self, nd, port: int = 0, eg=None):
+        if self.unknown:
+            return None if (nd.name, port) in self.unknown else self.inferred.get((nd.name, port))
         ok, s = recorded(nd, port)
         if ok:
             return s
@@ -1349,3 +1367,136 @@ class ShapeView:
         """The shape if every dimension is known, else None."""
         s = self.shape(nd, port)
         return list(s) if _known(s) else None
+
+
+# ops whose output has the shape their shape operand (input 0) holds: ``RandomUniform(Shape(t))``
+SHAPED_BY_OPERAND = frozenset({"RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
+                               "StatelessRandomUniformV2", "Fill", "Empty"})
+# gradient ops whose shape function merges both inputs' shapes (TF's MergeBothInputsShapeFn)
+MERGE_BOTH = frozenset({"ReluGrad", "Relu6Grad", "EluGrad", "SeluGrad", "TanhGrad", "SigmoidGrad", "SoftplusGrad",
+                        "SoftsignGrad", "SqrtGrad", "RsqrtGrad", "ReciprocalGrad", "LeakyReluGrad", "InvGrad"})
+
+
+class SymbolicDims:
+    """TF's symbolic dimensions, as far as jitsim follows them: every unknown dimension of a
+    tensor is a symbol, and two symbols are one where TF's shape functions make them one: an
+    element-wise op passes its operand's dimensions through where the other operands broadcast
+    into them (1, missing, or the same symbol), a gradient op merges both inputs
+    (``MergeBothInputsShapeFn``), ``MatMul`` takes ``m`` and ``n`` from its operands and merges
+    their inner dimensions, ``BiasAdd`` merges the bias with the channels, a random tensor,
+    ``Fill`` or ``Reshape`` shaped by ``Shape(t)`` takes ``t``'s dimensions, ``Transpose`` permutes.
+    ``dims(ref)``: the tensor's dims as ints (known) or symbol ids (negative, < -1); None for
+    an unknown rank. ``same(a, b)``: the same rank and every dimension equal."""
+
+    def __init__(self, eg, shapes):
+        from jitsim.graph.graphedit import topological_order
+
+        self.eg, self.shapes = eg, shapes
+        self.parent: dict = {}
+        self.cache: dict = {}
+        for name in topological_order(eg):
+            try:
+                self._node(eg.nodes[name])
+            except (IndexError, KeyError, ValueError, TypeError):
+                continue
+
+    def _find(self, x):
+        while self.parent.get(x, x) != x:
+            x = self.parent[x] = self.parent.get(self.parent[x], self.parent[x])
+        return x
+
+    def _union(self, a, b):
+        if a is None or b is None:
+            return
+        ra, rb = self._find(a), self._find(b)
+        if ra != rb:
+            self.parent[ra] = rb
+
+    def _raw(self, ref):
+        """Per dim: an int (known) or a symbol key ``(node, port, i)``."""
+        if ref in self.cache:
+            return self.cache[ref]
+        nd = self.eg.nodes.get(ref[0])
+        s = None if nd is None else self.shapes.shape(nd, ref[1])
+        out = None if s is None else tuple(d if d >= 0 else (ref[0], ref[1], i) for i, d in enumerate(s))
+        self.cache[ref] = out
+        return out
+
+    def _sym(self, d):
+        return d if isinstance(d, int) else self._find(d)
+
+    def _tie(self, a, b):
+        """Two dims the shape functions make one (known sizes stay as they are)."""
+        if not isinstance(a, int) and not isinstance(b, int):
+            self._union(a, b)
+
+    def _tie_all(self, x, y):
+        if x is not None and y is not None and len(x) == len(y):
+            for a, b in zip(x, y):
+                self._tie(a, b)
+
+    def _node(self, nd):
+        data = [parse_input(r) for r in nd.input if not r.startswith("^")]
+        if not data:
+            return
+        out = self._raw((nd.name, 0))
+        ins = [self._raw(r) for r in data]
+        op = nd.op
+        if op in MERGE_BOTH or op == "AddN":
+            for x in ins:
+                self._tie_all(out, x)
+        elif op in UNARY or op in ("ZerosLike", "OnesLike", "Identity", "Snapshot", "StopGradient"):
+            self._tie_all(out, ins[0])
+        elif op in BINARY or op in ("Select", "SelectV2"):
+            if out is None:
+                return
+            n = len(out)
+            for j in range(n):
+                cand = []
+                for x in ins:
+                    if x is None or len(x) > n:
+                        cand = None
+                        break
+                    k = j - (n - len(x))
+                    if k < 0 or x[k] == 1:
+                        continue
+                    cand.append(x[k])
+                if not cand:
+                    continue
+                first = cand[0]
+                if all(self._sym(c) == self._sym(first) for c in cand[1:]) or len(cand) == 1:
+                    self._tie(out[j], first)
+        elif op == "MatMul" and len(ins) == 2 and all(x is not None and len(x) == 2 for x in ins) and out is not None:
+            a, b = ins
+            ta = "transpose_a" in nd.attr and nd.attr["transpose_a"].b
+            tb = "transpose_b" in nd.attr and nd.attr["transpose_b"].b
+            self._tie(out[0], a[1 if ta else 0])
+            self._tie(out[1], b[0 if tb else 1])
+            self._tie(a[0 if ta else 1], b[1 if tb else 0])
+        elif op == "BiasAdd" and len(ins) == 2 and out is not None:
+            self._tie_all(out, ins[0])
+            if ins[0] is not None and ins[1] is not None and len(ins[1]) == 1:
+                self._tie(ins[1][0], ins[0][-1])
+        elif op in SHAPED_BY_OPERAND or op in ("Reshape", "BroadcastTo"):
+            ref = data[0] if op in SHAPED_BY_OPERAND else data[1] if len(data) > 1 else None
+            src = self.eg.nodes.get(ref[0]) if ref is not None else None
+            if src is not None and src.op == "Shape" and ref[1] == 0:
+                d = [parse_input(r) for r in src.input if not r.startswith("^")]
+                if d:
+                    self._tie_all(out, self._raw(d[0]))
+        elif op == "Transpose" and out is not None and ins[0] is not None:
+            perm = _const_value(self.eg.nodes[data[1][0]]) if len(data) > 1 and data[1][0] in self.eg.nodes else None
+            if perm is not None and sorted(perm) == list(range(len(out))) and len(ins[0]) == len(out):
+                for i, q in enumerate(perm):
+                    self._tie(out[i], ins[0][q])
+
+    def dims(self, ref):
+        raw = self._raw(ref)
+        if raw is None:
+            return None
+        ids: dict = self.__dict__.setdefault("_ids", {})
+        return tuple(d if isinstance(d, int) else ids.setdefault(self._find(d), -2 - len(ids)) for d in raw)
+
+    def same(self, a, b) -> bool:
+        x, y = self.dims(a), self.dims(b)
+        return x is not None and x == y

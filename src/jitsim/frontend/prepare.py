@@ -150,6 +150,10 @@ GRAPPLER_STEPS: tuple[GrapplerStep, ...] = (
 )
 # every step of prepare_without_tf, in the order run (what skip= names)
 STEPS = ("inline_and_lower", "placement") + tuple(s.name for s in GRAPPLER_STEPS)
+# the optimizers whose GraphProperties do not assume valid feeds (a fed tensor's shape unknown):
+# constant folding (its opt level is not AGGRESSIVE); TF's dumps of the TF 1 programs show the
+# arithmetic optimizer and the remapper reading the feeds' shapes
+FEEDS_UNKNOWN = frozenset({"constant_folding"})
 
 
 @dataclass
@@ -225,7 +229,7 @@ def _function_returns(eg: EditGraph, graph: Graph, fetches) -> list[str]:
 
 def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ...] = (),
                        onednn: bool = True, infer_shapes: bool = True, fetch=None,
-                       fetchable: bool = False, cpu_fusions_off: bool = False) -> Prepared:
+                       fetchable: bool = False, cpu_fusions_off: bool = False, feeds=()) -> Prepared:
     """Simulate what TF 2.21 does to ``graph`` between instantiating it as a function and
     clustering it (module docstring). ``graph`` is not modified. ``skip`` names steps of
     :data:`STEPS` to leave out (to measure what each is worth). ``onednn``: TF's default on
@@ -241,7 +245,9 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
     fetch of ``call:0`` reads); a function's are kept as a ``NoOp`` (targetable). ``cpu_fusions_off``: the
     remapper leaves its CPU fusions out, as TF's does when auto-clustering is on and it finds
     ``--tf_xla_cpu_global_jit`` in the raw ``TF_XLA_FLAGS`` (:func:`jitsim.flags.
-    remapper_cpu_fusions_off`: by release)."""
+    remapper_cpu_fusions_off`: by release). ``feeds``: a session call's fed tensors (``node:i``):
+    Grappler's constant folding takes their shapes as unknown (it does not assume valid feeds),
+    the arithmetic optimizer and the remapper the graph's."""
     from jitsim.rewrites.lower_functional_ops import lower_and_inline
     from jitsim.rewrites.placement import place
     from jitsim.analyses.shape_inference import ShapeView, records_shapes
@@ -296,6 +302,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
         fetches = retvals + [f for f in fetches if f not in outs]
         keep = (set(keep) - outs) | set(retvals)
     grappler = [step for step in GRAPPLER_STEPS if step.name not in skip]
+    fed = frozenset(parse_input(t) for t in feeds)
     # Grappler's meta optimizer runs its optimizers twice over; the second round matters when
     # a removal exposes a new pattern.
     inferring = infer_shapes and not records_shapes(eg)
@@ -315,7 +322,8 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
         for step in grappler:
             # shapes as they stand before each shape-dependent rewrite (Grappler recomputes
             # GraphProperties per optimizer)
-            cx.shapes = ShapeView(eg, infer=inferring) if step.needs_shapes else None
+            cx.shapes = ShapeView(eg, infer=inferring, unknown=fed if step.name in FEEDS_UNKNOWN else ()) \
+                if step.needs_shapes else None
             if cx.shapes is not None and cx.shapes.from_use:
                 cx.uncertain.extend(("shape_inference", v, VARIABLES_FROM_USE) for v in cx.shapes.from_use)
             rec = step.run(eg, cx)

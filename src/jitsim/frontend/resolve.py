@@ -470,7 +470,7 @@ def _prepared(graph, kind: str, device: str | None, call=None, *, flags: str = "
     if session:
         prep = prepare_without_tf(bound_to_variables(graph, call.variables), device=device or "cpu",
                                   fetch=grappler_fetch_nodes(call), fetchable=True,
-                                  cpu_fusions_off=fusions_off[releases[0]])
+                                  cpu_fusions_off=fusions_off[releases[0]], feeds=call.feeds)
         prep.graph = rewrite_for_execution(prep.graph, feeds=call.feeds, fetches=call.fetches, targets=call.targets)
     else:
         prep = prepare_without_tf(graph, device=device or "cpu", cpu_fusions_off=fusions_off[releases[0]])

@@ -54,7 +54,7 @@ from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import STRING_TYPES, is_add, preserved
 from jitsim.graph.graphedit import EditGraph, tf_topological_order, topological_order
-from jitsim.analyses.shape_inference import ShapeView
+from jitsim.analyses.shape_inference import ShapeView, SymbolicDims
 from jitsim.opsets import ADD_OR_ADD_N_OPS, CONCAT_OPS, CONTROL_FLOW_OPS, SHAPE_OPS
 
 
@@ -83,10 +83,28 @@ def _own_length(eg: EditGraph, shape_ref: str, data_ref: str, shapes: ShapeView)
     return s is not None and len(s) == 1
 
 
+def _shape_of_same(eg: EditGraph, shape_ref: str, data_ref: str, shapes: ShapeView, cache: list) -> bool:
+    """Whether a Reshape's shape operand is ``Shape(t)`` of a tensor ``t`` TF's symbolic shape
+    inference gives the data input's shape (:class:`jitsim.analyses.shape_inference.
+    SymbolicDims`), of known rank: a no-op (a gradient reshaped to its operand's shape
+    where nothing was broadcast)."""
+    nd = eg.nodes.get(parse_input(shape_ref)[0])
+    if nd is None or nd.op != "Shape" or parse_input(shape_ref)[1] != 0:
+        return False
+    d = [parse_input(r) for r in nd.input if not r.startswith("^")]
+    x = eg.nodes.get(parse_input(data_ref)[0])
+    if not d or x is None or shapes.shape(x, parse_input(data_ref)[1]) is None:
+        return False
+    if not cache:
+        cache.append(SymbolicDims(eg, shapes))
+    return cache[0].same(parse_input(data_ref), d[0])
+
+
 def remove_redundant_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
     rec = RewriteRecord(Code.ARITHMETIC_OPTIMIZER)
     shapes = shapes if shapes is not None else ShapeView()
     keep_set = preserved(eg, keep)
+    same_cache: list = []
     for name in topological_order(eg):
         nd = eg.nodes.get(name)
         if nd is None or nd.op != "Reshape" or name in keep_set:
@@ -100,7 +118,8 @@ def remove_redundant_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView
             continue
         # a no-op reshape: consumers read its input
         out_shape, in_shape = shapes.known(nd), shapes.known(inner, port)
-        if (out_shape is not None and out_shape == in_shape or _own_length(eg, data[1], data[0], shapes)) \
+        if (out_shape is not None and out_shape == in_shape or _own_length(eg, data[1], data[0], shapes)
+                or _shape_of_same(eg, data[1], data[0], shapes, same_cache)) \
                 and not any(r.startswith("^") for r in nd.input):
             eg.replace_uses(name, 0, data[0])
             if not eg.consumers(name):

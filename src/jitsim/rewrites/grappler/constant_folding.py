@@ -42,8 +42,11 @@ inputs of itself and of its inputs, and none of its attributes (``_class`` inclu
 several outputs folds into one ``ConstantFolding/<name>-folded-<i>`` per output (``ConcatOffset``,
 ``BroadcastGradientArgs``). Simplified after folding: ``Pack`` of one tensor to ``ExpandDims``
 (``SimplifyPack``), ``Reshape`` to the shape its input has to ``Identity`` (``SimplifyReshape``),
-``1 / y`` to ``Reciprocal(y)``. These were measured on TF 1 session programs (TF's
-per-optimizer dumps of ``fixtures/tf1``).
+``1 / y`` to ``Reciprocal(y)``. ``BroadcastGradientArgs`` of two shapes whose broadcast TF's
+symbolic shapes decide becomes two constants ``ConstantFolding/<name>-bcastargs-<i>``
+(:func:`materialize_broadcast_gradient_args`). In a session call, constant folding does not
+assume valid feeds: a fed tensor's shape is unknown to it (``ShapeView(unknown=...)``). These were
+measured on TF 1 session programs (TF's per-optimizer dumps of ``fixtures/tf1``).
 Not simulated: partial folding of ``AddN``/``Concat``, moving constants through associative ops,
 the shape-dependent reduction simplifications (reducing only size-1 dimensions: ``Identity``
 with ``keep_dims``, ``Reshape`` without).
@@ -59,7 +62,7 @@ from jitsim.codes import Code
 from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import control_dependency, preserved, switch_anchor
 from jitsim.graph.graphedit import EditGraph, topological_order
-from jitsim.analyses.shape_inference import ShapeView
+from jitsim.analyses.shape_inference import ShapeView, SymbolicDims
 from jitsim.opsets import FUNCTION_IO_OPS, CONSTANT_OPS, IDENTITY_N_OPS, SHAPE_SIZE_RANK_OPS
 
 MAX_CONSTANT_BYTES = 10 * 1024 * 1024
@@ -159,7 +162,7 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
     # (a reduction's axes, a Tile's multiples, a neutral operand) is simplified now
     for simplified in (simplify_trivial_tiles(eg, keep), simplify_single_packs(eg, keep),
                        simplify_empty_reductions(eg, keep), simplify_reshapes(eg, keep, shapes),
-                       simplify_neutral_operands(eg, keep), reduce_div_to_reciprocal_mul(eg, keep),
+                       simplify_neutral_operands(eg, keep, shapes), reduce_div_to_reciprocal_mul(eg, keep),
                        merge_concats(eg, keep)):
         rec.extend(simplified)
     # what folding leaves unread goes (TF's ConstantFolding deletes the nodes it made useless)
@@ -300,6 +303,82 @@ def _shape_value(eg: EditGraph, nd):
     return None
 
 
+def _broadcast_shape(eg: EditGraph, ref, shapes: ShapeView):
+    """TF's ``ExtractShape`` for ``BroadcastGradientArgs``: a ``Shape`` node's input's dims (-1
+    unknown) with the tensor it measures, or a constant's values; None where the rank is unknown."""
+    nd = eg.nodes.get(parse_input(ref)[0])
+    if nd is None:
+        return None
+    if nd.op == "Shape":
+        d = [parse_input(r) for r in nd.input if not r.startswith("^")]
+        src = eg.nodes.get(d[0][0]) if d else None
+        s = shapes.shape(src, d[0][1]) if src is not None else None
+        return None if s is None else (list(s), d[0])
+    if nd.op in CONSTANT_OPS and "value" in nd.attr and not nd.input:
+        try:
+            return [int(v) for v in tensor_proto_to_numpy(nd.attr["value"].tensor).reshape(-1)], None
+        except Exception:
+            return None
+    return None
+
+
+def materialize_broadcast_gradient_args(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
+    """TF's ``MaterializeBroadcastGradientArgs``: ``BroadcastGradientArgs`` of two shapes (each a
+    ``Shape`` node or a constant) whose broadcast is decided (every unknown dimension paired
+    with the same symbolic dimension, here: the two measured tensors have the same shape for
+    TF's symbolic shape inference, :class:`jitsim.analyses.shape_inference.SymbolicDims`;
+    extra leading dims known) has its two outputs made constants
+    ``ConstantFolding/<name>-bcastargs-<i>`` (waiting on the node), read in their place (the
+    gradient of ``x * mask`` in a dropout: no axis to reduce, so the Sum then goes too)."""
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    shapes = shapes if shapes is not None else ShapeView(literals=True)
+    keep_set = preserved(eg, keep)
+    np = numpy()
+    same = None
+    for name in list(eg.nodes):
+        nd = eg.nodes.get(name)
+        if nd is None or nd.op != "BroadcastGradientArgs" or name in keep_set or "T" not in nd.attr:
+            continue
+        data = [r for r in nd.input if not r.startswith("^")]
+        outs = [f"ConstantFolding/{name}-bcastargs-{j}" for j in (0, 1)]
+        if len(data) != 2 or f"ConstantFolding/{name}-folded-1" in eg.nodes or any(o in eg.nodes for o in outs) \
+                or not any(p >= 0 for _, _, p in eg.out_refs(name)):
+            continue
+        a, b = (_broadcast_shape(eg, r, shapes) for r in data)
+        if a is None or b is None:
+            continue
+        (s1, t1), (s2, t2) = a, b
+        if any(d < 0 for d in s1 + s2):
+            if same is None:
+                same = SymbolicDims(eg, shapes)
+            # TF's check: unknown dimensions only paired with the same symbol, extra ones known
+            s1 = list(same.dims(t1)) if t1 is not None else s1
+            s2 = list(same.dims(t2)) if t2 is not None else s2
+            common = min(len(s1), len(s2))
+            if any((x < 0 or y < 0) and x != y for x, y in zip(s1[:common], s2[:common])) or \
+                    any(d < 0 for d in s1[common:] + s2[common:]):
+                continue
+        t = nd.attr["T"].type
+        try:
+            r0, r1 = KERNELS["BroadcastGradientArgs"](np, [np.array(s1), np.array(s2)], nd)
+        except Exception:
+            continue
+        for out, v in zip(outs, (r0, r1)):
+            const = protos.NodeDef(name=out, op="Const", device=nd.device)
+            const.input.append("^" + name)
+            const.attr["dtype"].type = t
+            to_tensor_proto(np.asarray(v, dtype=NP_DTYPES[t]), t, const.attr["value"].tensor)
+            eg.add_nodedef(const)
+        for port in (0, 1):
+            if any(p == port for _, _, p in eg.out_refs(name)):
+                eg.replace_uses(name, port, outs[port])
+        for out in outs:  # FoldGraph keeps no node nothing reads
+            if not eg.consumers(out):
+                eg.remove(out)
+        rec.add(name, "BroadcastGradientArgs of decided shapes materialized")
+    return rec
+
+
 def materialize_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
     """TF's ``MaterializeConstants``, before it folds, over the graph in its order:
 
@@ -315,7 +394,7 @@ def materialize_constants(eg: EditGraph, keep=frozenset(), shapes: ShapeView | N
 
     Other constant subgraphs are folded next, their constants keeping only the control inputs
     of the folded node and of its inputs."""
-    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    rec = materialize_broadcast_gradient_args(eg, keep, shapes)
     shapes = shapes if shapes is not None else ShapeView(literals=True)
     keep_set = preserved(eg, keep)
     np = numpy()
@@ -540,13 +619,22 @@ def _scalar_one(eg: EditGraph, ref: str) -> bool:
     return v.ndim == 0 and v == 1
 
 
-def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+def simplify_neutral_operands(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
     """``x op c`` with ``c`` a scalar neutral constant becomes ``Identity(x)`` (``^c`` kept); a
     division of a scalar one by ``y`` (floating or complex) becomes ``Reciprocal(y, ^one)``, as
     TF's ``SimplifyArithmeticOperations`` checks it first (``ReplaceDivisionOfOnesByReciprocal``:
-    ``tf.clip_by_global_norm``'s ``1.0 / global_norm``)."""
+    ``tf.clip_by_global_norm``'s ``1.0 / global_norm``). TF requires the kept operand's shape to
+    be the output's: where ``shapes`` holds a session's feeds, whose shapes constant folding
+    does not know, an operand of unknown rank is left alone (``1.0 * squared_difference(x, y)``
+    of a fed ``x`` stays a Mul in TF's dumps); elsewhere jitsim takes the shape TF's call knows."""
     rec = RewriteRecord(Code.CONSTANT_FOLDING)
     keep_set = preserved(eg, keep)
+    strict = shapes is not None and bool(getattr(shapes, "unknown", ()))
+
+    def unknown_rank(ref) -> bool:
+        src, port = parse_input(ref)
+        return strict and src in eg.nodes and shapes.shape(eg.nodes[src], port) is None
+
     for name in topological_order(eg):
         nd = eg.nodes.get(name)
         if nd is None or name in keep_set or (nd.op not in NEUTRAL and nd.op not in ANY_DIV):
@@ -555,7 +643,8 @@ def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
         if len(data) != 2:
             continue
         if (nd.op in ANY_DIV and "T" in nd.attr and nd.attr["T"].type in FLOAT_OR_COMPLEX
-                and parse_input(data[0])[0] != parse_input(data[1])[0] and _scalar_one(eg, data[0])):
+                and parse_input(data[0])[0] != parse_input(data[1])[0] and _scalar_one(eg, data[0])
+                and not unknown_rank(data[1])):
             ctrl = [r for r in nd.input if r.startswith("^")]
             nd.op = "Reciprocal"
             eg.set_inputs(name, [data[1], "^" + parse_input(data[0])[0]] + ctrl)
@@ -568,7 +657,7 @@ def simplify_neutral_operands(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
             c = parse_input(data[pos])[0]
             other = data[1 - pos]
             cnd = eg.nodes.get(c)
-            if cnd is None or cnd.op != "Const" or parse_input(other)[0] == c:
+            if cnd is None or cnd.op != "Const" or parse_input(other)[0] == c or unknown_rank(other):
                 continue
             try:
                 v = tensor_proto_to_numpy(cnd.attr["value"].tensor)
