@@ -815,6 +815,13 @@ def _sf_shaped_by_operand(inf, nd, d, ins):
     return [inf.reshape(None, d[0])] if d else None
 
 
+def _sf_candidate_sampler(inf, nd, d, ins):
+    """The candidate samplers: ``[num_sampled]`` candidates, the true classes' expected counts
+    (their shape), ``[num_sampled]`` sampled expected counts."""
+    n = _i(nd, "num_sampled", -1)
+    return [(n,), ins[0] if ins else None, (n,)]
+
+
 def _sf_dynamic_partition(inf, nd, d, ins):
     """``DynamicPartition``: each of ``num_partitions`` outputs is ``[?] + data.shape[rank(partitions):]``."""
     n = _i(nd, "num_partitions", 1)
@@ -1211,6 +1218,9 @@ SHAPE_FUNCTIONS: dict = _table(
     (("Pad", "PadV2", "MirrorPad"), _sf_pad),
     ("Slice", _sf_slice),
     ("DynamicPartition", _sf_dynamic_partition),
+    (("LogUniformCandidateSampler", "UniformCandidateSampler", "FixedUnigramCandidateSampler",
+      "LearnedUnigramCandidateSampler", "AllCandidateSampler", "ThreadUnsafeUnigramCandidateSampler"),
+     _sf_candidate_sampler),
     (("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt"), _sf_shaped_by_operand),
     ("ReverseV2", _sf_unary),
     ("SparseSoftmaxCrossEntropyWithLogits", _sf_sparse_xent),
@@ -1304,6 +1314,10 @@ class ShapeView:
         self.assumed: list[str] = []  # nodes a rewrite took for what their unknown shape hid
         self.from_use: dict = {}  # variable -> the shape read back from its uses (an assumption)
         self.unknown = frozenset(unknown)  # tensors of unknown shape (feeds); recorded shapes unread
+        # a session call's unknown dimensions are unknown to TF too (a placeholder's None): the
+        # rewrites then compare TF's symbols (SymbolicDims) rather than take them for one
+        self.symbolic = False
+        self._symbols = None
         self.eg = eg
         if eg is not None and (self.unknown or infer and not records_shapes(eg)):
             self.inferred = infer_shapes(eg, self.from_use, self.unknown)
@@ -1339,6 +1353,20 @@ class ShapeView:
             if nd.op == "Placeholder" and port == 0 and "shape" in nd.attr:
                 return _proto_shape(nd.attr["shape"].shape)
         return self.inferred.get((nd.name, port))
+
+    def symbolic_shape(self, nd, port: int = 0):
+        """The shape as TF's symbolic shapes compare it: unknown dimensions as symbols (negative,
+        below -1). In a session call (``symbolic``), TF's own symbols (:class:`SymbolicDims`,
+        built once, on the graph as it stands at the first call); elsewhere every unknown
+        dimension is the same symbol, -2 (TF's call knows what jitsim does not)."""
+        if self.symbolic and self.eg is not None:
+            if self._symbols is None:
+                self._symbols = SymbolicDims(self.eg, self)
+            d = self._symbols.dims((nd.name, port))
+            if d is not None or nd.name in self._symbols.cache_keys:
+                return d
+        s = self.shape(nd, port)
+        return None if s is None else tuple(-2 if x < 0 else x for x in s)
 
     def unknown_variable_slice(self, eg, ref) -> bool:
         """Whether tensor ``ref`` (a ``(node, port)``) is a variable's value, or a slice of it
@@ -1384,7 +1412,8 @@ class SymbolicDims:
     into them (1, missing, or the same symbol), a gradient op merges both inputs
     (``MergeBothInputsShapeFn``), ``MatMul`` takes ``m`` and ``n`` from its operands and merges
     their inner dimensions, ``BiasAdd`` merges the bias with the channels, a random tensor,
-    ``Fill`` or ``Reshape`` shaped by ``Shape(t)`` takes ``t``'s dimensions, ``Transpose`` permutes.
+    ``Fill`` or ``Reshape`` shaped by ``Shape(t)`` takes ``t``'s dimensions (so does ``Tile(x, Shape(t))`` where
+    ``x``'s are 1), ``Transpose`` permutes.
     ``dims(ref)``: the tensor's dims as ints (known) or symbol ids (negative, < -1); None for
     an unknown rank. ``same(a, b)``: the same rank and every dimension equal."""
 
@@ -1394,6 +1423,7 @@ class SymbolicDims:
         self.eg, self.shapes = eg, shapes
         self.parent: dict = {}
         self.cache: dict = {}
+        self.cache_keys = frozenset(eg.nodes)  # the nodes it follows (later ones are read plainly)
         for name in topological_order(eg):
             try:
                 self._node(eg.nodes[name])
@@ -1484,6 +1514,16 @@ class SymbolicDims:
                 d = [parse_input(r) for r in src.input if not r.startswith("^")]
                 if d:
                     self._tie_all(out, self._raw(d[0]))
+        elif op == "Tile" and len(data) == 2 and out is not None and ins[0] is not None:
+            # Tile(x, Shape(t)): a dim of x known to be 1 times t's dim is t's dim (a mean's gradient)
+            src = self.eg.nodes.get(data[1][0])
+            if src is not None and src.op == "Shape" and data[1][1] == 0:
+                d = [parse_input(r) for r in src.input if not r.startswith("^")]
+                t = self._raw(d[0]) if d else None
+                if t is not None and len(t) == len(out) == len(ins[0]):
+                    for o, x, m in zip(out, ins[0], t):
+                        if x == 1:
+                            self._tie(o, m)
         elif op == "Transpose" and out is not None and ins[0] is not None:
             perm = _const_value(self.eg.nodes[data[1][0]]) if len(data) > 1 and data[1][0] in self.eg.nodes else None
             if perm is not None and sorted(perm) == list(range(len(out))) and len(ins[0]) == len(out):

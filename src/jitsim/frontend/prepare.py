@@ -324,6 +324,8 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
             # GraphProperties per optimizer)
             cx.shapes = ShapeView(eg, infer=inferring, unknown=fed if step.name in FEEDS_UNKNOWN else ()) \
                 if step.needs_shapes else None
+            if cx.shapes is not None:
+                cx.shapes.symbolic = bool(feeds)  # a session's unknown dimensions are TF's too
             if cx.shapes is not None and cx.shapes.from_use:
                 cx.uncertain.extend(("shape_inference", v, VARIABLES_FROM_USE) for v in cx.shapes.from_use)
             rec = step.run(eg, cx)

@@ -122,6 +122,8 @@ def remove_redundant_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView
                 or _shape_of_same(eg, data[1], data[0], shapes, same_cache)) \
                 and not any(r.startswith("^") for r in nd.input):
             eg.replace_uses(name, 0, data[0])
+            if name not in keep_set:  # TF's optimizer loop moves control consumers too
+                eg.replace_uses(name, CONTROL, None, control_to=src)
             if not eg.consumers(name):
                 eg.remove(name)
                 rec.add(name, "no-op Reshape removed")
@@ -358,17 +360,6 @@ def convert_pow(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None
 # -- AddOpsRewrite -----------------------------------------------------------------------
 
 ADD_OPS_TAG = "_grappler_ArithmeticOptimizer_AddOpsRewriteStage"  # TF marks what the stage wrote
-SYMBOLIC = -2  # jitsim's unknown dimension read as one symbolic dimension (see add_ops_rewrite)
-
-
-def _symbolic(shape):
-    """A shape as Grappler's symbolic shapes see it, or None (unknown rank). jitsim knows an
-    unknown dimension only as -1; GraphProperties gives each one a symbolic id, the same for
-    dimensions it can prove equal (a batch dimension carried through element-wise ops). jitsim
-    reads every unknown dimension as the same symbolic one, and says so."""
-    if shape is None:
-        return None
-    return tuple(SYMBOLIC if d < 0 else d for d in shape)
 
 
 def broadcastable(a, b) -> bool:
@@ -437,7 +428,7 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
     def tensor_shape(ref):
         src, port = parse_input(ref)
         nd = eg.nodes.get(src)
-        return None if nd is None else _symbolic(shapes.shape(nd, port))
+        return None if nd is None else shapes.symbolic_shape(nd, port)
 
     def can_optimize(nd) -> bool:
         if not (is_add(nd) or nd.op == "AddN"):
@@ -457,7 +448,7 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
     def supported(nd):
         if not can_optimize(nd):
             return None
-        out = _symbolic(shapes.shape(nd, 0))
+        out = shapes.symbolic_shape(nd, 0)
         if out is None or not inputs_broadcast(nd, out):
             return None
         return out
@@ -476,7 +467,7 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
             if uncertain is not None and can_optimize(root) and any(
                     eg.nodes.get(parse_input(r)[0]) is not None and eg.nodes[parse_input(r)[0]].op in ADD_OR_ADD_N_OPS
                     for r in root.input if not r.startswith("^")) and (
-                    _symbolic(shapes.shape(root, 0)) is None
+                    shapes.symbolic_shape(root, 0) is None
                     or any(tensor_shape(r) is None for r in root.input if not r.startswith("^"))):
                 uncertain.append((name, "a shape jitsim does not know: this Add tree was left alone, TF may "
                                         "rewrite it as AddN (same cluster, other node names)"))
@@ -489,7 +480,7 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
             src, _ = parse_input(ref)
             nd = eg.nodes.get(src)
             if nd is not None and nd.device == root.device and can_optimize(nd) and data_uses(src) == 1:
-                out = _symbolic(shapes.shape(nd, 0))
+                out = shapes.symbolic_shape(nd, 0)
                 if out is not None and inputs_broadcast(nd, out):
                     absorbed.append(src)
                     more = [r for r in nd.input if not r.startswith("^")]
@@ -503,7 +494,7 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
         groups: dict[tuple, list[str]] = {}
         for ref, s in inputs:
             groups.setdefault(s, []).append(ref)
-        if uncertain is not None and (any(SYMBOLIC in s for s in groups) or SYMBOLIC in root_shape):
+        if uncertain is not None and (any(d < 0 for s in groups for d in s) or any(d < 0 for d in root_shape)):
             uncertain.append((name, "unknown dimensions taken for one symbolic dimension (TF proves which "
                                     "are equal): the AddN grouping may differ"))
         dtype = root.attr["T"].type if "T" in root.attr else None
@@ -541,7 +532,7 @@ def add_ops_rewrite(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = 
                 ops.insert(0, nn)
             new_root = ops[0]
         for nn, shape in new_nodes.items():  # what GraphProperties would give the new nodes
-            shapes.inferred[(nn, 0)] = [-1 if d == SYMBOLIC else d for d in (root_shape if nn == new_root else shape)]
+            shapes.inferred[(nn, 0)] = tuple(-1 if d < 0 else d for d in (root_shape if nn == new_root else shape))
         consumers = sorted(c for c in eg.consumers(name))
         for old in [name] + absorbed:
             eg.provenance[old] = (new_root, f"merged by Grappler's arithmetic optimizer (AddOpsRewrite) into "
@@ -789,7 +780,7 @@ def minimize_broadcasts(eg: EditGraph, keep=frozenset(), shapes: ShapeView | Non
     def tensor_shape(ref):
         src, port = parse_input(ref)
         nd = eg.nodes.get(src)
-        return None if nd is None else _symbolic(shapes.shape(nd, port))
+        return None if nd is None else shapes.symbolic_shape(nd, port)
 
     def inputs_broadcast(nd, out) -> bool:
         return all(broadcastable(out, tensor_shape(r)) for r in nd.input if not r.startswith("^"))
@@ -805,7 +796,7 @@ def minimize_broadcasts(eg: EditGraph, keep=frozenset(), shapes: ShapeView | Non
         root = eg.nodes.get(name)
         if root is None or not assoc(root) or any(t in root.attr for t in tags):
             continue
-        out = _symbolic(shapes.shape(root, 0))
+        out = shapes.symbolic_shape(root, 0)
         if out is None or not inputs_broadcast(root, out):
             continue
         absorbed, inputs = [], []
@@ -817,7 +808,7 @@ def minimize_broadcasts(eg: EditGraph, keep=frozenset(), shapes: ShapeView | Non
             nd = eg.nodes.get(src)
             if (nd is not None and nd.op == root.op and src not in keep_set and not any(t in nd.attr for t in tags)
                     and not controls(nd) and nd.device == root.device and data_uses(src) == 1):
-                s = _symbolic(shapes.shape(nd, 0))
+                s = shapes.symbolic_shape(nd, 0)
                 if s is not None and inputs_broadcast(nd, s):
                     absorbed.append(src)
                     todo.extend(reversed([r for r in nd.input if not r.startswith("^")]))

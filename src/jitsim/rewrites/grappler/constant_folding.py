@@ -160,7 +160,7 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
         touched.update(src for src, _ in data)
     # TF simplifies after it folds, in the same pass: what folding has just made a constant
     # (a reduction's axes, a Tile's multiples, a neutral operand) is simplified now
-    for simplified in (simplify_trivial_tiles(eg, keep), simplify_single_packs(eg, keep),
+    for simplified in (simplify_trivial_tiles(eg, keep), simplify_single_packs(eg, keep), move_constants_past_enter(eg, keep),
                        simplify_empty_reductions(eg, keep), simplify_reshapes(eg, keep, shapes),
                        simplify_neutral_operands(eg, keep, shapes), reduce_div_to_reciprocal_mul(eg, keep),
                        merge_concats(eg, keep)):
@@ -619,6 +619,16 @@ def _scalar_one(eg: EditGraph, ref: str) -> bool:
     return v.ndim == 0 and v == 1
 
 
+def _keeps_shape(eg: EditGraph, name: str, ref: str, shapes: ShapeView | None, cache: list) -> bool:
+    """Whether operand ``ref`` of element-wise ``name`` has the output's shape for TF's symbolic
+    shapes (a ``x * ones_like(x)``): both of known rank, the same symbols."""
+    if shapes is None:
+        return False
+    if not cache:
+        cache.append(SymbolicDims(eg, shapes))
+    return cache[0].same(parse_input(ref), (name, 0))
+
+
 def simplify_neutral_operands(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None) -> RewriteRecord:
     """``x op c`` with ``c`` a scalar neutral constant becomes ``Identity(x)`` (``^c`` kept); a
     division of a scalar one by ``y`` (floating or complex) becomes ``Reciprocal(y, ^one)``, as
@@ -634,6 +644,8 @@ def simplify_neutral_operands(eg: EditGraph, keep=frozenset(), shapes: ShapeView
     def unknown_rank(ref) -> bool:
         src, port = parse_input(ref)
         return strict and src in eg.nodes and shapes.shape(eg.nodes[src], port) is None
+
+    sym: list = []
 
     for name in topological_order(eg):
         nd = eg.nodes.get(name)
@@ -657,14 +669,22 @@ def simplify_neutral_operands(eg: EditGraph, keep=frozenset(), shapes: ShapeView
             c = parse_input(data[pos])[0]
             other = data[1 - pos]
             cnd = eg.nodes.get(c)
-            if cnd is None or cnd.op != "Const" or parse_input(other)[0] == c or unknown_rank(other):
+            if cnd is None or parse_input(other)[0] == c or unknown_rank(other):
                 continue
-            try:
-                v = tensor_proto_to_numpy(cnd.attr["value"].tensor)
-            except Exception:
+            if cnd.op == "Const":
+                try:
+                    v = tensor_proto_to_numpy(cnd.attr["value"].tensor)
+                except Exception:
+                    continue
+                if v.size == 0 or not (v == neutral).all():
+                    continue
+                scalar = v.ndim == 0
+            elif cnd.op == ("OnesLike" if neutral == 1.0 else "ZerosLike"):
+                scalar = False  # TF's IsOnes/IsZeros: a OnesLike is ones whatever its input
+            else:
                 continue
-            if v.ndim != 0 or float(v) != neutral:
-                continue
+            if not scalar and not _keeps_shape(eg, name, other, shapes, sym):
+                continue  # TF needs the kept operand to have the output's (symbolic) shape
             t = nd.attr["T"] if "T" in nd.attr else None
             ctrl = [r for r in nd.input if r.startswith("^")]
             nd.op = "Identity"
@@ -818,6 +838,40 @@ def simplify_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None 
     return rec
 
 
+def move_constants_past_enter(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
+    """TF's ``MoveConstantsPastEnter``: an ``Enter`` (``is_constant``) of a constant hands its
+    non-constant data consumers a copy of the constant inside the frame,
+    ``ConstantFolding/<constant>_enter``, waiting on the Enter (a v1 loop's ``b_count`` and
+    per-iteration constants)."""
+    rec = RewriteRecord(Code.CONSTANT_FOLDING)
+    for name in topological_order(eg):
+        nd = eg.nodes.get(name)
+        if nd is None or nd.op not in ("Enter", "RefEnter") or not nd.input or "is_constant" not in nd.attr \
+                or not nd.attr["is_constant"].b:
+            continue
+        src = eg.nodes.get(parse_input(nd.input[0])[0])
+        if src is None or src.op not in CONSTANT_OPS or src.input and any(not r.startswith("^") for r in src.input):
+            continue
+        new = f"ConstantFolding/{src.name}_enter"
+        if new in eg.nodes:
+            continue
+        consumers = [c for c in sorted(eg.consumers(name))
+                     if eg.nodes[c].op not in CONSTANT_OPS and name in eg.nodes[c].input]
+        if not consumers:
+            continue
+        copy = protos.NodeDef()
+        copy.CopyFrom(src)
+        copy.name = new
+        copy.device = nd.device
+        del copy.input[:]
+        copy.input.append("^" + name)
+        eg.add_nodedef(copy)
+        for c in consumers:
+            eg.set_inputs(c, [new if r == name else r for r in eg.nodes[c].input])
+        rec.add(name, f"constant {src.name!r} moved past the Enter")
+    return rec
+
+
 def simplify_empty_reductions(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     """A reduction over a constant, empty list of axes becomes ``Identity(x)`` with ``^indices``
     (module docstring). Runs after folding, as TF simplifies after it folds: the indices are
@@ -869,9 +923,8 @@ def _by_constant_operand(eg: EditGraph, keep, ops, identity_type, kind: str) -> 
             continue
         ctrl = [r for r in nd.input if r.startswith("^")]
         nd.op = "Identity"
-        for k in list(nd.attr):
-            if not k.startswith("_"):
-                del nd.attr[k]
+        for k in list(nd.attr):  # TF clears every attribute (a recorded shape of the old op too)
+            del nd.attr[k]
         nd.attr["T"].type = t
         eg.set_inputs(name, [data[0], "^" + c] + ctrl)
         rec.add(name, kind)

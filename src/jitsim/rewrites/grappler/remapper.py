@@ -6,9 +6,10 @@ first and replaces, at each root not already fused, the largest pattern that mat
 * ``MatMul`` | ``Conv2D`` | ``DepthwiseConv2dNative`` -> ``BiasAdd`` [-> activation] becomes
   ``_FusedMatMul`` / ``_FusedConv2D`` / ``_FusedDepthwiseConv2dNative`` with
   ``fused_ops = ["BiasAdd"(, act)]``; activations: ``Relu``, ``Relu6``, ``Elu``, ``LeakyRelu``
-  (``Relu``/``Relu6``/``Elu`` only after a depthwise convolution). TF 2.21 on CPU leaves a
-  ``Sigmoid`` after ``Conv2D + BiasAdd`` unfused (EfficientNet's squeeze-excite blocks in
-  TF's dumps); ``Tanh`` is treated alike;
+  (``Relu``/``Relu6``/``Elu`` only after a depthwise convolution), and with oneDNN ``Tanh`` and
+  ``Sigmoid`` after a ``MatMul`` only (TF 2.21 on CPU leaves a ``Sigmoid`` after ``Conv2D +
+  BiasAdd`` unfused: EfficientNet's squeeze-excite blocks in TF's dumps; it fuses a TF 1 GRU's
+  gates, ``MatMul + Add(bias) + Sigmoid``);
   With oneDNN an ``Add``/``AddV2`` of a 1-D tensor as long as the contraction output's last
   dimension counts as a ``BiasAdd`` (``IsBiasSemanticAdd``; a Keras GRU cell's
   ``MatMul + Squeeze(bias)``), shapes read through a
@@ -57,6 +58,9 @@ DT_FLOAT, DT_BFLOAT16 = 1, 14
 CONTRACTIONS = {"MatMul": "_FusedMatMul", "Conv2D": "_FusedConv2D",
                 "DepthwiseConv2dNative": "_FusedDepthwiseConv2dNative"}
 ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "LeakyRelu"})
+# with oneDNN also Tanh and Sigmoid, after a MatMul only (IsSupportedActivation; a convolution's
+# Sigmoid stays unfused: EfficientNet's squeeze-excite in TF's dumps; TF 1 GRU gates fused)
+MATMUL_ONLY_ACTIVATIONS = frozenset({"Tanh", "Sigmoid"})
 DEPTHWISE_ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu"})
 # attributes the fused op keeps from the contraction
 KEEP_ATTRS = {
@@ -468,7 +472,7 @@ def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True, shapes: Shape
                 _fuse(eg, root, c, [bias, side], ["BiasAdd", "Add"], [bias_add, root])
                 rec.add(root, f"{c.op}+BiasAdd+Add")
                 continue
-        if op in ACTIVATIONS:
+        if op in ACTIVATIONS or (op in MATMUL_ONLY_ACTIVATIONS and onednn):
             src = m.data_input(root, 0)
             if src is None or src[1] != 0:
                 continue
@@ -476,7 +480,8 @@ def remap(eg: EditGraph, keep=frozenset(), *, onednn: bool = True, shapes: Shape
             hit = _try_bias(m, src[0], root, onednn)
             if hit is not None:
                 c, bias = hit
-                if c.op == "DepthwiseConv2dNative" and op not in DEPTHWISE_ACTIVATIONS:
+                if c.op == "DepthwiseConv2dNative" and op not in DEPTHWISE_ACTIVATIONS or \
+                        op in MATMUL_ONLY_ACTIVATIONS and c.op != "MatMul":
                     hit = None
                 else:
                     kind = f"{c.op}+BiasAdd+{op}"
