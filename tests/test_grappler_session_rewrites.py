@@ -43,6 +43,12 @@ def ph(name, *dims, dtype="DT_FLOAT"):
     return (name, "Placeholder", [], {"dtype": dtype, "shape": shape})
 
 
+def ints_attr(*vals):
+    av = protos.AttrValue()
+    av.list.i.extend(vals)
+    return av
+
+
 def colocated(node):
     av = protos.AttrValue()
     av.list.s.append(f"loc:@{node}".encode())
@@ -314,3 +320,40 @@ def test_symbolic_dims_follow_tfs_shape_functions():
     assert sym.same(("t", 0), ("mm", 0)) and sym.same(("up", 0), ("t", 0))  # TanhGrad merges its inputs
     assert sym.dims(("mm", 0))[0] == sym.dims(("x", 0))[0] and sym.dims(("mm", 0))[1] == 3
     assert not sym.same(("other", 0), ("mm", 0))  # y's batch is another symbol
+
+
+def test_a_constant_entering_a_loop_is_copied_inside_it():
+    # MoveConstantsPastEnter (dump of dynamic_rnn_v1_loop.py: `ConstantFolding/gradients/b_count_enter`)
+    eg = edit([c("b_count", 1), ("enter", "Enter", ["b_count"], {"T": "DT_INT32", "frame_name": "f", "is_constant": True}),
+               ph("i", dtype="DT_INT32"), ("add", "AddV2", ["enter", "i"], {"T": "DT_INT32"}),
+               ("out", "Neg", ["add"], {"T": "DT_INT32"})])
+    fold(eg, keep=("out", "i"))
+    assert inputs(eg, "add") == ["ConstantFolding/b_count_enter", "i"]
+    assert inputs(eg, "ConstantFolding/b_count_enter") == ["^enter"]
+
+
+def test_matmul_bias_sigmoid_fuses():
+    # IsSupportedActivation with oneDNN: Tanh and Sigmoid after MatMul + bias (TF 1 GRU gates:
+    # `while/Sigmoid` is a _FusedMatMul in TF's dump); after Conv2D + BiasAdd a Sigmoid stays
+    # unfused (EfficientNet's squeeze-excite blocks in TF's dumps)
+    from jitsim.rewrites.grappler.remapper import remap
+
+    eg = edit([ph("x", 2, 4), ("w", "Const", [], {"dtype": "DT_FLOAT", "value": value([[1.0] * 6] * 4, DT_FLOAT)}),
+               ("b", "Const", [], {"dtype": "DT_FLOAT", "value": value([1.0] * 6, DT_FLOAT)}),
+               ("mm", "MatMul", ["x", "w"], {"T": "DT_FLOAT"}), ("ba", "BiasAdd", ["mm", "b"], {"T": "DT_FLOAT"}),
+               ("gate", "Sigmoid", ["ba"], {"T": "DT_FLOAT"}), ("out", "Neg", ["gate"], {"T": "DT_FLOAT"})])
+    for nd in eg.nodes.values():
+        nd.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    remap(eg, frozenset({"out"}), onednn=True, shapes=ShapeView(eg, infer=True))
+    assert eg.nodes["gate"].op == "_FusedMatMul"
+    assert [s.decode() for s in eg.nodes["gate"].attr["fused_ops"].list.s] == ["BiasAdd", "Sigmoid"]
+    conv = edit([ph("x", 1, 4, 4, 2), ("f", "Const", [], {"dtype": "DT_FLOAT", "value": value([[[[1.0] * 3] * 2]], DT_FLOAT)}),
+                 ("b", "Const", [], {"dtype": "DT_FLOAT", "value": value([1.0] * 3, DT_FLOAT)}),
+                 ("cv", "Conv2D", ["x", "f"], {"T": "DT_FLOAT", "strides": ints_attr(1, 1, 1, 1), "padding": "SAME",
+                                               "data_format": "NHWC"}),
+                 ("ba", "BiasAdd", ["cv", "b"], {"T": "DT_FLOAT"}),
+                 ("gate", "Sigmoid", ["ba"], {"T": "DT_FLOAT"}), ("out", "Neg", ["gate"], {"T": "DT_FLOAT"})])
+    for nd in conv.nodes.values():
+        nd.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    remap(conv, frozenset({"out"}), onednn=True, shapes=ShapeView(conv, infer=True))
+    assert conv.nodes["gate"].op == "Sigmoid" and conv.nodes["ba"].op == "_FusedConv2D"
