@@ -249,10 +249,14 @@ def test_a_partitioned_embedding_training_step_is_exact_without_tf(tmp_path):
     import sys
     from pathlib import Path
 
+    import importlib.util
+
     root = Path(__file__).resolve().parents[1]
     sys.path[:0] = [str(root / "fixtures/tf1"), str(root / "fixtures/models")]
-    try:
-        import measure as tf1_measure
+    try:  # loaded under its own name: tests/test_runtime.py imports another `measure`
+        spec = importlib.util.spec_from_file_location("jitsim_tf1_measure", root / "fixtures/tf1/measure.py")
+        tf1_measure = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tf1_measure)
         from measure_no_tf import classify
     finally:
         del sys.path[:2]

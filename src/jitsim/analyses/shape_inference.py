@@ -63,6 +63,8 @@ BINARY = frozenset({
     "BitwiseOr", "BitwiseXor", "LeftShift", "RightShift", "Igamma", "Igammac", "Zeta", "Polygamma",
     "ApproximateEqual", "BroadcastTo_none",
 })
+SELECT_OPS = frozenset({"Select", "SelectV2"})
+ADD_N_LIKE = frozenset({"AddN", "AccumulateNV2"})
 REDUCTIONS = frozenset({"Sum", "Mean", "Max", "Min", "Prod", "All", "Any", "EuclideanNorm"})
 WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
 # element-wise ops a layer applies its parameters with (a bias, a scale, a batch norm's terms)
@@ -416,7 +418,7 @@ class _Inference:
                         continue
                     k = len(out) - len(x)
                     demand(r, tuple(out[k + j] if v < 0 and out[k + j] >= 0 else v for j, v in enumerate(x)))
-            elif op in ("AddN", "AccumulateNV2") and out is not None:
+            elif op in ADD_N_LIKE and out is not None:
                 for r in d:
                     demand(r, out)
             elif op == "BiasAdd" and len(d) == 2 and out is not None and len(out) >= 2:
@@ -1179,8 +1181,8 @@ SHAPE_FUNCTIONS: dict = _table(
     ("ResourceGather", _sf_resource_gather),
     (UNARY, _sf_unary),
     (BINARY, _sf_binary),
-    (("Select", "SelectV2"), _sf_select),
-    (("AddN", "AccumulateNV2"), _sf_add_n),
+    (SELECT_OPS, _sf_select),
+    (ADD_N_LIKE, _sf_add_n),
     ("BiasAdd", _sf_bias_add),
     ("BiasAddGrad", _sf_bias_add_grad),
     (("MatMul", "_FusedMatMul"), _sf_mat_mul),
@@ -1477,7 +1479,7 @@ class SymbolicDims:
                 self._tie_all(out, x)
         elif op in UNARY or op in ("ZerosLike", "OnesLike", "Identity", "Snapshot", "StopGradient"):
             self._tie_all(out, ins[0])
-        elif op in BINARY or op in ("Select", "SelectV2"):
+        elif op in BINARY or op in SELECT_OPS:
             if out is None:
                 return
             n = len(out)

@@ -22,7 +22,7 @@ loop... twice over). jitsim simulates the parts that decide clusters, each a pur
 from __future__ import annotations
 
 from jitsim.graph.model import parse_input
-from jitsim.opsets import FUNCTION_IO_OPS
+from jitsim.opsets import BINARY_SWITCH_OPS, FUNCTION_IO_OPS
 from jitsim.registry import protos
 
 CTRL_PREFIX = "ConstantFoldingCtrl"  # TF's kConstantFoldingCtrl: the Identity a control edge from a Switch goes through
@@ -56,7 +56,7 @@ def control_dependency(eg, ref: str, nd) -> str:
     both branches)."""
     src, port = parse_input(ref)
     snd = eg.nodes.get(src)
-    if snd is not None and snd.op in ("Switch", "RefSwitch"):
+    if snd is not None and snd.op in BINARY_SWITCH_OPS:
         return "^" + switch_anchor(eg, src, port, nd)
     return "^" + src
 

@@ -63,7 +63,7 @@ from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import control_dependency, preserved, switch_anchor
 from jitsim.graph.graphedit import EditGraph, topological_order
 from jitsim.analyses.shape_inference import ShapeView, SymbolicDims
-from jitsim.opsets import FUNCTION_IO_OPS, CONSTANT_OPS, IDENTITY_N_OPS, SHAPE_SIZE_RANK_OPS
+from jitsim.opsets import BINARY_SWITCH_OPS, CONSTANT_OPS, ENTER_OPS, FUNCTION_IO_OPS, IDENTITY_N_OPS, SHAPED_PLACEHOLDER_OPS, SHAPE_SIZE_RANK_OPS
 
 MAX_CONSTANT_BYTES = 10 * 1024 * 1024
 NEVER_FOLD = frozenset({"Const", "HostConst", "Placeholder", "PlaceholderWithDefault", "_Arg", "_Retval",
@@ -782,9 +782,9 @@ def simplify_single_packs(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
             continue
         src, port = parse_input(data[0])
         snd = eg.nodes.get(src)
-        if snd is None or snd.op in ("Placeholder", "PlaceholderWithDefault"):
+        if snd is None or snd.op in SHAPED_PLACEHOLDER_OPS:
             continue
-        anchor = switch_anchor(eg, src, port, nd) if snd.op in ("Switch", "RefSwitch") else src
+        anchor = switch_anchor(eg, src, port, nd) if snd.op in BINARY_SWITCH_OPS else src
         axis = nd.attr["axis"].i if "axis" in nd.attr else 0
         const = protos.NodeDef(name=axis_name, op="Const", device=nd.device)
         const.input.append("^" + anchor)
@@ -846,7 +846,7 @@ def move_constants_past_enter(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     rec = RewriteRecord(Code.CONSTANT_FOLDING)
     for name in topological_order(eg):
         nd = eg.nodes.get(name)
-        if nd is None or nd.op not in ("Enter", "RefEnter") or not nd.input or "is_constant" not in nd.attr \
+        if nd is None or nd.op not in ENTER_OPS or not nd.input or "is_constant" not in nd.attr \
                 or not nd.attr["is_constant"].b:
             continue
         src = eg.nodes.get(parse_input(nd.input[0])[0])

@@ -35,7 +35,7 @@ from jitsim.records import RewriteRecord
 from jitsim.rewrites.grappler import control_dependency, preserved
 from jitsim.graph.graphedit import EditGraph, dedup_control_inputs, tf_topological_order
 from jitsim.registry import op_def
-from jitsim.opsets import ENTER_OPS, EXIT_OPS, IDENTITY_N_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
+from jitsim.opsets import CONSTANT_OPS, ENTER_OPS, EXIT_OPS, IDENTITY_N_OPS, IDENTITY_OPS, MERGE_OPS, NEXT_ITERATION_OPS, SWITCH_OPS
 
 FRAME_OPS = ENTER_OPS | EXIT_OPS | NEXT_ITERATION_OPS  # TF's ModifiesFrameInfo
 
@@ -164,7 +164,6 @@ def optimize_dependencies(eg: EditGraph, keep=frozenset(), *, fetch_known: bool 
     return rec
 
 
-CONSTANT_NODE_OPS = frozenset({"Const", "HostConst"})
 
 
 def _optimize_nodes(eg: EditGraph, keep_set: set[str], fetch_known: bool, rec: RewriteRecord) -> None:
@@ -182,7 +181,7 @@ def _optimize_nodes(eg: EditGraph, keep_set: set[str], fetch_known: bool, rec: R
 
     for name in list(eg.nodes):
         nd = eg[name]
-        if nd.op == "NoOp" or nd.op in IDENTITY_OPS or nd.op in IDENTITY_N_OPS or nd.op in CONSTANT_NODE_OPS or \
+        if nd.op == "NoOp" or nd.op in IDENTITY_OPS or nd.op in IDENTITY_N_OPS or nd.op in CONSTANT_OPS or \
                 _safe_to_convert(eg, name, keep_set, fetch_known):
             push(name)
     while stack:
@@ -194,7 +193,7 @@ def _optimize_nodes(eg: EditGraph, keep_set: set[str], fetch_known: bool, rec: R
 
 def _optimize_node(eg: EditGraph, name: str, keep_set: set[str], fetch_known: bool, rec: RewriteRecord, push) -> None:
     nd = eg[name]
-    if nd.op in CONSTANT_NODE_OPS and not nd.input:
+    if nd.op in CONSTANT_OPS and not nd.input:
         # a constant without inputs runs early anyway: its control edges out go
         for c in sorted(eg.consumers(name)):
             refs = list(eg[c].input)
