@@ -212,6 +212,9 @@ class _Inference:
         self.var_shapes: dict[str, object] = {}  # resource root -> variable shape
         self.from_use: dict[str, object] = {}  # the variables' shapes read back from their uses
         self._parameter: dict = {}  # tensor -> whether it is a shapeless parameter expression
+        self._data: dict = {}  # node -> (its NodeDef, its parsed data inputs)
+        # loops (a NextIteration's back edge) or variable writes need more than one forward pass
+        self._needs_rounds = any(nd.op in NEXT_ITERATION_OPS or nd.op in WRITES for nd in nodes.values())
         self.back_edges = False
 
     def is_parameter(self, ref) -> bool:
@@ -237,7 +240,12 @@ class _Inference:
 
     # inputs
     def data(self, nd) -> list[tuple[str, int]]:
-        return [parse_input(r) for r in nd.input if not r.startswith("^")]
+        """``nd``'s data inputs as ``(node, port)`` (parsed once: the graph does not change while
+        its shapes are inferred)."""
+        d = self._data.get(nd.name)
+        if d is None or d[0] is not nd:
+            d = self._data[nd.name] = (nd, [parse_input(r) for r in nd.input if not r.startswith("^")])
+        return d[1]
 
     def shape_of(self, ref):
         return self.shapes.get(ref)
@@ -302,7 +310,7 @@ class _Inference:
                 self.shapes = {}
                 self.back_edges = False
                 self.settle()
-        for _ in range(6):  # what the variables' uses need, until it settles
+        for _ in range(6 if self._shapeless_reads() else 0):  # what the variables' uses need, until it settles
             try:
                 guesses = self.guess_from_use()
             except (IndexError, KeyError, ValueError, ZeroDivisionError, TypeError, OverflowError):
@@ -311,10 +319,13 @@ class _Inference:
                 break
             self.var_shapes.update(guesses)
             self.from_use.update(guesses)
-            self.shapes = {}
-            self.back_edges = False
-            self.settle()
+            self.settle()  # from the shapes so far: a guess only adds what was unknown
         return self.shapes
+
+    def _shapeless_reads(self) -> bool:
+        """Whether a ``ReadVariableOp`` or ``ResourceGather`` reads a variable of unknown shape."""
+        return any(nd.op in ("ReadVariableOp", "ResourceGather") and self.data(nd) and
+                   self.handle_shape(self.data(nd)[0]) is None for nd in self.nodes.values())
 
     def guess_from_use(self) -> dict:
         """Shapes for the variables still without one (a ConcreteFunction's captured variables
@@ -535,7 +546,7 @@ class _Inference:
 
     def settle(self):
         for _ in range(4):  # forward, loops' back edges and variable writes, then settle
-            before = (dict(self.shapes), dict(self.var_shapes))
+            before = (dict(self.shapes), dict(self.var_shapes)) if self._needs_rounds else None
             self._parameter = {}  # the variables known so far decide what is a parameter
             for name in self.order:
                 nd = self.nodes[name]
@@ -556,8 +567,8 @@ class _Inference:
                         self.shapes[(name, p)] = None
             self.collect_writes()
             self.back_edges = True
-            if (self.shapes, self.var_shapes) == before:
-                break
+            if not self._needs_rounds or (self.shapes, self.var_shapes) == before:
+                break  # without loops or variable writes one pass in topological order is final
 
     def variable_writes(self):
         """``(variable, handle ref, value ref)`` of each write of a value to a variable whose
@@ -1275,17 +1286,23 @@ def _merge_same(a, b):
     return tuple(merge_dims(x, y) for x, y in zip(a, b))
 
 
-def infer_shapes(graph, from_use: dict | None = None, unknown=frozenset()) -> dict:
+def infer_shapes(graph, from_use: dict | None = None, unknown=frozenset(), seed: dict | None = None) -> dict:
     """``{(node, port): shape}`` for every output the analysis reaches (module docstring).
     ``graph``: a :class:`jitsim.graph.graphedit.EditGraph` or a :class:`jitsim.graph.Graph`;
     not modified. ``from_use`` (a dict) gets ``{variable: shape}`` for the variables whose
     shapes were read back from their uses (:meth:`_Inference.guess_from_use`), an assumption.
     ``unknown``: ``(node, port)`` tensors taken to be of unknown shape (a session call's feeds),
-    recorded shapes then not read."""
+    recorded shapes then not read. ``seed``: variables' shapes already read back from their uses
+    on an earlier form of the graph (the same variables: Grappler's rewrites keep them), taken
+    as known at the start (and reported in ``from_use`` again)."""
     from jitsim.graph.graphedit import EditGraph, topological_order
 
     eg = graph if isinstance(graph, EditGraph) else EditGraph.from_graph(graph)
     inf = _Inference(eg.nodes, topological_order(eg), unknown)
+    if seed:
+        live = {v: s for v, s in seed.items() if v in eg.nodes}
+        inf.var_shapes.update(live)
+        inf.from_use.update(live)
     shapes = inf.run()
     if from_use is not None:
         from_use.update(inf.from_use)
@@ -1309,7 +1326,8 @@ class ShapeView:
     ``_output_shapes`` at all, the shape :func:`infer_shapes` gives (computed once, when the
     view is made: rewrites keep a rewritten node's name and output shape). ``None``: unknown."""
 
-    def __init__(self, eg=None, *, infer: bool = False, literals: bool = False, unknown=frozenset()):
+    def __init__(self, eg=None, *, infer: bool = False, literals: bool = False, unknown=frozenset(),
+                 seed: dict | None = None):
         self.inferred: dict = {}
         self.inferring = False
         self.literals = literals
@@ -1322,7 +1340,7 @@ class ShapeView:
         self._symbols = None
         self.eg = eg
         if eg is not None and (self.unknown or infer and not records_shapes(eg)):
-            self.inferred = infer_shapes(eg, self.from_use, self.unknown)
+            self.inferred = infer_shapes(eg, self.from_use, self.unknown, seed)
             self.inferring = True
 
     def shape(self, nd, port: int = 0, eg=None):

@@ -303,6 +303,7 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
         keep = (set(keep) - outs) | set(retvals)
     grappler = [step for step in GRAPPLER_STEPS if step.name not in skip]
     fed = frozenset(parse_input(t) for t in feeds)
+    from_use: dict = {}  # variables' shapes read back from their uses, carried from step to step
     # Grappler's meta optimizer runs its optimizers twice over; the second round matters when
     # a removal exposes a new pattern.
     inferring = infer_shapes and not records_shapes(eg)
@@ -322,11 +323,12 @@ def prepare_without_tf(graph: Graph, *, device: str = "cpu", skip: tuple[str, ..
         for step in grappler:
             # shapes as they stand before each shape-dependent rewrite (Grappler recomputes
             # GraphProperties per optimizer)
-            cx.shapes = ShapeView(eg, infer=inferring, unknown=fed if step.name in FEEDS_UNKNOWN else ()) \
-                if step.needs_shapes else None
+            cx.shapes = ShapeView(eg, infer=inferring, unknown=fed if step.name in FEEDS_UNKNOWN else (),
+                                  seed=from_use) if step.needs_shapes else None
             if cx.shapes is not None:
                 cx.shapes.symbolic = bool(feeds)  # a session's unknown dimensions are TF's too
             if cx.shapes is not None and cx.shapes.from_use:
+                from_use.update(cx.shapes.from_use)
                 cx.uncertain.extend(("shape_inference", v, VARIABLES_FROM_USE) for v in cx.shapes.from_use)
             rec = step.run(eg, cx)
             if round_ == 0:
