@@ -771,7 +771,7 @@ def simplify_single_packs(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     rec = RewriteRecord(Code.CONSTANT_FOLDING)
     keep_set = preserved(eg, keep)
     np = numpy()
-    for name in topological_order(eg):
+    for name in [n for n, x in eg.nodes.items() if x.op == "Pack"]:  # each on its own: any order
         nd = eg.nodes.get(name)
         if nd is None or nd.op != "Pack" or name in keep_set:
             continue
@@ -809,7 +809,7 @@ def simplify_reshapes(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None 
     rec = RewriteRecord(Code.CONSTANT_FOLDING)
     shapes = shapes if shapes is not None else ShapeView(literals=True)
     keep_set = preserved(eg, keep)
-    for name in topological_order(eg):
+    for name in [n for n, x in eg.nodes.items() if x.op == "Reshape"]:  # each on its own: any order
         nd = eg.nodes.get(name)
         if nd is None or nd.op != "Reshape" or name in keep_set or "T" not in nd.attr:
             continue
@@ -844,7 +844,7 @@ def move_constants_past_enter(eg: EditGraph, keep=frozenset()) -> RewriteRecord:
     ``ConstantFolding/<constant>_enter``, waiting on the Enter (a v1 loop's ``b_count`` and
     per-iteration constants)."""
     rec = RewriteRecord(Code.CONSTANT_FOLDING)
-    for name in topological_order(eg):
+    for name in [n for n, x in eg.nodes.items() if x.op in ENTER_OPS]:  # each on its own: any order
         nd = eg.nodes.get(name)
         if nd is None or nd.op not in ENTER_OPS or not nd.input or "is_constant" not in nd.attr \
                 or not nd.attr["is_constant"].b:
