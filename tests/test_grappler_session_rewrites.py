@@ -241,6 +241,7 @@ def test_a_reshape_to_its_own_size_is_removed():
 
 
 @pytest.mark.tf
+@pytest.mark.slow  # runs the program under TF (the slow stage; fixtures/tf1/results.json records the same)
 def test_a_partitioned_embedding_training_step_is_exact_without_tf(tmp_path):
     """The issue's misleading class (a TF1 program with partitioned embedding variables): TF's
     clusters of the program's own sess.run, and the TF-free route's, from graph.pbtxt and
