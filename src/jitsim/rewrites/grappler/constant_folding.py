@@ -120,28 +120,20 @@ def _fold_once(eg: EditGraph, keep=frozenset(), shapes: ShapeView | None = None)
             continue
         if not outs_t or len(outs_t) != 1 or outs_t[0] not in NP_DTYPES:
             continue
-        value = None
-        if nd.op in SHAPE_SIZE_RANK_OPS:
-            src, port = data[0]
-            shp = shapes.known(eg[src], port)
-            if shp is None:
-                continue
-            value = np.array(shp if nd.op == "Shape" else (int(np.prod(shp)) if nd.op == "Size" else len(shp)))
-            kind = f"{nd.op} of a static shape"
-        else:
-            if not all(eg[src].op in CONSTANT_OPS for src, _ in data):
-                continue
-            fn = KERNELS.get(nd.op) or GRAPPLER_KERNELS.get(nd.op)
-            if fn is None:
-                continue
-            try:
-                ins = [tensor_proto_to_numpy(eg[src].attr["value"].tensor) for src, _ in data]
-                value = fn(np, ins, nd)[0]
-            except Exception:
-                continue
-            kind = f"{nd.op} of constants"
-            for src, _ in data:
-                ctrl.extend(r for r in eg[src].input if r.startswith("^"))
+        # (Shape/Size/Rank of a static shape: materialize_shapes, before this loop)
+        if not all(eg[src].op in CONSTANT_OPS for src, _ in data):
+            continue
+        fn = KERNELS.get(nd.op) or GRAPPLER_KERNELS.get(nd.op)
+        if fn is None:
+            continue
+        try:
+            ins = [tensor_proto_to_numpy(eg[src].attr["value"].tensor) for src, _ in data]
+            value = fn(np, ins, nd)[0]
+        except Exception:
+            continue
+        kind = f"{nd.op} of constants"
+        for src, _ in data:
+            ctrl.extend(r for r in eg[src].input if r.startswith("^"))
         try:
             arr = np.asarray(value).astype(NP_DTYPES[outs_t[0]])
         except Exception:
